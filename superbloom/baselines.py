@@ -1,0 +1,114 @@
+"""Classical baselines, fitted on the training sets and evaluated on the very same examples as the
+model (evaluate.py):
+
+  popularity    rank by training count
+  cooccurrence  item-item cosine of the set-incidence matrix: score(c) = sum_{i in context} cos(i, c)
+  ease          EASE (Steck, WWW 2019): closed-form linear item-item model, B = I - P / diag(P) with
+                P = (X^T X + lambda I)^-1; dense, so only for vocabularies up to `EASE_MAX_IDS`
+
+Each has `rank(contexts, k) -> (E, k)` ids (context ids excluded, ties broken by popularity).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .dataset import SetArray
+
+EASE_MAX_IDS = 25_000
+
+
+def incidence(sets: SetArray, n_ids: int) -> sp.csr_matrix:
+    """Binary (sets x ids) matrix."""
+    ids = np.array(sets.ids, dtype=np.int32)  # a writable copy: scipy sorts indices in place
+    data = np.ones(len(ids), np.float32)
+    x = sp.csr_matrix((data, ids, np.asarray(sets.offsets)), shape=(len(sets), n_ids))
+    x.sum_duplicates()
+    x.data[:] = 1.0
+    return x
+
+
+def _context_matrix(contexts: np.ndarray, n_ids: int) -> sp.csr_matrix:
+    rows, cols = np.nonzero(contexts >= 0)
+    return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, contexts[rows, cols])),
+                         shape=(len(contexts), n_ids))
+
+
+def _topk_excluding(scores: np.ndarray, contexts: np.ndarray, k: int) -> np.ndarray:
+    scores = np.array(scores, dtype=np.float64)
+    rows, cols = np.nonzero(contexts >= 0)
+    scores[rows, contexts[rows, cols]] = -np.inf
+    k = min(k, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(scores, part, 1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, 1)
+
+
+class Baseline:
+    name = "baseline"
+    batch = 256
+
+    def __init__(self, train: SetArray, n_ids: int):
+        self.n_ids = n_ids
+        counts = np.bincount(np.asarray(train.ids), minlength=n_ids).astype(np.float64)
+        self.tiebreak = 1e-6 * counts / max(1.0, counts.max())  # popularity breaks ties
+
+    def scores(self, contexts: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def rank(self, contexts: np.ndarray, k: int) -> np.ndarray:
+        out = [_topk_excluding(self.scores(contexts[a:a + self.batch]) + self.tiebreak,
+                               contexts[a:a + self.batch], k) for a in range(0, len(contexts), self.batch)]
+        return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+
+
+class Popularity(Baseline):
+    name = "popularity"
+
+    def scores(self, contexts):
+        return np.zeros((len(contexts), self.n_ids))
+
+
+class Cooccurrence(Baseline):
+    name = "cooccurrence"
+
+    def __init__(self, train: SetArray, n_ids: int):
+        super().__init__(train, n_ids)
+        x = incidence(train, n_ids)
+        c = (x.T @ x).tocsr()  # (N, N) co-occurrence counts
+        norm = 1.0 / np.sqrt(np.maximum(c.diagonal(), 1.0))
+        c = sp.diags(norm) @ c @ sp.diags(norm)
+        c.setdiag(0.0)
+        c.eliminate_zeros()
+        self.cos = c.tocsr().astype(np.float32)
+
+    def scores(self, contexts):
+        return (_context_matrix(contexts, self.n_ids) @ self.cos).toarray()
+
+
+class Ease(Baseline):
+    name = "ease"
+
+    def __init__(self, train: SetArray, n_ids: int, lam: float = 100.0):
+        super().__init__(train, n_ids)
+        if n_ids > EASE_MAX_IDS:
+            raise ValueError(f"EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} limit")
+        x = incidence(train, n_ids)
+        g = (x.T @ x).toarray().astype(np.float64)
+        g[np.diag_indices(n_ids)] += lam
+        p = np.linalg.inv(g)
+        b = -p / np.diag(p)[None, :]
+        b[np.diag_indices(n_ids)] = 0.0
+        self.b = b.astype(np.float32)
+
+    def scores(self, contexts):
+        return _context_matrix(contexts, self.n_ids) @ self.b
+
+
+BASELINES = {"popularity": Popularity, "cooccurrence": Cooccurrence, "ease": Ease}
+
+
+def fit_baseline(name: str, train: SetArray, n_ids: int) -> Baseline:
+    if name not in BASELINES:
+        raise ValueError(f"unknown baseline {name!r}; choose from {sorted(BASELINES)}")
+    return BASELINES[name](train, n_ids)

@@ -1,0 +1,106 @@
+"""Training examples and queries as hashed token batches (Superbloom sec. 3.1, BERT masking).
+
+Training: from each chosen set take a random contiguous segment of up to n ids, mask 15% of it
+(at least one; round(0.15 * length) in general), and of the masked elements feed 80% as [MASK],
+10% as a random id and 10% unchanged. Every element becomes its m tokens (element-major: the m
+tokens of element i are positions i*m .. i*m+m-1). Targets are the original ids at masked
+elements, -1 elsewhere.
+
+Queries (evaluation, prediction): the context ids plus one [MASK] element at the end.
+
+Everything is vectorised over the batch; there is no Python loop per id.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .dataset import SetArray
+from .hashing import MASK_ELEM, PAD_ELEM, BloomHash
+
+
+@dataclass(frozen=True)
+class MaskConfig:
+    n: int = 32  # max elements per segment
+    mask_rate: float = 0.15
+    p_mask: float = 0.8  # of masked elements: fed as [MASK]
+    p_random: float = 0.1  # ... fed as a random id (the rest: unchanged)
+
+
+@dataclass
+class Batch:
+    tokens: torch.Tensor  # (B, n*m) int64 token ids
+    pad: torch.Tensor  # (B, n*m) bool, True at padding
+    positions: torch.Tensor  # (B, n*m) int64 element index of each token (for optional positions)
+    targets: torch.Tensor  # (B, n) int64: id to predict at each element, -1 if none
+
+    @property
+    def n_targets(self) -> int:
+        return int((self.targets >= 0).sum())
+
+
+def sample_segments(sets: SetArray, rows: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """A random contiguous segment of up to n ids from each set in `rows`. -> (B, n), -1 padded."""
+    lengths = sets.lengths[rows]
+    seg = np.minimum(lengths, n)
+    start = sets.offsets[rows] + (rng.random(len(rows)) * (lengths - seg + 1)).astype(np.int64)
+    pos = np.arange(n)
+    valid = pos[None, :] < seg[:, None]
+    idx = np.where(valid, start[:, None] + pos[None, :], 0)
+    return np.where(valid, np.asarray(sets.ids[idx.ravel()]).reshape(idx.shape), PAD_ELEM).astype(np.int64)
+
+
+def mask_segments(segs: np.ndarray, n_ids: int, cfg: MaskConfig, rng: np.random.Generator):
+    """Choose and corrupt masked elements. (B, n) ids -> (input elements (B, n), targets (B, n))."""
+    valid = segs >= 0
+    n_valid = valid.sum(1)
+    n_mask = np.maximum(1, np.rint(cfg.mask_rate * n_valid)).astype(np.int64)
+    n_mask = np.minimum(n_mask, n_valid)
+    keys = np.where(valid, rng.random(segs.shape), np.inf)
+    rank = np.argsort(np.argsort(keys, axis=1), axis=1)  # rank of each element's random key
+    masked = rank < n_mask[:, None]
+    targets = np.where(masked, segs, -1)
+    u = rng.random(segs.shape)
+    as_mask = masked & (u < cfg.p_mask)
+    as_random = masked & (u >= cfg.p_mask) & (u < cfg.p_mask + cfg.p_random)
+    elems = np.where(as_mask, MASK_ELEM, segs)
+    elems = np.where(as_random, rng.integers(0, n_ids, segs.shape), elems)
+    return elems, targets
+
+
+def to_batch(elems: np.ndarray, targets: np.ndarray, hashing: BloomHash) -> Batch:
+    b, n = elems.shape
+    m = hashing.m
+    tokens = hashing.encode(elems)  # (B, n*m)
+    pad = np.repeat(elems == PAD_ELEM, m, axis=1)
+    positions = np.broadcast_to(np.repeat(np.arange(n), m), (b, n * m))
+    return Batch(torch.from_numpy(tokens), torch.from_numpy(pad), torch.from_numpy(positions.copy()),
+                 torch.from_numpy(targets))
+
+
+def training_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, cfg: MaskConfig,
+                   rng: np.random.Generator) -> Batch:
+    segs = sample_segments(sets, rows, cfg.n, rng)
+    elems, targets = mask_segments(segs, hashing.n_ids, cfg, rng)
+    return to_batch(elems, targets, hashing)
+
+
+def query_batch(contexts: np.ndarray, hashing: BloomHash) -> Batch:
+    """Contexts (Q, c) ids, -1 padded -> batch with one [MASK] element appended (target marker 0).
+
+    Padding columns shared by every row are dropped first, so short contexts stay cheap.
+    """
+    contexts = np.asarray(contexts, dtype=np.int64)
+    if contexts.ndim != 2:
+        raise ValueError(f"contexts must be (queries, ids), got shape {contexts.shape}")
+    width = int((contexts >= 0).sum(1).max()) if contexts.size else 0
+    # left-align known ids so trailing all-padding columns can be cut
+    order = np.argsort(contexts < 0, axis=1, kind="stable")
+    ctx = np.take_along_axis(contexts, order, axis=1)[:, :width]
+    q = len(ctx)
+    elems = np.concatenate([ctx, np.full((q, 1), MASK_ELEM)], axis=1)
+    targets = np.full(elems.shape, -1, np.int64)
+    targets[:, -1] = 0  # marks the query element; the value is not used
+    return to_batch(elems, targets, hashing)

@@ -1,0 +1,75 @@
+"""A prepared dataset directory (see prepare.py), memory-mapped: sets are CSR arrays of int32 ids.
+
+    data = Dataset("data/wiki"); data.train[17] -> ids of training set 17 (np.int32 view)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .files import load_json, read_lines
+from .vocab import Vocab
+
+
+@dataclass
+class SetArray:
+    """Sets as CSR: ids of set i are ids[offsets[i]:offsets[i+1]]."""
+
+    offsets: np.ndarray  # (S + 1,) int64
+    ids: np.ndarray  # (links,) int32, possibly a read-only memmap
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def subset(self, rows: np.ndarray) -> "SetArray":
+        """A new SetArray holding the given sets (copied into memory)."""
+        lengths = self.lengths[rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        starts = np.repeat(self.offsets[rows] - offsets[:-1], lengths)
+        return SetArray(offsets, np.asarray(self.ids[starts + np.arange(offsets[-1])]))
+
+    @classmethod
+    def from_lists(cls, sets) -> "SetArray":
+        lengths = np.array([len(s) for s in sets], np.int64)
+        offsets = np.zeros(len(sets) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        ids = np.concatenate([np.asarray(s, np.int32) for s in sets]) if len(sets) else np.zeros(0, np.int32)
+        return cls(offsets, ids.astype(np.int32))
+
+
+class Dataset:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not (self.path / "meta.json").exists():
+            raise FileNotFoundError(f"{self.path} is not a prepared dataset (no meta.json); "
+                                    "run `superbloom prepare` first, or it was interrupted")
+        self.meta = load_json(self.path / "meta.json")
+        self.train = self._split("train")
+        self.test = self._split("test")
+        self.counts = np.load(self.path / "counts.npy")
+
+    def _split(self, name: str) -> SetArray:
+        return SetArray(np.load(self.path / f"{name}.offsets.npy"),
+                        np.load(self.path / f"{name}.ids.npy", mmap_mode="r"))
+
+    @property
+    def n_ids(self) -> int:
+        return len(self.counts)
+
+    @cached_property
+    def vocab(self) -> Vocab:
+        return Vocab.load(self.path)
+
+    def set_names(self, split: str) -> list[str]:
+        return read_lines(self.path / f"{split}.sets.txt")

@@ -1,0 +1,181 @@
+"""Algorithm 1 of Superbloom (sec. 2.5, appendix C): m hashed distributions -> ranked ids.
+
+Pure functions of tensors: log-probabilities per map `logp` (Q, m, n_buckets), the hash tables
+`buckets` (m, N) and `inverse` (m, n_buckets, alpha) from hashing.BloomHash. No model import.
+
+For each map j take the B buckets with the highest p_j; every id in those buckets is a candidate;
+candidates are scored with gamma(rho(s)), rho(s) = (log p_j(eta_j(s)))_j, for any gamma that is
+increasing in every coordinate ("sum_log" = sum_j log p_j, "min", "max", or a callable on a
+(..., m) tensor). An id that is *not* a candidate has p_j(eta_j(s)) <= p_j^B for every j, where
+p_j^B is the B-th largest value of p_j, so gamma(s) <= gamma(p^B) (Lemma 1). Hence the top-k is
+certified exact when the k-th best candidate score is >= gamma(p^B).
+
+Exact mode widens the beam of each uncertified query to the paper's B*: the smallest B' with
+gamma(p^B') <= the k-th score found so far (rounded up to a power of two to batch queries), which
+is guaranteed to certify; when that many candidates would cost as much as scoring everything, it
+scores everything (`exhaustive_topk`, also the reference in tests).
+
+Cost of one pass: O(m * n_buckets * log B) to find the beams + O(m * B * alpha) candidates,
+against O(m * N) for exhaustive scoring.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+NEG_INF = float("-inf")
+
+ScoreFn = Callable[[torch.Tensor], torch.Tensor]  # (..., m) log-probs -> (...), increasing
+SCORES: dict[str, ScoreFn] = {
+    "sum_log": lambda lp: lp.sum(-1),
+    "min": lambda lp: lp.min(-1).values,
+    "max": lambda lp: lp.max(-1).values,
+}
+
+
+def score_fn(score: str | ScoreFn) -> ScoreFn:
+    if callable(score):
+        return score
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {sorted(SCORES)} or a callable, got {score!r}")
+    return SCORES[score]
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam: int | None = None  # beam width B per map; None: B = k (appendix B)
+    exact: bool = False  # widen the beam until the top-k is certified exact
+    score: str = "sum_log"  # gamma: sum_log | min | max (library callers may pass a callable)
+    exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
+
+
+@dataclass
+class Ranking:
+    ids: torch.Tensor  # (Q, k) int64, best first; -1 where fewer than k ids could be ranked
+    scores: torch.Tensor  # (Q, k) float gamma scores; -inf where ids is -1
+    exact: torch.Tensor  # (Q,) bool: certified to be the exact top-k
+    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer
+
+    def select(self, rows: torch.Tensor) -> "Ranking":
+        return Ranking(self.ids[rows], self.scores[rows], self.exact[rows], self.beam[rows])
+
+    def assign(self, rows: torch.Tensor, other: "Ranking") -> None:
+        self.ids[rows], self.scores[rows] = other.ids, other.scores
+        self.exact[rows], self.beam[rows] = other.exact, other.beam
+
+    @staticmethod
+    def concat(parts: list["Ranking"]) -> "Ranking":
+        return Ranking(*(torch.cat([getattr(p, f) for p in parts]) for f in ("ids", "scores", "exact", "beam")))
+
+
+def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
+    """(Q, C) ids, (Q, X) ids to exclude (-1 padded) -> (Q, C) bool."""
+    if exclude is None or exclude.shape[1] == 0:
+        return torch.zeros_like(cand, dtype=torch.bool)
+    ex = exclude.sort(dim=1).values
+    pos = torch.searchsorted(ex, cand).clamp(max=ex.shape[1] - 1)
+    return ex.gather(1, pos) == cand
+
+
+def candidate_scores(logp: torch.Tensor, buckets: torch.Tensor, cand: torch.Tensor, gamma: ScoreFn):
+    """gamma(rho(s)) for candidate ids (Q, C) (all >= 0) -> (Q, C)."""
+    b = buckets[:, cand]  # (m, Q, C) local buckets
+    rho = logp.gather(2, b.permute(1, 0, 2))  # (Q, m, C)
+    return gamma(rho.transpose(1, 2))
+
+
+def _pad_to_k(vals, ids, k):
+    if vals.shape[1] < k:
+        extra = k - vals.shape[1]
+        vals = torch.cat([vals, vals.new_full((len(vals), extra), NEG_INF)], 1)
+        ids = torch.cat([ids, ids.new_full((len(ids), extra), -1)], 1)
+    return vals, ids
+
+
+def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log") -> Ranking:
+    """One pass of Algorithm 1 with beam width `beam` for every query, with its certificate."""
+    gamma = score_fn(score)
+    q, m, nb = logp.shape
+    beam = max(1, min(beam, nb))
+    top_v, top_b = logp.topk(beam, dim=2)  # (Q, m, B)
+    cand = inverse[torch.arange(m, device=logp.device)[None, :, None], top_b].reshape(q, -1)  # (Q, m*B*alpha)
+    cand = cand.sort(dim=1).values  # an id in the beams of several maps appears once
+    dup = torch.zeros_like(cand, dtype=torch.bool)
+    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
+    invalid = (cand < 0) | dup | excluded(cand, exclude)
+    s = candidate_scores(logp, buckets, cand.clamp(min=0), gamma).masked_fill(invalid, NEG_INF)
+    vals, pos = s.topk(min(k, s.shape[1]), dim=1)
+    ids = cand.gather(1, pos).masked_fill(vals == NEG_INF, -1)
+    vals, ids = _pad_to_k(vals, ids, k)
+    if beam >= nb:  # every id was scored
+        exact = torch.ones(q, dtype=torch.bool, device=logp.device)
+    else:
+        exact = vals[:, k - 1] >= gamma(top_v[:, :, -1])  # k-th score vs. the bound gamma(p^B)
+    return Ranking(ids, vals, exact, torch.full((q,), beam, dtype=torch.long, device=logp.device))
+
+
+def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_elems: int = 1 << 25) -> Ranking:
+    """Score every id (the reference). Chunked over queries to bound memory."""
+    gamma = score_fn(score)
+    q, m, nb = logp.shape
+    n = buckets.shape[1]
+    out_v, out_i = [], []
+    step = max(1, chunk_elems // max(1, m * n))
+    for a in range(0, q, step):
+        lp = logp[a:a + step]
+        s = gamma(torch.stack([lp[:, j, buckets[j]] for j in range(m)], dim=-1))  # (q', N)
+        if exclude is not None and exclude.shape[1]:
+            ex = exclude[a:a + step]
+            s = torch.cat([s, s.new_zeros(len(s), 1)], 1)  # column n absorbs the -1 padding
+            s = s.scatter(1, torch.where(ex >= 0, ex, n), NEG_INF)[:, :n]
+        vals, ids = s.topk(min(k, n), dim=1)
+        out_v.append(vals)
+        out_i.append(ids.masked_fill(vals == NEG_INF, -1))
+    vals, ids = _pad_to_k(torch.cat(out_v), torch.cat(out_i), k)
+    return Ranking(ids, vals, torch.ones(q, dtype=torch.bool, device=logp.device),
+                   torch.full((q,), nb, dtype=torch.long, device=logp.device))
+
+
+def sufficient_beam(logp: torch.Tensor, kth: torch.Tensor, score="sum_log") -> torch.Tensor:
+    """Paper's B*: smallest B' with gamma(p^B') <= kth, per query. (Q, m, nb), (Q,) -> (Q,)."""
+    gamma = score_fn(score)
+    srt = logp.sort(dim=2, descending=True).values  # (Q, m, nb)
+    bounds = gamma(srt.transpose(1, 2))  # (Q, nb): bound after a beam of B' = 1..nb, non-increasing
+    ok = bounds <= kth[:, None]
+    nb = logp.shape[2]
+    return torch.where(ok.any(1), ok.float().argmax(1) + 1, torch.full_like(kth, nb, dtype=torch.long))
+
+
+def decode_topk(logp, buckets, inverse, k: int, exclude=None, cfg: DecodeConfig = DecodeConfig()) -> Ranking:
+    """Top-k by the method `cfg` names: Algorithm 1 (approximate or exact) or exhaustive scoring."""
+    if cfg.exhaustive:
+        return exhaustive_topk(logp, buckets, k, exclude, cfg.score)
+    return beam_topk(logp, buckets, inverse, k, cfg.beam, exclude, cfg.score, cfg.exact)
+
+
+def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=None, score="sum_log",
+              exact: bool = False) -> Ranking:
+    """Top-k ids per query by Algorithm 1. beam defaults to k (appendix B: B = k suffices).
+
+    logp (Q, m, nb): log p_j over map j's buckets; exclude (Q, X) ids never returned (context).
+    """
+    q, m, nb = logp.shape
+    n, alpha = buckets.shape[1], inverse.shape[2]
+    res = beam_pass(logp, buckets, inverse, k, beam or k, exclude, score)
+    for attempt in range(2):  # B* certifies in one round; a second round only guards rounding
+        if not exact or bool(res.exact.all()):
+            break
+        rows = (~res.exact).nonzero().squeeze(1)
+        need = sufficient_beam(logp[rows], res.scores[rows, k - 1], score)
+        runs = torch.clamp(2 ** torch.ceil(torch.log2(need.double())).long(), max=nb)
+        for b in runs.unique().tolist():
+            sel = rows[runs == b]
+            ex = exclude[sel] if exclude is not None else None
+            if m * b * alpha >= n or attempt == 1:  # as costly as scoring everything: do that
+                sub = exhaustive_topk(logp[sel], buckets, k, ex, score)
+            else:
+                sub = beam_pass(logp[sel], buckets, inverse, k, b, ex, score)
+            res.assign(sel, sub)
+    return res

@@ -1,0 +1,174 @@
+"""Bloom hash maps: every id -> m tokens in a space alpha times smaller (Superbloom, sec. 3.2).
+
+Map j orders the vocabulary (a seeded random permutation, or a coherent order from
+`coherent.py`) and gives every run of alpha consecutive ids one bucket, so every bucket holds
+exactly alpha ids (the last may hold fewer). The m maps own disjoint token ranges, after the
+special tokens, each of which has m dedicated collision-free tokens ([MASK_1] ... [MASK_m]):
+
+    token 0 .. S*m-1                      special s, copy j  -> s*m + j
+    token S*m + j*n_buckets + b           bucket b of map j
+
+With m >= 2 the builder guarantees that no two ids share all m buckets (such ids could never be
+told apart); alpha = 1, m = 1 is the identity map, i.e. the unhashed model.
+
+Elements fed to `encode` are ids >= 0 or special markers < 0: PAD_ELEM = -1, MASK_ELEM = -2, ...
+The inverse index (map j, bucket b) -> ids is a dense (m, n_buckets, alpha) int32 array padded
+with -1, since every bucket but the last holds exactly alpha ids; decoding reads it directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.numpy import load_file, save_file
+
+from .files import atomic_path
+
+SPECIALS = ("[PAD]", "[MASK]", "[UNK]", "[CLS]", "[SEP]")
+PAD, MASK, UNK, CLS, SEP = range(len(SPECIALS))
+PAD_ELEM, MASK_ELEM = -1 - PAD, -1 - MASK  # special markers in element arrays
+
+
+@dataclass(frozen=True)
+class HashConfig:
+    alpha: int = 4  # ids per bucket
+    m: int = 2  # hash maps (tokens per id)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.alpha < 1 or self.m < 1:
+            raise ValueError(f"alpha and m must be >= 1, got alpha={self.alpha}, m={self.m}")
+
+
+class BloomHash:
+    """m equal-bucket hash maps over ids 0..n_ids-1, their token layout and inverse index."""
+
+    def __init__(self, buckets: np.ndarray, alpha: int, inverse: np.ndarray | None = None):
+        buckets = np.ascontiguousarray(buckets, dtype=np.int32)  # (m, N) local bucket per id
+        self.m, self.n_ids = buckets.shape
+        self.alpha = int(alpha)
+        self.n_buckets = -(-self.n_ids // self.alpha)
+        self.buckets = buckets
+        self.n_special_tokens = len(SPECIALS) * self.m
+        self.offsets = self.n_special_tokens + self.n_buckets * np.arange(self.m, dtype=np.int64)
+        self.vocab_size = self.n_special_tokens + self.m * self.n_buckets
+        if inverse is None:  # built here: check bucket sizes, then invert
+            sizes = np.stack([np.bincount(b, minlength=self.n_buckets) for b in buckets])
+            expect = np.full(self.n_buckets, self.alpha)
+            expect[-1] = self.n_ids - self.alpha * (self.n_buckets - 1)
+            if sizes.shape[1] != self.n_buckets or not (sizes == expect).all():
+                raise ValueError("every bucket must hold exactly alpha ids (the last may hold fewer)")
+            # (m, n_buckets, alpha): ids of each bucket, -1 padded (only the last bucket is short)
+            order = np.argsort(buckets, axis=1).astype(np.int32)  # order within a bucket is free
+            pad = np.full((self.m, self.n_buckets * self.alpha - self.n_ids), -1, np.int32)
+            inverse = np.concatenate([order, pad], axis=1).reshape(self.m, self.n_buckets, self.alpha)
+        self.inverse = inverse
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def build(cls, n_ids: int, cfg: HashConfig) -> "BloomHash":
+        """Random maps (sec. 3.2): seeded permutations, alpha consecutive ids per bucket."""
+        rng = np.random.default_rng(cfg.seed)
+        orders = [np.arange(n_ids) if (cfg.alpha == 1 and j == 0) else rng.permutation(n_ids)
+                  for j in range(cfg.m)]
+        return cls.from_orders(orders, cfg.alpha, rng)
+
+    @classmethod
+    def from_orders(cls, orders, alpha: int, rng: np.random.Generator | None = None) -> "BloomHash":
+        """Buckets from one ordering of the ids per map: positions [b*alpha, (b+1)*alpha) -> b."""
+        orders = [np.asarray(o) for o in orders]
+        n = len(orders[0])
+        buckets = np.empty((len(orders), n), np.int32)
+        for j, o in enumerate(orders):
+            if len(o) != n or not np.array_equal(np.bincount(o, minlength=n), np.ones(n, np.int64)):
+                raise ValueError(f"order {j} is not a permutation of 0..{n - 1}")
+            buckets[j, o] = np.arange(n) // alpha
+        if len(orders) >= 2 and alpha > 1:
+            separate_collisions(buckets, alpha, rng or np.random.default_rng(0))
+        return cls(buckets, alpha)
+
+    # ------------------------------------------------------------------ lookups
+
+    def encode(self, elems: np.ndarray) -> np.ndarray:
+        """Elements (..., n) (ids >= 0, special markers < 0) -> tokens (..., n*m), element-major."""
+        elems = np.asarray(elems, dtype=np.int64)
+        special = elems < 0
+        ids = np.where(special, 0, elems)
+        tok = self.buckets.T[ids] + self.offsets  # (..., n, m)
+        spec = (-elems - 1)[..., None] * self.m + np.arange(self.m)
+        tok = np.where(special[..., None], spec, tok)
+        return tok.reshape(*elems.shape[:-1], elems.shape[-1] * self.m)
+
+    def tokens(self, ids: np.ndarray) -> np.ndarray:
+        """Ids (...) -> global tokens (..., m)."""
+        return self.buckets.T[np.asarray(ids)] + self.offsets
+
+    def special_tokens(self, special: int) -> np.ndarray:
+        return special * self.m + np.arange(self.m)
+
+    def tables(self, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(buckets (m, N), inverse (m, n_buckets, alpha)) as int64 tensors for decoding."""
+        return (torch.from_numpy(self.buckets).long().to(device),
+                torch.from_numpy(self.inverse).long().to(device))
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path: str | Path) -> None:
+        with atomic_path(path) as tmp:
+            save_file({"buckets": self.buckets, "inverse": self.inverse}, str(tmp),
+                      metadata={"alpha": str(self.alpha), "m": str(self.m), "n_ids": str(self.n_ids)})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BloomHash":
+        from safetensors import safe_open
+
+        with safe_open(str(path), "np") as f:
+            alpha = int(f.metadata()["alpha"])
+        t = load_file(str(path))
+        return cls(t["buckets"], alpha, inverse=t["inverse"])
+
+    def describe(self) -> dict:
+        return {"alpha": self.alpha, "m": self.m, "n_ids": self.n_ids, "n_buckets": self.n_buckets,
+                "vocab_size": self.vocab_size}
+
+
+def duplicate_rows(buckets: np.ndarray) -> np.ndarray:
+    """Ids whose m-tuple of buckets equals that of an id sorted before it. (m, N) -> (k,)."""
+    m, n_buckets = buckets.shape[0], int(buckets.max()) + 1
+    if float(n_buckets) ** m < 2.0 ** 62:  # one int64 key per id: a plain sort (~20x lexsort)
+        key = np.zeros(buckets.shape[1], np.int64)
+        for row in buckets:
+            key = key * n_buckets + row
+        order = np.argsort(key)
+        same = key[order[1:]] == key[order[:-1]]
+    else:
+        order = np.lexsort(buckets[::-1])
+        rows = buckets[:, order]
+        same = np.all(rows[:, 1:] == rows[:, :-1], axis=0)
+    return order[1:][same]
+
+
+def separate_collisions(buckets: np.ndarray, alpha: int, rng: np.random.Generator) -> None:
+    """Make all m-tuples distinct by swapping last-map buckets between ids (in place).
+
+    Swaps keep every bucket size; a random map expects about (alpha-1)^2/2 colliding pairs for
+    m = 2, so only a handful of ids move.
+    """
+    m, n = buckets.shape
+    n_buckets = int(buckets.max()) + 1
+    if float(n_buckets) ** m < n:
+        raise ValueError(f"{n} ids cannot get distinct tuples from {m} maps of {n_buckets} buckets; "
+                         "lower alpha or raise m")
+    last = buckets[-1]
+    for _ in range(1000):
+        dup = duplicate_rows(buckets)
+        if dup.size == 0:
+            return
+        for i in dup.tolist():
+            j = int(rng.integers(n))
+            last[i], last[j] = last[j], last[i]
+    raise RuntimeError("could not separate colliding ids after 1000 rounds")
+

@@ -1,0 +1,109 @@
+"""Load a trained model directory and rank ids for contexts (library API, CLI, HTTP service).
+
+    from superbloom import load
+    model = load("runs/wiki/model")
+    model.predict(["Miles_Davis", "Jazz"], k=10)   # -> Prediction(items=[("John_Coltrane", -3.1), ...])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .batches import query_batch
+from .checkpoint import latest_checkpoint, load_weights
+from .decode import DecodeConfig, Ranking
+from .files import load_json
+from .hashing import BloomHash, HashConfig
+from .heads import HeadConfig
+from .model import ModelConfig, SetModel, build_model, count_parameters
+from .vocab import Vocab
+
+
+@torch.no_grad()
+def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: int,
+                  decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False) -> Ranking:
+    """Top-k ids for each context row (Q, c) of ids (-1 padded); context ids are never returned."""
+    was_training = model.training
+    model.eval()
+    parts = []
+    for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
+        ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
+        hidden = model.target_hidden(query_batch(ctx, hashing))  # (q, m, d)
+        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ctx), decode=decode))
+    model.train(was_training)
+    if not parts:
+        z = torch.zeros(0, k, dtype=torch.long)
+        return Ranking(z, z.float(), torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.long))
+    return Ranking.concat(parts)
+
+
+@dataclass
+class Prediction:
+    items: list[tuple[str, float]]  # (id, score), best first
+    exact: bool  # certified exact top-k
+    beam: int  # beam width that produced it
+    context: list[str] = field(default_factory=list)  # known context ids, as stored
+    unknown: list[str] = field(default_factory=list)  # context ids not in the vocabulary
+
+
+class Predictor:
+    def __init__(self, model: SetModel, hashing: BloomHash, vocab: Vocab, config: dict):
+        self.model, self.hashing, self.vocab, self.config = model.eval(), hashing, vocab, config
+
+    @classmethod
+    def load(cls, model_dir: str | Path, threads: int = 0) -> "Predictor":
+        model_dir = Path(model_dir)
+        ckpt = latest_checkpoint(model_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"{model_dir}: no complete checkpoint (is this a model directory "
+                                    "written by `superbloom train`?)")
+        if threads:
+            torch.set_num_threads(threads)
+        config = load_json(model_dir / "config.json")
+        hashing = BloomHash.load(model_dir / "hashing.safetensors")
+        vocab = Vocab.load(model_dir)
+        model = build_model(ModelConfig(**config["model"]), HeadConfig(**config["head"]), hashing, vocab.counts)
+        load_weights(model, ckpt)
+        config["checkpoint"] = ckpt.name
+        return cls(model, hashing, vocab, config)
+
+    @property
+    def hash_config(self) -> HashConfig:
+        return HashConfig(**self.config["hash"])
+
+    @property
+    def n_parameters(self) -> int:
+        return count_parameters(self.model)
+
+    def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
+             progress: bool = False) -> Ranking:
+        return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress)
+
+    def predict(self, ids: Sequence[str], k: int = 10, decode: DecodeConfig = DecodeConfig()) -> Prediction:
+        """Top-k ids for one context of string ids (stored or display form)."""
+        return self.predict_many([ids], k, decode)[0]
+
+    def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10,
+                     decode: DecodeConfig = DecodeConfig()) -> list[Prediction]:
+        known, unknown = zip(*(self.vocab.lookup(c) for c in contexts)) if contexts else ((), ())
+        width = max([len(x) for x in known] + [0])
+        mat = np.full((len(known), width), -1, np.int64)
+        for i, x in enumerate(known):
+            mat[i, :len(x)] = x
+        r = self.rank(mat, k, decode)
+        out = []
+        for i in range(len(known)):
+            items = [(self.vocab.strings[j], float(s)) for j, s in zip(r.ids[i].tolist(), r.scores[i].tolist())
+                     if j >= 0]
+            out.append(Prediction(items, bool(r.exact[i]), int(r.beam[i]),
+                                  self.vocab.decode(known[i].tolist()), list(unknown[i])))
+        return out
+
+
+def load(model_dir: str | Path, threads: int = 0) -> Predictor:
+    return Predictor.load(model_dir, threads)

@@ -1,0 +1,181 @@
+"""prepare: raw links -> a compact, memory-mappable dataset directory.
+
+    superbloom prepare links.tsv --format edges --out data/wiki
+
+Steps (DESIGN.md, "prepare"): stream the input in Arrow chunks, give every set key and id key a
+provisional int (one dict entry per *distinct* key, never one Python object per link), spill the
+(set, id) int pairs to disk, then with NumPy: drop repeated ids within a set (first occurrence
+kept, counted), split the sets train/test with a seeded permutation, build the vocabulary from the
+training sets only (ids numbered by decreasing training count), and write
+
+    DATA_DIR/meta.json              summary + how it was made (written last: marks completion)
+    DATA_DIR/vocab.txt, counts.npy  the vocabulary (see vocab.py)
+    DATA_DIR/{train,test}.offsets.npy   int64 (sets + 1,) CSR offsets
+    DATA_DIR/{train,test}.ids.npy       int32 ids; in test, ids unseen in training are -1
+    DATA_DIR/{train,test}.sets.txt      set keys, one per line
+
+Peak memory is about 40 bytes per link (100M links: ~4 GB).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tqdm.auto import tqdm
+
+from .files import save_json, write_lines
+from .readers import InputError, ReadConfig, ReadStats, read_links
+from .vocab import Vocab
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    input: str
+    out: str
+    read: ReadConfig = field(default_factory=ReadConfig)
+    test_fraction: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0.0 <= self.test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
+
+
+class KeyEncoder:
+    """String keys -> ints in order of first appearance; one dict entry per distinct key."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.index: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def encode(self, keys: pa.Array) -> np.ndarray:
+        enc = pc.dictionary_encode(keys)
+        uniq = enc.dictionary
+        if pc.any(pc.match_substring_regex(uniq, r"[\n\r]")).as_py():
+            bad = uniq.filter(pc.match_substring_regex(uniq, r"[\n\r]"))[0].as_py()
+            raise InputError(f"{self.what} key {bad!r} contains a line break; keys must be one line")
+        idx = self.index
+        codes = np.fromiter((idx.setdefault(s, len(idx)) for s in uniq.to_pylist()), np.int64, len(uniq))
+        return codes[enc.indices.to_numpy()].astype(np.int32)
+
+    def keys(self) -> list[str]:
+        return list(self.index)
+
+
+def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
+    """Run the whole preparation; returns the summary also written to meta.json."""
+    t0 = time.time()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "meta.json").unlink(missing_ok=True)  # incomplete until rewritten at the end
+    stats = ReadStats()
+    sets_enc, ids_enc = KeyEncoder("set"), KeyEncoder("id")
+    spill = out / ".links.tmp"
+    try:
+        with open(spill.with_suffix(".sets"), "wb") as fs, open(spill.with_suffix(".ids"), "wb") as fi, \
+                tqdm(desc="reading", unit=" links", unit_scale=True, disable=not progress) as bar:
+            for set_keys, id_keys in read_links(cfg.input, cfg.read, stats):
+                fs.write(sets_enc.encode(set_keys).tobytes())
+                fi.write(ids_enc.encode(id_keys).tobytes())
+                bar.update(len(id_keys))
+        if stats.links == 0:
+            raise InputError(f"{cfg.input}: no links found ({stats.lines} lines, {stats.comments} comments, "
+                             f"{stats.malformed} malformed)")
+        set_of = np.fromfile(spill.with_suffix(".sets"), dtype=np.int32)
+        id_of = np.fromfile(spill.with_suffix(".ids"), dtype=np.int32)
+    finally:
+        for suffix in (".sets", ".ids"):
+            spill.with_suffix(suffix).unlink(missing_ok=True)
+
+    n_sets, n_keys = len(sets_enc), len(ids_enc)
+    set_of, id_of, duplicates = _dedupe_and_group(set_of, id_of, n_keys)
+
+    rng = np.random.default_rng(cfg.seed)
+    is_test = np.zeros(n_sets, bool)
+    is_test[rng.permutation(n_sets)[: int(round(cfg.test_fraction * n_sets))]] = True
+    link_test = is_test[set_of]
+
+    # vocabulary from training sets only, most frequent first (ties: first appearance)
+    counts = np.bincount(id_of[~link_test], minlength=n_keys)
+    vocab_keys = np.flatnonzero(counts)
+    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
+    remap = np.full(n_keys, -1, np.int32)
+    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
+    id_strings = ids_enc.keys()
+    Vocab([id_strings[k] for k in vocab_keys.tolist()], counts[vocab_keys]).save(out)
+    del id_strings
+
+    set_strings = sets_enc.keys()
+    split = {}
+    for name, chosen in (("train", ~is_test), ("test", is_test)):
+        links = chosen[set_of]
+        ids = remap[id_of[links]]
+        per_set = np.bincount(set_of[links], minlength=n_sets)[chosen]
+        offsets = np.zeros(len(per_set) + 1, np.int64)
+        np.cumsum(per_set, out=offsets[1:])
+        np.save(out / f"{name}.ids.npy", ids)
+        np.save(out / f"{name}.offsets.npy", offsets)
+        write_lines(out / f"{name}.sets.txt", (set_strings[s] for s in np.flatnonzero(chosen).tolist()))
+        split[name] = {"sets": int(chosen.sum()), "links": int(links.sum()),
+                       "mean_set_size": round(float(per_set.mean()), 2) if len(per_set) else 0.0}
+    test_ids = remap[id_of[link_test]]
+    unseen = test_ids < 0
+    summary = {
+        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read),
+        "seed": cfg.seed, "test_fraction": cfg.test_fraction,
+        "sets": n_sets, "ids": int(len(vocab_keys)), "links": int(len(id_of)),
+        "train": split["train"], "test": split["test"],
+        "test_links_unseen_in_train": int(unseen.sum()),
+        "test_ids_unseen_in_train": int(len(np.unique(id_of[link_test][unseen]))),
+        "duplicates_removed": int(duplicates),
+        "lines": stats.lines, "comment_lines": stats.comments, "blank_lines": stats.blank,
+        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
+        "seconds": round(time.time() - t0, 2),
+    }
+    save_json(out / "meta.json", summary)
+    return summary
+
+
+def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int):
+    """Keep the first occurrence of each (set, id); group links by set, file order within a set."""
+    key = set_of.astype(np.int64) * n_keys + id_of
+    order = np.argsort(key, kind="stable")
+    first = np.ones(len(key), bool)
+    first[1:] = key[order[1:]] != key[order[:-1]]
+    del key
+    duplicates = len(first) - int(first.sum())
+    if duplicates:
+        keep = np.sort(order[first])
+        set_of, id_of = set_of[keep], id_of[keep]
+    del order, first
+    if len(set_of) > 1 and not (set_of[1:] >= set_of[:-1]).all():  # sets not contiguous in the file
+        order = np.argsort(set_of, kind="stable")
+        set_of, id_of = set_of[order], id_of[order]
+    return set_of, id_of, duplicates
+
+
+def format_summary(s: dict) -> str:
+    rows = [
+        ("sets", f"{s['sets']:,} ({s['train']['sets']:,} train / {s['test']['sets']:,} test)"),
+        ("ids (vocabulary, from train)", f"{s['ids']:,}"),
+        ("links", f"{s['links']:,} ({s['train']['links']:,} train / {s['test']['links']:,} test)"),
+        ("mean set size (train)", f"{s['train']['mean_set_size']}"),
+        ("test links with ids unseen in train", f"{s['test_links_unseen_in_train']:,} "
+                                                f"({s['test_ids_unseen_in_train']:,} distinct ids)"),
+        ("repeated ids within a set removed", f"{s['duplicates_removed']:,}"),
+        ("lines read", f"{s['lines']:,} ({s['comment_lines']:,} comments, {s['blank_lines']:,} blank)"),
+        ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
+        ("time", f"{s['seconds']} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"  {k:<{width}}  {v}" for k, v in rows]
+    lines += [f"    e.g. {e}" for e in s.get("malformed_examples", [])]
+    return "\n".join(lines)
+

@@ -1,0 +1,233 @@
+"""Streaming readers: turn an input file into chunks of (set key, id key) string arrays.
+
+Formats (DESIGN.md, "raw ids"):
+  edges    one link per line, tab separated (`set<TAB>id`, more columns allowed; pick them with
+           `set_column` / `id_column`), `#` comment lines, CRLF tolerated (Wikispeedia, KG triples)
+  lines    one set per line, whitespace separated: `set id id ...` (the S3-Rec files)
+  jsonl    one JSON object per line: {"set": ..., "ids": [...]}
+  parquet  one row per link, two columns (set, id); an id column of lists is exploded
+
+Every reader yields Arrow string arrays, never one Python object per link, so a file with hundreds
+of millions of links streams in bounded memory. Text is parsed by Arrow's CSV engine with a
+delimiter that never occurs in practice, which hands us whole lines as an Arrow column; splitting
+and validation are vectorised Arrow compute kernels.
+
+A malformed line is an `InputError` naming file, line and what was expected; with
+`skip_malformed=True` it is skipped and counted in `ReadStats` instead (never silently).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+FORMATS = ("edges", "lines", "jsonl", "parquet")
+_BLOCK_BYTES = 16 << 20  # text parsed per Arrow block
+_MAX_EXAMPLES = 5  # malformed lines quoted in the summary
+
+
+class InputError(ValueError):
+    """Bad input: the message names the file, the line (or row) and what was expected."""
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    format: str = "edges"
+    set_column: int = 0  # edges / parquet: which column holds the set key
+    id_column: int = 1  # edges / parquet: which column holds the id
+    undirected: bool = False  # edges: also add the reverse link (id's set gets the set key as id)
+    skip_malformed: bool = False  # count and skip malformed lines instead of failing
+    set_field: str = "set"  # jsonl keys
+    ids_field: str = "ids"
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
+        if self.set_column == self.id_column:
+            raise ValueError("set_column and id_column must differ")
+
+
+@dataclass
+class ReadStats:
+    lines: int = 0  # physical lines (or parquet rows) read
+    comments: int = 0
+    blank: int = 0
+    malformed: int = 0
+    links: int = 0  # (set, id) pairs yielded
+    examples: list = field(default_factory=list)  # first malformed lines, "file:line: why"
+
+    def malformed_line(self, path, line: int, why: str, skip: bool):
+        msg = f"{path}:{line}: {why}"
+        if not skip:
+            raise InputError(msg + " (pass --skip-malformed to skip and count such lines)")
+        self.malformed += 1
+        if len(self.examples) < _MAX_EXAMPLES:
+            self.examples.append(msg)
+
+
+Chunk = tuple[pa.Array, pa.Array]  # (set keys, id keys), equal length, string type
+
+
+def read_links(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = None) -> Iterator[Chunk]:
+    """Yield (set keys, id keys) string arrays in file order; `stats` is filled as we go."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    stats = stats if stats is not None else ReadStats()
+    reader = {"edges": _read_edges, "lines": _read_lines, "jsonl": _read_jsonl, "parquet": _read_parquet}
+    for sets, ids in reader[cfg.format](path, cfg, stats):
+        if cfg.undirected:
+            sets, ids = pa.concat_arrays([sets, ids]), pa.concat_arrays([ids, sets])
+        stats.links += len(ids)
+        if len(ids):
+            yield sets, ids
+
+
+# ---------------------------------------------------------------- text lines as Arrow arrays
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, pa.StringArray]]:
+    """Yield (number of the first line, lines) for every block of the (optionally gzipped) file."""
+    read = pcsv.ReadOptions(column_names=["line"], block_size=_BLOCK_BYTES, use_threads=False)
+    parse = pcsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False,
+                              ignore_empty_lines=False, newlines_in_values=False)
+    convert = pcsv.ConvertOptions(column_types={"line": pa.string()}, strings_can_be_null=False,
+                                  quoted_strings_can_be_null=False)
+    first = 1
+    try:
+        stream = pa.input_stream(str(path), compression="detect")
+        with pcsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert) as rd:
+            for batch in rd:
+                col = batch.column(0)
+                yield first, col
+                first += len(col)
+    except pa.ArrowInvalid as e:  # invalid UTF-8, a unit-separator byte, ...
+        raise InputError(f"{path}: near line {first}: cannot read as UTF-8 text lines ({e})") from None
+    except (OSError, EOFError) as e:  # truncated gzip and the like
+        raise InputError(f"{path}: read failed near line {first}: {e}") from None
+
+
+def _content_lines(path: Path, stats: ReadStats):
+    """Like `_raw_lines` but drop blank and `#` comment lines (counted); keep their line numbers."""
+    for first, col in _raw_lines(path):
+        stats.lines += len(col)
+        stripped = pc.utf8_trim_whitespace(col)
+        blank = pc.equal(pc.utf8_length(stripped), 0)
+        comment = pc.starts_with(stripped, "#")
+        drop = pc.or_(blank, comment)
+        n_blank, n_comment = pc.sum(blank).as_py() or 0, pc.sum(comment).as_py() or 0
+        stats.blank += n_blank
+        stats.comments += n_comment
+        lineno = np.arange(first, first + len(col), dtype=np.int64)
+        if n_blank or n_comment:
+            keep = pc.invert(drop)
+            col = col.filter(keep)
+            lineno = lineno[keep.to_numpy(zero_copy_only=False)]
+        yield lineno, col
+
+
+def _check_counts(path, lineno, counts: np.ndarray, bad: np.ndarray, why: str, stats, cfg) -> np.ndarray:
+    """Report lines flagged in `bad`; return the boolean keep-mask."""
+    if bad.any():
+        for i in np.flatnonzero(bad)[: (None if cfg.skip_malformed else 1)]:
+            stats.malformed_line(path, int(lineno[i]), why.format(n=int(counts[i])), cfg.skip_malformed)
+    return ~bad
+
+
+def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats):
+    need = max(cfg.set_column, cfg.id_column) + 1
+    for lineno, col in _content_lines(path, stats):
+        parts = pc.split_pattern(col, "\t")
+        counts = pc.list_value_length(parts).to_numpy()
+        bad = counts < need
+        keep = _check_counts(path, lineno, counts, bad,
+                             f"expected at least {need} tab-separated fields, got {{n}}", stats, cfg)
+        if bad.any():
+            parts = parts.filter(pa.array(keep))
+        sets = pc.utf8_trim_whitespace(pc.list_element(parts, cfg.set_column))
+        ids = pc.utf8_trim_whitespace(pc.list_element(parts, cfg.id_column))
+        empty = pc.or_(pc.equal(pc.utf8_length(sets), 0), pc.equal(pc.utf8_length(ids), 0))
+        if pc.any(empty).as_py():
+            ln = lineno[keep]
+            e = empty.to_numpy(zero_copy_only=False)
+            _check_counts(path, ln, np.zeros(len(e)), e, "empty set or id field", stats, cfg)
+            sets, ids = sets.filter(pc.invert(empty)), ids.filter(pc.invert(empty))
+        yield sets, ids
+
+
+def _read_lines(path: Path, cfg: ReadConfig, stats: ReadStats):
+    for _, col in _content_lines(path, stats):
+        parts = pc.utf8_split_whitespace(col)  # [set, id, id, ...]; blank lines were dropped
+        counts = pc.list_value_length(parts).to_numpy()
+        sets_per_line = pc.list_element(parts, 0)
+        ids = pc.list_flatten(pc.list_slice(parts, 1))
+        owner = np.repeat(np.arange(len(counts)), np.maximum(counts - 1, 0))
+        yield sets_per_line.take(pa.array(owner)), ids
+
+
+def _read_jsonl(path: Path, cfg: ReadConfig, stats: ReadStats):
+    """JSON objects are parsed one line at a time (one Python object per set, not per link)."""
+    for lineno, col in _content_lines(path, stats):
+        sets, ids, owners = [], [], []
+        for ln, text in zip(lineno.tolist(), col.to_pylist()):
+            why = None
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                obj, why = None, f"invalid JSON ({e.msg} at column {e.colno})"
+            if why is None and not isinstance(obj, dict):
+                why = f"expected a JSON object, got {type(obj).__name__}"
+            elif why is None and (cfg.set_field not in obj or cfg.ids_field not in obj):
+                why = f"expected keys {cfg.set_field!r} and {cfg.ids_field!r}, got {sorted(obj)}"
+            elif why is None and not isinstance(obj[cfg.ids_field], list):
+                why = f"field {cfg.ids_field!r} must be a list, got {type(obj[cfg.ids_field]).__name__}"
+            elif why is None and any(isinstance(x, (list, dict)) or x is None for x in obj[cfg.ids_field]):
+                why = f"field {cfg.ids_field!r} must hold strings or numbers"
+            if why is not None:
+                stats.malformed_line(path, ln, why, cfg.skip_malformed)
+                continue
+            sets.append(str(obj[cfg.set_field]))
+            ids.extend(obj[cfg.ids_field])
+            owners.append(len(obj[cfg.ids_field]))
+        if ids:
+            owner = np.repeat(np.arange(len(sets)), owners)
+            yield pa.array(sets, pa.string()).take(pa.array(owner)), pa.array([str(x) for x in ids], pa.string())
+
+
+def _read_parquet(path: Path, cfg: ReadConfig, stats: ReadStats):
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"{path}: not a readable Parquet file ({e})") from None
+    names = pf.schema_arrow.names
+    if len(names) <= max(cfg.set_column, cfg.id_column):
+        raise InputError(f"{path}: expected at least {max(cfg.set_column, cfg.id_column) + 1} columns, "
+                         f"got {len(names)} ({names})")
+    cols = [names[cfg.set_column], names[cfg.id_column]]
+    row = 1
+    for batch in pf.iter_batches(columns=cols, batch_size=1 << 20):
+        sets, ids = batch.column(0), batch.column(1)
+        stats.lines += len(sets)
+        if pa.types.is_list(ids.type) or pa.types.is_large_list(ids.type):
+            sets = sets.take(pc.list_parent_indices(ids))
+            ids = pc.list_flatten(ids)
+        nulls = pc.or_(pc.is_null(sets), pc.is_null(ids)).to_numpy(zero_copy_only=False)
+        if nulls.any():
+            rows = np.arange(row, row + batch.num_rows)
+            first = int(rows[np.flatnonzero(nulls)[0]]) if len(rows) == len(nulls) else row
+            if not cfg.skip_malformed:
+                raise InputError(f"{path}: row {first}: null in column {cols[0]!r} or {cols[1]!r} "
+                                 "(pass --skip-malformed to skip and count such rows)")
+            stats.malformed += int(nulls.sum())
+            stats.examples.append(f"{path}: row {first}: null value")
+            sets, ids = sets.filter(pa.array(~nulls)), ids.filter(pa.array(~nulls))
+        row += batch.num_rows
+        yield sets.cast(pa.string()), ids.cast(pa.string())
