@@ -9,7 +9,7 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
     model.predict(["Miles_Davis", "Jazz"], k=10)
     sb.evaluate(model, sb.Dataset("data/wiki"))
 """
-from importlib.resources import files
+import importlib.resources
 from pathlib import Path
 
 from .dataset import Dataset
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 
 def embedded_dataset() -> Path:
     """The shipped default dataset: Wikispeedia's link list (West & Leskovec 2012; West et al. 2009)."""
-    return Path(str(files("superbloom") / "data" / "wikispeedia_links.tsv.gz"))
+    return Path(str(importlib.resources.files("superbloom") / "data" / "wikispeedia_links.tsv.gz"))
 
 
 __all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "HashConfig", "HeadConfig", "InputError",

@@ -41,10 +41,32 @@ class Batch:
         return int((self.targets >= 0).sum())
 
 
+def epoch_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, n: int,
+                  rng: np.random.Generator, pool: int = 50) -> list[np.ndarray]:
+    """One epoch of batches of set rows, in random order, each drawn from sets of similar length.
+
+    Rows are shuffled, taken `pool` batches at a time, sorted by (capped) length within the pool and
+    cut into batches, so a batch is trimmed to its longest segment with little padding (a short
+    tail that does not fill a batch waits for the next epoch).
+    """
+    perm = rng.permutation(rows)
+    batches = []
+    span = batch_size * pool
+    for a in range(0, len(perm) - batch_size + 1, span):
+        chunk = perm[a:a + span]
+        chunk = chunk[np.argsort(np.minimum(lengths[chunk], n), kind="stable")]
+        batches += [chunk[b:b + batch_size] for b in range(0, len(chunk) - batch_size + 1, batch_size)]
+    order = rng.permutation(len(batches))
+    return [batches[i] for i in order]
+
+
 def sample_segments(sets: SetArray, rows: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """A random contiguous segment of up to n ids from each set in `rows`. -> (B, n), -1 padded."""
+    """A random contiguous segment of up to n ids from each set in `rows`.
+
+    -> (B, w) ids, -1 padded, where w <= n is the longest segment in the batch."""
     lengths = sets.lengths[rows]
     seg = np.minimum(lengths, n)
+    n = int(seg.max()) if len(seg) else 1
     start = sets.offsets[rows] + (rng.random(len(rows)) * (lengths - seg + 1)).astype(np.int64)
     pos = np.arange(n)
     valid = pos[None, :] < seg[:, None]

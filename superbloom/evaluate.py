@@ -52,7 +52,8 @@ def make_examples(sets: SetArray, n: int = 32, targets_per_set: int = 1, seed: i
     rows, seg_len = rows[usable], seg_len[usable]
     # sample_segments marks padding and unseen ids alike with -1; seg_len tells them apart
     segs = sample_segments(sets, rows, n, rng)
-    keys = np.where(np.arange(n)[None, :] < seg_len[:, None], rng.random(segs.shape), np.inf)
+    width = segs.shape[1]
+    keys = np.where(np.arange(width)[None, :] < seg_len[:, None], rng.random(segs.shape), np.inf)
     order = np.argsort(keys, axis=1)
     per_set = np.minimum(targets_per_set, seg_len - 1)
     ex_row = np.repeat(np.arange(len(rows)), per_set)

@@ -135,26 +135,33 @@ class BloomHash:
                 "vocab_size": self.vocab_size}
 
 
+def _row_keys(buckets: np.ndarray) -> np.ndarray:
+    """One int64 per id, equal for equal m-tuples: exact mixed radix when it fits, else a hash
+    (hash ties between different tuples only cost a needless swap)."""
+    m, n_buckets = buckets.shape[0], int(buckets.max()) + 1
+    key = np.zeros(buckets.shape[1], np.int64)
+    exact = float(n_buckets) ** m < 2.0 ** 62
+    with np.errstate(over="ignore"):
+        for j, row in enumerate(buckets):
+            key = key * (n_buckets if exact else np.int64(0x9E3779B97F4A7C15 - (1 << 64) + 2 * j)) + row
+    return key
+
+
 def duplicate_rows(buckets: np.ndarray) -> np.ndarray:
     """Ids whose m-tuple of buckets equals that of an id sorted before it. (m, N) -> (k,)."""
-    m, n_buckets = buckets.shape[0], int(buckets.max()) + 1
-    if float(n_buckets) ** m < 2.0 ** 62:  # one int64 key per id: a plain sort (~20x lexsort)
-        key = np.zeros(buckets.shape[1], np.int64)
-        for row in buckets:
-            key = key * n_buckets + row
-        order = np.argsort(key)
-        same = key[order[1:]] == key[order[:-1]]
-    else:
-        order = np.lexsort(buckets[::-1])
-        rows = buckets[:, order]
-        same = np.all(rows[:, 1:] == rows[:, :-1], axis=0)
+    key = _row_keys(buckets)
+    order = np.argsort(key, kind="stable")
+    same = key[order[1:]] == key[order[:-1]]
+    if float(int(buckets.max()) + 1) ** buckets.shape[0] >= 2.0 ** 62:  # hashed keys: confirm
+        same &= (buckets[:, order[1:]] == buckets[:, order[:-1]]).all(0)
     return order[1:][same]
 
 
-def separate_collisions(buckets: np.ndarray, alpha: int, rng: np.random.Generator) -> None:
+def separate_collisions(buckets: np.ndarray, alpha: int, rng: np.random.Generator, tries: int = 200) -> None:
     """Make all m-tuples distinct by swapping last-map buckets between ids (in place).
 
-    Swaps keep every bucket size; a random map expects about (alpha-1)^2/2 colliding pairs for
+    A swap keeps every bucket size. Each colliding id swaps with a random partner such that
+    neither new tuple exists yet; a random map expects about (alpha-1)^2/2 colliding pairs for
     m = 2, so only a handful of ids move.
     """
     m, n = buckets.shape
@@ -162,13 +169,35 @@ def separate_collisions(buckets: np.ndarray, alpha: int, rng: np.random.Generato
     if float(n_buckets) ** m < n:
         raise ValueError(f"{n} ids cannot get distinct tuples from {m} maps of {n_buckets} buckets; "
                          "lower alpha or raise m")
+    dup = duplicate_rows(buckets)
+    if dup.size == 0:
+        return
     last = buckets[-1]
-    for _ in range(1000):
-        dup = duplicate_rows(buckets)
-        if dup.size == 0:
-            return
-        for i in dup.tolist():
-            j = int(rng.integers(n))
-            last[i], last[j] = last[j], last[i]
-    raise RuntimeError("could not separate colliding ids after 1000 rounds")
+    key = _row_keys(buckets)
+    with np.errstate(over="ignore"):
+        prefix = key - last  # key = prefix + last bucket, for both key kinds
+    initial = np.sort(key)
+    delta: dict[int, int] = {}  # changes to the multiset of keys since `initial`
 
+    def count(k: int) -> int:
+        return int(np.searchsorted(initial, k, "right") - np.searchsorted(initial, k, "left")) + delta.get(k, 0)
+
+    for i in dup.tolist():
+        if count(int(key[i])) == 1:  # an earlier swap already freed it
+            continue
+        for j in rng.integers(0, n, tries).tolist():
+            if last[i] == last[j]:
+                continue
+            with np.errstate(over="ignore"):
+                ki, kj = int(prefix[i] + last[j]), int(prefix[j] + last[i])
+            if ki == kj or count(ki) or count(kj):
+                continue
+            for old, new in ((int(key[i]), ki), (int(key[j]), kj)):
+                delta[old] = delta.get(old, 0) - 1
+                delta[new] = delta.get(new, 0) + 1
+            key[i], key[j] = ki, kj
+            last[i], last[j] = last[j], last[i]
+            break
+        else:
+            raise ValueError(f"could not give {n} ids distinct tuples with alpha={alpha}, m={m} "
+                             "(too few buckets for this alpha); lower alpha or raise m")

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from .batches import MaskConfig, training_batch
+from .batches import MaskConfig, epoch_batches, training_batch
 from .checkpoint import (latest_checkpoint, load_optimizer, load_weights, restore_rng, rng_state,
                          save_checkpoint)
 from .dataset import Dataset, SetArray
@@ -122,8 +122,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     model = build_model(mcfg, head_cfg, hashing, data.counts)
     n_params = count_parameters(model)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.seed)
-    if len(train_rows) == 0:
-        raise ValueError(f"{cfg.data}: no training set has two or more ids")
+    if len(train_rows) < cfg.batch_size:
+        raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
+                         f"need at least one batch ({cfg.batch_size}); lower --batch-size")
     if rank == 0 and ckpt is None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").unlink(missing_ok=True)
@@ -170,16 +171,19 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     bar = tqdm(total=max_steps or None, initial=state["step"], desc="training", unit="step",
                disable=not progress or rank != 0, dynamic_ncols=True)
     start, last_ckpt, ema = time.time() - state["seconds"], time.time(), None
-    perm = np.random.default_rng([cfg.seed, 2, state["epoch"]]).permutation(train_rows)
+    lengths = data.train.lengths
+
+    def epoch(e):  # the same batches on every rank, a function of (seed, epoch) only
+        return epoch_batches(train_rows, lengths, cfg.batch_size, cfg.mask.n, np.random.default_rng([cfg.seed, 2, e]))
+
+    batches = epoch(state["epoch"])
     try:
         while (not max_steps or state["step"] < max_steps) and not _out_of_time(start, budget, world):
-            if state["cursor"] + cfg.batch_size > len(perm):  # next epoch (sets of a short tail wait)
+            if state["cursor"] >= len(batches):  # next epoch
                 state["epoch"] += 1
                 state["cursor"] = 0
-                perm = np.random.default_rng([cfg.seed, 2, state["epoch"]]).permutation(train_rows)
-            rows = perm[state["cursor"]:state["cursor"] + cfg.batch_size][rank * per_rank:(rank + 1) * per_rank]
-            if len(rows) == 0:
-                rows = perm[:per_rank]
+                batches = epoch(state["epoch"])
+            rows = batches[state["cursor"]][rank * per_rank:(rank + 1) * per_rank]
             batch = training_batch(data.train, rows, hashing, cfg.mask, rng)
             loss = ddp(batch)
             opt.zero_grad(set_to_none=True)
@@ -188,7 +192,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             opt.step()
             sched.step()
             state["step"] += 1
-            state["cursor"] += cfg.batch_size
+            state["cursor"] += 1
             state["examples"] += cfg.batch_size
             state["seconds"] = time.time() - start
             lv = float(loss.detach())

@@ -1,0 +1,66 @@
+"""Training examples (paper sec. 3.1): segments, masking rates, corruption split, hashing."""
+import numpy as np
+
+from superbloom.batches import MaskConfig, epoch_batches, mask_segments, query_batch, sample_segments, training_batch
+from superbloom.dataset import SetArray
+from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+
+
+def test_segments_are_contiguous_and_capped(rng):
+    sets = SetArray.from_lists([list(range(100, 150)), [7, 8, 9], [5]])
+    segs = sample_segments(sets, np.array([0, 1, 2]), 32, rng)
+    assert segs.shape == (3, 32)
+    row = segs[0]
+    assert (np.diff(row) == 1).all() and 100 <= row[0] <= 118  # 32 consecutive ids of set 0
+    assert segs[1, :3].tolist() == [7, 8, 9] and (segs[1, 3:] == PAD_ELEM).all()
+    assert segs[2, 0] == 5
+
+
+def test_masking_statistics(rng):
+    n_ids = 1000
+    segs = rng.integers(0, n_ids, (20000, 32))
+    segs[:, 20:] = PAD_ELEM  # segments of 20
+    elems, targets = mask_segments(segs, n_ids, MaskConfig(), rng)
+    masked = targets >= 0
+    assert (masked.sum(1) == 3).all()  # round(0.15 * 20) = 3, exactly
+    assert not masked[:, 20:].any()  # never padding
+    assert (targets[masked] == segs[masked]).all()
+    fed_mask = (elems == MASK_ELEM)[masked].mean()
+    unchanged = (elems == segs)[masked].mean()
+    assert abs(fed_mask - 0.8) < 0.01
+    assert abs(unchanged - 0.1) < 0.01 + 1 / n_ids  # a random id can equal the original
+    assert abs(1 - fed_mask - unchanged - 0.1) < 0.01
+    assert (elems[~masked] == segs[~masked]).all()
+
+
+def test_at_least_one_masked(rng):
+    segs = np.array([[3, PAD_ELEM, PAD_ELEM], [4, 5, PAD_ELEM]])
+    _, targets = mask_segments(segs, 10, MaskConfig(), rng)
+    assert ((targets >= 0).sum(1) == 1).all()
+
+
+def test_training_batch_tokens(rng):
+    h = BloomHash.build(50, HashConfig(5, 2))
+    sets = SetArray.from_lists([list(range(10)), list(range(20, 25))])
+    b = training_batch(sets, np.array([0, 1]), h, MaskConfig(), rng)
+    assert b.tokens.shape == (2, 20) and b.pad.shape == (2, 20) and b.targets.shape == (2, 10)
+    assert b.pad[1, 10:].all() and not b.pad[1, :10].any()
+    assert b.positions[0, :4].tolist() == [0, 0, 1, 1]
+
+
+def test_query_batch_appends_mask():
+    h = BloomHash.build(50, HashConfig(5, 2))
+    b = query_batch(np.array([[3, -1, 4], [-1, -1, 7]]), h)
+    assert b.tokens.shape == (2, 6)  # width 2 known ids + [MASK]
+    assert b.tokens[0, 4:].tolist() == h.special_tokens(1).tolist()
+    assert b.pad[1, 2:4].all() and not b.pad[1, 4:].any()
+    assert (b.targets[:, -1] == 0).all() and (b.targets[:, :-1] == -1).all()
+
+
+def test_epoch_batches_cover_each_row_once(rng):
+    rows = np.arange(1000)
+    lengths = rng.integers(2, 60, 1000)
+    batches = epoch_batches(rows, lengths, 32, 32, rng, pool=5)
+    got = np.concatenate(batches)
+    assert len(got) == 992 and len(np.unique(got)) == 992  # the short tail waits
+    assert all(len(b) == 32 for b in batches)

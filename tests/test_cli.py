@@ -1,0 +1,85 @@
+"""End to end through the command line on the embedded (real) Wikispeedia links:
+prepare, train a few steps, eval --json, predict; plus resume and bad-input errors."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import superbloom as sb
+from superbloom.cli import main
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "superbloom", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    r = run("prepare", sb.embedded_dataset(), "--format", "edges", "--out", d / "data", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["links"] == 119_882
+    r = run("train", d / "data", "--out", d / "model", "--steps", "6", "--batch-size", "32", "--d", "32",
+            "--heads", "2", "--d-ff", "64", "--layers", "1", "--eval-every", "3", "--quiet", "--alpha", "8")
+    assert r.returncode == 0, r.stderr
+    assert "parameters" in r.stdout
+    return d
+
+
+def test_eval_json(trained):
+    r = run("eval", trained / "model", trained / "data", "--json", "--max-sets", "60")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("rec@1", "rec@10", "rec@20", "mrr", "ndcg@10", "examples"):
+        assert key in out
+    assert set(out["baselines"]) == {"popularity", "cooccurrence"}
+    for b in out["baselines"].values():
+        assert {"rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"} <= set(b)
+    assert out["examples"] == 60
+    assert 0 <= out["rec@1"] <= out["rec@10"] <= out["rec@20"] <= 1
+
+
+def test_eval_exact_and_table(trained):
+    r = run("eval", trained / "model", trained / "data", "--max-sets", "30", "--exact", "--baselines", "none")
+    assert r.returncode == 0, r.stderr
+    assert "superbloom model" in r.stdout and "100.0% of top-20 answers certified exact" in r.stdout
+
+
+def test_predict(trained):
+    r = run("predict", trained / "model", "Copenhagen", "Not_A_Page", "--k", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["items"]) == 5 and out["unknown"] == ["Not_A_Page"] and out["context"] == ["Copenhagen"]
+    assert "Copenhagen" not in [i for i, _ in out["items"]]
+    r = run("predict", trained / "model", "Nope")
+    assert r.returncode == 2 and "none of the given ids" in r.stderr
+
+
+def test_library_api(trained):
+    model = sb.load(trained / "model")
+    p = model.predict(["Miles_Davis", "Jazz"], k=3)
+    assert len(p.items) == 3 and p.context == ["Miles_Davis", "Jazz"]
+    p = model.predict(["People's_Republic_of_China"], k=2)  # display (URL-decoded) names are accepted
+    assert p.context == ["People%27s_Republic_of_China"]
+
+
+def test_resume_continues(trained, tmp_path):
+    args = ["train", trained / "data", "--out", tmp_path / "m", "--batch-size", "32", "--d", "32", "--heads", "2",
+            "--d-ff", "64", "--layers", "1", "--quiet", "--eval-every", "0"]
+    assert run(*args, "--steps", "3").returncode == 0
+    r = run(*args, "--steps", "5", "--resume")
+    assert r.returncode == 0, r.stderr
+    assert "resuming from step-000000003" in r.stdout
+    assert (tmp_path / "m" / "LATEST").read_text().strip().endswith("step-000000005")
+
+
+def test_bad_input_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\nno-tab-here\n")
+    assert main(["prepare", str(bad), "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.tsv:2: expected at least 2 tab-separated fields" in err
+    assert main(["eval", str(tmp_path / "nomodel"), str(tmp_path / "nodata")]) == 2
+    assert "no complete checkpoint" in capsys.readouterr().err

@@ -1,0 +1,127 @@
+"""Readers: every format, comments / CRLF / gzip, and errors that name file and line."""
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from superbloom.readers import InputError, ReadConfig, ReadStats, read_links
+
+
+def links(path, cfg):
+    stats = ReadStats()
+    out = []
+    for s, i in read_links(path, cfg, stats):
+        out += list(zip(s.to_pylist(), i.to_pylist()))
+    return out, stats
+
+
+def test_edges_comments_crlf_blank(tmp_path):
+    p = tmp_path / "e.tsv"
+    p.write_bytes(b"# header\r\n#\r\na\tx\r\n\r\na\ty\r\nb\tx\r\n")
+    got, stats = links(p, ReadConfig("edges"))
+    assert got == [("a", "x"), ("a", "y"), ("b", "x")]
+    assert (stats.comments, stats.blank, stats.links, stats.lines) == (2, 1, 3, 6)
+
+
+def test_edges_gzip_and_columns(tmp_path):
+    p = tmp_path / "kg.txt.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("h1\trel\tt1\nh1\trel2\tt2\n")
+    got, _ = links(p, ReadConfig("edges", set_column=0, id_column=2))
+    assert got == [("h1", "t1"), ("h1", "t2")]
+    got, _ = links(p, ReadConfig("edges", set_column=0, id_column=2, undirected=True))
+    assert sorted(got) == sorted([("h1", "t1"), ("h1", "t2"), ("t1", "h1"), ("t2", "h1")])
+
+
+def test_edges_malformed_names_file_and_line(tmp_path):
+    p = tmp_path / "bad.tsv"
+    p.write_text("# c\na\tx\nbroken line without tab\nb\ty\n")
+    with pytest.raises(InputError, match=r"bad\.tsv:3: expected at least 2 tab-separated fields, got 1"):
+        links(p, ReadConfig("edges"))
+    got, stats = links(p, ReadConfig("edges", skip_malformed=True))
+    assert got == [("a", "x"), ("b", "y")]
+    assert stats.malformed == 1 and "bad.tsv:3" in stats.examples[0]
+
+
+def test_edges_empty_field(tmp_path):
+    p = tmp_path / "e.tsv"
+    p.write_text("a\tx\n\ty\n")
+    with pytest.raises(InputError, match=r"e\.tsv:2: empty set or id field"):
+        links(p, ReadConfig("edges"))
+
+
+def test_invalid_utf8(tmp_path):
+    p = tmp_path / "e.tsv"
+    p.write_bytes(b"a\tx\n\xff\xfe\ty\n")
+    with pytest.raises(InputError, match="UTF-8"):
+        links(p, ReadConfig("edges"))
+
+
+def test_lines_format(tmp_path):
+    p = tmp_path / "s.txt"
+    p.write_text("u1 1 2 3\nu2 4\n\nu3\n")
+    got, stats = links(p, ReadConfig("lines"))
+    assert got == [("u1", "1"), ("u1", "2"), ("u1", "3"), ("u2", "4")]
+    assert stats.blank == 1
+
+
+def test_jsonl(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_text('{"set": "a", "ids": ["x", "y"]}\n{"set": 7, "ids": [1, 2]}\n')
+    got, _ = links(p, ReadConfig("jsonl"))
+    assert got == [("a", "x"), ("a", "y"), ("7", "1"), ("7", "2")]
+
+
+@pytest.mark.parametrize("line,why", [
+    ('{"set": "a", "ids": ["x"', "invalid JSON"),
+    ('["a", ["x"]]', "expected a JSON object"),
+    ('{"set": "a"}', "expected keys 'set' and 'ids'"),
+    ('{"set": "a", "ids": "x"}', "field 'ids' must be a list"),
+    ('{"set": "a", "ids": [["x"]]}', "field 'ids' must hold strings or numbers"),
+])
+def test_jsonl_errors(tmp_path, line, why):
+    p = tmp_path / "s.jsonl"
+    p.write_text('{"set": "ok", "ids": ["x"]}\n' + line + "\n")
+    with pytest.raises(InputError, match=rf"s\.jsonl:2: {why}"):
+        links(p, ReadConfig("jsonl"))
+    got, stats = links(p, ReadConfig("jsonl", skip_malformed=True))
+    assert got == [("ok", "x")] and stats.malformed == 1
+
+
+def test_parquet_rows_and_lists(tmp_path):
+    p = tmp_path / "l.parquet"
+    pq.write_table(pa.table({"page": ["a", "a", "b"], "link": [1, 2, 3]}), p)
+    got, _ = links(p, ReadConfig("parquet"))
+    assert got == [("a", "1"), ("a", "2"), ("b", "3")]
+    q = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"set": ["a", "b"], "ids": [["x", "y"], ["z"]]}), q)
+    got, _ = links(q, ReadConfig("parquet"))
+    assert got == [("a", "x"), ("a", "y"), ("b", "z")]
+
+
+def test_parquet_nulls(tmp_path):
+    p = tmp_path / "l.parquet"
+    pq.write_table(pa.table({"page": ["a", None], "link": ["x", "y"]}), p)
+    with pytest.raises(InputError, match="row 2: null"):
+        links(p, ReadConfig("parquet"))
+
+
+def test_missing_file_and_not_parquet(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        links(tmp_path / "nope.tsv", ReadConfig("edges"))
+    p = tmp_path / "x.parquet"
+    p.write_text("not parquet")
+    with pytest.raises(InputError, match="not a readable Parquet file"):
+        links(p, ReadConfig("parquet"))
+
+
+def test_line_numbers_across_blocks(tmp_path, monkeypatch):
+    import superbloom.readers as readers
+
+    monkeypatch.setattr(readers, "_BLOCK_BYTES", 64)  # many small Arrow blocks
+    p = tmp_path / "e.tsv"
+    p.write_text("".join(f"s{i}\tid{i}\n" for i in range(200)) + "oops\n")
+    with pytest.raises(InputError, match=r"e\.tsv:201:"):
+        links(p, ReadConfig("edges"))
