@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from .batches import MaskConfig
 from .decode import SCORES, DecodeConfig
 from .hashing import HashConfig
 from .heads import HEADS, HeadConfig
@@ -72,6 +73,10 @@ def _add_train(sub):
     g.add_argument("--per-hash-softmax", action="store_true",
                    help="superbloom head: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=float, default=0.0)
+    g = p.add_argument_group("training examples (sec. 3.1)")
+    g.add_argument("--segment", type=int, default=_default(MaskConfig, "n"), help="max ids per segment")
+    g.add_argument("--mask-rate", type=float, default=_default(MaskConfig, "mask_rate"),
+                   help="fraction of a segment's ids masked (at least one)")
     g = p.add_argument_group("optimisation")
     for name, typ, hlp in [("batch_size", int, "sets per step"), ("lr", float, "peak learning rate"),
                            ("warmup", int, "warm-up steps"), ("weight_decay", float, "AdamW weight decay"),
@@ -172,8 +177,9 @@ def train_config_from_args(args) -> TrainConfig:
     head = HeadConfig(args.head, args.per_hash_softmax, args.label_smoothing)
     names = ["batch_size", "lr", "warmup", "weight_decay", "clip", "steps", "epochs", "time_budget",
              "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume"]
+    mask = MaskConfig(n=args.segment, mask_rate=args.mask_rate)
     return TrainConfig(data=args.data, out=args.out, hash=HashConfig(args.alpha, args.m, args.hash_seed),
-                       model=model, head=head, **{n: getattr(args, n) for n in names})
+                       model=model, head=head, mask=mask, **{n: getattr(args, n) for n in names})
 
 
 def cmd_train(args):

@@ -33,9 +33,10 @@ def load_json(path: str | Path):
 
 def write_lines(path: str | Path, strings: Iterable[str]) -> None:
     """One string per line."""
+    strings = list(strings)
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        for s in strings:
-            f.write(s)
+        f.write("\n".join(strings))
+        if strings:
             f.write("\n")
 
 

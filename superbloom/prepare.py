@@ -2,9 +2,9 @@
 
     superbloom prepare links.tsv --format edges --out data/wiki
 
-Steps (DESIGN.md, "prepare"): stream the input in Arrow chunks, give every set key and id key a
-provisional int (one dict entry per *distinct* key, never one Python object per link), spill the
-(set, id) int pairs to disk, then with NumPy: drop repeated ids within a set (first occurrence
+Steps (DESIGN.md, "prepare"): stream the input in Arrow chunks, dictionary-encode the set and id
+keys of each chunk (never one Python object per link or per key), spill the provisional codes to
+disk, unify the chunk dictionaries into global key ints in one Arrow pass, then with NumPy: drop repeated ids within a set (first occurrence
 kept, counted), split the sets train/test with a seeded permutation, build the vocabulary from the
 training sets only (ids numbered by decreasing training count), and write
 
@@ -46,27 +46,37 @@ class PrepareConfig:
 
 
 class KeyEncoder:
-    """String keys -> ints in order of first appearance; one dict entry per distinct key."""
+    """String keys -> ints in order of first appearance, vectorised with Arrow.
+
+    Each chunk is dictionary-encoded (C++ hashing); the chunk's local codes, shifted by the
+    number of dictionary entries seen so far, are what `encode` returns. `finish` unifies all
+    chunk dictionaries with one `unique` + one `index_in` and returns the map from those
+    provisional codes to global key ints. No Python object per key or per link.
+    """
 
     def __init__(self, what: str):
         self.what = what
-        self.index: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.index)
+        self.dictionaries: list[pa.Array] = []
+        self.n_codes = 0
 
     def encode(self, keys: pa.Array) -> np.ndarray:
         enc = pc.dictionary_encode(keys)
-        uniq = enc.dictionary
-        if pc.any(pc.match_substring_regex(uniq, r"[\n\r]")).as_py():
-            bad = uniq.filter(pc.match_substring_regex(uniq, r"[\n\r]"))[0].as_py()
-            raise InputError(f"{self.what} key {bad!r} contains a line break; keys must be one line")
-        idx = self.index
-        codes = np.fromiter((idx.setdefault(s, len(idx)) for s in uniq.to_pylist()), np.int64, len(uniq))
-        return codes[enc.indices.to_numpy()].astype(np.int32)
+        codes = enc.indices.to_numpy().astype(np.int64) + self.n_codes
+        self.dictionaries.append(enc.dictionary)
+        self.n_codes += len(enc.dictionary)
+        if self.n_codes >= 2 ** 32:
+            raise ValueError("more than 2^32 distinct keys per chunk in total; not supported")
+        return codes.astype(np.uint32)
 
-    def keys(self) -> list[str]:
-        return list(self.index)
+    def finish(self) -> tuple[np.ndarray, pa.Array]:
+        """-> (provisional code -> key int (uint32 -> int32), keys in int order)."""
+        every = pa.concat_arrays(self.dictionaries) if self.dictionaries else pa.array([], pa.string())
+        self.dictionaries = []
+        keys = pc.unique(every)  # first appearance order
+        if pc.any(pc.or_(pc.match_substring(keys, "\n"), pc.match_substring(keys, "\r"))).as_py():
+            bad = keys.filter(pc.or_(pc.match_substring(keys, "\n"), pc.match_substring(keys, "\r")))[0]
+            raise InputError(f"{self.what} key {bad.as_py()!r} contains a line break; keys must be one line")
+        return pc.index_in(every, value_set=keys).to_numpy().astype(np.int32), keys
 
 
 def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
@@ -88,13 +98,17 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
         if stats.links == 0:
             raise InputError(f"{cfg.input}: no links found ({stats.lines} lines, {stats.comments} comments, "
                              f"{stats.malformed} malformed)")
-        set_of = np.fromfile(spill.with_suffix(".sets"), dtype=np.int32)
-        id_of = np.fromfile(spill.with_suffix(".ids"), dtype=np.int32)
+        set_map, set_strings = sets_enc.finish()
+        set_of = set_map[np.fromfile(spill.with_suffix(".sets"), dtype=np.uint32)]
+        del set_map
+        id_map, id_strings = ids_enc.finish()
+        id_of = id_map[np.fromfile(spill.with_suffix(".ids"), dtype=np.uint32)]
+        del id_map
     finally:
         for suffix in (".sets", ".ids"):
             spill.with_suffix(suffix).unlink(missing_ok=True)
 
-    n_sets, n_keys = len(sets_enc), len(ids_enc)
+    n_sets, n_keys = len(set_strings), len(id_strings)
     set_of, id_of, duplicates = _dedupe_and_group(set_of, id_of, n_keys)
 
     rng = np.random.default_rng(cfg.seed)
@@ -108,11 +122,9 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
     remap = np.full(n_keys, -1, np.int32)
     remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
-    id_strings = ids_enc.keys()
-    Vocab([id_strings[k] for k in vocab_keys.tolist()], counts[vocab_keys]).save(out)
+    Vocab(id_strings.take(pa.array(vocab_keys)).to_pylist(), counts[vocab_keys]).save(out)
     del id_strings
 
-    set_strings = sets_enc.keys()
     split = {}
     for name, chosen in (("train", ~is_test), ("test", is_test)):
         links = chosen[set_of]
@@ -122,7 +134,7 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
         np.cumsum(per_set, out=offsets[1:])
         np.save(out / f"{name}.ids.npy", ids)
         np.save(out / f"{name}.offsets.npy", offsets)
-        write_lines(out / f"{name}.sets.txt", (set_strings[s] for s in np.flatnonzero(chosen).tolist()))
+        write_lines(out / f"{name}.sets.txt", set_strings.take(pa.array(np.flatnonzero(chosen))).to_pylist())
         split[name] = {"sets": int(chosen.sum()), "links": int(links.sum()),
                        "mean_set_size": round(float(per_set.mean()), 2) if len(per_set) else 0.0}
     test_ids = remap[id_of[link_test]]

@@ -8,9 +8,10 @@ Formats (DESIGN.md, "raw ids"):
   parquet  one row per link, two columns (set, id); an id column of lists is exploded
 
 Every reader yields Arrow string arrays, never one Python object per link, so a file with hundreds
-of millions of links streams in bounded memory. Text is parsed by Arrow's CSV engine with a
-delimiter that never occurs in practice, which hands us whole lines as an Arrow column; splitting
-and validation are vectorised Arrow compute kernels.
+of millions of links streams in bounded memory. Edge lists are split by Arrow's tab-separated
+parser in C++ (comment, blank and malformed lines reach a callback that counts or reports them);
+other text formats are read as whole lines (Arrow's CSV engine with a delimiter that never occurs)
+and split with vectorised Arrow compute kernels.
 
 A malformed line is an `InputError` naming file, line and what was expected; with
 `skip_malformed=True` it is skipped and counted in `ReadStats` instead (never silently).
@@ -117,9 +118,8 @@ def _content_lines(path: Path, stats: ReadStats):
     """Like `_raw_lines` but drop blank and `#` comment lines (counted); keep their line numbers."""
     for first, col in _raw_lines(path):
         stats.lines += len(col)
-        stripped = pc.utf8_trim_whitespace(col)
-        blank = pc.equal(pc.utf8_length(stripped), 0)
-        comment = pc.starts_with(stripped, "#")
+        blank = pc.equal(pc.binary_length(col), 0)  # whitespace-only lines are left to the format
+        comment = pc.starts_with(col, "#")
         drop = pc.or_(blank, comment)
         n_blank, n_comment = pc.sum(blank).as_py() or 0, pc.sum(comment).as_py() or 0
         stats.blank += n_blank
@@ -132,38 +132,98 @@ def _content_lines(path: Path, stats: ReadStats):
         yield lineno, col
 
 
-def _check_counts(path, lineno, counts: np.ndarray, bad: np.ndarray, why: str, stats, cfg) -> np.ndarray:
-    """Report lines flagged in `bad`; return the boolean keep-mask."""
-    if bad.any():
-        for i in np.flatnonzero(bad)[: (None if cfg.skip_malformed else 1)]:
-            stats.malformed_line(path, int(lineno[i]), why.format(n=int(counts[i])), cfg.skip_malformed)
-    return ~bad
+def _first_data_columns(path: Path) -> int | None:
+    """Tab-separated fields on the first line that is neither blank nor a comment."""
+    with pa.input_stream(str(path), compression="detect") as f:
+        head = f.read(1 << 20).decode("utf-8", errors="replace")
+    for line in head.splitlines():
+        if line.strip() and not line.startswith("#"):
+            return line.count("\t") + 1
+    return None
 
 
 def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats):
+    """Arrow's tab-separated parser splits the columns in C++; comment lines, blank lines and
+    malformed rows reach `invalid_row` (rare), which counts them or reports file and line."""
     need = max(cfg.set_column, cfg.id_column) + 1
-    for lineno, col in _content_lines(path, stats):
-        parts = pc.split_pattern(col, "\t")
-        counts = pc.list_value_length(parts).to_numpy()
-        bad = counts < need
-        keep = _check_counts(path, lineno, counts, bad,
-                             f"expected at least {need} tab-separated fields, got {{n}}", stats, cfg)
-        if bad.any():
-            parts = parts.filter(pa.array(keep))
-        sets = pc.utf8_trim_whitespace(pc.list_element(parts, cfg.set_column))
-        ids = pc.utf8_trim_whitespace(pc.list_element(parts, cfg.id_column))
-        empty = pc.or_(pc.equal(pc.utf8_length(sets), 0), pc.equal(pc.utf8_length(ids), 0))
-        if pc.any(empty).as_py():
-            ln = lineno[keep]
-            e = empty.to_numpy(zero_copy_only=False)
-            _check_counts(path, ln, np.zeros(len(e)), e, "empty set or id field", stats, cfg)
-            sets, ids = sets.filter(pc.invert(empty)), ids.filter(pc.invert(empty))
-        yield sets, ids
+    ncols = _first_data_columns(path) or need
+    if ncols < need:
+        raise InputError(f"{path}: expected at least {need} tab-separated fields per line, the first data "
+                         f"line has {ncols}")
+    skipped: list[int] = []  # physical numbers of lines the parser skipped (for exact line numbers)
+    failure: list[str] = []
+
+    def invalid_row(row) -> str:
+        text = row.text or ""
+        if text.startswith("#") or not text.strip():
+            stats.comments += text.startswith("#")
+            stats.blank += not text.startswith("#")
+        else:
+            msg = f"{path}:{row.number}: expected {ncols} tab-separated fields, got {row.actual_columns}"
+            if not cfg.skip_malformed:
+                failure.append(msg + " (pass --skip-malformed to skip and count such lines)")
+                return "error"
+            stats.malformed += 1
+            if len(stats.examples) < _MAX_EXAMPLES:
+                stats.examples.append(msg)
+        skipped.append(int(row.number))
+        return "skip"
+
+    names = [f"c{i}" for i in range(ncols)]
+    keep = list(dict.fromkeys([names[0], names[cfg.set_column], names[cfg.id_column]]))  # c0: comments
+    read = pcsv.ReadOptions(column_names=names, block_size=_BLOCK_BYTES, use_threads=False)
+    parse = pcsv.ParseOptions(delimiter="\t", quote_char=False, escape_char=False, ignore_empty_lines=False,
+                              newlines_in_values=False, invalid_row_handler=invalid_row)
+    convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in keep}, include_columns=keep,
+                                  strings_can_be_null=False, quoted_strings_can_be_null=False)
+    rows_before = 0
+    try:
+        with pcsv.open_csv(pa.input_stream(str(path), compression="detect"), read_options=read,
+                           parse_options=parse, convert_options=convert) as reader:
+            for batch in reader:
+                sets, ids = batch.column(names[cfg.set_column]), batch.column(names[cfg.id_column])
+                stats.lines += len(sets)
+                comment = pc.starts_with(batch.column("c0"), "#")  # comment lines that contain a tab
+                e_set, e_id = pc.equal(pc.binary_length(sets), 0), pc.equal(pc.binary_length(ids), 0)
+                drop = pc.or_(comment, pc.or_(e_set, e_id))
+                if pc.any(drop).as_py():
+                    stats.comments += pc.sum(comment).as_py() or 0
+                    stats.blank += pc.sum(pc.and_(pc.invert(comment), pc.and_(e_set, e_id))).as_py() or 0
+                    one = pc.and_(pc.invert(comment), pc.xor(e_set, e_id)).to_numpy(zero_copy_only=False)
+                    for i in np.flatnonzero(one)[: (None if cfg.skip_malformed else 1)]:
+                        line = _physical_line(rows_before + int(i), skipped)
+                        stats.malformed_line(path, line, "empty set or id field", cfg.skip_malformed)
+                    sets, ids = sets.filter(pc.invert(drop)), ids.filter(pc.invert(drop))
+                rows_before += batch.num_rows
+                yield sets, ids
+    except pa.ArrowInvalid as e:
+        if failure:
+            raise InputError(failure[0]) from None
+        raise InputError(f"{path}: cannot read as UTF-8 tab-separated text ({e})") from None
+    except (OSError, EOFError) as e:
+        raise InputError(f"{path}: read failed: {e}") from None
+    stats.lines += len(skipped)
+
+
+def _physical_line(row: int, skipped: list[int]) -> int:
+    """1-based file line of the `row`-th (0-based) parsed row, given the lines the parser skipped."""
+    s = np.asarray(sorted(skipped), np.int64)
+    line = row + 1
+    while True:
+        nxt = row + 1 + int(np.searchsorted(s, line, side="right"))
+        if nxt == line:
+            return line
+        line = nxt
 
 
 def _read_lines(path: Path, cfg: ReadConfig, stats: ReadStats):
     for _, col in _content_lines(path, stats):
-        parts = pc.utf8_split_whitespace(col)  # [set, id, id, ...]; blank lines were dropped
+        col = pc.utf8_trim_whitespace(col)
+        blank = pc.equal(pc.binary_length(col), 0)  # whitespace-only lines
+        if pc.any(blank).as_py():
+            stats.blank += pc.sum(blank).as_py()
+            col = col.filter(pc.invert(blank))
+        parts = pc.utf8_split_whitespace(col)  # [set, id, id, ...]
         counts = pc.list_value_length(parts).to_numpy()
         sets_per_line = pc.list_element(parts, 0)
         ids = pc.list_flatten(pc.list_slice(parts, 1))

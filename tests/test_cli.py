@@ -80,6 +80,6 @@ def test_bad_input_errors(tmp_path, capsys):
     bad.write_text("a\tb\nno-tab-here\n")
     assert main(["prepare", str(bad), "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
-    assert "bad.tsv:2: expected at least 2 tab-separated fields" in err
+    assert "bad.tsv:2: expected 2 tab-separated fields, got 1" in err
     assert main(["eval", str(tmp_path / "nomodel"), str(tmp_path / "nodata")]) == 2
     assert "no complete checkpoint" in capsys.readouterr().err

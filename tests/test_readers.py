@@ -38,7 +38,7 @@ def test_edges_gzip_and_columns(tmp_path):
 def test_edges_malformed_names_file_and_line(tmp_path):
     p = tmp_path / "bad.tsv"
     p.write_text("# c\na\tx\nbroken line without tab\nb\ty\n")
-    with pytest.raises(InputError, match=r"bad\.tsv:3: expected at least 2 tab-separated fields, got 1"):
+    with pytest.raises(InputError, match=r"bad\.tsv:3: expected 2 tab-separated fields, got 1"):
         links(p, ReadConfig("edges"))
     got, stats = links(p, ReadConfig("edges", skip_malformed=True))
     assert got == [("a", "x"), ("b", "y")]
@@ -47,9 +47,11 @@ def test_edges_malformed_names_file_and_line(tmp_path):
 
 def test_edges_empty_field(tmp_path):
     p = tmp_path / "e.tsv"
-    p.write_text("a\tx\n\ty\n")
-    with pytest.raises(InputError, match=r"e\.tsv:2: empty set or id field"):
+    p.write_text("# a\tcomment with a tab\na\tx\n\n#\n\ty\n")
+    with pytest.raises(InputError, match=r"e\.tsv:5: empty set or id field"):
         links(p, ReadConfig("edges"))
+    got, stats = links(p, ReadConfig("edges", skip_malformed=True))
+    assert got == [("a", "x")] and (stats.comments, stats.blank, stats.malformed) == (2, 1, 1)
 
 
 def test_invalid_utf8(tmp_path):
@@ -61,10 +63,10 @@ def test_invalid_utf8(tmp_path):
 
 def test_lines_format(tmp_path):
     p = tmp_path / "s.txt"
-    p.write_text("u1 1 2 3\nu2 4\n\nu3\n")
+    p.write_text("u1 1 2 3\nu2 4\n\n   \nu3\n")
     got, stats = links(p, ReadConfig("lines"))
     assert got == [("u1", "1"), ("u1", "2"), ("u1", "3"), ("u2", "4")]
-    assert stats.blank == 1
+    assert stats.blank == 2
 
 
 def test_jsonl(tmp_path):
