@@ -35,6 +35,7 @@ class Batch:
     pad: torch.Tensor  # (B, n*m) bool, True at padding
     positions: torch.Tensor  # (B, n*m) int64 element index of each token (for optional positions)
     targets: torch.Tensor  # (B, n) int64: id to predict at each element, -1 if none
+    fed_mask: torch.Tensor  # (B, n) bool: element fed as [MASK] (identical inputs within an example)
 
     @property
     def n_targets(self) -> int:
@@ -99,7 +100,7 @@ def to_batch(elems: np.ndarray, targets: np.ndarray, hashing: BloomHash) -> Batc
     pad = np.repeat(elems == PAD_ELEM, m, axis=1)
     positions = np.broadcast_to(np.repeat(np.arange(n), m), (b, n * m))
     return Batch(torch.from_numpy(tokens), torch.from_numpy(pad), torch.from_numpy(positions.copy()),
-                 torch.from_numpy(targets))
+                 torch.from_numpy(targets), torch.from_numpy(elems == MASK_ELEM))
 
 
 def training_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, cfg: MaskConfig,

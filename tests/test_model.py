@@ -101,3 +101,17 @@ def test_eval_mode_is_deterministic():
     h, model = make()
     q = query_batch(np.array([[1, 2, 3]]), h)
     assert torch.equal(model.target_hidden(q), model.target_hidden(q))
+
+
+def test_shared_mask_rows_give_the_same_loss(rng):
+    """Scoring one [MASK] element per example (SetModel.forward) equals scoring every one."""
+    torch.manual_seed(0)
+    h = BloomHash.build(200, HashConfig(4, 2))
+    cfg = ModelConfig(h.vocab_size, 2, d=32, heads=4, d_ff=64, layers=2, dropout=0.0)
+    for per_hash in (False, True):
+        model = build_model(cfg, HeadConfig(per_hash_softmax=per_hash), h).train()
+        sets = SetArray.from_lists([list(rng.choice(200, 25, replace=False)) for _ in range(6)])
+        batch = training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.5), rng)
+        assert batch.fed_mask.sum() > 6  # several [MASK] elements per example
+        full = model.head.loss(model.target_hidden(batch), batch.targets[batch.targets >= 0])
+        assert torch.allclose(model(batch), full, atol=1e-5)
