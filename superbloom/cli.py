@@ -5,6 +5,8 @@
     superbloom train DATA_DIR --out MODEL_DIR --time-budget 600
     superbloom eval MODEL_DIR DATA_DIR [--json]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
+    superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
+    superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from .batches import MaskConfig
 from .decode import SCORES, DecodeConfig
+from .expand import STRATEGIES
 from .hashing import HashConfig
 from .heads import HEADS, HeadConfig
 from .model import ModelConfig
@@ -133,6 +136,42 @@ def _add_predict(sub):
     p.set_defaults(func=cmd_predict)
 
 
+def _add_expand(sub):
+    p = sub.add_parser("expand", help="grow a set one predicted id at a time",
+                       description="Set expansion: predict, add the best (or a sampled) id to the set, predict "
+                                   "again; each added id joins the context of the next prediction.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("ids", nargs="+", help="seed ids")
+    p.add_argument("--steps", type=int, default=10, help="ids to add (default 10)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="argmax", help="argmax, or sample from "
+                   "softmax(score / temperature) over the top k (default argmax)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sample: temperature (default 1.0)")
+    p.add_argument("--k", type=int, default=10, help="candidates ranked per step (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="sample: random seed (default 0)")
+    p.add_argument("--json", action="store_true")
+    _add_decode_args(p)
+    p.set_defaults(func=cmd_expand)
+
+
+def _add_serve(sub):
+    from .serve import ServeConfig
+
+    p = sub.add_parser("serve", help="HTTP API and web page for a model",
+                       description="Serve a model: JSON API (docs at /docs) and a web page at /. "
+                                   "The model is loaded once; concurrent requests are batched.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads for inference (default: torch's)")
+    for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
+                      ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
+                      ("max_batch", "queries per model call")]:
+        d = _default(ServeConfig, name)
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=d, help=f"{hlp} (default {d})")
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.set_defaults(func=cmd_serve)
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="the main job: prepare, train, evaluate and predict on the embedded "
                                     "Wikispeedia links", description=cmd_demo.__doc__)
@@ -147,7 +186,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
                                      "Transformers for set completion over huge id vocabularies.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict):
+    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve):
         add(sub)
     args = parser.parse_args(argv)
     try:
@@ -221,6 +260,33 @@ def cmd_predict(args):
     print(f"top-{args.k} ({'certified exact' if pred.exact else 'approximate'}, beam {pred.beam}):")
     for r, (i, s) in enumerate(pred.items, 1):
         print(f"  {r:>3}. {model.vocab.display(model.vocab.get(i)):<40} {s:9.3f}")
+
+
+def cmd_expand(args):
+    from .expand import ExpandConfig, expand
+    from .predictor import load
+
+    model = load(args.model)
+    cfg = ExpandConfig(args.steps, args.strategy, args.temperature, args.k, args.seed, _decode(args))
+    out = expand(model, args.ids, cfg)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(out), indent=2))
+        return
+    if out.unknown:
+        print(f"unknown ids (ignored): {', '.join(out.unknown)}")
+    shown = lambda i: model.vocab.display(model.vocab.get(i))  # noqa: E731
+    print(f"seed: {', '.join(map(shown, out.seed))}")
+    print(f"added ({args.strategy}{f', temperature {args.temperature}' if args.strategy == 'sample' else ''}):")
+    for r, a in enumerate(out.added, 1):
+        print(f"  {r:>3}. {shown(a.id):<40} {a.score:9.3f}{'' if a.exact else '  (approximate)'}")
+
+
+def cmd_serve(args):
+    from .serve import ServeConfig, serve
+
+    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch"]
+    cfg = ServeConfig(**{n: getattr(args, n) for n in names})
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log)
 
 
 DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "Thailand"],
