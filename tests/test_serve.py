@@ -1,11 +1,7 @@
 """The HTTP service in process (fastapi.testclient): every endpoint, every kind of bad input (4xx
 with a message naming the field, never a 5xx), batching, and `superbloom serve` as a real server."""
 import json
-import socket
-import subprocess
-import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -257,37 +253,6 @@ def test_requests_do_not_wait_for_a_running_batch(tiny_predictor):
         assert not any(f.done() for f in slow)
         gate.set()
         assert [f.result(60).status_code for f in slow] == [200, 200, 200]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model):
-    """`superbloom serve` in a subprocess on a free loopback port -> base URL."""
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "superbloom", "serve", str(tiny_model), "--port", str(port),
-                             "--max-context", "16", "--no-access-log"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {proc.stdout.read()}")
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("server did not answer /health within 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 def test_cli_serve_answers_concurrent_requests(server, tiny_predictor):
