@@ -162,7 +162,9 @@ def _add_serve(sub):
     p.add_argument("model", help="model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads for inference (default: torch's)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
+                        "threads spin and stall when the cores are shared with the server itself)")
     for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
                       ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
                       ("max_batch", "queries per model call")]:

@@ -23,7 +23,6 @@ import importlib.resources
 import math
 import queue
 import threading
-from bisect import bisect_left
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -31,6 +30,8 @@ from typing import Annotated, Literal
 from urllib.parse import unquote
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -146,25 +147,53 @@ class Batcher:
 
 
 def _fold(s: str) -> str:
-    return s.replace("_", " ").casefold()
+    return s.replace("_", " ").lower()
+
+
+def _bisect(keys: pa.Array, x: str) -> int:
+    """First position in the sorted string array `keys` whose value is >= x."""
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid].as_py() < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class PrefixIndex:
-    """Display names (URL-decoded, '_' read as ' ', case-folded) sorted once; a prefix is two bisects.
-    Matches come back most frequent first (vocab ids are numbered by decreasing training count)."""
+    """Autocomplete over display names (URL-decoded, '_' read as ' ', lower-cased).
+
+    Built once with Arrow (a vectorised sort: seconds for millions of ids, no Python string per key
+    kept); a prefix is two binary searches. Matches come back most frequent first: vocab ids are
+    numbered by decreasing training count, so that is the smallest ids of the matching range, found
+    by a partial sort of a small range or, for a large one, by scanning ids in order until `limit` hit.
+    """
+
+    SCAN = 1 << 15  # ranges longer than this are searched by scanning the most frequent ids first
 
     def __init__(self, vocab: Vocab):
-        keys = [_fold(unquote(s)) for s in vocab.strings]
-        self.order = np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
-        self.keys = [keys[i] for i in self.order]
+        decoded = pa.array([unquote(s) if "%" in s else s for s in vocab.strings], pa.large_string())
+        keys = pc.utf8_lower(pc.replace_substring(decoded, "_", " "))
+        self.order = pc.sort_indices(keys).to_numpy().astype(np.int32)  # sorted position -> id
+        self.keys = keys.take(pa.array(self.order))
+        self.position = np.empty(len(self.order), np.int32)  # id -> sorted position
+        self.position[self.order] = np.arange(len(self.order), dtype=np.int32)
 
     def search(self, prefix: str, limit: int) -> np.ndarray:
         p = _fold(prefix)
-        lo, hi = bisect_left(self.keys, p), bisect_left(self.keys, p + "\U0010ffff")
-        ids = self.order[lo:hi]
-        if len(ids) > limit:
-            ids = np.partition(ids, limit - 1)[:limit]
-        return np.sort(ids)
+        lo, hi = _bisect(self.keys, p), _bisect(self.keys, p + "\U0010ffff")
+        if hi - lo <= self.SCAN:
+            ids = self.order[lo:hi]
+            return np.sort(np.partition(ids, limit - 1)[:limit] if len(ids) > limit else ids)
+        found = []
+        for start in range(0, len(self.order), self.SCAN):
+            pos = self.position[start:start + self.SCAN]
+            found.extend((np.flatnonzero((pos >= lo) & (pos < hi)) + start)[:limit - len(found)].tolist())
+            if len(found) == limit:
+                break
+        return np.asarray(found, np.int64)
 
 
 # ---------------------------------------------------------------- request and response bodies
@@ -238,14 +267,14 @@ def _finite(x: float) -> float | None:
 def _message(errors) -> str:
     parts = []
     for e in errors:
-        loc = [str(x) for x in e["loc"] if x != "body"] if e["loc"][:1] == ("body",) else [str(x) for x in e["loc"]]
+        loc = e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"]  # body fields by name alone
         if e["loc"] == ("body",):
             parts.append(f"request body: {e['msg']} (expected a JSON object, Content-Type: application/json)")
         elif e["type"] == "json_invalid":
             parts.append(f"request body is not valid JSON (at character {e['loc'][-1]}: "
                          f"{e.get('ctx', {}).get('error', '')})")
         else:
-            parts.append(f"{'.'.join(loc) or 'body'}: {e['msg']}")
+            parts.append(f"{'.'.join(map(str, loc))}: {e['msg']}")
     return "; ".join(parts)
 
 
@@ -374,8 +403,9 @@ def _data_summary(meta: dict) -> dict:
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
-          threads: int = 0, access_log: bool = True) -> None:
-    """Load the model once and serve it with uvicorn until interrupted. threads: torch CPU threads."""
+          threads: int = 1, access_log: bool = True) -> None:
+    """Load the model once and serve it with uvicorn until interrupted. threads: torch CPU threads
+    (0: torch's default, one per core)."""
     import uvicorn
 
     app = create_app(Predictor.load(model_dir, threads), config)
