@@ -195,7 +195,7 @@ def main(argv=None) -> int:
                   "trained_steps": state["step"], "trained_seconds": round(state["seconds"], 1)},
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "k": args.k, "decode": "approximate, B = k",
                      "context_ids": "1-8 ids from one held-out page", "client": "asyncio HTTP/1.1 keep-alive, one connection per concurrent request, same machine",
-                     "server": "superbloom serve --no-access-log (uvicorn, 1 process)"},
+                     "server": "superbloom serve --no-access-log (uvicorn, 1 process, 1 torch thread: the default)"},
         "levels": levels,
     }
     m = result["machine"]
@@ -203,7 +203,8 @@ def main(argv=None) -> int:
           f"Model: Wikispeedia, {info['vocab_size']:,} ids, {info['parameters']:,} parameters "
           f"({info['model']['layers']} layers, d={info['model']['d']}, alpha={info['hash']['alpha']}, "
           f"m={info['hash']['m']}; trained {state['step']} steps). k = {args.k}, approximate decoding; "
-          f"closed loop, {args.duration:.0f} s per level; client and server on the same {m['cores']} cores "
+          f"closed loop, {args.duration:.0f} s per level; one server process (1 torch thread, the default) and "
+          f"the client on the same {m['cores']} cores "
           f"(load average before the run: {', '.join(map(str, m['load_average_before']))}).", "",
           "| concurrency | requests/s | p50 ms | p99 ms | max ms | errors | mean batch |",
           "|---:|---:|---:|---:|---:|---:|---:|"]
