@@ -8,7 +8,7 @@ the current context (context ids excluded, so an id is never added twice) and ta
     from superbloom import load
     from superbloom.expand import ExpandConfig, expand
     expand(load("runs/wiki/model"), ["Copenhagen"], ExpandConfig(steps=5)).added
-    # -> [Expanded(id='Denmark', score=-2.1, exact=True), ...]
+    # -> [Expanded(id=..., score=..., exact=...), ...]  one per added id
 
     superbloom expand runs/wiki/model Copenhagen --steps 5 [--strategy sample --temperature 0.7]
 

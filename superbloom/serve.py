@@ -325,9 +325,10 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
         yield
         batcher.close()
 
-    app = FastAPI(title="superbloom", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="superbloom", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Set completion and expansion over a huge vocabulary of ids (Superbloom: "
                               "Bloom filter meets Transformer). Every error has a `message`.")
+    _offline_docs(app)
     app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
 
@@ -394,6 +395,22 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
                 "batches": batcher.batches, "queries": batcher.queries}
 
     return app
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """/docs with Swagger UI's assets served from the installed swagger-ui-bundle, not a CDN."""
+    import swagger_ui_bundle
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
 def _data_summary(meta: dict) -> dict:

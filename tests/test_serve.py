@@ -101,7 +101,10 @@ def test_model_health_docs_and_page(client, tiny_predictor):
     assert info["hash"]["alpha"] == 8 and info["model"]["layers"] == 1 and info["serving"]["max_context"] == 8
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["vocab_size"] == 4093
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "https://" not in docs.text  # Swagger UI served locally: works offline
+    assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/docs-assets/swagger-ui.css").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/predict", "/v1/expand", "/v1/entities", "/v1/model", "/health"} <= set(paths)
     page = client.get("/")
