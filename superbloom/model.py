@@ -82,15 +82,22 @@ class SetEncoder(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.apply(_init)
 
-    def forward(self, tokens: torch.Tensor, pad: torch.Tensor, positions: torch.Tensor | None = None):
-        """tokens, pad, positions: (B, T) -> hidden (B, T, d)."""
+    def forward(self, tokens: torch.Tensor, pad: torch.Tensor, positions: torch.Tensor | None = None,
+                mult: torch.Tensor | None = None):
+        """tokens, pad, positions: (B, T) -> hidden (B, T, d).
+
+        mult (B, T / m): element multiplicities (batches.merge_masks); an element standing for c
+        identical ones gets a log(c) attention bias, which is exactly what c copies would get."""
         x = self.embed(tokens)  # (B, T, d)
         if self.pos is not None:
             if positions is None:
                 raise ValueError("this model uses position embeddings; pass positions")
             x = x + self.pos(positions.clamp(max=self.cfg.positions - 1))
         x = self.drop(x)
-        keep = ~pad[:, None, None, :]  # (B, 1, 1, T)
+        keep = ~pad[:, None, None, :]  # (B, 1, 1, T) bool: False -> -inf
+        if mult is not None and bool((mult > 1).any()):
+            bias = torch.log(mult.to(x.dtype)).repeat_interleave(self.cfg.m, dim=1)  # (B, T), log 0 = -inf
+            keep = bias[:, None, None, :]  # (B, 1, 1, T) additive
         for block in self.blocks:
             x = block(x, keep)
         return self.norm(x)
@@ -110,39 +117,21 @@ class SetModel(nn.Module):
         super().__init__()
         self.encoder, self.head = encoder, head
 
+    def element_hidden(self, batch) -> torch.Tensor:
+        """-> (B * n, m, d): the m output vectors of every element of the batch."""
+        h = self.encoder(batch.tokens, batch.pad, batch.positions if self.encoder.pos is not None else None,
+                         batch.mult)  # (B, n*m, d)
+        return h.view(-1, self.encoder.cfg.m, h.shape[-1])
+
     def target_hidden(self, batch) -> torch.Tensor:
-        """-> (M, m, d): the m output vectors of every element with a target (targets >= 0)."""
-        h = self.encoder(batch.tokens, batch.pad, batch.positions if self.encoder.pos is not None else None)
-        b, n = batch.targets.shape
-        h = h.view(b, n, self.encoder.cfg.m, -1)  # (B, n, m, d)
-        return h[batch.targets >= 0]
+        """-> (M, m, d): the output vectors of each target's element (queries: one per row)."""
+        return self.element_hidden(batch)[batch.target_elem]
 
     def forward(self, batch) -> torch.Tensor:
-        """Mean loss over target elements (summed over their m hashes).
-
-        Without position embeddings every element fed as [MASK] in an example has the same input
-        and hence the same output vectors (DESIGN.md, "note on sets"), so the head scores one of
-        them per example and all their targets share that row (`rows`): with a high mask rate this
-        removes most of the output-layer work. The loss is unchanged, except that with dropout the
-        shared row carries one dropout sample instead of several.
-        """
-        cfg = self.encoder.cfg
-        h = self.encoder(batch.tokens, batch.pad, batch.positions if self.encoder.pos is not None else None)
-        b, n = batch.targets.shape
-        h = h.view(b, n, cfg.m, -1)  # (B, n, m, d)
-        tgt = batch.targets >= 0
-        if self.encoder.pos is not None:  # positions make [MASK] elements differ: no sharing
-            return self.head.loss(h[tgt], batch.targets[tgt])
-        shared = batch.fed_mask & tgt  # (B, n) [MASK]-fed targets
-        own = tgt & ~shared  # targets fed as a random id or unchanged
-        has = shared.any(1)  # (B,)
-        first = shared.float().argmax(1)  # (B,) a representative [MASK] element per example
-        ex = has.nonzero().squeeze(1)
-        hidden = torch.cat([h[ex, first[ex]], h[own]])  # (R + O, m, d)
-        rep_row = torch.cumsum(has.long(), 0) - 1  # (B,) row of each example's representative
-        rows = torch.cat([rep_row[shared.nonzero()[:, 0]], len(ex) + torch.arange(int(own.sum()))])
-        targets = torch.cat([batch.targets[shared], batch.targets[own]])
-        return self.head.loss(hidden, targets, rows)
+        """Mean loss over the targets (summed over their m hashes). Targets that share an element
+        (merged [MASK]s, batches.py) share its hidden row: the head scores each element once."""
+        elements, rows = torch.unique(batch.target_elem, return_inverse=True)
+        return self.head.loss(self.element_hidden(batch)[elements], batch.target_ids, rows)
 
 
 def count_parameters(module: nn.Module) -> int:

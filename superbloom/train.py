@@ -184,7 +184,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 state["cursor"] = 0
                 batches = epoch(state["epoch"])
             rows = batches[state["cursor"]][rank * per_rank:(rank + 1) * per_rank]
-            batch = training_batch(data.train, rows, hashing, cfg.mask, rng)
+            batch = training_batch(data.train, rows, hashing, cfg.mask, rng, merge=not mcfg.positions)
             loss = ddp(batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
