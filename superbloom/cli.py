@@ -68,7 +68,10 @@ def _add_train(sub):
     g.add_argument("--heads", type=int, default=_default(ModelConfig, "heads"), help="attention heads")
     g.add_argument("--d-ff", type=int, default=_default(ModelConfig, "d_ff"), help="feed-forward size")
     g.add_argument("--layers", type=int, default=_default(ModelConfig, "layers"), help="Transformer layers")
-    g.add_argument("--dropout", type=float, default=_default(ModelConfig, "dropout"))
+    g.add_argument("--dropout", type=float, default=_default(ModelConfig, "dropout"),
+                   help="dropout on embeddings and residual branches")
+    g.add_argument("--attn-dropout", type=float, default=_default(ModelConfig, "attn_dropout"),
+                   help="dropout on attention weights")
     g.add_argument("--positions", type=int, default=0,
                    help="learned position embeddings for ordered data, up to this many elements (default 0: a set)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
@@ -92,6 +95,8 @@ def _add_train(sub):
         d = _default(TrainConfig, name)
         g.add_argument("--" + name.replace("_", "-"), type=typ, default=d, help=f"{hlp} (default {d})")
     g.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
+                   help="serve the last weights instead of those with the best validation rec@10")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
@@ -214,10 +219,11 @@ def cmd_prepare(args):
 
 def train_config_from_args(args) -> TrainConfig:
     model = ModelConfig(vocab_size=0, d=args.d, heads=args.heads, d_ff=args.d_ff, layers=args.layers,
-                        dropout=args.dropout, positions=args.positions, norm_first=not args.post_ln)
+                        dropout=args.dropout, attn_dropout=args.attn_dropout, positions=args.positions,
+                        norm_first=not args.post_ln)
     head = HeadConfig(args.head, args.per_hash_softmax, args.label_smoothing)
     names = ["batch_size", "lr", "warmup", "weight_decay", "clip", "steps", "epochs", "time_budget",
-             "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume"]
+             "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume", "keep_best"]
     mask = MaskConfig(n=args.segment, mask_rate=args.mask_rate)
     return TrainConfig(data=args.data, out=args.out, hash=HashConfig(args.alpha, args.m, args.hash_seed),
                        model=model, head=head, mask=mask, **{n: getattr(args, n) for n in names})
