@@ -183,7 +183,7 @@ def _add_demo(sub):
     p = sub.add_parser("demo", help="the main job: prepare, train, evaluate and predict on the embedded "
                                     "Wikispeedia links", description=cmd_demo.__doc__)
     p.add_argument("--out", default="runs/demo", help="working directory (default runs/demo)")
-    p.add_argument("--time-budget", type=float, default=600.0, help="training seconds (default 600)")
+    p.add_argument("--time-budget", type=float, default=720.0, help="training seconds (default 720)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
@@ -303,7 +303,7 @@ DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "
 
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
-    model (m = 2, alpha = 4) for --time-budget seconds, evaluate it on the held-out pages next to the
+    model (m = 2, alpha = 2) for --time-budget seconds, evaluate it on the held-out pages next to the
     popularity, co-occurrence and EASE baselines, and print the top-10 predictions for a few contexts."""
     from .dataset import Dataset
     from .evaluate import EvalConfig, evaluate, format_report
@@ -320,7 +320,8 @@ def cmd_demo(args):
     summary = prepare(PrepareConfig(source, str(out / "data"), ReadConfig("edges")), progress=not args.quiet)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
-    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), time_budget=args.time_budget)
+    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), hash=HashConfig(alpha=2, m=2),
+                      time_budget=args.time_budget)
     train(cfg, progress=not args.quiet)
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model")

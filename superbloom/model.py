@@ -29,8 +29,8 @@ class ModelConfig:
     d: int = 128
     heads: int = 4
     d_ff: int = 512
-    layers: int = 4
-    dropout: float = 0.0  # on embeddings and residual branches
+    layers: int = 2
+    dropout: float = 0.1  # on embeddings and residual branches
     attn_dropout: float = 0.0  # on attention weights (costly on CPU: ~2.5x the attention time)
     positions: int = 0  # > 0: learned position embeddings for up to this many elements
     norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN

@@ -47,15 +47,15 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=lambda: ModelConfig(vocab_size=0))  # vocab_size set from hashing
     head: HeadConfig = field(default_factory=HeadConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
-    batch_size: int = 128  # sets per step, over all ranks
-    lr: float = 1e-3
+    batch_size: int = 64  # sets per step, over all ranks
+    lr: float = 3e-3
     warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
     weight_decay: float = 0.0
     clip: float = 1.0
     steps: int = 0  # stop after this many steps (0: no step limit)
     epochs: float = 0.0  # ... or this many passes over the training sets
     time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
-    eval_every: int = 250  # validation every this many steps (0: only at the end)
+    eval_every: int = 500  # validation every this many steps (0: only at the end)
     keep_best: bool = True  # keep the checkpoint with the best validation rec@10 too; inference uses it
     checkpoint_every: float = 60.0  # seconds between checkpoints
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
