@@ -13,10 +13,12 @@ certified exact when the k-th best candidate score is >= gamma(p^B).
 Exact mode widens the beam of each uncertified query to the paper's B*: the smallest B' with
 gamma(p^B') <= the k-th score found so far (rounded up to a power of two to batch queries), which
 is guaranteed to certify; when that many candidates would cost as much as scoring everything, it
-scores everything (`exhaustive_topk`, also the reference in tests).
+scores everything (`exhaustive_topk`, also the reference in tests). B* is found from partial top-T
+lists of each map (T growing by 4x), not by sorting whole maps, so a certified query never does
+O(N) work.
 
-Cost of one pass: O(m * n_buckets * log B) to find the beams + O(m * B * alpha) candidates,
-against O(m * N) for exhaustive scoring.
+Cost of one pass: O(m * n_buckets) to find the beams (a two-stage top-k: block maxima, then the
+best blocks) + O(m * B * alpha) candidates, against O(m * N) for exhaustive scoring.
 """
 from __future__ import annotations
 
@@ -28,10 +30,24 @@ import torch
 NEG_INF = float("-inf")
 
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]  # (..., m) log-probs -> (...), increasing
+
+
+def _fold(op):
+    """gamma as a left fold over the m maps: the same float operations in the same order whether
+    the maps come stacked (..., m) or as m separate tensors (see `combine`)."""
+    def gamma(lp: torch.Tensor) -> torch.Tensor:
+        parts = lp.unbind(-1)
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = op(acc, p)
+        return acc
+    return gamma
+
+
 SCORES: dict[str, ScoreFn] = {
-    "sum_log": lambda lp: lp.sum(-1),
-    "min": lambda lp: lp.min(-1).values,
-    "max": lambda lp: lp.max(-1).values,
+    "sum_log": _fold(torch.add),
+    "min": _fold(torch.minimum),
+    "max": _fold(torch.maximum),
 }
 
 
@@ -41,6 +57,21 @@ def score_fn(score: str | ScoreFn) -> ScoreFn:
     if score not in SCORES:
         raise ValueError(f"score must be one of {sorted(SCORES)} or a callable, got {score!r}")
     return SCORES[score]
+
+
+def combine(score: str | ScoreFn, parts: list[torch.Tensor]) -> torch.Tensor:
+    """gamma of per-map log-probs given as m tensors of one shape (...) -> (...).
+
+    Built-in scores fold the m tensors without stacking them (no (..., m) copy of N scores);
+    a user callable gets them stacked on a last axis."""
+    if callable(score):
+        return score(torch.stack(parts, -1))
+    score_fn(score)  # validates the name
+    op = {"sum_log": torch.add, "min": torch.minimum, "max": torch.maximum}[score]
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = op(acc, p)
+    return acc
 
 
 @dataclass(frozen=True)
@@ -56,7 +87,8 @@ class Ranking:
     ids: torch.Tensor  # (Q, k) int64, best first; -1 where fewer than k ids could be ranked
     scores: torch.Tensor  # (Q, k) float gamma scores; -inf where ids is -1
     exact: torch.Tensor  # (Q,) bool: certified to be the exact top-k
-    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer
+    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer (hashed head);
+    #                     ids scored (full, sampled) or tree nodes expanded (hierarchical) otherwise
 
     def select(self, rows: torch.Tensor) -> "Ranking":
         return Ranking(self.ids[rows], self.scores[rows], self.exact[rows], self.beam[rows])
@@ -70,6 +102,29 @@ class Ranking:
         return Ranking(*(torch.cat([getattr(p, f) for p in parts]) for f in ("ids", "scores", "exact", "beam")))
 
 
+def topk_last(x: torch.Tensor, k: int, block: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, indices) of the k largest entries along the last axis, sorted, like torch.topk.
+
+    For long rows it is two-stage: the maxima of blocks of `block` entries, the k best blocks
+    (which hold the top k: a block outside them has k blocks whose maxima beat its best entry),
+    then a top-k over those k * block entries. torch.topk on a CPU row of millions is about 50x
+    slower than the block maxima it needs here."""
+    n = x.shape[-1]
+    k = min(k, n)
+    if n <= 16 * k * block:
+        return x.topk(k, dim=-1)
+    tail = n % block
+    blocks = x[..., :n - tail].unflatten(-1, (-1, block))  # (..., n // block, block)
+    _, best = blocks.amax(-1).topk(k, dim=-1)  # (..., k) best blocks
+    sub = blocks.gather(-2, best[..., None].expand(*best.shape, block)).flatten(-2)  # (..., k * block)
+    if tail:
+        sub = torch.cat([sub, x[..., n - tail:]], -1)
+    vals, pos = sub.topk(k, dim=-1)
+    in_blocks = pos < k * block
+    blk = best.gather(-1, torch.where(in_blocks, pos // block, 0))
+    return vals, torch.where(in_blocks, blk * block + pos % block, n - tail + pos - k * block)
+
+
 def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
     """(Q, C) ids, (Q, X) ids to exclude (-1 padded) -> (Q, C) bool."""
     if exclude is None or exclude.shape[1] == 0:
@@ -79,11 +134,18 @@ def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
     return ex.gather(1, pos) == cand
 
 
-def candidate_scores(logp: torch.Tensor, buckets: torch.Tensor, cand: torch.Tensor, gamma: ScoreFn):
+def mask_excluded(scores: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
+    """Scores (Q, N) of every id with the excluded ids (Q, X) (-1 padded) set to -inf, in place."""
+    if exclude is not None and exclude.shape[1]:
+        rows, cols = (exclude >= 0).nonzero(as_tuple=True)
+        scores[rows, exclude[rows, cols]] = NEG_INF
+    return scores
+
+
+def candidate_scores(logp: torch.Tensor, buckets: torch.Tensor, cand: torch.Tensor, score) -> torch.Tensor:
     """gamma(rho(s)) for candidate ids (Q, C) (all >= 0) -> (Q, C)."""
     b = buckets[:, cand]  # (m, Q, C) local buckets
-    rho = logp.gather(2, b.permute(1, 0, 2))  # (Q, m, C)
-    return gamma(rho.transpose(1, 2))
+    return combine(score, [logp[:, j].gather(1, b[j]) for j in range(logp.shape[1])])
 
 
 def _pad_to_k(vals, ids, k):
@@ -96,41 +158,38 @@ def _pad_to_k(vals, ids, k):
 
 def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log") -> Ranking:
     """One pass of Algorithm 1 with beam width `beam` for every query, with its certificate."""
-    gamma = score_fn(score)
+    score_fn(score)
     q, m, nb = logp.shape
     beam = max(1, min(beam, nb))
-    top_v, top_b = logp.topk(beam, dim=2)  # (Q, m, B)
+    top_v, top_b = topk_last(logp, beam)  # (Q, m, B)
     cand = inverse[torch.arange(m, device=logp.device)[None, :, None], top_b].reshape(q, -1)  # (Q, m*B*alpha)
     cand = cand.sort(dim=1).values  # an id in the beams of several maps appears once
     dup = torch.zeros_like(cand, dtype=torch.bool)
     dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
     invalid = (cand < 0) | dup | excluded(cand, exclude)
-    s = candidate_scores(logp, buckets, cand.clamp(min=0), gamma).masked_fill(invalid, NEG_INF)
+    s = candidate_scores(logp, buckets, cand.clamp(min=0), score).masked_fill(invalid, NEG_INF)
     vals, pos = s.topk(min(k, s.shape[1]), dim=1)
     ids = cand.gather(1, pos).masked_fill(vals == NEG_INF, -1)
     vals, ids = _pad_to_k(vals, ids, k)
     if beam >= nb:  # every id was scored
         exact = torch.ones(q, dtype=torch.bool, device=logp.device)
-    else:
-        exact = vals[:, k - 1] >= gamma(top_v[:, :, -1])  # k-th score vs. the bound gamma(p^B)
+    else:  # k-th score vs. the bound gamma(p^B) on every unscored id
+        exact = vals[:, k - 1] >= combine(score, list(top_v[:, :, -1].unbind(1)))
     return Ranking(ids, vals, exact, torch.full((q,), beam, dtype=torch.long, device=logp.device))
 
 
 def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_elems: int = 1 << 25) -> Ranking:
     """Score every id (the reference). Chunked over queries to bound memory."""
-    gamma = score_fn(score)
+    score_fn(score)
     q, m, nb = logp.shape
     n = buckets.shape[1]
     out_v, out_i = [], []
-    step = max(1, chunk_elems // max(1, m * n))
+    step = max(1, chunk_elems // max(1, n))
     for a in range(0, q, step):
         lp = logp[a:a + step]
-        s = gamma(torch.stack([lp[:, j, buckets[j]] for j in range(m)], dim=-1))  # (q', N)
-        if exclude is not None and exclude.shape[1]:
-            ex = exclude[a:a + step]
-            s = torch.cat([s, s.new_zeros(len(s), 1)], 1)  # column n absorbs the -1 padding
-            s = s.scatter(1, torch.where(ex >= 0, ex, n), NEG_INF)[:, :n]
-        vals, ids = s.topk(min(k, n), dim=1)
+        s = combine(score, [lp[:, j].index_select(1, buckets[j]) for j in range(m)])  # (q', N)
+        s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
+        vals, ids = topk_last(s, min(k, n))
         out_v.append(vals)
         out_i.append(ids.masked_fill(vals == NEG_INF, -1))
     vals, ids = _pad_to_k(torch.cat(out_v), torch.cat(out_i), k)
@@ -138,14 +197,27 @@ def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_
                    torch.full((q,), nb, dtype=torch.long, device=logp.device))
 
 
-def sufficient_beam(logp: torch.Tensor, kth: torch.Tensor, score="sum_log") -> torch.Tensor:
-    """Paper's B*: smallest B' with gamma(p^B') <= kth, per query. (Q, m, nb), (Q,) -> (Q,)."""
-    gamma = score_fn(score)
-    srt = logp.sort(dim=2, descending=True).values  # (Q, m, nb)
-    bounds = gamma(srt.transpose(1, 2))  # (Q, nb): bound after a beam of B' = 1..nb, non-increasing
-    ok = bounds <= kth[:, None]
-    nb = logp.shape[2]
-    return torch.where(ok.any(1), ok.float().argmax(1) + 1, torch.full_like(kth, nb, dtype=torch.long))
+def sufficient_beam(logp: torch.Tensor, kth: torch.Tensor, score="sum_log", start: int = 1) -> torch.Tensor:
+    """Paper's B*: smallest B' with gamma(p^B') <= kth, per query. (Q, m, nb), (Q,) -> (Q,).
+
+    gamma(p^B') is non-increasing in B', so it is read off the sorted top-T of each map, T = 4 *
+    start, 16 * start, ... until it drops to kth (or T reaches nb, where B* = nb at most)."""
+    q, m, nb = logp.shape
+    need = torch.full((q,), nb, dtype=torch.long, device=logp.device)
+    rows = torch.arange(q, device=logp.device)
+    t = max(16, 4 * start)
+    while rows.numel():
+        t = min(t, nb)
+        top = topk_last(logp[rows], t)[0]  # (q', m, T), sorted
+        bounds = combine(score, list(top.unbind(1)))  # (q', T): bound after a beam of 1..T
+        ok = bounds <= kth[rows, None]
+        hit = ok.any(1)
+        need[rows[hit]] = ok[hit].float().argmax(1) + 1
+        rows = rows[~hit]
+        if t >= nb:
+            break
+        t *= 4
+    return need
 
 
 def decode_topk(logp, buckets, inverse, k: int, exclude=None, cfg: DecodeConfig = DecodeConfig()) -> Ranking:
@@ -163,12 +235,13 @@ def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=N
     """
     q, m, nb = logp.shape
     n, alpha = buckets.shape[1], inverse.shape[2]
-    res = beam_pass(logp, buckets, inverse, k, beam or k, exclude, score)
+    beam = beam or k
+    res = beam_pass(logp, buckets, inverse, k, beam, exclude, score)
     for attempt in range(2):  # B* certifies in one round; a second round only guards rounding
         if not exact or bool(res.exact.all()):
             break
         rows = (~res.exact).nonzero().squeeze(1)
-        need = sufficient_beam(logp[rows], res.scores[rows, k - 1], score)
+        need = sufficient_beam(logp[rows], res.scores[rows, k - 1], score, start=beam)
         runs = torch.clamp(2 ** torch.ceil(torch.log2(need.double())).long(), max=nb)
         for b in runs.unique().tolist():
             sel = rows[runs == b]

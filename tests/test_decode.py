@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from superbloom.decode import (DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk,
-                               sufficient_beam)
+                               SCORES, sufficient_beam, topk_last)
 from superbloom.hashing import BloomHash, HashConfig
 
 
@@ -110,3 +110,31 @@ def test_sufficient_beam_is_smallest():
     assert sufficient_beam(logp, torch.tensor([-1.6])).tolist() == [3]
     assert sufficient_beam(logp, torch.tensor([-1.5])).tolist() == [2]
     assert sufficient_beam(logp, torch.tensor([float("-inf")])).tolist() == [4]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 3000), k=st.integers(1, 40), rows=st.integers(1, 3), levels=st.integers(1, 50),
+       block=st.sampled_from([1, 2, 4, 7]), seed=st.integers(0, 1000))
+def test_two_stage_topk_equals_torch_topk(n, k, rows, levels, block, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, levels, (rows, 2, n), generator=g).float()  # many ties
+    x[0, 0, : n // 3] = float("-inf")
+    vals, idx = topk_last(x, k, block)
+    ref = x.topk(min(k, n), dim=-1).values
+    assert torch.equal(vals, ref)
+    assert torch.equal(x.gather(-1, idx), vals)  # indices point at the values
+    assert all(len(set(r.tolist())) == r.numel() for r in idx.flatten(0, 1))  # no id twice
+
+
+@settings(max_examples=40, deadline=None)
+@given(nb=st.integers(1, 700), m=st.integers(1, 3), start=st.integers(1, 20), seed=st.integers(0, 1000),
+       score=st.sampled_from(["sum_log", "min", "max"]))
+def test_sufficient_beam_matches_full_sort(nb, m, start, seed, score):
+    g = torch.Generator().manual_seed(seed)
+    logp = (torch.randn(4, m, nb, generator=g) * 3).log_softmax(-1)
+    srt = logp.sort(dim=2, descending=True).values
+    bounds = SCORES[score](srt.transpose(1, 2))  # (4, nb) bound after B' = 1..nb
+    kth = bounds[torch.arange(4), torch.randint(0, nb, (4,), generator=g)] + torch.tensor([0, 1e-3, -1e-3, 0])
+    ok = bounds <= kth[:, None]
+    want = torch.where(ok.any(1), ok.float().argmax(1) + 1, torch.full((4,), nb))
+    assert sufficient_beam(logp, kth, score, start).tolist() == want.tolist()
