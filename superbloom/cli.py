@@ -21,7 +21,7 @@ from .batches import MaskConfig
 from .decode import SCORES, DecodeConfig
 from .expand import STRATEGIES
 from .hashing import HashConfig
-from .heads import HEADS, HeadConfig
+from .heads import HEADS, PROPOSALS, TREES, HeadConfig
 from .model import ModelConfig
 from .readers import FORMATS, InputError, ReadConfig
 from .train import TrainConfig
@@ -75,10 +75,19 @@ def _add_train(sub):
     g.add_argument("--positions", type=int, default=0,
                    help="learned position embeddings for ordered data, up to this many elements (default 0: a set)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
-    g.add_argument("--head", choices=sorted(HEADS), default="superbloom", help="output layer")
+    g.add_argument("--head", choices=sorted(HEADS), default="superbloom",
+                   help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
+                        "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
+                        "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding)")
     g.add_argument("--per-hash-softmax", action="store_true",
                    help="superbloom head: softmax j over map j's tokens only")
-    g.add_argument("--label-smoothing", type=float, default=0.0)
+    g.add_argument("--label-smoothing", type=float, default=0.0, help="superbloom and full heads")
+    g.add_argument("--samples", type=int, default=_default(HeadConfig, "samples"),
+                   help="sampled head: ids drawn per training step (default %(default)s)")
+    g.add_argument("--proposal", choices=PROPOSALS, default=_default(HeadConfig, "proposal"),
+                   help="sampled head: proposal distribution (default %(default)s)")
+    g.add_argument("--tree", choices=TREES, default=_default(HeadConfig, "tree"),
+                   help="hierarchical head: tree built from the training counts (default %(default)s)")
     g = p.add_argument_group("training examples (sec. 3.1)")
     g.add_argument("--segment", type=int, default=_default(MaskConfig, "n"), help="max ids per segment")
     g.add_argument("--mask-rate", type=float, default=_default(MaskConfig, "mask_rate"),
@@ -221,7 +230,7 @@ def train_config_from_args(args) -> TrainConfig:
     model = ModelConfig(vocab_size=0, d=args.d, heads=args.heads, d_ff=args.d_ff, layers=args.layers,
                         dropout=args.dropout, attn_dropout=args.attn_dropout, positions=args.positions,
                         norm_first=not args.post_ln)
-    head = HeadConfig(args.head, args.per_hash_softmax, args.label_smoothing)
+    head = HeadConfig(args.head, args.per_hash_softmax, args.label_smoothing, args.samples, args.proposal, args.tree)
     names = ["batch_size", "lr", "warmup", "weight_decay", "clip", "steps", "epochs", "time_budget",
              "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume", "keep_best"]
     mask = MaskConfig(n=args.segment, mask_rate=args.mask_rate)

@@ -178,6 +178,20 @@ def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="su
     return Ranking(ids, vals, exact, torch.full((q,), beam, dtype=torch.long, device=logp.device))
 
 
+def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: torch.Tensor) -> Ranking:
+    """The Ranking of an exact top list (Q, <=k) of log-probs from a head with a single distribution
+    over ids (full, sampled, hierarchical): padded to k, flagged exact, scores mapped by gamma of
+    that one coordinate (the identity for every built-in gamma), `work` (Q,) reported as `beam`."""
+    ids = ids.masked_fill(vals == NEG_INF, -1)
+    vals, ids = _pad_to_k(vals, ids, k)
+    if callable(score):
+        vals = torch.where(ids >= 0, combine(score, [vals]), vals)
+    else:
+        score_fn(score)
+    q = len(ids)
+    return Ranking(ids, vals, torch.ones(q, dtype=torch.bool, device=ids.device), work.to(ids.device).long())
+
+
 def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_elems: int = 1 << 25) -> Ranking:
     """Score every id (the reference). Chunked over queries to bound memory."""
     score_fn(score)
@@ -229,7 +243,8 @@ def decode_topk(logp, buckets, inverse, k: int, exclude=None, cfg: DecodeConfig 
 
 def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=None, score="sum_log",
               exact: bool = False) -> Ranking:
-    """Top-k ids per query by Algorithm 1. beam defaults to k (appendix B: B = k suffices).
+    """Top-k ids per query by Algorithm 1. beam defaults to k (appendix B: B = k suffices); a query
+    whose beam holds fewer than k ids that are not excluded gets it doubled until it does.
 
     logp (Q, m, nb): log p_j over map j's buckets; exclude (Q, X) ids never returned (context).
     """
@@ -237,6 +252,14 @@ def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=N
     n, alpha = buckets.shape[1], inverse.shape[2]
     beam = beam or k
     res = beam_pass(logp, buckets, inverse, k, beam, exclude, score)
+    b = beam
+    while True:  # a beam that holds fewer than k ids not excluded is doubled until it does
+        short = ((res.ids[:, -1] < 0) & (res.beam < nb)).nonzero().squeeze(1)
+        if not short.numel():
+            break
+        b = min(2 * b, nb)
+        res.assign(short, beam_pass(logp[short], buckets, inverse, k, b,
+                                    exclude[short] if exclude is not None else None, score))
     for attempt in range(2):  # B* certifies in one round; a second round only guards rounding
         if not exact or bool(res.exact.all()):
             break

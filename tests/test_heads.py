@@ -1,0 +1,343 @@
+"""Output heads. First one contract table (thinc-style) that runs every head through the same
+checks: it builds, its loss is finite, gradients reach every parameter, its loss agrees with the
+scores its top-k gives, top-k has the right shape and order and never returns excluded ids, eval
+mode is deterministic, weights survive a save/load. Then each head's own properties: hierarchical
+A* top-k equals brute-force scoring of every leaf (all three trees), the sampled-softmax loss tends
+to the full-softmax loss as the sample count reaches the vocabulary."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import save_model
+
+from superbloom.batches import MaskConfig, query_batch, training_batch
+from superbloom.checkpoint import load_weights
+from superbloom.dataset import SetArray
+from superbloom.decode import DecodeConfig
+from superbloom.hashing import BloomHash, HashConfig
+from superbloom.heads import HEADS, HeadConfig, build_head
+from superbloom.hierarchical import (TREES, astar_topk, balanced_tree, build_tree, fano_tree, huffman_tree,
+                                     leaf_log_probs, path_nll, paths)
+from superbloom.model import ModelConfig, build_model
+from superbloom.sampled import PROPOSALS, Proposal, proposal_probs, sampled_softmax_loss
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Toy tensors: a second intra-op thread only adds synchronisation (and stalls badly when the
+    cores are shared), so this module runs single-threaded and restores the setting after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+N_IDS = 120
+COUNTS = (1000 // np.arange(1, N_IDS + 1)).astype(np.int64)  # Zipf-like training counts
+
+# (head config, hashing (alpha, m)): every head, hashed and unhashed, and the variants of each
+CASES = {
+    "superbloom": (HeadConfig("superbloom"), (4, 2)),
+    "superbloom-per-hash": (HeadConfig("superbloom", per_hash_softmax=True), (4, 2)),
+    "superbloom-unhashed": (HeadConfig("superbloom"), (1, 1)),
+    "full-tied": (HeadConfig("full"), (1, 1)),
+    "full-hashed-input": (HeadConfig("full", label_smoothing=0.1), (4, 2)),
+    "sampled-log-uniform": (HeadConfig("sampled", samples=32), (1, 1)),
+    "sampled-unigram-hashed": (HeadConfig("sampled", samples=32, proposal="unigram"), (4, 2)),
+    "sampled-uniform": (HeadConfig("sampled", samples=32, proposal="uniform"), (1, 1)),
+    "hierarchical-huffman": (HeadConfig("hierarchical"), (1, 1)),
+    "hierarchical-balanced-hashed": (HeadConfig("hierarchical", tree="balanced"), (4, 2)),
+    "hierarchical-fano": (HeadConfig("hierarchical", tree="fano"), (1, 1)),
+}
+
+
+def test_every_registered_head_is_in_the_table():
+    assert {cfg.name for cfg, _ in CASES.values()} == set(HEADS)
+
+
+def make(case, seed=0):
+    cfg, (alpha, m) = CASES[case]
+    h = BloomHash.build(N_IDS, HashConfig(alpha, m, 0))
+    torch.manual_seed(seed)
+    model_cfg = ModelConfig(h.vocab_size, m, d=16, heads=2, d_ff=32, layers=1, dropout=0.1)
+    return h, build_model(model_cfg, cfg, h, COUNTS)
+
+
+def batch(h, seed=0):
+    rng = np.random.default_rng(seed)
+    sets = SetArray.from_lists([rng.choice(N_IDS, 12, replace=False) for _ in range(6)])
+    return training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.3), rng)
+
+
+CONTEXTS = np.array([[0, 5, 17, -1], [3, -1, -1, -1], [1, 2, 3, 4], [60, 61, 119, 0]])
+
+
+def queries(h, model):
+    return model.target_hidden(query_batch(CONTEXTS, h)), torch.from_numpy(CONTEXTS)
+
+
+def is_exact(case):
+    return CASES[case][0].name != "superbloom"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_builds_and_loss_is_finite(case):
+    h, model = make(case)
+    loss = model.train()(batch(h))
+    assert loss.ndim == 0 and torch.isfinite(loss) and loss > 0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gradients_reach_every_parameter(case):
+    h, model = make(case)
+    model.train()(batch(h)).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_loss_is_minus_log_of_the_topk_score(case):
+    """What training minimises is what decoding ranks by: in eval mode the loss of target t is
+    -score(t) in the exhaustive ranking (superbloom: -sum_j log p_j, the sum_log score)."""
+    h, model = make(case)
+    model.eval()
+    hidden, _ = queries(h, model)
+    full = model.head.topk(hidden, N_IDS, decode=DecodeConfig(exhaustive=True))
+    for q, t in [(0, 0), (1, 7), (2, 119), (3, 42)]:
+        score = full.scores[q, full.ids[q].tolist().index(t)]
+        if CASES[case][0].label_smoothing:
+            continue  # smoothing adds a term to the loss on purpose
+        assert model.head.loss(hidden[q:q + 1], torch.tensor([t])).item() == pytest.approx(-score.item(), abs=1e-4)
+    if is_exact(case):  # one normalised distribution over the ids
+        assert torch.allclose(full.scores.logsumexp(1), torch.zeros(len(CONTEXTS)), atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("decode", [DecodeConfig(), DecodeConfig(exact=True), DecodeConfig(beam=3, score="min"),
+                                    DecodeConfig(exhaustive=True, score="max")], ids=["default", "exact", "min", "exh"])
+def test_topk_shape_order_and_exclusion(case, decode):
+    h, model = make(case)
+    model.eval()
+    hidden, exclude = queries(h, model)
+    k = 9
+    r = model.head.topk(hidden, k, exclude=exclude, decode=decode)
+    assert r.ids.shape == r.scores.shape == (len(CONTEXTS), k) and r.exact.shape == r.beam.shape == (len(CONTEXTS),)
+    assert r.ids.dtype == torch.long and r.exact.dtype == torch.bool
+    assert (r.scores[:, 1:] <= r.scores[:, :-1]).all()  # best first
+    assert ((r.ids >= 0) & (r.ids < N_IDS)).all()  # 120 ids: always k to rank
+    for q in range(len(CONTEXTS)):
+        assert len(set(r.ids[q].tolist())) == k
+        assert not set(r.ids[q].tolist()) & set(CONTEXTS[q].tolist())
+    if is_exact(case) or decode.exact or decode.exhaustive:
+        assert r.exact.all()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fast_topk_equals_exhaustive(case):
+    h, model = make(case)
+    model.eval()
+    hidden, exclude = queries(h, model)
+    fast = model.head.topk(hidden, 10, exclude, DecodeConfig(exact=True))
+    ref = model.head.topk(hidden, 10, exclude, DecodeConfig(exhaustive=True))
+    assert fast.exact.all() and torch.allclose(fast.scores, ref.scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_user_supplied_gamma_maps_scores(case):
+    h, model = make(case)
+    model.eval()
+    hidden, exclude = queries(h, model)
+    plain = model.head.topk(hidden, 5, exclude, DecodeConfig(exact=True))
+    doubled = model.head.topk(hidden, 5, exclude, DecodeConfig(exact=True, score=lambda lp: 2 * lp.sum(-1)))
+    assert torch.allclose(doubled.scores, 2 * plain.scores, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_eval_mode_is_deterministic(case):
+    h, model = make(case)
+    model.eval()
+    b = batch(h)
+    assert torch.equal(model(b), model(b))
+    hidden, exclude = queries(h, model)
+    a, c = model.head.topk(hidden, 6, exclude), model.head.topk(hidden, 6, exclude)
+    assert torch.equal(a.ids, c.ids) and torch.equal(a.scores, c.scores)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_weights_survive_save_and_load(case, tmp_path):
+    h, model = make(case, seed=0)
+    model.train()(batch(h)).backward()  # make sure the weights are not at their init
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    save_model(model, str(tmp_path / "model.safetensors"))
+    _, fresh = make(case, seed=1)
+    load_weights(fresh, tmp_path)
+    model.eval(), fresh.eval()
+    hidden, exclude = queries(h, model)
+    a, b = model.head.topk(hidden, 6, exclude), fresh.head.topk(hidden, 6, exclude)
+    assert torch.equal(a.ids, b.ids) and torch.allclose(a.scores, b.scores)
+
+
+def test_full_head_ties_its_output_to_the_input_embedding_only_without_hashing():
+    _, tied = make("full-tied")
+    assert tied.head.tied and tied.head.rows().data_ptr() != 0
+    assert not any(n.startswith("head.weight") for n, _ in tied.named_parameters())
+    ids = torch.tensor([0, 5, 119])
+    h = BloomHash.build(N_IDS, HashConfig(1, 1, 0))
+    assert torch.equal(tied.head.rows(ids), tied.encoder.embed.weight[torch.from_numpy(h.tokens(ids.numpy())[:, 0])])
+    _, own = make("full-hashed-input")
+    assert not own.head.tied and own.head.weight.shape == (N_IDS, 16)
+
+
+def test_configuration_errors_say_what_is_wrong():
+    with pytest.raises(ValueError, match="proposal must be one of"):
+        HeadConfig("sampled", proposal="zipf")
+    with pytest.raises(ValueError, match="tree must be one of"):
+        HeadConfig("hierarchical", tree="random")
+    with pytest.raises(ValueError, match="samples must be >= 1"):
+        HeadConfig("sampled", samples=0)
+    h = BloomHash.build(N_IDS, HashConfig(1, 1, 0))
+    emb = torch.nn.Embedding(h.vocab_size, 8)
+    with pytest.raises(ValueError, match="unknown head 'softmax'"):
+        build_head(HeadConfig("softmax"), emb, h)
+    with pytest.raises(ValueError, match="huffman tree is built from training counts"):
+        build_head(HeadConfig("hierarchical"), emb, h)
+    with pytest.raises(ValueError, match="unigram proposal is built from training counts"):
+        build_head(HeadConfig("sampled", proposal="unigram"), emb, h)
+    with pytest.raises(ValueError, match="per_hash_softmax applies to the superbloom head only"):
+        build_head(HeadConfig("full", per_hash_softmax=True), emb, h)
+
+
+# ------------------------------------------------------------------------------ hierarchical
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(2, 300), kind=st.sampled_from(TREES), d=st.integers(1, 6), k=st.integers(1, 15),
+       expand=st.sampled_from([1, 2, 5, None]), scale=st.floats(0.1, 6.0), n_exclude=st.integers(0, 5),
+       seed=st.integers(0, 10_000))
+def test_astar_topk_equals_brute_force(n, kind, d, k, expand, scale, n_exclude, seed):
+    g = torch.Generator().manual_seed(seed)
+    counts = np.random.default_rng(seed).zipf(1.6, n).clip(max=10 ** 6)
+    tree = build_tree(kind, n, counts)
+    t = {name: torch.from_numpy(getattr(tree, name)) for name in ("node_parent", "node_bit", "leaf_parent", "leaf_bit")}
+    w, b = torch.randn(n - 1, d, generator=g) * scale, torch.randn(n - 1, generator=g) * scale
+    v = torch.randn(3, d, generator=g)
+    exclude = torch.randint(-1, n, (3, n_exclude), generator=g)
+    brute = leaf_log_probs(v, w, b, t, tree.levels)  # (3, n) every leaf, scored on its own
+    assert torch.allclose(brute.logsumexp(1), torch.zeros(3), atol=1e-4)  # a distribution over the ids
+    ids, scores, expanded = astar_topk(v, w, b, torch.from_numpy(tree.children), k, exclude, expand)
+    masked = brute.clone()
+    for q in range(3):
+        masked[q, exclude[q][exclude[q] >= 0]] = float("-inf")
+    ref = masked.topk(min(k, n), dim=1).values
+    ref = torch.cat([ref, torch.full((3, k - ref.shape[1]), float("-inf"))], 1)
+    assert torch.allclose(scores, ref, atol=1e-4)  # -inf where fewer than k ids remain
+    assert torch.equal(ids < 0, scores == float("-inf"))
+    for q in range(3):  # every returned id carries its own brute-force score, and none is excluded
+        got = ids[q][ids[q] >= 0]
+        assert torch.allclose(brute[q, got], scores[q, : len(got)], atol=1e-4)
+        assert len(set(got.tolist())) == len(got) and not set(got.tolist()) & set(exclude[q].tolist())
+    assert (expanded <= n - 1).all()
+    # the training loss of an id is minus its brute-force log-probability
+    targets = torch.randint(0, n, (5,), generator=g)
+    nodes, bits, valid = paths(targets, t["node_parent"], t["node_bit"], t["leaf_parent"], t["leaf_bit"],
+                               int(tree.depth.max()))
+    assert torch.equal(valid.sum(1), torch.from_numpy(tree.depth)[targets])
+    nll = path_nll(v[:1].expand(5, d), w, b, nodes, bits, valid)
+    assert torch.allclose(nll, -brute[0, targets], atol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 500), seed=st.integers(0, 10_000), a=st.floats(1.05, 3.0))
+def test_trees_are_valid_and_huffman_is_shortest(n, seed, a):
+    counts = np.random.default_rng(seed).zipf(a, n).clip(max=10 ** 7)
+    trees = {"balanced": balanced_tree(n), "huffman": huffman_tree(counts), "fano": fano_tree(counts)}
+    for tree in trees.values():
+        assert tree.children.shape == (n - 1, 2)
+        leaves = np.sort(-tree.children[tree.children < 0] - 1)
+        assert np.array_equal(leaves, np.arange(n))  # every id exactly once
+        inner = np.sort(tree.children[tree.children >= 0])
+        assert np.array_equal(inner, np.arange(1, n - 1))  # every internal node but the root once
+        assert (2.0 ** -tree.depth.astype(float)).sum() == pytest.approx(1.0)  # Kraft: a full binary tree
+    w = counts + 1
+    assert trees["huffman"].mean_depth(w) <= trees["fano"].mean_depth(w) + 1e-9
+    assert trees["huffman"].mean_depth(w) <= trees["balanced"].mean_depth(w) + 1e-9
+    assert trees["balanced"].depth.max() == int(np.ceil(np.log2(n)))
+
+
+def test_huffman_matches_a_hand_made_code():
+    # weights (counts + 1) 45, 13, 12, 16, 9, 5: the textbook example, code lengths 1, 3, 3, 3, 4, 4
+    tree = huffman_tree(np.array([44, 12, 11, 15, 8, 4]))
+    assert tree.depth.tolist() == [1, 3, 3, 3, 4, 4]
+
+
+# ------------------------------------------------------------------------------ sampled softmax
+
+
+def _toy(seed=0, n=40, d=8, m=6):
+    g = torch.Generator().manual_seed(seed)
+    w, b, v = torch.randn(n, d, generator=g), torch.randn(n, generator=g), torch.randn(m, d, generator=g)
+    return w, b, v, torch.randint(0, n, (m,), generator=g)
+
+
+def _sampled(prop, s, w, b, v, t):
+    neg = torch.unique(prop.sample(s))
+    return sampled_softmax_loss(v, w[t], b[t], t, w[neg], b[neg], neg, prop.log_inclusion(neg, s))
+
+
+@pytest.mark.parametrize("proposal", PROPOSALS)
+def test_sampled_loss_tends_to_full_loss(proposal):
+    n = 40
+    w, b, v, t = _toy(n=n)
+    full = F.cross_entropy(v @ w.T + b, t).item()
+    counts = (1000 // np.arange(1, n + 1)).astype(np.int64)
+    prop = Proposal(proposal, n, counts)
+    gaps = []
+    for s in (n // 4, n, 4 * n, 64 * n):  # sample counts up to and past the vocabulary
+        torch.manual_seed(0)
+        gaps.append(np.mean([abs(_sampled(prop, s, w, b, v, t).item() - full) for _ in range(30)]))
+    assert all(a > b for a, b in zip(gaps, gaps[1:])), gaps
+    assert gaps[-1] < 1e-4, gaps  # every id drawn: the full softmax, with the target counted once
+
+
+@pytest.mark.parametrize("proposal", PROPOSALS)
+def test_sampled_normaliser_is_unbiased(proposal):
+    """The log-Q correction makes sum_{s in U} exp(o_s) / pi_s an unbiased estimate of the sum over
+    every non-target id, even with few samples (where dropping the correction is far off)."""
+    n = 40
+    w, b, v, t = _toy(n=n, m=1)
+    o = (v @ w.T + b)[0]
+    want = (o.exp().sum() - o[t].exp()).item()
+    prop = Proposal(proposal, n, (1000 // np.arange(1, n + 1)).astype(np.int64))
+    torch.manual_seed(0)
+    est = [(_sampled(prop, 8, w, b, v, t) + o[t]).exp().item() - o[t].exp().item() for _ in range(2000)]
+    assert np.mean(est) == pytest.approx(want, rel=0.05)
+
+
+@pytest.mark.parametrize("proposal", ["unigram", "log_uniform"])
+def test_proposal_draws_follow_q(proposal):
+    n = 50
+    counts = (1000 // np.arange(1, n + 1)).astype(np.int64)
+    prop = Proposal(proposal, n, counts)
+    torch.manual_seed(0)
+    freq = np.bincount(prop.sample(200_000).numpy(), minlength=n) / 200_000
+    q = proposal_probs(proposal, n, counts)
+    assert q.sum() == pytest.approx(1.0) and np.abs(freq - q).max() < 0.005
+
+
+def test_sampled_head_trains_on_samples_and_evaluates_on_the_full_softmax():
+    h, model = make("sampled-log-uniform")
+    hidden = torch.randn(4, 1, 16)
+    t = torch.tensor([0, 1, 2, 3])
+    model.eval()
+    full = F.cross_entropy(model.head.logits(hidden), t)
+    assert torch.equal(model.head.loss(hidden, t), full)
+    model.train()
+    torch.manual_seed(0)
+    a = model.head.loss(hidden, t)
+    torch.manual_seed(1)
+    assert not torch.equal(a, model.head.loss(hidden, t))  # a fresh sample each step
