@@ -107,11 +107,11 @@ def topk_last(x: torch.Tensor, k: int, block: int = 256) -> tuple[torch.Tensor, 
 
     For long rows it is two-stage: the maxima of blocks of `block` entries, the k best blocks
     (which hold the top k: a block outside them has k blocks whose maxima beat its best entry),
-    then a top-k over those k * block entries. torch.topk on a CPU row of millions is about 50x
+    then a top-k over those k * block entries (used when that is at most a quarter of the row). torch.topk on a CPU row of millions is about 50x
     slower than the block maxima it needs here."""
     n = x.shape[-1]
     k = min(k, n)
-    if n <= 16 * k * block:
+    if n <= 4 * k * block:
         return x.topk(k, dim=-1)
     tail = n % block
     blocks = x[..., :n - tail].unflatten(-1, (-1, block))  # (..., n // block, block)
@@ -142,12 +142,6 @@ def mask_excluded(scores: torch.Tensor, exclude: torch.Tensor | None) -> torch.T
     return scores
 
 
-def candidate_scores(logp: torch.Tensor, buckets: torch.Tensor, cand: torch.Tensor, score) -> torch.Tensor:
-    """gamma(rho(s)) for candidate ids (Q, C) (all >= 0) -> (Q, C)."""
-    b = buckets[:, cand]  # (m, Q, C) local buckets
-    return combine(score, [logp[:, j].gather(1, b[j]) for j in range(logp.shape[1])])
-
-
 def _pad_to_k(vals, ids, k):
     if vals.shape[1] < k:
         extra = k - vals.shape[1]
@@ -162,12 +156,24 @@ def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="su
     q, m, nb = logp.shape
     beam = max(1, min(beam, nb))
     top_v, top_b = topk_last(logp, beam)  # (Q, m, B)
-    cand = inverse[torch.arange(m, device=logp.device)[None, :, None], top_b].reshape(q, -1)  # (Q, m*B*alpha)
-    cand = cand.sort(dim=1).values  # an id in the beams of several maps appears once
-    dup = torch.zeros_like(cand, dtype=torch.bool)
-    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
-    invalid = (cand < 0) | dup | excluded(cand, exclude)
-    s = candidate_scores(logp, buckets, cand.clamp(min=0), score).masked_fill(invalid, NEG_INF)
+    alpha = inverse.shape[2]
+    dev = logp.device
+    rows = (top_b + nb * torch.arange(m, device=dev)[None, :, None]).flatten()  # (Q*m*B,) rows of inverse
+    cand = inverse.view(m * nb, alpha).index_select(0, rows).view(q, m, beam * alpha)  # (Q, m, A) ids, A = B*alpha
+    safe = cand.clamp(min=0)
+    # b[i][:, j]: bucket under map i of the ids of map j's beam (under its own map: the beam bucket)
+    b = [torch.stack([top_b[:, j, :, None].expand(q, beam, alpha).reshape(q, -1) if i == j
+                      else buckets[i].index_select(0, safe[:, j].flatten()).view(q, -1) for j in range(m)], 1)
+         for i in range(m)]  # m x (Q, m, A)
+    # an id in the beams of several maps is scored once: in block j it is a duplicate if an earlier map has it
+    in_beam = torch.zeros(q, m, nb, dtype=torch.bool, device=dev).scatter_(2, top_b, True)
+    dup = torch.zeros(q, m, beam * alpha, dtype=torch.bool, device=dev)
+    for j in range(1, m):
+        for i in range(j):
+            dup[:, j] |= in_beam[:, i].gather(1, b[i][:, j])
+    cand, b = cand.flatten(1), [x.flatten(1) for x in b]  # (Q, C), C = m*A
+    invalid = (cand < 0) | dup.flatten(1) | excluded(cand, exclude)
+    s = combine(score, [logp[:, j].gather(1, b[j]) for j in range(m)]).masked_fill(invalid, NEG_INF)  # (Q, C)
     vals, pos = s.topk(min(k, s.shape[1]), dim=1)
     ids = cand.gather(1, pos).masked_fill(vals == NEG_INF, -1)
     vals, ids = _pad_to_k(vals, ids, k)
