@@ -138,3 +138,14 @@ def test_sufficient_beam_matches_full_sort(nb, m, start, seed, score):
     ok = bounds <= kth[:, None]
     want = torch.where(ok.any(1), ok.float().argmax(1) + 1, torch.full((4,), nb))
     assert sufficient_beam(logp, kth, score, start).tolist() == want.tolist()
+
+
+def test_exhaustive_is_the_same_in_chunks():
+    h = BloomHash.build(500, HashConfig(5, 2, 3))
+    buckets, _ = tables(h)
+    logp = (torch.randn(5, 2, h.n_buckets) * 2).log_softmax(-1)
+    exclude = torch.tensor([[1, 2, -1], [-1, -1, -1], [7, 8, 9], [0, -1, 3], [499, 498, 497]])
+    whole = exhaustive_topk(logp, buckets, 12, exclude)
+    chunked = exhaustive_topk(logp, buckets, 12, exclude, chunk_elems=700)  # one query per chunk
+    assert torch.equal(whole.ids, chunked.ids) and torch.equal(whole.scores, chunked.scores)
+    assert not (set(whole.ids[0].tolist()) & {1, 2}) and not (set(whole.ids[4].tolist()) & {497, 498, 499})

@@ -341,3 +341,13 @@ def test_sampled_head_trains_on_samples_and_evaluates_on_the_full_softmax():
     a = model.head.loss(hidden, t)
     torch.manual_seed(1)
     assert not torch.equal(a, model.head.loss(hidden, t))  # a fresh sample each step
+
+
+def test_full_topk_is_the_same_in_chunks():
+    h, model = make("full-tied")
+    model.eval()
+    hidden, exclude = queries(h, model)
+    whole = model.head.topk(hidden, 8, exclude)
+    chunked = model.head.topk(hidden, 8, exclude, chunk_elems=150)  # one query per chunk
+    assert torch.equal(whole.ids, chunked.ids) and torch.allclose(whole.scores, chunked.scores)
+    assert whole.beam.tolist() == [N_IDS] * len(CONTEXTS)  # every id scored
