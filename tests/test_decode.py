@@ -83,6 +83,9 @@ def test_exact_equals_exhaustive(n, alpha, m, k, beam, seed, score, peak, n_excl
     # same scores in the same order; ids equal wherever scores are not tied
     assert torch.allclose(ex.scores, ref.scores)
     approx = beam_pass(logp, buckets, inverse, k, beam, exclude, score)
+    widened = beam_topk(logp, buckets, inverse, k, beam, exclude, score)  # approximate, k ids when there are
+    left = [n - len(set(exclude[q].tolist())) if exclude is not None else n for q in range(3)]
+    assert (widened.ids >= 0).sum(1).tolist() == [min(k, x) for x in left]
     every = exhaustive_topk(logp, buckets, n, exclude, score).scores  # every id's score, for ties
     for q in range(3):
         untied = [i for i in range(k) if (every[q] == ref.scores[q, i]).sum() == 1]
