@@ -87,8 +87,8 @@ class Ranking:
     ids: torch.Tensor  # (Q, k) int64, best first; -1 where fewer than k ids could be ranked
     scores: torch.Tensor  # (Q, k) float gamma scores; -inf where ids is -1
     exact: torch.Tensor  # (Q,) bool: certified to be the exact top-k
-    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer (hashed head);
-    #                     ids scored (full, sampled) or tree nodes expanded (hierarchical) otherwise
+    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer (superbloom head)
+    # (the heads without hashing report their work instead: ids scored, or tree nodes expanded)
 
     def select(self, rows: torch.Tensor) -> "Ranking":
         return Ranking(self.ids[rows], self.scores[rows], self.exact[rows], self.beam[rows])
@@ -198,8 +198,9 @@ def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: to
     return Ranking(ids, vals, torch.ones(q, dtype=torch.bool, device=ids.device), work.to(ids.device).long())
 
 
-def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_elems: int = 1 << 25) -> Ranking:
-    """Score every id (the reference). Chunked over queries to bound memory."""
+def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_elems: int = 1 << 20) -> Ranking:
+    """Score every id (the reference). Chunked over queries, about chunk_elems scores at a time:
+    small blocks stay in cache (scoring is memory-bound) and bound the memory."""
     score_fn(score)
     q, m, nb = logp.shape
     n = buckets.shape[1]

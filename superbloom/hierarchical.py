@@ -310,11 +310,19 @@ class HierarchicalHead(nn.Module):
         return leaf_log_probs(hidden.mean(1), self.weight, self.bias, self._tree(), self.levels)
 
     @torch.no_grad()
-    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig()) -> Ranking:
-        """Exact top-k ids; `beam` of the result counts the internal nodes expanded."""
+    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
+             chunk_elems: int = 1 << 24) -> Ranking:
+        """Exact top-k ids; `beam` of the result counts the internal nodes expanded (A*), or N - 1
+        when decode.exhaustive scores every leaf (chunked over queries)."""
         if decode.exhaustive:
-            lp = mask_excluded(self.log_probs(hidden), exclude)
-            vals, ids = topk_last(lp, min(k, self.n_ids))
-            return exact_ranking(vals, ids, k, decode.score, torch.full((len(lp),), self.n_ids - 1))
+            step = max(1, chunk_elems // self.n_ids)
+            vals, ids = [], []
+            for a in range(0, len(hidden), step):
+                lp = self.log_probs(hidden[a:a + step])  # (q', N)
+                top = topk_last(mask_excluded(lp, exclude[a:a + step] if exclude is not None else None),
+                                min(k, self.n_ids))
+                vals.append(top[0]), ids.append(top[1])
+            return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score,
+                                 torch.full((len(hidden),), self.n_ids - 1))
         ids, vals, expanded = astar_topk(hidden.mean(1), self.weight, self.bias, self.child, k, exclude)
         return exact_ranking(vals, ids, k, decode.score, expanded)

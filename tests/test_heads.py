@@ -351,3 +351,12 @@ def test_full_topk_is_the_same_in_chunks():
     chunked = model.head.topk(hidden, 8, exclude, chunk_elems=150)  # one query per chunk
     assert torch.equal(whole.ids, chunked.ids) and torch.allclose(whole.scores, chunked.scores)
     assert whole.beam.tolist() == [N_IDS] * len(CONTEXTS)  # every id scored
+
+
+def test_hierarchical_exhaustive_is_the_same_in_chunks():
+    h, model = make("hierarchical-huffman")
+    model.eval()
+    hidden, exclude = queries(h, model)
+    whole = model.head.topk(hidden, 8, exclude, DecodeConfig(exhaustive=True))
+    chunked = model.head.topk(hidden, 8, exclude, DecodeConfig(exhaustive=True), chunk_elems=150)
+    assert torch.equal(whole.ids, chunked.ids) and torch.allclose(whole.scores, chunked.scores)
