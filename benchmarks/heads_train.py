@@ -111,7 +111,7 @@ def run_one(cfg: dict) -> dict:
     alpha, m = hashing_of(head)
     hashing = BloomHash.build(n, sb.HashConfig(alpha, m, 0))
     torch.manual_seed(0)
-    mcfg = sb.ModelConfig(hashing.vocab_size, m, d=d, heads=4, d_ff=4 * d, layers=LAYERS, dropout=0.1)
+    mcfg = sb.ModelConfig(hashing.vocab_size, m, d=d, heads=4, d_ff=4 * d, layers=LAYERS)
     hcfg = sb.HeadConfig(head, samples=samples_for(n)) if head == "sampled" else sb.HeadConfig(head)
     model = build_model(mcfg, hcfg, hashing, counts).train()
     build_s = time.perf_counter() - t0
