@@ -250,6 +250,8 @@ def markdown(r: dict) -> list[str]:
               f"certify {c['own_outputs']['certified_at_B_k']:.1%} of queries at B = k (exact B max "
               f"{c['own_outputs']['exact_beam_max']}); the transplanted distributions certify "
               f"{c['transplant_certified_at_B_k']:.1%} (exact B max {c['transplant_exact_beam_max']}).", ""]
+    lines.append(f"Load average when the run started: {r['machine']['load_average_at_start']} (a shared machine: "
+                 "other work on the same cores slows some rows).")
     return lines
 
 

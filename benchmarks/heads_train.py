@@ -196,6 +196,8 @@ def markdown(r: dict) -> list[str]:
             lines.append(f"| {c['size']} | {c['setting']} | {c['head']} | {c['d']} | "
                          f"{param_count(c['head'], c['n_ids'], c['d']) / 1e6:.2f}M | "
                          f"{c.get('skipped') or c.get('error')} | |")
+    lines.append(f"Load average when the run started: {r['machine']['load_average_at_start']} (a shared machine: "
+                 "other work on the same cores slows some rows).")
     return lines + [""]
 
 
