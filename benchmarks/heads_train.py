@@ -9,7 +9,7 @@ Heads as in the paper's comparison (sec. 3.3, Table 1):
   sampled       the same with sampled softmax: 2.5% of the ids drawn per step (the paper: 128K of
                 5.3M), at least 256; log-uniform proposal
   hierarchical  no hashing; Huffman tree over the training counts
-Model: 2 Transformer layers, 4 attention heads, d_ff = 4d. "equal hidden size": d = 64 for every
+Model: 2 Transformer layers, 4 attention heads, d_ff = 4d, no dropout. "equal hidden size": d = 64 for every
 head. "equal parameter count": the budget is the parameter count of the full-softmax model at
 d = 64; every other head gets the largest d (a multiple of 16, at most 512 to keep the run short)
 whose model fits the budget; the table gives the actual counts.
@@ -111,7 +111,7 @@ def run_one(cfg: dict) -> dict:
     alpha, m = hashing_of(head)
     hashing = BloomHash.build(n, sb.HashConfig(alpha, m, 0))
     torch.manual_seed(0)
-    mcfg = sb.ModelConfig(hashing.vocab_size, m, d=d, heads=4, d_ff=4 * d, layers=LAYERS)
+    mcfg = sb.ModelConfig(hashing.vocab_size, m, d=d, heads=4, d_ff=4 * d, layers=LAYERS, dropout=0.0)
     hcfg = sb.HeadConfig(head, samples=samples_for(n)) if head == "sampled" else sb.HeadConfig(head)
     model = build_model(mcfg, hcfg, hashing, counts).train()
     build_s = time.perf_counter() - t0
