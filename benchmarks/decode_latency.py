@@ -2,7 +2,7 @@
 exact (certified, widened to the paper's B*) and exhaustive -- at 10K, 100K, 1M and 5.3M ids, at
 batch 1 and batch 256, with the fraction certified at B = k and the beam B that exact decoding needed.
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/decode_latency.py    # ~5 min on 2 cores (+5 min to train the profile model if results/decode_profile.json is missing)
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/decode_latency.py    # ~4 min on 2 cores (+5 min to train the profile model if results/decode_profile.json is missing)
 
 Hashing as in the paper's 5.3M-entity model (sec. 3.3): m = 2 maps, alpha = 50 ids per bucket.
 k = 10, gamma = sum_log, no excluded ids. Results: benchmarks/results/decode_latency.{json,md}.

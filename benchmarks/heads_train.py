@@ -1,7 +1,7 @@
 """Benchmark: training step time and peak memory of every output head (heads.py), at equal hidden
 size and at equal parameter count, for vocabularies of 10K, 100K, 1M and 5.3M ids.
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/heads_train.py    # ~8 min on 2 cores
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/heads_train.py    # ~12 min on 2 cores
 
 Heads as in the paper's comparison (sec. 3.3, Table 1):
   superbloom    hashed softmax, m = 2, alpha = 50 (the paper's 5.3M-entity setting)
