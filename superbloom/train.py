@@ -69,6 +69,7 @@ class TrainConfig:
 
 
 SELECT = "rec@10"  # validation metric that picks the BEST checkpoint
+VAL_TARGETS_PER_SET = 16
 
 
 def lr_factor(step: int, warmup: int) -> float:
@@ -164,7 +165,8 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             print(f"resuming from {ckpt.name} (step {state['step']}, {state['seconds']:.0f} s trained)")
     ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     log = MetricsLog(out / "metrics.jsonl", rank == 0)
-    val = make_examples(data.train.subset(val_rows), cfg.mask.n, 4, cfg.seed) if len(val_rows) else None
+    # many held-out ids per validation set: a steadier score to pick the BEST checkpoint with
+    val = make_examples(data.train.subset(val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.seed) if len(val_rows) else None
     per_rank = max(1, cfg.batch_size // world)
     max_steps = cfg.steps or (int(math.ceil(cfg.epochs * len(train_rows) / cfg.batch_size)) if cfg.epochs else 0)
     budget = cfg.time_budget or float("inf")
