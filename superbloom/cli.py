@@ -306,8 +306,10 @@ def cmd_serve(args):
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log)
 
 
+# the paper's appendix E contexts (those whose ids are Wikispeedia link targets), and two more
 DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "Thailand"],
-                 ["Copenhagen", "Paris"], ["Texas", "Austin%2C_Texas", "Florida"]]
+                 ["Copenhagen", "Paris"], ["Copenhagen", "Aarhus"], ["Albert_Einstein", "Isaac_Newton"],
+                 ["Jupiter", "Saturn"]]
 
 
 def cmd_demo(args):
@@ -334,13 +336,16 @@ def cmd_demo(args):
     train(cfg, progress=not args.quiet)
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model")
-    result = evaluate(model, Dataset(out / "data"), EvalConfig(baselines=("popularity", "cooccurrence", "ease")),
+    # 10 held-out ids per page: ~4,000 examples, so the methods can be told apart (1 per page: ~460)
+    result = evaluate(model, Dataset(out / "data"),
+                      EvalConfig(targets_per_set=10, baselines=("popularity", "cooccurrence", "ease")),
                       progress=not args.quiet)
     print(format_report(result))
     (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n== 4/4 predictions (top-10; context ids excluded)")
     for ctx, pred in zip(DEMO_CONTEXTS, model.predict_many(DEMO_CONTEXTS, k=10)):
-        shown = " + ".join(model.vocab.display(i) for i in model.vocab.lookup(ctx)[0]) or "(unknown)"
+        shown = " + ".join(model.vocab.display(i) for i in model.vocab.lookup(ctx)[0]) or "(no known id)"
         names = ", ".join(model.vocab.display(model.vocab.get(i)) for i, _ in pred.items)
-        print(f"{{{shown}}} -> {names}")
+        missing = f"  [not in the vocabulary: {', '.join(pred.unknown)}]" if pred.unknown else ""
+        print(f"{{{shown}}} -> {names}{missing}")
     print(f"\ndone in {time.time() - t0:.0f} s; model in {out / 'model'}, report in {out / 'eval.json'}")

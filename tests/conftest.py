@@ -11,10 +11,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import torch
 
 import superbloom as sb
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+# Test tensors are tiny: one thread is as fast, and OpenMP threads stall badly when the cores are shared.
+torch.set_num_threads(1)
 
 
 def shared_file(*parts: str) -> Path:
