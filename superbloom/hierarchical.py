@@ -126,20 +126,19 @@ def huffman_tree(counts: np.ndarray) -> Tree:
     leaf_w, leaf_code = w[order].tolist(), (-order - 1).tolist()
     node_w: list[int] = []
     left, right = [0] * (n - 1), [0] * (n - 1)
-    i = j = 0
-    for t in range(n - 1):  # merge the two lightest of the leaf queue and the (sorted) node queue
+    head = [0, 0]  # next unmerged leaf, next unmerged node
+
+    def lightest(t: int) -> tuple[int, int]:
+        """Pop the lighter front of the leaf queue and the (sorted) queue of the t nodes made so far."""
+        i, j = head
         if j >= t or (i < n and leaf_w[i] <= node_w[j]):
-            a_w, a = leaf_w[i], leaf_code[i]
-            i += 1
-        else:
-            a_w, a = node_w[j], j
-            j += 1
-        if j >= t or (i < n and leaf_w[i] <= node_w[j]):
-            b_w, b = leaf_w[i], leaf_code[i]
-            i += 1
-        else:
-            b_w, b = node_w[j], j
-            j += 1
+            head[0] += 1
+            return leaf_w[i], leaf_code[i]
+        head[1] += 1
+        return node_w[j], j
+
+    for t in range(n - 1):  # merge the two lightest
+        (a_w, a), (b_w, b) = lightest(t), lightest(t)
         node_w.append(a_w + b_w)
         left[t], right[t] = a, b
     kids = np.stack([np.array(left, np.int64), np.array(right, np.int64)], 1)
