@@ -78,3 +78,18 @@ def test_embedded_wikispeedia(wiki_data):
     assert m["links"] == 119_882 and m["comment_lines"] == 11
     assert m["train"]["sets"] + m["test"]["sets"] == m["sets"]
     assert wiki_data.vocab.strings[0] == "United_States"
+
+
+def test_fb15k237_triples_crlf_gzip(tmp_path):
+    """A real knowledge graph from ../shared/data: gzipped, CRLF, head<TAB>relation<TAB>tail."""
+    from conftest import shared_file
+
+    path = shared_file("fb15k-237", "train.txt.gz")
+    s = sb.prepare(sb.PrepareConfig(str(path), str(tmp_path / "d"), sb.ReadConfig("edges", id_column=2,
+                                                                                   undirected=True)),
+                   progress=False)
+    assert s["lines"] == 272_115 and s["malformed_skipped"] == 0
+    assert s["links"] + s["duplicates_removed"] == 2 * 272_115  # both directions, repeats counted
+    data = sb.Dataset(tmp_path / "d")
+    assert all(k.startswith("/m/") for k in data.vocab.strings[:100])  # no stray '\r' in keys
+    assert not any(k.endswith("\r") for k in data.vocab.strings)
