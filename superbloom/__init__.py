@@ -7,6 +7,7 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
     sb.train(sb.TrainConfig(data="data/wiki", out="runs/wiki", time_budget=600))
     model = sb.load("runs/wiki")
     model.predict(["Miles_Davis", "Jazz"], k=10)
+    sb.expand(model, ["Copenhagen"], sb.ExpandConfig(steps=5))   # set expansion
     sb.evaluate(model, sb.Dataset("data/wiki"))
 """
 import importlib.resources
@@ -15,6 +16,7 @@ from pathlib import Path
 from .dataset import Dataset
 from .decode import DecodeConfig
 from .evaluate import EvalConfig, evaluate
+from .expand import ExpandConfig, expand
 from .hashing import BloomHash, HashConfig
 from .heads import HeadConfig
 from .model import ModelConfig
@@ -31,6 +33,6 @@ def embedded_dataset() -> Path:
     return Path(str(importlib.resources.files("superbloom") / "data" / "wikispeedia_links.tsv.gz"))
 
 
-__all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "HashConfig", "HeadConfig", "InputError",
-           "ModelConfig", "Prediction", "Predictor", "PrepareConfig", "ReadConfig", "TrainConfig",
-           "embedded_dataset", "evaluate", "load", "prepare", "train"]
+__all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "ExpandConfig", "HashConfig", "HeadConfig",
+           "InputError", "ModelConfig", "Prediction", "Predictor", "PrepareConfig", "ReadConfig", "TrainConfig",
+           "embedded_dataset", "evaluate", "expand", "load", "prepare", "train"]

@@ -4,11 +4,14 @@
     MODEL_DIR/hashing.safetensors      the m hash maps and the inverse index (int32)
     MODEL_DIR/vocab.txt, counts.npy    the vocabulary the ids refer to
     MODEL_DIR/metrics.jsonl            one JSON object per logged step / validation
-    MODEL_DIR/LATEST                   name of the newest complete checkpoint
+    MODEL_DIR/LATEST                   name of the newest complete checkpoint (what --resume continues)
+    MODEL_DIR/BEST                     name of the checkpoint with the best validation score, if kept
     MODEL_DIR/checkpoints/step-N/      model.safetensors, optimizer.safetensors, state.json
+    MODEL_DIR/checkpoints/best-N/      model.safetensors, state.json (weights only)
 
-A checkpoint is written into a temporary directory and renamed into place, then LATEST is
+A checkpoint is written into a temporary directory and renamed into place, then its pointer is
 replaced atomically: a kill at any moment leaves the previous checkpoint intact and loadable.
+Inference loads BEST when there is one, else LATEST.
 """
 from __future__ import annotations
 
@@ -22,23 +25,24 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from .files import atomic_path, load_json, save_json
 
 
-def checkpoint_dir(model_dir: Path, step: int) -> Path:
-    return Path(model_dir) / "checkpoints" / f"step-{step:09d}"
-
-
-def latest_checkpoint(model_dir: str | Path) -> Path | None:
+def latest_checkpoint(model_dir: str | Path, pointer: str = "LATEST") -> Path | None:
     model_dir = Path(model_dir)
-    latest = model_dir / "LATEST"
+    latest = model_dir / pointer
     if not latest.exists():
         return None
     path = model_dir / latest.read_text().strip()
     return path if (path / "state.json").exists() else None
 
 
+def inference_checkpoint(model_dir: str | Path) -> Path | None:
+    """The weights to serve: the best validated checkpoint if one was kept, else the latest."""
+    return latest_checkpoint(model_dir, "BEST") or latest_checkpoint(model_dir)
+
+
 def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, optimizer, state: dict,
-                    keep: int = 2) -> Path:
+                    keep: int = 2, kind: str = "step", pointer: str = "LATEST") -> Path:
     model_dir = Path(model_dir)
-    final = checkpoint_dir(model_dir, step)
+    final = model_dir / "checkpoints" / f"{kind}-{step:09d}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -50,9 +54,9 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
     save_json(tmp / "state.json", state)  # last: marks the directory complete
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    with atomic_path(model_dir / "LATEST") as t:
+    with atomic_path(model_dir / pointer) as t:
         t.write_text(str(final.relative_to(model_dir)) + "\n")
-    old = sorted(p for p in (model_dir / "checkpoints").glob("step-*") if not p.name.endswith(".tmp"))
+    old = sorted(p for p in (model_dir / "checkpoints").glob(f"{kind}-*") if not p.name.endswith(".tmp"))
     for p in old[:-keep]:
         shutil.rmtree(p, ignore_errors=True)
     return final

@@ -5,6 +5,8 @@
     superbloom train DATA_DIR --out MODEL_DIR --time-budget 600
     superbloom eval MODEL_DIR DATA_DIR [--json]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
+    superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
+    superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from .batches import MaskConfig
 from .decode import SCORES, DecodeConfig
+from .expand import STRATEGIES
 from .hashing import HashConfig
 from .heads import HEADS, HeadConfig
 from .model import ModelConfig
@@ -68,7 +71,10 @@ def _add_train(sub):
     g.add_argument("--heads", type=int, default=_default(ModelConfig, "heads"), help="attention heads")
     g.add_argument("--d-ff", type=int, default=_default(ModelConfig, "d_ff"), help="feed-forward size")
     g.add_argument("--layers", type=int, default=_default(ModelConfig, "layers"), help="Transformer layers")
-    g.add_argument("--dropout", type=float, default=_default(ModelConfig, "dropout"))
+    g.add_argument("--dropout", type=float, default=_default(ModelConfig, "dropout"),
+                   help="dropout on embeddings and residual branches")
+    g.add_argument("--attn-dropout", type=float, default=_default(ModelConfig, "attn_dropout"),
+                   help="dropout on attention weights")
     g.add_argument("--positions", type=int, default=0,
                    help="learned position embeddings for ordered data, up to this many elements (default 0: a set)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
@@ -92,6 +98,8 @@ def _add_train(sub):
         d = _default(TrainConfig, name)
         g.add_argument("--" + name.replace("_", "-"), type=typ, default=d, help=f"{hlp} (default {d})")
     g.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
+                   help="serve the last weights instead of those with the best validation rec@10")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
@@ -136,11 +144,49 @@ def _add_predict(sub):
     p.set_defaults(func=cmd_predict)
 
 
+def _add_expand(sub):
+    p = sub.add_parser("expand", help="grow a set one predicted id at a time",
+                       description="Set expansion: predict, add the best (or a sampled) id to the set, predict "
+                                   "again; each added id joins the context of the next prediction.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("ids", nargs="+", help="seed ids")
+    p.add_argument("--steps", type=int, default=10, help="ids to add (default 10)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="argmax", help="argmax, or sample from "
+                   "softmax(score / temperature) over the top k (default argmax)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sample: temperature (default 1.0)")
+    p.add_argument("--k", type=int, default=10, help="candidates ranked per step (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="sample: random seed (default 0)")
+    p.add_argument("--json", action="store_true")
+    _add_decode_args(p)
+    p.set_defaults(func=cmd_expand)
+
+
+def _add_serve(sub):
+    from .serve import ServeConfig
+
+    p = sub.add_parser("serve", help="HTTP API and web page for a model",
+                       description="Serve a model: JSON API (docs at /docs) and a web page at /. "
+                                   "The model is loaded once; concurrent requests are batched.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
+                        "threads spin and stall when the cores are shared with the server itself)")
+    for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
+                      ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
+                      ("max_batch", "queries per model call")]:
+        d = _default(ServeConfig, name)
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=d, help=f"{hlp} (default {d})")
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.set_defaults(func=cmd_serve)
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="the main job: prepare, train, evaluate and predict on the embedded "
                                     "Wikispeedia links", description=cmd_demo.__doc__)
     p.add_argument("--out", default="runs/demo", help="working directory (default runs/demo)")
-    p.add_argument("--time-budget", type=float, default=600.0, help="training seconds (default 600)")
+    p.add_argument("--time-budget", type=float, default=720.0, help="training seconds (default 720)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
@@ -150,7 +196,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
                                      "Transformers for set completion over huge id vocabularies.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict):
+    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve):
         add(sub)
     args = parser.parse_args(argv)
     try:
@@ -176,10 +222,11 @@ def cmd_prepare(args):
 
 def train_config_from_args(args) -> TrainConfig:
     model = ModelConfig(vocab_size=0, d=args.d, heads=args.heads, d_ff=args.d_ff, layers=args.layers,
-                        dropout=args.dropout, positions=args.positions, norm_first=not args.post_ln)
+                        dropout=args.dropout, attn_dropout=args.attn_dropout, positions=args.positions,
+                        norm_first=not args.post_ln)
     head = HeadConfig(args.head, args.per_hash_softmax, args.label_smoothing)
     names = ["batch_size", "lr", "warmup", "weight_decay", "clip", "steps", "epochs", "time_budget",
-             "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume"]
+             "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume", "keep_best"]
     mask = MaskConfig(n=args.segment, mask_rate=args.mask_rate)
     return TrainConfig(data=args.data, out=args.out, hash=HashConfig(args.alpha, args.m, args.hash_seed, args.coherent),
                        model=model, head=head, mask=mask, **{n: getattr(args, n) for n in names})
@@ -226,13 +273,40 @@ def cmd_predict(args):
         print(f"  {r:>3}. {model.vocab.display(model.vocab.get(i)):<40} {s:9.3f}")
 
 
+def cmd_expand(args):
+    from .expand import ExpandConfig, expand
+    from .predictor import load
+
+    model = load(args.model)
+    cfg = ExpandConfig(args.steps, args.strategy, args.temperature, args.k, args.seed, _decode(args))
+    out = expand(model, args.ids, cfg)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(out), indent=2))
+        return
+    if out.unknown:
+        print(f"unknown ids (ignored): {', '.join(out.unknown)}")
+    shown = lambda i: model.vocab.display(model.vocab.get(i))  # noqa: E731
+    print(f"seed: {', '.join(map(shown, out.seed))}")
+    print(f"added ({args.strategy}{f', temperature {args.temperature}' if args.strategy == 'sample' else ''}):")
+    for r, a in enumerate(out.added, 1):
+        print(f"  {r:>3}. {shown(a.id):<40} {a.score:9.3f}{'' if a.exact else '  (approximate)'}")
+
+
+def cmd_serve(args):
+    from .serve import ServeConfig, serve
+
+    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch"]
+    cfg = ServeConfig(**{n: getattr(args, n) for n in names})
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log)
+
+
 DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "Thailand"],
                  ["Copenhagen", "Paris"], ["Texas", "Austin%2C_Texas", "Florida"]]
 
 
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
-    model (m = 2, alpha = 4) for --time-budget seconds, evaluate it on the held-out pages next to the
+    model (m = 2, alpha = 2) for --time-budget seconds, evaluate it on the held-out pages next to the
     popularity, co-occurrence and EASE baselines, and print the top-10 predictions for a few contexts."""
     from .dataset import Dataset
     from .evaluate import EvalConfig, evaluate, format_report
@@ -249,7 +323,8 @@ def cmd_demo(args):
     summary = prepare(PrepareConfig(source, str(out / "data"), ReadConfig("edges")), progress=not args.quiet)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
-    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), time_budget=args.time_budget)
+    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), hash=HashConfig(alpha=2, m=2),
+                      time_budget=args.time_budget)
     train(cfg, progress=not args.quiet)
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model")

@@ -1,8 +1,9 @@
 """Output heads: one interface, several implementations, one factory.
 
 Every head maps the m output vectors of an element, hidden (M, m, d), to
-  loss(hidden, targets)                    mean over the M elements of -log p(target)
-                                           (for the hashed head: summed over the m hashes)
+  loss(hidden, targets, rows=None)         mean over the M targets of -log p(target | hidden[rows[i]])
+                                           (for the hashed head: summed over the m hashes); rows
+                                           lets several targets share one hidden row (default: own)
   topk(hidden, k, exclude=None, decode=DecodeConfig())  -> decode.Ranking of ids, best first
 
 `superbloom` is the hashed softmax of the paper (sec. 2.3-2.5): the output embedding is the input
@@ -53,16 +54,23 @@ class SuperbloomHead(nn.Module):
         lp = F.log_softmax(hidden @ self.embedding.weight.T + self.bias, dim=-1)  # (M, m, V)
         return torch.stack([lp[:, j, o:o + self.n_buckets] for j, o in enumerate(self.offsets)], 1)
 
-    def loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
+        if rows is None:
+            rows = torch.arange(len(targets), device=targets.device)
         local = self.buckets[:, targets].T  # (M, m) bucket of each target under each map
-        ls = self.cfg.label_smoothing
         if self.cfg.per_hash_softmax:
-            nll = sum(F.cross_entropy(self._map_logits(hidden[:, j], j), local[:, j], label_smoothing=ls)
-                      for j in range(self.m))
-            return nll
-        logits = hidden @ self.embedding.weight.T + self.bias  # (M, m, V)
-        glob = local + torch.tensor(self.offsets, device=local.device)  # global token ids
-        return F.cross_entropy(logits.flatten(0, 1), glob.flatten(), label_smoothing=ls) * self.m
+            logp = self.log_probs(hidden)  # (U, m, nb)
+            tok = local
+        else:
+            logp = F.log_softmax(hidden @ self.embedding.weight.T + self.bias, dim=-1)  # (U, m, V)
+            tok = local + torch.tensor(self.offsets, device=local.device)  # global token ids
+        j = torch.arange(self.m, device=targets.device)
+        nll = -logp[rows[:, None], j[None, :], tok]  # (M, m)
+        ls = self.cfg.label_smoothing
+        if ls:  # uniform part of the smoothed target, over the classes of each softmax
+            nll = (1 - ls) * nll - ls * logp.mean(-1)[rows]
+        return nll.sum(1).mean()
 
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig()) -> Ranking:
         return decode_topk(self.log_probs(hidden), self.buckets, self.inverse, k, exclude, decode)

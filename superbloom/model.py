@@ -29,8 +29,9 @@ class ModelConfig:
     d: int = 128
     heads: int = 4
     d_ff: int = 512
-    layers: int = 4
-    dropout: float = 0.1
+    layers: int = 2
+    dropout: float = 0.1  # on embeddings and residual branches
+    attn_dropout: float = 0.0  # on attention weights (costly on CPU: ~2.5x the attention time)
     positions: int = 0  # > 0: learned position embeddings for up to this many elements
     norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
 
@@ -58,7 +59,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm_first = cfg.norm_first
-        self.attn = Attention(cfg.d, cfg.heads, cfg.dropout)
+        self.attn = Attention(cfg.d, cfg.heads, cfg.attn_dropout)
         self.ff = nn.Sequential(nn.Linear(cfg.d, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d))
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d), nn.LayerNorm(cfg.d)
         self.drop = nn.Dropout(cfg.dropout)
@@ -82,15 +83,22 @@ class SetEncoder(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.apply(_init)
 
-    def forward(self, tokens: torch.Tensor, pad: torch.Tensor, positions: torch.Tensor | None = None):
-        """tokens, pad, positions: (B, T) -> hidden (B, T, d)."""
+    def forward(self, tokens: torch.Tensor, pad: torch.Tensor, positions: torch.Tensor | None = None,
+                mult: torch.Tensor | None = None):
+        """tokens, pad, positions: (B, T) -> hidden (B, T, d).
+
+        mult (B, T / m): element multiplicities (batches.merge_masks); an element standing for c
+        identical ones gets a log(c) attention bias, which is exactly what c copies would get."""
         x = self.embed(tokens)  # (B, T, d)
         if self.pos is not None:
             if positions is None:
                 raise ValueError("this model uses position embeddings; pass positions")
             x = x + self.pos(positions.clamp(max=self.cfg.positions - 1))
         x = self.drop(x)
-        keep = ~pad[:, None, None, :]  # (B, 1, 1, T)
+        keep = ~pad[:, None, None, :]  # (B, 1, 1, T) bool: False -> -inf
+        if mult is not None and bool((mult > 1).any()):
+            bias = torch.log(mult.to(x.dtype)).repeat_interleave(self.cfg.m, dim=1)  # (B, T), log 0 = -inf
+            keep = bias[:, None, None, :]  # (B, 1, 1, T) additive
         for block in self.blocks:
             x = block(x, keep)
         return self.norm(x)
@@ -110,16 +118,21 @@ class SetModel(nn.Module):
         super().__init__()
         self.encoder, self.head = encoder, head
 
+    def element_hidden(self, batch) -> torch.Tensor:
+        """-> (B * n, m, d): the m output vectors of every element of the batch."""
+        h = self.encoder(batch.tokens, batch.pad, batch.positions if self.encoder.pos is not None else None,
+                         batch.mult)  # (B, n*m, d)
+        return h.view(-1, self.encoder.cfg.m, h.shape[-1])
+
     def target_hidden(self, batch) -> torch.Tensor:
-        """-> (M, m, d): the m output vectors of every element with a target (targets >= 0)."""
-        h = self.encoder(batch.tokens, batch.pad, batch.positions if self.encoder.pos is not None else None)
-        b, n = batch.targets.shape
-        h = h.view(b, n, self.encoder.cfg.m, -1)  # (B, n, m, d)
-        return h[batch.targets >= 0]
+        """-> (M, m, d): the output vectors of each target's element (queries: one per row)."""
+        return self.element_hidden(batch)[batch.target_elem]
 
     def forward(self, batch) -> torch.Tensor:
-        """Mean loss over target elements (summed over their m hashes)."""
-        return self.head.loss(self.target_hidden(batch), batch.targets[batch.targets >= 0])
+        """Mean loss over the targets (summed over their m hashes). Targets that share an element
+        (merged [MASK]s, batches.py) share its hidden row: the head scores each element once."""
+        elements, rows = torch.unique(batch.target_elem, return_inverse=True)
+        return self.head.loss(self.element_hidden(batch)[elements], batch.target_ids, rows)
 
 
 def count_parameters(module: nn.Module) -> int:

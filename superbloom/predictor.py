@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .batches import query_batch
-from .checkpoint import latest_checkpoint, load_weights
+from .checkpoint import inference_checkpoint, load_weights
 from .decode import DecodeConfig, Ranking
 from .files import load_json
 from .hashing import BloomHash, HashConfig
@@ -58,7 +58,7 @@ class Predictor:
     @classmethod
     def load(cls, model_dir: str | Path, threads: int = 0) -> "Predictor":
         model_dir = Path(model_dir)
-        ckpt = latest_checkpoint(model_dir)
+        ckpt = inference_checkpoint(model_dir)
         if ckpt is None:
             raise FileNotFoundError(f"{model_dir}: no complete checkpoint (is this a model directory "
                                     "written by `superbloom train`?)")

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,15 +47,16 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=lambda: ModelConfig(vocab_size=0))  # vocab_size set from hashing
     head: HeadConfig = field(default_factory=HeadConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
-    batch_size: int = 128  # sets per step, over all ranks
-    lr: float = 1e-3
+    batch_size: int = 64  # sets per step, over all ranks
+    lr: float = 3e-3
     warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
     weight_decay: float = 0.0
     clip: float = 1.0
     steps: int = 0  # stop after this many steps (0: no step limit)
     epochs: float = 0.0  # ... or this many passes over the training sets
     time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
-    eval_every: int = 250  # validation every this many steps (0: only at the end)
+    eval_every: int = 500  # validation every this many steps (0: only at the end)
+    keep_best: bool = True  # keep the checkpoint with the best validation rec@10 too; inference uses it
     checkpoint_every: float = 60.0  # seconds between checkpoints
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
     seed: int = 0
@@ -64,6 +66,9 @@ class TrainConfig:
     def __post_init__(self):
         if not (self.steps or self.epochs or self.time_budget):
             raise ValueError("set at least one of steps, epochs or time_budget")
+
+
+SELECT = "rec@10"  # validation metric that picks the BEST checkpoint
 
 
 def lr_factor(step: int, warmup: int) -> float:
@@ -127,7 +132,9 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                          f"need at least one batch ({cfg.batch_size}); lower --batch-size")
     if rank == 0 and ckpt is None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "metrics.jsonl").unlink(missing_ok=True)
+        for old in ("metrics.jsonl", "LATEST", "BEST"):  # a new run replaces an old one in `out`
+            (out / old).unlink(missing_ok=True)
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
         hashing.save(out / "hashing.safetensors")
         data.vocab.save(out)
         save_json(out / "config.json", {
@@ -167,6 +174,17 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
             st = dict(state, rng={str(rank): rng_state(rng)}, torch_rng=torch.get_rng_state().tolist())
             save_checkpoint(out, state["step"], model, opt, st)
 
+    def validation(final: bool = False) -> dict:
+        """Validate (rank 0), log, and keep the weights if they are the best so far."""
+        v = validate(model, hashing, val)
+        log.write(step=state["step"], seconds=round(state["seconds"], 1), final=final,
+                  **{f"val_{k}": x for k, x in v.items()})
+        best = state.get("best")
+        if cfg.keep_best and (best is None or v[SELECT] > best[SELECT]):
+            state["best"] = dict(v, step=state["step"])
+            save_checkpoint(out, state["step"], model, None, dict(state), keep=1, kind="best", pointer="BEST")
+        return v
+
     model.train()
     bar = tqdm(total=max_steps or None, initial=state["step"], desc="training", unit="step",
                disable=not progress or rank != 0, dynamic_ncols=True)
@@ -184,7 +202,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                 state["cursor"] = 0
                 batches = epoch(state["epoch"])
             rows = batches[state["cursor"]][rank * per_rank:(rank + 1) * per_rank]
-            batch = training_batch(data.train, rows, hashing, cfg.mask, rng)
+            batch = training_batch(data.train, rows, hashing, cfg.mask, rng, merge=not mcfg.positions)
             loss = ddp(batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -207,8 +225,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
                           lr=sched.get_last_lr()[0], examples_per_s=round(state["examples"] / state["seconds"], 1),
                           seconds=round(state["seconds"], 1), epoch=state["epoch"])
             if cfg.eval_every and state["step"] % cfg.eval_every == 0 and val is not None and rank == 0:
-                v = validate(model, hashing, val)
-                log.write(step=state["step"], seconds=round(state["seconds"], 1), **{f"val_{k}": x for k, x in v.items()})
+                v = validation()
                 bar.write(f"step {state['step']:>6}  loss {ema:.3f}  val rec@1 {v['rec@1']:.3f}  "
                           f"rec@10 {v['rec@10']:.3f}  rec@20 {v['rec@20']:.3f}")
             if time.time() - last_ckpt > cfg.checkpoint_every:
@@ -218,12 +235,14 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         bar.close()
     if rank == 0:
         if val is not None:
-            v = validate(model, hashing, val)
-            log.write(step=state["step"], seconds=round(state["seconds"], 1), final=True,
-                      **{f"val_{k}": x for k, x in v.items()})
+            v = validation(final=True)
             print(f"trained {state['step']} steps ({state['examples']:,} examples, {state['seconds']:.0f} s, "
                   f"{state['examples'] / max(state['seconds'], 1e-9):.0f} examples/s); validation rec@1 "
                   f"{v['rec@1']:.3f} rec@10 {v['rec@10']:.3f} rec@20 {v['rec@20']:.3f}")
+            if cfg.keep_best:
+                b = state["best"]
+                print(f"best validation {SELECT} {b[SELECT]:.3f} at step {b['step']}: kept as BEST, "
+                      "which predict / eval / serve load")
         checkpoint()
     if world > 1:
         dist.barrier()

@@ -1,8 +1,14 @@
-"""Shared fixtures: tiny hand-made inputs, the embedded Wikispeedia links, and ../shared/data."""
+"""Shared fixtures: tiny hand-made inputs, the embedded Wikispeedia links, ../shared/data, a tiny model
+trained on the links, and `superbloom serve` running it on a loopback port."""
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
@@ -30,3 +36,51 @@ def wiki_data(tmp_path_factory) -> sb.Dataset:
 @pytest.fixture()
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(wiki_data, tmp_path_factory) -> Path:
+    """A tiny model trained for a few steps on the embedded Wikispeedia links (seconds)."""
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    model = sb.ModelConfig(vocab_size=0, d=32, heads=2, d_ff=64, layers=1)
+    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=8), model=model,
+                         steps=6, batch_size=32, eval_every=0)
+    sb.train(cfg, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_predictor(tiny_model) -> sb.Predictor:
+    return sb.load(tiny_model)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model, tmp_path_factory):
+    """`superbloom serve` in a subprocess on a free loopback port -> base URL."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "superbloom", "serve", str(tiny_model), "--port", str(port),
+                                 "--max-context", "16", "--no-access-log"], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            if proc.poll() is not None:
+                pytest.fail(f"server exited: {log.read_text()}")
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail(f"server did not answer /health within 120 s: {log.read_text()}")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)

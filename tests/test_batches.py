@@ -1,7 +1,8 @@
 """Training examples (paper sec. 3.1): segments, masking rates, corruption split, hashing."""
 import numpy as np
 
-from superbloom.batches import MaskConfig, epoch_batches, mask_segments, query_batch, sample_segments, training_batch
+from superbloom.batches import (MaskConfig, epoch_batches, mask_segments, merge_masks, query_batch,
+                                sample_segments, training_batch)
 from superbloom.dataset import SetArray
 from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 
@@ -20,7 +21,7 @@ def test_masking_statistics(rng):
     n_ids = 1000
     segs = rng.integers(0, n_ids, (20000, 32))
     segs[:, 20:] = PAD_ELEM  # segments of 20
-    elems, targets = mask_segments(segs, n_ids, MaskConfig(), rng)
+    elems, targets = mask_segments(segs, n_ids, MaskConfig(mask_rate=0.15), rng)  # the paper's rate
     masked = targets >= 0
     assert (masked.sum(1) == 3).all()  # round(0.15 * 20) = 3, exactly
     assert not masked[:, 20:].any()  # never padding
@@ -35,17 +36,32 @@ def test_masking_statistics(rng):
 
 def test_at_least_one_masked(rng):
     segs = np.array([[3, PAD_ELEM, PAD_ELEM], [4, 5, PAD_ELEM]])
-    _, targets = mask_segments(segs, 10, MaskConfig(), rng)
+    _, targets = mask_segments(segs, 10, MaskConfig(mask_rate=0.15), rng)
     assert ((targets >= 0).sum(1) == 1).all()
 
 
 def test_training_batch_tokens(rng):
     h = BloomHash.build(50, HashConfig(5, 2))
     sets = SetArray.from_lists([list(range(10)), list(range(20, 25))])
-    b = training_batch(sets, np.array([0, 1]), h, MaskConfig(), rng)
-    assert b.tokens.shape == (2, 20) and b.pad.shape == (2, 20) and b.targets.shape == (2, 10)
+    b = training_batch(sets, np.array([0, 1]), h, MaskConfig(mask_rate=0.15), rng, merge=False)
+    assert b.tokens.shape == (2, 20) and b.pad.shape == (2, 20) and b.mult.shape == (2, 10)
     assert b.pad[1, 10:].all() and not b.pad[1, :10].any()
     assert b.positions[0, :4].tolist() == [0, 0, 1, 1]
+    assert b.n_targets == 2 + 1  # round(0.15 * 10), max(1, round(0.15 * 5))
+    flat = np.concatenate([np.arange(10), np.arange(20, 25), [-1] * 5])  # the segments, row-major
+    assert (flat[b.target_elem.numpy()] == b.target_ids.numpy()).all()
+
+
+def test_merge_masks():
+    elems = np.array([[MASK_ELEM, 5, MASK_ELEM, 7, MASK_ELEM, PAD_ELEM],
+                      [3, 9, 4, PAD_ELEM, PAD_ELEM, PAD_ELEM]])
+    targets = np.array([[11, -1, 12, 7, 13, -1],  # three [MASK]s and one unchanged target
+                        [-1, 20, -1, -1, -1, -1]])  # a target fed as a random id, no [MASK]
+    out, mult, t_elem, t_ids = merge_masks(elems, targets)
+    assert out.tolist() == [[5, 7, MASK_ELEM], [3, 9, 4]]
+    assert mult.tolist() == [[1, 1, 3], [1, 1, 1]]
+    assert t_ids.tolist() == [11, 12, 7, 13, 20]
+    assert t_elem.tolist() == [2, 2, 1, 2, 3 + 1]
 
 
 def test_query_batch_appends_mask():
@@ -54,7 +70,7 @@ def test_query_batch_appends_mask():
     assert b.tokens.shape == (2, 6)  # width 2 known ids + [MASK]
     assert b.tokens[0, 4:].tolist() == h.special_tokens(1).tolist()
     assert b.pad[1, 2:4].all() and not b.pad[1, 4:].any()
-    assert (b.targets[:, -1] == 0).all() and (b.targets[:, :-1] == -1).all()
+    assert b.target_elem.tolist() == [2, 5]  # the [MASK] element of each row
 
 
 def test_epoch_batches_cover_each_row_once(rng):

@@ -75,6 +75,17 @@ def test_resume_continues(trained, tmp_path):
     assert (tmp_path / "m" / "LATEST").read_text().strip().endswith("step-000000005")
 
 
+def test_best_checkpoint_is_served(trained):
+    """Validation every 3 of 6 steps: BEST points at the better one, and inference loads it."""
+    import json as _json
+
+    rows = [_json.loads(x) for x in (trained / "model" / "metrics.jsonl").read_text().splitlines()]
+    val = [r for r in rows if "val_rec@10" in r]
+    best = max(val, key=lambda r: (r["val_rec@10"], -r["step"]))
+    assert (trained / "model" / "BEST").read_text().strip() == f"checkpoints/best-{best['step']:09d}"
+    assert sb.load(trained / "model").config["checkpoint"] == f"best-{best['step']:09d}"
+
+
 def test_bad_input_errors(tmp_path, capsys):
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\nno-tab-here\n")

@@ -26,6 +26,7 @@ def test_padding_cannot_change_outputs(norm_first):
     short = to_batch(elems, np.array([[-1, -1, 0]]), h)
     padded_elems = np.concatenate([elems, np.full((1, 5), PAD_ELEM)], 1)
     padded = to_batch(padded_elems, np.array([[-1, -1, 0] + [-1] * 5]), h)
+    assert padded.tokens.shape == (1, 16)
     # garbage in padded positions must not matter either
     padded.tokens[0, 6:] = torch.randint(0, h.vocab_size, (10,))
     a = model.encoder(short.tokens, short.pad)
@@ -73,7 +74,7 @@ def test_gradients_reach_every_parameter(rng):
     h, model = make()
     model.train()
     sets = SetArray.from_lists([list(rng.choice(200, 20, replace=False)) for _ in range(8)])
-    loss = model(training_batch(sets, np.arange(8), h, MaskConfig(), rng))
+    loss = model(training_batch(sets, np.arange(8), h, MaskConfig(mask_rate=0.5), rng))
     loss.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
@@ -101,3 +102,25 @@ def test_eval_mode_is_deterministic():
     h, model = make()
     q = query_batch(np.array([[1, 2, 3]]), h)
     assert torch.equal(model.target_hidden(q), model.target_hidden(q))
+
+
+def test_merged_masks_give_the_same_outputs_and_loss(rng):
+    """One [MASK] element of multiplicity c with a log(c) attention bias (batches.merge_masks)
+    equals c identical [MASK] elements: same outputs for every other element, same loss."""
+    torch.manual_seed(0)
+    h = BloomHash.build(200, HashConfig(4, 2))
+    cfg = ModelConfig(h.vocab_size, 2, d=32, heads=4, d_ff=64, layers=2, dropout=0.0)
+    sets = SetArray.from_lists([list(rng.choice(200, 25, replace=False)) for _ in range(6)])
+    for per_hash in (False, True):
+        model = build_model(cfg, HeadConfig(per_hash_softmax=per_hash), h).train()
+        state = rng.bit_generator.state
+        plain = training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.5), rng, merge=False)
+        rng.bit_generator.state = state
+        merged = training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.5), rng, merge=True)
+        assert merged.tokens.shape[1] < plain.tokens.shape[1] and merged.mult.max() > 1
+        assert torch.equal(plain.target_ids, merged.target_ids)
+        a, b = model.target_hidden(plain), model.target_hidden(merged)
+        assert torch.allclose(a, b, atol=1e-5)
+        assert torch.allclose(model(plain), model(merged), atol=1e-5)
+        # and the shared rows give the loss of scoring every target separately
+        assert torch.allclose(model(plain), model.head.loss(a, plain.target_ids), atol=1e-5)

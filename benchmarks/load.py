@@ -1,0 +1,220 @@
+"""Benchmark: the HTTP service under load — POST /v1/predict at concurrency 1, 8 and 32, 30 s each.
+
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py     # ~7 min the first time
+
+Uses a model trained on the embedded Wikispeedia links with the default configuration (4 layers,
+d = 128, alpha = 4, m = 2): if --model does not exist yet it is prepared and trained first
+(--train-seconds, default 300) under runs/load/. Then `superbloom serve` starts in a child process
+on a free loopback port and a closed-loop asyncio client keeps `concurrency` requests in
+flight for --duration seconds per level, after a short warm-up. Each request is a context of 1 to 8
+ids drawn from one held-out Wikispeedia page, k = 10, approximate decoding (B = k). Client and
+server share the machine's cores (the client is a minimal asyncio HTTP/1.1 one, to leave them to
+the server). Records requests/s, p50 / p99 / max latency, errors (any non-200
+or transport error; the run fails if there is one) and the server's mean batch size (from /health).
+Results: benchmarks/results/load.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import machine_info, write_results  # noqa: E402
+
+import superbloom as sb  # noqa: E402
+from superbloom.checkpoint import latest_checkpoint  # noqa: E402
+from superbloom.files import load_json  # noqa: E402
+
+
+def ensure_model(model: Path, data: Path, seconds: float) -> None:
+    """Prepare the embedded links and train the default model for `seconds`, unless already there."""
+    if (model / "LATEST").exists():
+        return
+    if not (data / "meta.json").exists():
+        sb.prepare(sb.PrepareConfig(str(sb.embedded_dataset()), str(data)), progress=False)
+    print(f"training {model} for {seconds:.0f} s (default configuration)", flush=True)
+    sb.train(sb.TrainConfig(data=str(data), out=str(model), time_budget=seconds), progress=False)
+
+
+def contexts(data: Path, model: Path, n: int, seed: int = 0) -> list[list[str]]:
+    """n contexts of 1..8 ids, each from one held-out page (random vocabulary ids without the data)."""
+    rng = np.random.default_rng(seed)
+    if (data / "meta.json").exists():
+        d = sb.Dataset(data)
+        sets = [d.test[i] for i in range(len(d.test)) if len(d.test[i]) >= 2]
+        names = d.vocab.strings
+        out = []
+        for _ in range(n):
+            s = sets[rng.integers(len(sets))]
+            out.append([names[i] for i in rng.choice(s, size=min(len(s), rng.integers(1, 9)), replace=False)])
+        return out
+    vocab = (model / "vocab.txt").read_text("utf-8").splitlines()
+    return [[vocab[i] for i in rng.choice(len(vocab), size=rng.integers(1, 9), replace=False)] for _ in range(n)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "superbloom", "serve", str(model), "--port", str(port), "--no-access-log"]
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {log.read_text()}")
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"server did not start: {log.read_text()}")
+
+
+class Connection:
+    """A minimal HTTP/1.1 keep-alive client for POSTing JSON: a tenth of httpx's CPU per request,
+    which matters when the client shares the cores with the server it measures."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self.reader = self.writer = None
+
+    async def post(self, path: str, body: dict) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode()
+        self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+        length = int({k.lower(): v for k, v in headers.items()}["content-length"])
+        return int(lines[0].split()[1]), await self.reader.readexactly(length)
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def run_level(url: str, ctxs: list[list[str]], concurrency: int, duration: float, k: int) -> dict:
+    """Closed loop: `concurrency` connections, each sending its next request when the last one returns."""
+    latencies, errors, samples = [], [], []
+    host, port = url.split("//")[1].split(":")
+    before = httpx.get(url + "/health").json()
+    stop = time.perf_counter() + duration
+
+    async def worker(w: int):
+        conn, i = Connection(host, int(port)), w
+        try:
+            while time.perf_counter() < stop:
+                body = {"context": ctxs[i % len(ctxs)], "k": k}
+                i += concurrency
+                t0 = time.perf_counter()
+                try:
+                    status, data = await conn.post("/v1/predict", body)
+                except (OSError, asyncio.IncompleteReadError, ValueError, KeyError) as e:
+                    errors.append(repr(e))
+                    conn.close()
+                    conn = Connection(host, int(port))
+                    continue
+                latencies.append(time.perf_counter() - t0)
+                preds = json.loads(data).get("predictions", []) if status == 200 else []
+                if status != 200 or len(preds) != k:
+                    errors.append(f"{status}: {data[:200]!r}")
+                elif len(samples) < 3:
+                    samples.append({"context": body["context"], "top3": [p["id"] for p in preds[:3]]})
+        finally:
+            conn.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    elapsed = time.perf_counter() - t0
+    after = httpx.get(url + "/health").json()
+    lat = np.array(latencies) * 1000
+    batches = after["batches"] - before["batches"]
+    return {"concurrency": concurrency, "seconds": round(elapsed, 2), "requests": len(latencies),
+            "requests_per_s": round(len(latencies) / elapsed, 1),
+            "p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),
+            "mean_ms": round(float(lat.mean()), 2), "max_ms": round(float(lat.max()), 2),
+            "errors": len(errors), "error_examples": errors[:5],
+            "mean_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2), "samples": samples}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="runs/load/model", help="model directory (trained if missing)")
+    ap.add_argument("--data", default="runs/load/data", help="prepared Wikispeedia data (made if missing)")
+    ap.add_argument("--train-seconds", type=float, default=300.0)
+    ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--duration", type=float, default=30.0, help="seconds per concurrency level")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--results", default="benchmarks/results")
+    args = ap.parse_args(argv)
+
+    model, data = Path(args.model), Path(args.data)
+    ensure_model(model, data, args.train_seconds)
+    ctxs = contexts(data, model, 2000)
+    port = free_port()
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"superbloom-load-{port}.log"
+    load_before = os.getloadavg()
+    proc = start_server(model, port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        asyncio.run(run_level(url, ctxs, 4, args.warmup, args.k))  # warm-up, not recorded
+        levels = []
+        for c in [int(x) for x in args.concurrency.split(",")]:
+            r = asyncio.run(run_level(url, ctxs, c, args.duration, args.k))
+            print(f"concurrency {c:>3}: {r['requests_per_s']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  "
+                  f"p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}  mean batch {r['mean_batch']}", flush=True)
+            levels.append(r)
+        info = httpx.get(url + "/v1/model").json()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    state = load_json(latest_checkpoint(model) / "state.json")
+    result = {
+        "benchmark": "HTTP load: POST /v1/predict, closed loop",
+        "machine": dict(machine_info(), load_average_before=[round(x, 2) for x in load_before]),
+        "model": {"dir": str(model), "parameters": info["parameters"], "vocab_size": info["vocab_size"],
+                  "hash": info["hash"], "layers": info["model"]["layers"], "d": info["model"]["d"],
+                  "trained_steps": state["step"], "trained_seconds": round(state["seconds"], 1)},
+        "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "k": args.k, "decode": "approximate, B = k",
+                     "context_ids": "1-8 ids from one held-out page", "client": "asyncio HTTP/1.1 keep-alive, one connection per concurrent request, same machine",
+                     "server": "superbloom serve --no-access-log (uvicorn, 1 process, 1 torch thread: the default)"},
+        "levels": levels,
+    }
+    m = result["machine"]
+    md = ["# HTTP load benchmark (POST /v1/predict)", "",
+          f"Model: Wikispeedia, {info['vocab_size']:,} ids, {info['parameters']:,} parameters "
+          f"({info['model']['layers']} layers, d={info['model']['d']}, alpha={info['hash']['alpha']}, "
+          f"m={info['hash']['m']}; trained {state['step']} steps). k = {args.k}, approximate decoding; "
+          f"closed loop, {args.duration:.0f} s per level; one server process (1 torch thread, the default) and "
+          f"the client on the same {m['cores']} cores "
+          f"(load average before the run: {', '.join(map(str, m['load_average_before']))}).", "",
+          "| concurrency | requests/s | p50 ms | p99 ms | max ms | errors | mean batch |",
+          "|---:|---:|---:|---:|---:|---:|---:|"]
+    md += [f"| {r['concurrency']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
+           f"{r['errors']} | {r['mean_batch']} |" for r in levels]
+    md += ["", "Regenerate: `flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py`", ""]
+    write_results(Path(args.results), "load", result, md)
+    print(f"results in {args.results}/load.json and load.md")
+    return 1 if any(r["errors"] for r in levels) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

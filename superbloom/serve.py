@@ -1,0 +1,429 @@
+"""HTTP service: a trained model behind a small JSON API and a web page (FastAPI on uvicorn).
+
+    superbloom serve runs/wiki/model --port 8000      # then open http://127.0.0.1:8000/ (API docs: /docs)
+
+    POST /v1/predict   {"context": ["Copenhagen"], "k": 10, "exact": false}
+    POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
+                        "random_seed": 0}
+    GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
+    GET  /v1/model     configuration, vocabulary size, parameters, training data summary
+    GET  /health
+
+The model is loaded once. Requests never run the model on the event loop: one worker thread
+(`Batcher`) ranks everything queued since its previous batch in one call, so under load requests
+are batched and an idle server adds no waiting; expansions run in the thread pool and each of
+their steps joins those batches. Library use: `create_app(predictor, ServeConfig())`.
+
+Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
+request bodies over `max_body_bytes` are a 413.
+"""
+
+import asyncio
+import importlib.resources
+import math
+import queue
+import threading
+from concurrent.futures import Future
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from typing import Annotated, Literal
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import torch
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .decode import DecodeConfig, Ranking
+from .expand import ExpandConfig, expand
+from .predictor import Predictor
+from .vocab import Vocab
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    max_context: int = 512  # ids in a context / seed
+    max_k: int = 1000  # predictions per request
+    max_steps: int = 100  # ids added by one expansion
+    max_id_chars: int = 1000  # characters in one id
+    max_body_bytes: int = 1 << 20  # request body
+    max_batch: int = 64  # queries ranked in one model call
+    max_batch_ids: int = 1 << 14  # padded context ids in one model call
+
+
+# ---------------------------------------------------------------- batching
+
+
+@dataclass
+class _Query:
+    context: np.ndarray  # (c,) int64 known ids
+    k: int
+    decode: DecodeConfig
+    future: Future
+
+
+class Batcher:
+    """One worker thread ranks every query queued since its last batch with one `predictor.rank` call
+    per (k, decode) group and length-sorted chunk. Also a drop-in `model` for `expand.expand`."""
+
+    def __init__(self, predictor: Predictor, max_batch: int = 64, max_batch_ids: int = 1 << 14):
+        self.predictor, self.vocab = predictor, predictor.vocab
+        self.max_batch, self.max_batch_ids = max_batch, max_batch_ids
+        self.queue: queue.Queue[_Query | None] = queue.Queue()
+        self.batches = self.queries = 0  # counters for /health
+        self.thread = threading.Thread(target=self._loop, name="superbloom-batcher", daemon=True)
+        self.thread.start()
+
+    def submit(self, context: np.ndarray, k: int, decode: DecodeConfig) -> Future:
+        """Queue one context (known int ids); the future's result is a one-row Ranking."""
+        fut: Future = Future()
+        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut))
+        return fut
+
+    def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
+        """Blocking, like Predictor.rank: (Q, c) ids, -1 padded -> Ranking."""
+        futs = [self.submit(row[row >= 0], k, decode) for row in np.asarray(contexts)]
+        return Ranking.concat([f.result() for f in futs])
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while (first := self.queue.get()) is not None:
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    q = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if q is None:
+                    self.queue.put(None)  # stop after this batch
+                    break
+                batch.append(q)
+            self._run(batch)
+
+    def _run(self, batch: list[_Query]) -> None:
+        groups: dict[tuple, list[_Query]] = {}
+        for q in batch:
+            groups.setdefault((q.k, q.decode), []).append(q)
+        for (k, decode), qs in groups.items():
+            qs.sort(key=lambda q: len(q.context))
+            for chunk in self._chunks(qs):
+                self._rank_chunk(chunk, k, decode)
+
+    def _chunks(self, qs: list[_Query]):
+        """Length-sorted queries -> chunks of at most max_batch_ids padded ids."""
+        start = 0
+        for i in range(1, len(qs) + 1):
+            if i == len(qs) or (i + 1 - start) * max(1, len(qs[i].context)) > self.max_batch_ids:
+                yield qs[start:i]
+                start = i
+
+    def _rank_chunk(self, qs: list[_Query], k: int, decode: DecodeConfig) -> None:
+        qs = [q for q in qs if q.future.set_running_or_notify_cancel()]
+        if not qs:
+            return
+        mat = np.full((len(qs), max(len(q.context) for q in qs)), -1, np.int64)
+        for i, q in enumerate(qs):
+            mat[i, :len(q.context)] = q.context
+        try:
+            r = self.predictor.rank(mat, k, decode)
+        except Exception as e:  # noqa: BLE001 - handed to the waiting requests, the worker lives on
+            for q in qs:
+                q.future.set_exception(e)
+            return
+        self.batches, self.queries = self.batches + 1, self.queries + len(qs)
+        for i, q in enumerate(qs):
+            q.future.set_result(r.select(torch.tensor([i])))
+
+
+# ---------------------------------------------------------------- autocomplete
+
+
+def _fold(s: str) -> str:
+    return s.replace("_", " ").lower()
+
+
+def _bisect(keys: pa.Array, x: str) -> int:
+    """First position in the sorted string array `keys` whose value is >= x."""
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid].as_py() < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+class PrefixIndex:
+    """Autocomplete over display names (URL-decoded, '_' read as ' ', lower-cased).
+
+    Built once with Arrow (a vectorised sort: seconds for millions of ids, no Python string per key
+    kept); a prefix is two binary searches. Matches come back most frequent first: vocab ids are
+    numbered by decreasing training count, so that is the smallest ids of the matching range, found
+    by a partial sort of a small range or, for a large one, by scanning ids in order until `limit` hit.
+    """
+
+    SCAN = 1 << 15  # ranges longer than this are searched by scanning the most frequent ids first
+
+    def __init__(self, vocab: Vocab):
+        decoded = pa.array([unquote(s) if "%" in s else s for s in vocab.strings], pa.large_string())
+        keys = pc.utf8_lower(pc.replace_substring(decoded, "_", " "))
+        self.order = pc.sort_indices(keys).to_numpy().astype(np.int32)  # sorted position -> id
+        self.keys = keys.take(pa.array(self.order))
+        self.position = np.empty(len(self.order), np.int32)  # id -> sorted position
+        self.position[self.order] = np.arange(len(self.order), dtype=np.int32)
+
+    def search(self, prefix: str, limit: int) -> np.ndarray:
+        p = _fold(prefix)
+        lo, hi = _bisect(self.keys, p), _bisect(self.keys, p + "\U0010ffff")
+        if hi - lo <= self.SCAN:
+            ids = self.order[lo:hi]
+            return np.sort(np.partition(ids, limit - 1)[:limit] if len(ids) > limit else ids)
+        found = []
+        for start in range(0, len(self.order), self.SCAN):
+            pos = self.position[start:start + self.SCAN]
+            found.extend((np.flatnonzero((pos >= lo) & (pos < hi)) + start)[:limit - len(found)].tolist())
+            if len(found) == limit:
+                break
+        return np.asarray(found, np.int64)
+
+
+# ---------------------------------------------------------------- request and response bodies
+
+
+def request_models(cfg: ServeConfig):
+    """Request bodies with the limits of `cfg` (so a 422 names the field and the limit)."""
+    Id = Annotated[str, Field(min_length=1, max_length=cfg.max_id_chars)]
+    Ids = Annotated[list[Id], Field(min_length=1, max_length=cfg.max_context)]
+    K = Annotated[int, Field(ge=1, le=cfg.max_k, description="number of ids to return")]
+    strict = ConfigDict(extra="forbid", strict=True)
+
+    class PredictRequest(BaseModel):
+        model_config = strict
+        context: Ids = Field(description="ids of the set (as stored or URL-decoded)",
+                             examples=[["Copenhagen", "Paris"]])
+        k: K = 10
+        exact: bool = Field(False, description="widen the beam until the top-k is certified exact")
+
+    class ExpandRequest(BaseModel):
+        model_config = strict
+        seed: Ids = Field(description="ids of the set to grow", examples=[["Copenhagen"]])
+        steps: int = Field(10, ge=1, le=cfg.max_steps, description="ids to add, one at a time")
+        strategy: Literal["argmax", "sample"] = "argmax"
+        temperature: float = Field(1.0, gt=0, le=100, allow_inf_nan=False,
+                                   description="sample: softmax(score / temperature) over the top k")
+        random_seed: int = Field(0, ge=0, le=2 ** 63 - 1)
+        k: Annotated[int, Field(ge=1, le=cfg.max_k, description="candidates ranked per step")] = 10
+        exact: bool = False
+
+    return PredictRequest, ExpandRequest
+
+
+class Item(BaseModel):
+    id: str = Field(description="id as stored in the vocabulary")
+    display: str = Field(description="URL-decoded id, for people")
+    score: float | None = Field(description="gamma score (sum of log-probabilities); null if not finite")
+
+
+class PredictResponse(BaseModel):
+    predictions: list[Item]
+    exact: bool = Field(description="the top-k is certified exact (Algorithm 1's bound)")
+    beam: int
+    context: list[str] = Field(description="known context ids, as stored")
+    unknown: list[str] = Field(description="context ids not in the vocabulary (ignored)")
+
+
+class ExpandedItem(Item):
+    exact: bool
+
+
+class ExpandResponse(BaseModel):
+    seed: list[str]
+    unknown: list[str]
+    added: list[ExpandedItem]
+
+
+class Entity(BaseModel):
+    id: str
+    display: str
+    count: int = Field(description="occurrences in the training sets")
+
+
+# ---------------------------------------------------------------- the app
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _message(errors) -> str:
+    parts = []
+    for e in errors:
+        loc = e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"]  # body fields by name alone
+        if e["loc"] == ("body",):
+            parts.append(f"request body: {e['msg']} (expected a JSON object, Content-Type: application/json)")
+        elif e["type"] == "json_invalid":
+            parts.append(f"request body is not valid JSON (at character {e['loc'][-1]}: "
+                         f"{e.get('ctx', {}).get('error', '')})")
+        else:
+            parts.append(f"{'.'.join(map(str, loc))}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def _error(status: int, message: str, detail=None) -> JSONResponse:
+    return JSONResponse({"message": message, "detail": detail if detail is not None else message}, status)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is answered 413 before the app reads it."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_big = _error(413, f"request body over the limit of {self.limit} bytes")
+        declared = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        if declared.isdigit() and int(declared) > self.limit:
+            return await too_big(scope, receive, send)
+        messages, size = [], 0
+        while True:  # buffer the (small) body, counting bytes whatever Content-Length said
+            msg = await receive()
+            messages.append(msg)
+            size += len(msg.get("body", b""))
+            if size > self.limit:
+                return await too_big(scope, receive, send)
+            if msg["type"] != "http.request" or not msg.get("more_body"):
+                break
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> FastAPI:
+    """The FastAPI app serving `predictor`. Builds the lookup and autocomplete indexes now."""
+    vocab = predictor.vocab
+    vocab.index, vocab.aliases  # noqa: B018 - build the lazy lookup tables before the first request
+    prefixes = PrefixIndex(vocab)
+    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids)
+    PredictRequest, ExpandRequest = request_models(config)
+    page = (importlib.resources.files("superbloom") / "static" / "index.html").read_text("utf-8")
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        batcher.close()
+
+    app = FastAPI(title="superbloom", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Set completion and expansion over a huge vocabulary of ids (Superbloom: "
+                              "Bloom filter meets Transformer). Every error has a `message`.")
+    _offline_docs(app)
+    app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return _error(422, _message(exc.errors()), errors)  # no echo of the input: it may not encode
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400:  # FastAPI could not parse the body (bad UTF-8, JSON nested too deep)
+            return _error(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
+        return _error(exc.status_code, str(exc.detail))
+
+    def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str]]:
+        known, unknown = vocab.lookup(ids)
+        if len(known) == 0:
+            shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise HTTPException(422, f"{name}: none of the {len(unknown)} ids is in the model's vocabulary "
+                                     f"(unknown: {shown})")
+        return known, unknown
+
+    def item(i: int, score: float) -> dict:
+        return {"id": vocab.strings[i], "display": vocab.display(i), "score": _finite(score)}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index():
+        return page
+
+    @app.post("/v1/predict", response_model=PredictResponse, summary="top-k ids for a context")
+    async def predict(req: PredictRequest):
+        known, unknown = known_or_422(req.context, "context")
+        r = await asyncio.wrap_future(batcher.submit(known, req.k, DecodeConfig(exact=req.exact)))
+        preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
+        return {"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
+                "context": vocab.decode(known.tolist()), "unknown": unknown}
+
+    @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
+    def expand_set(req: ExpandRequest):  # sync: runs in the thread pool, its steps join the batches
+        known_or_422(req.seed, "seed")
+        cfg = ExpandConfig(req.steps, req.strategy, req.temperature, req.k, req.random_seed,
+                           DecodeConfig(exact=req.exact))
+        out = expand(batcher, req.seed, cfg)
+        added = [dict(item(vocab.get(a.id), a.score), exact=a.exact) for a in out.added]
+        return {"seed": out.seed, "unknown": out.unknown, "added": added}
+
+    @app.get("/v1/entities", response_model=list[Entity], summary="autocomplete: ids whose display name "
+             "starts with a prefix (case-insensitive, '_' = ' '), most frequent first")
+    async def entities(prefix: Annotated[str, Query(max_length=config.max_id_chars)] = "",
+                       limit: Annotated[int, Query(ge=1, le=100)] = 10):
+        return [{"id": vocab.strings[i], "display": vocab.display(i), "count": int(vocab.counts[i])}
+                for i in prefixes.search(prefix, limit).tolist()]
+
+    @app.get("/v1/model", summary="configuration, vocabulary size, parameter count, training data summary")
+    async def model_info():
+        c = predictor.config
+        return {"vocab_size": len(vocab), "parameters": predictor.n_parameters, "checkpoint": c.get("checkpoint"),
+                "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
+                "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
+
+    @app.get("/health", summary="liveness, with batching counters")
+    async def health():
+        return {"status": "ok", "vocab_size": len(vocab), "queued": batcher.queue.qsize(),
+                "batches": batcher.batches, "queries": batcher.queries}
+
+    return app
+
+
+def _offline_docs(app: FastAPI) -> None:
+    """/docs with Swagger UI's assets served from the installed swagger-ui-bundle, not a CDN."""
+    import swagger_ui_bundle
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+
+
+def _data_summary(meta: dict) -> dict:
+    keys = ("input", "format", "sets", "ids", "links", "train", "test", "test_fraction", "seed",
+            "test_ids_unseen_in_train", "duplicates_removed")
+    return {k: meta[k] for k in keys if k in meta}
+
+
+def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
+          threads: int = 1, access_log: bool = True) -> None:
+    """Load the model once and serve it with uvicorn until interrupted. threads: torch CPU threads
+    (0: torch's default, one per core)."""
+    import uvicorn
+
+    app = create_app(Predictor.load(model_dir, threads), config)
+    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")

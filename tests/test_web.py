@@ -1,0 +1,71 @@
+"""The web page in a real browser: Playwright drives Debian's headless Chromium (/usr/bin/chromium;
+`.ci/run` installs it with apt-get) against `superbloom serve` on a loopback port. It types a
+context with autocomplete, sees the predictions and the exactness flag, clicks one to expand the
+set, and saves a screenshot to test-artifacts/web.png. Skips, saying why, without either
+(SUPERBLOOM_CHROMIUM names another Chromium binary)."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+CHROMIUM = os.environ.get("SUPERBLOOM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (pip install "
+                                   "'.[test]')")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium, or set SUPERBLOOM_CHROMIUM)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def test_page_predicts_and_expands(browser, server):
+    page = browser.new_page(viewport={"width": 900, "height": 900})
+    requested, errors = [], []
+    page.on("request", lambda r: requested.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server + "/")
+    page.wait_for_selector("#model:has-text('4,093 ids')")
+
+    page.fill("#entity", "copenh")  # autocomplete is case-insensitive, on display names
+    page.wait_for_selector("#suggest li:has-text('Copenhagen')")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".chip[data-id='Copenhagen']")
+    page.fill("#entity", "people's rep")
+    page.click("#suggest li:has-text(\"People's_Republic_of_China\")")
+    page.wait_for_selector(".chip[data-id='People%27s_Republic_of_China']")
+    page.wait_for_function("document.querySelectorAll('#preds li').length === 10")
+    flag = page.text_content("#exactness")
+    assert flag == "certified exact" or flag == "approximate (beam 10)", flag
+    page.check("#exact")  # exact decoding: the flag says so
+    page.wait_for_selector("#exactness:has-text('certified exact')")
+
+    first = page.locator("#preds li").first
+    picked = first.get_attribute("data-id")
+    first.click()  # expansion: the prediction joins the set and the page predicts again
+    page.wait_for_selector(f".chip[data-id='{picked}']")
+    page.wait_for_function(f"![...document.querySelectorAll('#preds li')].some(li => li.dataset.id === {picked!r})"
+                           " && document.querySelectorAll('#preds li').length === 10")
+    assert page.locator(".chip").count() == 3
+    widths = page.eval_on_selector_all("#preds .bar", "bars => bars.map(b => b.getBoundingClientRect().width)")
+    assert widths[0] == max(widths) and widths[0] > 0  # score bars: the best is the longest
+
+    page.fill("#entity", "Not_A_Page")
+    page.keyboard.press("Enter")  # unknown ids are shown as such, the others still predict
+    page.wait_for_selector(".chip.unknown[data-id='Not_A_Page']")
+    page.wait_for_selector("#status:has-text('unknown (ignored): Not_A_Page')")
+    page.click("#expand")  # five more, server-side expansion
+    page.wait_for_function("document.querySelectorAll('.chip').length === 9")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web.png"), full_page=True)
+    assert not errors, errors
+    assert requested and all(u.startswith(server) for u in requested)  # self-contained: nothing external
+    page.close()
