@@ -43,6 +43,7 @@ from machine import machine_info, machine_line  # noqa: E402
 
 import superbloom as sb  # noqa: E402
 from superbloom.baselines import EASE_MAX_IDS, fit_baseline  # noqa: E402
+from superbloom.batches import MaskConfig  # noqa: E402
 from superbloom.batches import query_batch  # noqa: E402
 from superbloom.checkpoint import latest_checkpoint  # noqa: E402
 from superbloom.evaluate import EvalConfig, Examples, evaluate, make_examples  # noqa: E402
@@ -156,8 +157,9 @@ class Run:
     model: sb.ModelConfig
     head: sb.HeadConfig
     budget: float
-    batch_size: int = 128
-    lr: float = 1e-3
+    mask: MaskConfig = field(default_factory=MaskConfig)  # the library's recipe: mask rate 0.5
+    batch_size: int = 64  # the library's recipe (TrainConfig defaults)
+    lr: float = 3e-3
     warmup: int = 300
     seed: int = 0
 
@@ -188,7 +190,7 @@ def fit(run: Run) -> dict:
     if run.dir.exists():  # an interrupted run: start over (a time budget cannot resume fairly)
         shutil.rmtree(run.dir)
     cfg = sb.TrainConfig(data=str(data.path), out=str(run.dir), hash=run.hash, model=run.model, head=run.head,
-                         batch_size=run.batch_size, lr=run.lr, warmup=run.warmup, time_budget=run.budget,
+                         mask=run.mask, batch_size=run.batch_size, lr=run.lr, warmup=run.warmup, time_budget=run.budget,
                          eval_every=0, checkpoint_every=1e9, val_fraction=0.0, seed=run.seed, threads=THREADS)
     load_before = os.getloadavg()[0]
     print(f"training {run.dataset}/{run.key()}: {run.head.name} alpha={run.hash.alpha} m={run.hash.m} "
@@ -376,7 +378,7 @@ def result_path(filename: str) -> Path:
 def write_results(name: str, result: dict, rows: list[dict], markdown: list[str]) -> None:
     """RESULTS/name.json (everything), name.csv (the rows), name.md (a fragment for PAPER.md)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    result = {**result, "rows": rows, "machine": machine_info()}
+    result = {**result, "rows": rows, "code": code_version(), "machine": machine_info()}
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, default=_json) + "\n")
     keys = list(dict.fromkeys(k for r in rows for k in r))
     with open(RESULTS / f"{name}.csv", "w", newline="") as f:
@@ -385,6 +387,17 @@ def write_results(name: str, result: dict, rows: list[dict], markdown: list[str]
         w.writerows(rows)
     (RESULTS / f"{name}.md").write_text("\n".join(markdown + ["", machine_line(result["machine"]), ""]))
     print("\n".join(markdown))
+
+
+def code_version() -> str:
+    """The commit the results came from ('+dirty' if the working tree had changes)."""
+    import subprocess
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _json(o):

@@ -87,7 +87,7 @@ def plot(panels) -> None:
     for ax, (name, drows) in zip(axes[0], panels):
         x = [r["decile"] for r in drows]
         for i, m in enumerate(("superbloom", "full softmax", "cooccurrence")):
-            ax.plot(x, [r[f"{m} rec@1"] for r in drows], "o-", color=f"C{i}", label=m,
+            ax.plot(x, [r[f"{m} rec@1"] for r in drows], marker="o", color=f"C{i}", label=m,
                     ls="--" if m == "cooccurrence" else "-")
             ax.fill_between(x, [r[f"{m} lo"] for r in drows], [r[f"{m} hi"] for r in drows], color=f"C{i}", alpha=0.15)
         ax.set_xticks(x)
