@@ -23,7 +23,9 @@ each, the last may hold fewer), which `BloomHash.from_orders` turns into buckets
    buckets, never over id pairs), each taking the alpha - 1 best candidates still unassigned (and,
    for a constrained map, in distinct buckets of the first map, none in the seed's own). A seed
    whose K-list ran short is rescanned against every unassigned id, so the result equals the
-   one-seed-at-a-time greedy (up to ties in similarity).
+   one-seed-at-a-time greedy (up to ties in similarity). The nearest neighbours are exact, so
+   the cost is O(N^2 r / alpha) multiply-adds in block matrix products: about a minute per map
+   for Epinions' 278K ids on 2 CPU cores (benchmarks/results/paper/t7_coherent.md).
 
 Where the constraint cannot be met (the last few ids may all come from a few first-map buckets)
 the bucket is filled anyway and the violation counted; `BloomHash.from_orders` then separates any
