@@ -63,6 +63,9 @@ def _add_train(sub):
     g.add_argument("--alpha", type=int, default=_default(HashConfig, "alpha"), help="ids per hash bucket")
     g.add_argument("--m", type=int, default=_default(HashConfig, "m"), help="hash functions per id")
     g.add_argument("--hash-seed", type=int, default=_default(HashConfig, "seed"))
+    g.add_argument("--coherent", type=int, default=_default(HashConfig, "coherent"),
+                   help="how many of the m maps are coherent: similar ids (training co-occurrence) share a "
+                        "bucket (appendix C); the rest are random (default 0)")
     g = p.add_argument_group("model")
     g.add_argument("--d", type=int, default=_default(ModelConfig, "d"), help="embedding / hidden size")
     g.add_argument("--heads", type=int, default=_default(ModelConfig, "heads"), help="attention heads")
@@ -234,7 +237,7 @@ def train_config_from_args(args) -> TrainConfig:
     names = ["batch_size", "lr", "warmup", "weight_decay", "clip", "steps", "epochs", "time_budget",
              "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume", "keep_best"]
     mask = MaskConfig(n=args.segment, mask_rate=args.mask_rate)
-    return TrainConfig(data=args.data, out=args.out, hash=HashConfig(args.alpha, args.m, args.hash_seed),
+    return TrainConfig(data=args.data, out=args.out, hash=HashConfig(args.alpha, args.m, args.hash_seed, args.coherent),
                        model=model, head=head, mask=mask, **{n: getattr(args, n) for n in names})
 
 

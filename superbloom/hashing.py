@@ -36,10 +36,13 @@ class HashConfig:
     alpha: int = 4  # ids per bucket
     m: int = 2  # hash maps (tokens per id)
     seed: int = 0
+    coherent: int = 0  # how many of the m maps are coherent (appendix C, coherent.py); they come first
 
     def __post_init__(self):
         if self.alpha < 1 or self.m < 1:
             raise ValueError(f"alpha and m must be >= 1, got alpha={self.alpha}, m={self.m}")
+        if not 0 <= self.coherent <= self.m:
+            raise ValueError(f"coherent must be between 0 and m={self.m}, got {self.coherent}")
 
 
 class BloomHash:
@@ -69,11 +72,22 @@ class BloomHash:
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def build(cls, n_ids: int, cfg: HashConfig) -> "BloomHash":
-        """Random maps (sec. 3.2): seeded permutations, alpha consecutive ids per bucket."""
+    def build(cls, n_ids: int, cfg: HashConfig, sets=None) -> "BloomHash":
+        """Random maps (sec. 3.2): seeded permutations, alpha consecutive ids per bucket.
+
+        With cfg.coherent = c > 0 the first c maps are coherent (appendix C): built from the
+        co-occurrences of `sets` (the training SetArray, required then) by coherent.py."""
         rng = np.random.default_rng(cfg.seed)
-        orders = [np.arange(n_ids) if (cfg.alpha == 1 and j == 0) else rng.permutation(n_ids)
-                  for j in range(cfg.m)]
+        orders = []
+        if cfg.coherent:
+            if sets is None:
+                raise ValueError(f"coherent={cfg.coherent}: coherent hash maps are built from the training "
+                                 "sets; pass them (BloomHash.build(n_ids, cfg, sets))")
+            from .coherent import coherent_orders
+
+            orders = coherent_orders(sets, n_ids, cfg.alpha, cfg.coherent, cfg.seed)
+        orders += [np.arange(n_ids) if (cfg.alpha == 1 and j == 0) else rng.permutation(n_ids)
+                   for j in range(cfg.coherent, cfg.m)]
         return cls.from_orders(orders, cfg.alpha, rng)
 
     @classmethod

@@ -121,7 +121,7 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
     else:
         hcfg, head_cfg = cfg.hash, cfg.head
         t0 = time.time()
-        hashing = BloomHash.build(data.n_ids, hcfg)
+        hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None)
         mcfg = dataclasses.replace(cfg.model, vocab_size=hashing.vocab_size, m=hcfg.m)
         hash_seconds = time.time() - t0
     torch.manual_seed(cfg.seed)

@@ -1,0 +1,94 @@
+"""Table 6 of the paper at this machine's scale: beam width B of Algorithm 1 vs rec@1/10/20
+(appendix B: "it is sufficient to set the beam width B = k").
+
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t6_beam.py    # ~1 min after t2/t3
+
+Two trained superbloom models, decoded with B in {1, 10, 20, 100} (approximate: one pass of
+Algorithm 1, top-20 among the candidates) and in exact mode (B widened until the top-20 is
+certified exact, the reference):
+  wikispeedia   Table 3's hashed 4-layer model (alpha = 20, m = 2)
+  epinions      Table 2's superbloom model (alpha = 50, m = 2, 278K ids)
+The models are t3_layers.py's and t2_heads.py's runs: reused from runs/paper/ when those scripts
+ran first, trained here (same configuration and budget) otherwise. Also reports the share of
+answers certified exact and the decoding speed (queries/s) for each B.
+
+Writes benchmarks/results/paper/t6_beam.{json,csv,md,png}.
+"""
+from __future__ import annotations
+
+import argparse
+
+import common as C
+import superbloom as sb
+import t2_heads
+import t3_layers
+
+BEAMS = (1, 10, 20, 100)
+
+
+def models(budget_t2: float, budget_t3: float) -> dict:
+    return {"wikispeedia": ("Table 3 hashed L4", t3_layers.hashed_deep_run("wikispeedia", budget_t3)),
+            "epinions": ("Table 2 superbloom", t2_heads.superbloom_run("epinions", budget_t2))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="wikispeedia,epinions")
+    ap.add_argument("--budget-t2", type=float, default=t2_heads.BUDGET, help="budget of Table 2's runs (to reuse them)")
+    ap.add_argument("--budget-t3", type=float, default=t3_layers.BUDGET, help="budget of Table 3's runs (to reuse them)")
+    args = ap.parse_args()
+    timer = C.Timer()
+    rows, summaries, panels = [], [], []
+    for name in args.datasets.split(","):
+        label, run = models(args.budget_t2, args.budget_t3)[name]
+        data = C.dataset(name)
+        ex = C.examples(data)
+        summaries.append(C.dataset_summary(name, data, ex) | {"model": label, "key": run.key()})
+        drows = []
+        for beam, exact in [(b, False) for b in BEAMS] + [(None, True)]:
+            rec = C.score(run, data, ex, sb.DecodeConfig(beam=beam, exact=exact))
+            method = f"B={beam}" if not exact else "exact (B widened)"
+            drows.append(C.model_row(method, run, rec, ex.set_rows, beam=beam if beam else "exact",
+                                     certified_exact=round(rec["certified_exact"], 4),
+                                     mean_beam=round(rec["mean_beam"], 1), queries_per_s=rec["queries_per_second"]))
+        rows += drows
+        panels.append((name, drows))
+    cols = [("dataset", "dataset"), ("decoding", "method"), ("parameters", "parameters"), ("train s", "train_seconds"),
+            ("rec@1 [95% CI]", "rec@1"), ("rec@10 [95% CI]", "rec@10"), ("rec@20 [95% CI]", "rec@20"),
+            ("certified exact", "certified_exact"), ("mean B", "mean_beam"), ("queries/s", "queries_per_s")]
+    md = ["### Table 6 at this scale: beam width vs recall (top-20 retrieved, context excluded)", ""]
+    md += C.markdown_table(rows, cols)
+    plot(panels)
+    C.write_results("t6_beam", {"table": "t6", "datasets": summaries, "protocol": C.protocol(),
+                                "wall_seconds": timer.seconds}, rows, md)
+
+
+def plot(panels) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (name, drows) in zip(axes[0], panels):
+        approx = [r for r in drows if r["beam"] != "exact"]
+        exact = [r for r in drows if r["beam"] == "exact"][0]
+        x = [r["beam"] for r in approx]
+        for i, k in enumerate((1, 10, 20)):
+            y = [r[f"rec@{k}"] for r in approx]
+            lo = [r[f"rec@{k}_lo"] for r in approx]
+            hi = [r[f"rec@{k}_hi"] for r in approx]
+            ax.plot(x, y, "o-", color=f"C{i}", label=f"rec@{k}")
+            ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.15)
+            ax.axhline(exact[f"rec@{k}"], color=f"C{i}", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("beam width B (dotted: exact top-20)")
+        ax.set_ylabel("recall (95% CI)")
+        ax.set_title(name)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(C.result_path("t6_beam.png"), dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
