@@ -1,7 +1,7 @@
 """Table 2 of the paper at this machine's scale: superbloom vs the output layers it replaces, each
 trained for the same wall-clock budget (paper sec. 3.3, Tables 1-2).
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t2_heads.py      # ~55 min
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t2_heads.py      # ~35 min
 
 Per dataset (default: the two large vocabularies, BERT4Rec Beauty 53K ids and Epinions 278K ids):
   superbloom    alpha = 50, m = 2 (the paper's Table 1 setting), d = 128, 4 layers, beam B = 20
@@ -28,7 +28,7 @@ ALPHA, M, D, LAYERS = 50, 2, 128, 4
 SAMPLE_FRACTION = 0.025
 
 
-BUDGET = 360.0
+BUDGET = 240.0
 
 
 def superbloom_run(name: str, budget: float = BUDGET) -> C.Run:

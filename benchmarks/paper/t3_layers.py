@@ -1,6 +1,6 @@
 """Table 3 of the paper at this machine's scale: does depth matter more with hashing? (sec. 3.4)
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t3_layers.py     # ~45 min
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t3_layers.py     # ~28 min
 
 Per dataset (default: Wikispeedia links, the paper's own kind of data, and FB15k-237 neighbour
 sets), five runs of the same wall-clock budget, d = 128, 4 attention heads, d_ff = 512:
@@ -24,7 +24,7 @@ import common as C
 import superbloom as sb
 
 D, DEEP, ALPHA = 128, 4, 20
-BUDGET = 240.0
+BUDGET = 150.0
 
 
 def hashed_deep_run(name: str, budget: float = BUDGET) -> C.Run:

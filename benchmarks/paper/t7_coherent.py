@@ -1,6 +1,6 @@
 """Table 7 of the paper at this machine's scale: random vs coherent hashing (appendix C).
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t7_coherent.py   # ~25 min
+    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t7_coherent.py   # ~16 min
 
 Six models on the Wikispeedia links, all m = 2 maps, d = 128, 4 layers, the same budget as
 Table 3: alpha in {10, 20} x {0, 1, 2} coherent maps (superbloom/coherent.py: co-occurrence
