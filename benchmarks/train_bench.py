@@ -3,7 +3,9 @@
     python benchmarks/train_bench.py            # ~3 minutes on 2 cores
 
 Real batches from the embedded Wikispeedia links (full segments of 32 ids from pages with at least
-32 links, so every batch is B x 64 tokens; 15% masked, m = 2, alpha = 4), one optimizer step = forward + backward + AdamW update. FLOPs per step are counted by
+32 links; m = 2, alpha = 4), masked as the library trains them (MaskConfig defaults: half of the
+segment masked, the identical [MASK] elements merged into one), so a batch holds about 40 tokens
+per example; one optimizer step = forward + backward + AdamW update. FLOPs per step are counted by
 PyTorch's FlopCounterMode on the actual step (matmuls, attention; elementwise ops are not
 counted, as is usual for MFU). MFU = counted FLOPs / step time / peak, against two peaks: the
 brief's yardstick of 60 GFLOP/s fp32 for this 2-core machine, and the fp32 matmul rate measured
