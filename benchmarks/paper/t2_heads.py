@@ -11,8 +11,8 @@ Per dataset (default: the two large vocabularies, BERT4Rec Beauty 53K ids and Ep
                 ids drawn per step (the paper: 128K of 5.3M samples, 11x the parameters)
   hierarchical  no hashing, hierarchical softmax (Huffman tree, exact A* top-k), width matched to
                 superbloom's parameter count like `full`
-All four: 4 Transformer layers, batch 128, Adam with warm-up and inverse-sqrt decay, lr 1e-3,
-`--budget` seconds of training each. Next to them, on the very same examples: popularity,
+All four: 4 Transformer layers and the library's training recipe (batch 64, AdamW lr 3e-3 with 300
+warm-up steps and inverse-sqrt decay, mask rate 0.5), `--budget` seconds of training each. Next to them, on the very same examples: popularity,
 item co-occurrence and EASE (EASE only where its dense N x N matrix fits: not these two).
 
 Writes benchmarks/results/paper/t2_heads.{json,csv,md,png}.
