@@ -9,12 +9,14 @@ k = 10, gamma = sum_log, no excluded ids. Results: benchmarks/results/decode_lat
 
 Output distributions
   trained  as peaked as a trained model's. `results/decode_profile.json` holds, for 256 held-out
-           queries, the id-level log-probability profile of a Superbloom model (defaults: 4 layers,
-           d = 128, alpha = 4, m = 2) trained on the embedded Wikispeedia links: the model's sum_log
+           queries, the id-level log-probability profile of a Superbloom model (the config is
+           recorded in the file) trained on the embedded Wikispeedia links: the model's sum_log
            score of each of its 4,093 ids, normalised over the ids and sorted, f(r) for rank r (kept
            exactly for r <= 64, then at log-spaced ranks), and the slope of f against log r over its
            last decade of ranks. The script makes that file when it is missing (--retrain: again),
-           training for --train-seconds. Transplant onto N ids: ranks r <= 4,093 keep f(r); beyond,
+           training for --train-seconds; or it reads the profile off a model you already trained:
+           --profile-model runs/demo/model --profile-data runs/demo/data (the README's demo model,
+           which the committed profile comes from). Transplant onto N ids: ranks r <= 4,093 keep f(r); beyond,
            f continues linearly in log r with the fitted slope (a power-law tail); the result is
            renormalised over the N ids, the ranks go to a random permutation of the ids, and map j's
            distribution is the marginal p_j(b) = sum of p(s) over the ids s in bucket b -- what a
@@ -183,10 +185,21 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--retrain", action="store_true", help="rebuild results/decode_profile.json")
     ap.add_argument("--train-seconds", type=float, default=300.0, help="training time for the profile model")
+    ap.add_argument("--profile-model", help="rebuild results/decode_profile.json from this trained model directory "
+                                            "(with --profile-data: its prepared Wikispeedia data) instead of training one")
+    ap.add_argument("--profile-data", help="prepared data directory of --profile-model")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.retrain or not PROFILE.exists():
+    if args.profile_model:
+        if not args.profile_data:
+            ap.error("--profile-model needs --profile-data (the prepared data the model was trained on)")
+        model = sb.load(args.profile_model)
+        state = Path(args.profile_model) / "checkpoints" / model.config["checkpoint"] / "state.json"
+        seconds = json.loads(state.read_text())["seconds"]
+        PROFILE.parent.mkdir(parents=True, exist_ok=True)
+        PROFILE.write_text(json.dumps(read_profile(model, sb.Dataset(args.profile_data), round(seconds, 1))) + "\n")
+    elif args.retrain or not PROFILE.exists():
         print(f"training the profile model for {args.train_seconds:.0f} s ...", flush=True)
         PROFILE.parent.mkdir(parents=True, exist_ok=True)
         PROFILE.write_text(json.dumps(make_profile(args.train_seconds, args.threads)) + "\n")
@@ -196,12 +209,13 @@ def main() -> None:
               "profile_model": profile["model"], "cases": []}
     result["machine"]["load_average_at_start"] = [round(x, 2) for x in os.getloadavg()]
 
-    # check of the transplant at the profile model's own size and hashing (alpha = 4)
-    h = BloomHash.build(profile["n_ids"], HashConfig(4, M, 1))
+    # check of the transplant at the profile model's own size and hashing density
+    own_alpha = int(profile["model"]["hash"]["alpha"])
+    h = BloomHash.build(profile["n_ids"], HashConfig(own_alpha, M, 1))
     b, inv = h.tables()
     lp, _ = distributions("trained", profile, profile["n_ids"], h, seed=1)
     result["transplant_check"] = {
-        "n_ids": profile["n_ids"], "alpha": 4, "own_outputs": profile["own_outputs"],
+        "n_ids": profile["n_ids"], "alpha": own_alpha, "own_outputs": profile["own_outputs"],
         "transplant_certified_at_B_k": float(beam_topk(lp, b, inv, K).exact.float().mean()),
         "transplant_exact_beam_max": int(beam_topk(lp, b, inv, K, exact=True).beam.max())}
     print(json.dumps(result["transplant_check"]), flush=True)
@@ -252,7 +266,7 @@ def markdown(r: dict) -> list[str]:
             f"{a['batch256_ms']:.0f} / {e['batch256_ms']:.0f} / {h['batch256_ms']:.0f} | "
             f"{x['speedup_exact_vs_exhaustive']['batch256']}x |")
     lines += ["", "Ids can differ from the exhaustive answer only between ids with tied scores (the scores "
-              "column agrees on every query).", "", f"Transplant check at the profile model's size ({c['n_ids']} ids, alpha = 4): its own outputs "
+              "column agrees on every query).", "", f"Transplant check at the profile model's size ({c['n_ids']} ids, alpha = {c['alpha']}): its own outputs "
               f"certify {c['own_outputs']['certified_at_B_k']:.1%} of queries at B = k (exact B max "
               f"{c['own_outputs']['exact_beam_max']}); the transplanted distributions certify "
               f"{c['transplant_certified_at_B_k']:.1%} (exact B max {c['transplant_exact_beam_max']}).", ""]
