@@ -239,7 +239,8 @@ def test_astar_topk_equals_brute_force(n, kind, d, k, expand, scale, n_exclude, 
     exclude = torch.randint(-1, n, (3, n_exclude), generator=g)
     brute = leaf_log_probs(v, w, b, t, tree.levels)  # (3, n) every leaf, scored on its own
     assert torch.allclose(brute.logsumexp(1), torch.zeros(3), atol=1e-4)  # a distribution over the ids
-    ids, scores, expanded = astar_topk(v, w, b, torch.from_numpy(tree.children), k, exclude, expand)
+    ids, scores, expanded, certified = astar_topk(v, w, b, torch.from_numpy(tree.children), k, exclude, expand)
+    assert bool(certified.all())  # without max_steps the search runs until every query is certified
     masked = brute.clone()
     for q in range(3):
         masked[q, exclude[q][exclude[q] >= 0]] = float("-inf")
@@ -370,3 +371,18 @@ def test_hierarchical_exhaustive_is_the_same_in_chunks():
     whole = model.head.topk(hidden, 8, exclude, DecodeConfig(exhaustive=True))
     chunked = model.head.topk(hidden, 8, exclude, DecodeConfig(exhaustive=True), chunk_elems=150)
     assert torch.equal(whole.ids, chunked.ids) and torch.allclose(whole.scores, chunked.scores)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 8])
+def test_hierarchical_topk_falls_back_to_exhaustive_exactly(steps, monkeypatch):
+    """Queries A* has not certified within ASTAR_STEPS steps are scored leaf by leaf: same answer."""
+    h, model = make("hierarchical-balanced-hashed")
+    model.eval()
+    hidden, exclude = queries(h, model)
+    ref = model.head.topk(hidden, 8, exclude, DecodeConfig(exhaustive=True))
+    monkeypatch.setattr(type(model.head), "ASTAR_STEPS", steps)
+    got = model.head.topk(hidden, 8, exclude)
+    assert torch.equal(got.ids, ref.ids) and torch.allclose(got.scores, ref.scores)
+    assert bool(got.exact.all())
+    if steps == 0:  # nothing certified before a single step: every query scored exhaustively
+        assert got.beam.tolist() == [N_IDS - 1] * len(CONTEXTS)
