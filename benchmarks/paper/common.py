@@ -390,7 +390,9 @@ def write_results(name: str, result: dict, rows: list[dict], markdown: list[str]
 
 
 def code_version() -> str:
-    """The commit the results came from ('+dirty' if the working tree had changes)."""
+    """The commit checked out when the results were written ('+dirty' if tracked files had changes
+    then). Trained models are reused from runs/paper/ across commits when their configuration is the
+    same, so a result can combine runs made at earlier commits."""
     import subprocess
 
     def git(*a):
