@@ -15,8 +15,10 @@ Output distributions
            exactly for r <= 64, then at log-spaced ranks), and the slope of f against log r over its
            last decade of ranks. The script makes that file when it is missing (--retrain: again),
            training for --train-seconds; or it reads the profile off a model you already trained:
-           --profile-model runs/demo/model --profile-data runs/demo/data (the README's demo model,
-           which the committed profile comes from). Transplant onto N ids: ranks r <= 4,093 keep f(r); beyond,
+           --profile-model runs/demo/model --profile-data runs/demo/data. The committed profile is
+           from a 4-layer alpha = 4 model; the demo's alpha = 2 model failed the transplant check
+           below (its own outputs certified 29.7% of queries at B = k, the transplant 95.3%), so its
+           profile is not used. Transplant onto N ids: ranks r <= 4,093 keep f(r); beyond,
            f continues linearly in log r with the fitted slope (a power-law tail); the result is
            renormalised over the N ids, the ranks go to a random permutation of the ids, and map j's
            distribution is the marginal p_j(b) = sum of p(s) over the ids s in bucket b -- what a
