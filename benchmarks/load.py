@@ -210,7 +210,10 @@ def main(argv=None) -> int:
           "|---:|---:|---:|---:|---:|---:|---:|"]
     md += [f"| {r['concurrency']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
            f"{r['errors']} | {r['mean_batch']} |" for r in levels]
-    md += ["", "Regenerate: `flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py`", ""]
+    cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py"
+    if args.model != ap.get_default("model"):  # a model trained elsewhere (e.g. the demo's)
+        cmd += f" --model {args.model} --data {args.data}"
+    md += ["", f"Regenerate: `{cmd}`" + (" (after `superbloom demo`)" if "demo" in args.model else ""), ""]
     write_results(Path(args.results), "load", result, md)
     print(f"results in {args.results}/load.json and load.md")
     return 1 if any(r["errors"] for r in levels) else 0
