@@ -31,6 +31,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -430,25 +431,32 @@ class Timer:
         return round(time.time() - self.t0, 1)
 
 
-def plot_bars(path: Path, groups: list[tuple[str, list[dict]]], k: int = 1, title: str = "") -> None:
-    """One panel per group (e.g. dataset): rec@k of each row with its CI as an error bar."""
+@contextmanager
+def panels(path: Path, n: int, width: float = 5.5):
+    """A row of `n` matplotlib axes (headless), saved as a PNG at `path` when the block ends."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
-    for ax, (name, rows) in zip(axes[0], groups):
-        rows = [r for r in rows if f"rec@{k}" in r]
-        y = [r[f"rec@{k}"] for r in rows]
-        err = [[r[f"rec@{k}"] - r[f"rec@{k}_lo"] for r in rows], [r[f"rec@{k}_hi"] - r[f"rec@{k}"] for r in rows]]
-        ax.bar(range(len(rows)), y, yerr=err, capsize=3, color=["C0" if r["head"] != "-" else "0.6" for r in rows])
-        ax.set_xticks(range(len(rows)), [r["method"] for r in rows], rotation=35, ha="right", fontsize=8)
-        ax.set_title(name)
-        ax.set_ylabel(f"rec@{k} (95% CI)")
-    fig.suptitle(title)
+    fig, axes = plt.subplots(1, n, figsize=(width * n, 4), squeeze=False)
+    yield axes[0]
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_bars(path: Path, groups: list[tuple[str, list[dict]]], k: int = 1, title: str = "") -> None:
+    """One panel per group (e.g. dataset): rec@k of each row with its CI as an error bar."""
+    with panels(path, len(groups)) as axes:
+        for ax, (name, rows) in zip(axes, groups):
+            rows = [r for r in rows if f"rec@{k}" in r]
+            y = [r[f"rec@{k}"] for r in rows]
+            err = [[r[f"rec@{k}"] - r[f"rec@{k}_lo"] for r in rows], [r[f"rec@{k}_hi"] - r[f"rec@{k}"] for r in rows]]
+            ax.bar(range(len(rows)), y, yerr=err, capsize=3, color=["C0" if r["head"] != "-" else "0.6" for r in rows])
+            ax.set_xticks(range(len(rows)), [r["method"] for r in rows], rotation=35, ha="right", fontsize=8)
+            ax.set_title(name)
+            ax.set_ylabel(f"rec@{k} (95% CI)")
+        axes[0].figure.suptitle(title)
 
 
 # ------------------------------------------------------------------------------------ model sizes

@@ -78,26 +78,20 @@ def main() -> None:
                                      "wall_seconds": timer.seconds}, rows, md)
 
 
-def plot(panels) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
-    for ax, (name, drows) in zip(axes[0], panels):
-        x = [r["decile"] for r in drows]
-        for i, m in enumerate(("superbloom", "full softmax", "cooccurrence")):
-            ax.plot(x, [r[f"{m} rec@1"] for r in drows], marker="o", color=f"C{i}", label=m,
-                    ls="--" if m == "cooccurrence" else "-")
-            ax.fill_between(x, [r[f"{m} lo"] for r in drows], [r[f"{m} hi"] for r in drows], color=f"C{i}", alpha=0.15)
-        ax.set_xticks(x)
-        ax.set_xlabel("label-frequency decile (1 = most frequent)")
-        ax.set_ylabel("rec@1 (95% CI)")
-        ax.set_title(name)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(C.result_path("f3_frequency.png"), dpi=120)
-    plt.close(fig)
+def plot(groups) -> None:
+    with C.panels(C.result_path("f3_frequency.png"), len(groups)) as axes:
+        for ax, (name, drows) in zip(axes, groups):
+            x = [r["decile"] for r in drows]
+            for i, m in enumerate(("superbloom", "full softmax", "cooccurrence")):
+                ax.plot(x, [r[f"{m} rec@1"] for r in drows], marker="o", color=f"C{i}", label=m,
+                        ls="--" if m == "cooccurrence" else "-")
+                ax.fill_between(x, [r[f"{m} lo"] for r in drows], [r[f"{m} hi"] for r in drows], color=f"C{i}",
+                                alpha=0.15)
+            ax.set_xticks(x)
+            ax.set_xlabel("label-frequency decile (1 = most frequent)")
+            ax.set_ylabel("rec@1 (95% CI)")
+            ax.set_title(name)
+            ax.legend()
 
 
 if __name__ == "__main__":

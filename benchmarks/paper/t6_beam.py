@@ -63,31 +63,24 @@ def main() -> None:
                                 "wall_seconds": timer.seconds}, rows, md)
 
 
-def plot(panels) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
-    for ax, (name, drows) in zip(axes[0], panels):
-        approx = [r for r in drows if r["beam"] != "exact"]
-        exact = [r for r in drows if r["beam"] == "exact"][0]
-        x = [r["beam"] for r in approx]
-        for i, k in enumerate((1, 10, 20)):
-            y = [r[f"rec@{k}"] for r in approx]
-            lo = [r[f"rec@{k}_lo"] for r in approx]
-            hi = [r[f"rec@{k}_hi"] for r in approx]
-            ax.plot(x, y, "o-", color=f"C{i}", label=f"rec@{k}")
-            ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.15)
-            ax.axhline(exact[f"rec@{k}"], color=f"C{i}", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set_xlabel("beam width B (dotted: exact top-20)")
-        ax.set_ylabel("recall (95% CI)")
-        ax.set_title(name)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(C.result_path("t6_beam.png"), dpi=120)
-    plt.close(fig)
+def plot(groups) -> None:
+    with C.panels(C.result_path("t6_beam.png"), len(groups)) as axes:
+        for ax, (name, drows) in zip(axes, groups):
+            approx = [r for r in drows if r["beam"] != "exact"]
+            exact = [r for r in drows if r["beam"] == "exact"][0]
+            x = [r["beam"] for r in approx]
+            for i, k in enumerate((1, 10, 20)):
+                y = [r[f"rec@{k}"] for r in approx]
+                lo = [r[f"rec@{k}_lo"] for r in approx]
+                hi = [r[f"rec@{k}_hi"] for r in approx]
+                ax.plot(x, y, "o-", color=f"C{i}", label=f"rec@{k}")
+                ax.fill_between(x, lo, hi, color=f"C{i}", alpha=0.15)
+                ax.axhline(exact[f"rec@{k}"], color=f"C{i}", ls=":", lw=1)
+            ax.set_xscale("log")
+            ax.set_xlabel("beam width B (dotted: exact top-20)")
+            ax.set_ylabel("recall (95% CI)")
+            ax.set_title(name)
+            ax.legend()
 
 
 if __name__ == "__main__":

@@ -107,25 +107,18 @@ def main() -> None:
 
 
 def plot(rows, name) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     models = [r for r in rows if "token_rec@1" in r]
-    for ax, (key, title) in zip(axes, [("token_rec@1", "token rec@1"), ("rec@1", "entity rec@1")]):
-        for i, alpha in enumerate(ALPHAS):
-            rs = [r for r in models if r["alpha"] == alpha]
-            x = np.arange(len(rs)) + 0.4 * i
-            y = [r[key] for r in rs]
-            err = [[r[key] - r[key + "_lo"] for r in rs], [r[key + "_hi"] - r[key] for r in rs]]
-            ax.bar(x, y, 0.4, yerr=err, capsize=3, label=f"alpha={alpha}")
-        ax.set_xticks(np.arange(len(COHERENT)) + 0.2, [f"{c} coherent" for c in COHERENT])
-        ax.set_title(f"{title} ({name})")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(C.result_path("t7_coherent.png"), dpi=120)
-    plt.close(fig)
+    with C.panels(C.result_path("t7_coherent.png"), 2, width=5.0) as axes:
+        for ax, (key, title) in zip(axes, [("token_rec@1", "token rec@1"), ("rec@1", "entity rec@1")]):
+            for i, alpha in enumerate(ALPHAS):
+                rs = [r for r in models if r["alpha"] == alpha]
+                x = np.arange(len(rs)) + 0.4 * i
+                y = [r[key] for r in rs]
+                err = [[r[key] - r[key + "_lo"] for r in rs], [r[key + "_hi"] - r[key] for r in rs]]
+                ax.bar(x, y, 0.4, yerr=err, capsize=3, label=f"alpha={alpha}")
+            ax.set_xticks(np.arange(len(COHERENT)) + 0.2, [f"{c} coherent" for c in COHERENT])
+            ax.set_title(f"{title} ({name})")
+            ax.legend()
 
 
 if __name__ == "__main__":
