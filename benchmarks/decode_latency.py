@@ -50,6 +50,7 @@ from machine import machine_info, write_results  # noqa: E402
 
 import superbloom as sb  # noqa: E402
 from superbloom.batches import query_batch  # noqa: E402
+from superbloom.checkpoint import inference_checkpoint  # noqa: E402
 from superbloom.decode import beam_topk, exhaustive_topk  # noqa: E402
 from superbloom.evaluate import make_examples  # noqa: E402
 from superbloom.hashing import BloomHash, HashConfig  # noqa: E402
@@ -197,8 +198,7 @@ def main() -> None:
         if not args.profile_data:
             ap.error("--profile-model needs --profile-data (the prepared data the model was trained on)")
         model = sb.load(args.profile_model)
-        state = Path(args.profile_model) / "checkpoints" / model.config["checkpoint"] / "state.json"
-        seconds = json.loads(state.read_text())["seconds"]
+        seconds = json.loads((inference_checkpoint(args.profile_model) / "state.json").read_text())["seconds"]
         PROFILE.parent.mkdir(parents=True, exist_ok=True)
         PROFILE.write_text(json.dumps(read_profile(model, sb.Dataset(args.profile_data), round(seconds, 1))) + "\n")
     elif args.retrain or not PROFILE.exists():

@@ -213,7 +213,7 @@ def main(argv=None) -> int:
     cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py"
     if args.model != ap.get_default("model"):  # a model trained elsewhere (e.g. the demo's)
         cmd += f" --model {args.model} --data {args.data}"
-    md += ["", f"Regenerate: `{cmd}`" + (" (after `superbloom demo`)" if "demo" in args.model else ""), ""]
+    md += ["", f"Regenerate: `{cmd}`", ""]
     write_results(Path(args.results), "load", result, md)
     print(f"results in {args.results}/load.json and load.md")
     return 1 if any(r["errors"] for r in levels) else 0
