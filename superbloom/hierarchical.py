@@ -342,10 +342,8 @@ class HierarchicalHead(nn.Module):
         if not bool(done.all()):
             rest = (~done).nonzero().squeeze(1)
             ex_v, ex_i = self._exhaustive(v[rest], k, exclude[rest] if exclude is not None else None, chunk_elems)
-            vals, ids = vals.clone(), ids.clone()
             vals[rest, :ex_v.shape[1]], ids[rest, :ex_v.shape[1]] = ex_v, ex_i
             vals[rest, ex_v.shape[1]:], ids[rest, ex_v.shape[1]:] = NEG_INF, -1
-            expanded = expanded.clone()
             expanded[rest] = self.n_ids - 1
         return exact_ranking(vals, ids, k, decode.score, expanded)
 
