@@ -1,0 +1,109 @@
+"""Kernelized (linear) attention with a quadratic feature map: cost linear in the set size.
+
+The blog's heads study ("It is Important to Use Your Heads") uses "a kernelized attention layer
+with a quadratic kernel as the feature map" (its reference: the post "Linear Attention: Different
+Kernels and Feature Representations"; Katharopoulos et al., "Transformers are RNNs", ICML 2020).
+Softmax attention weighs key j for query i by exp(q_i.k_j / sqrt(dh)); here the weight is the
+polynomial kernel
+
+    kappa(q, k) = (1 + q.k / sqrt(dh))^2 = phi(q) . phi(k),   phi(x) = [1, sqrt(2) x', vec(x' x'^T)]
+
+with x' = x / dh^(1/4), so phi has F = 1 + dh + dh^2 features. kappa >= 0, so the weights are a
+proper (unnormalised) distribution, like softmax's. Then
+
+    out_i = sum_j w_j kappa(q_i, k_j) v_j / sum_j w_j kappa(q_i, k_j)
+          = phi(q_i) S / phi(q_i) z,   S = sum_j w_j phi(k_j) v_j^T  (F, dh),  z = sum_j w_j phi(k_j)  (F,)
+
+costs O(T F dh) instead of O(T^2 dh): cheaper than softmax once T exceeds about F (1,057 for
+dh = 32), and its memory is linear in T. (Sharing S across queries is what makes it linear.)
+
+Padding is masked exactly: w_j = 0 for a padded key zeroes its features (the constant feature
+too), so it adds nothing to S or z and real outputs do not depend on padded content at all
+(tested as for softmax attention in tests/test_kernel_attention.py). The encoder's element
+multiplicities (model.py passes log(c) as an additive float mask) become w_j = c: a key standing
+for c identical ones counts c times, exactly as c copies would. Rows whose keys are all padded
+get 0 / 0, returned as 0 (softmax attention returns NaN there; such rows are padding themselves).
+
+`kernel_attention(q, k, v, keep)` takes q, k, v (B, h, T, dh) and keep as the encoder builds it,
+(B, 1, 1, T) or (B, T), bool (True = real) or float (additive log-weights), and returns
+(B, h, T, dh): a drop-in for F.scaled_dot_product_attention(q, k, v, attn_mask=keep). Attention
+dropout does not apply (there is no weight matrix to drop from).
+
+Memory: phi(k) and phi(q) are (B, h, T, F) tensors, so with chunk=None a layer holds a few of
+them for autograd (T = 4,096, B = 32, h = 4, dh = 32: 2.2 GB each). With chunk=C the keys and
+queries are processed C at a time under activation checkpointing: the features are recomputed
+in the backward pass and never exist for more than C positions at once (same result, about one
+extra forward of compute).
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def quadratic_features(x: torch.Tensor) -> torch.Tensor:
+    """(..., dh) -> (..., 1 + dh + dh^2): phi(q) . phi(k) = (1 + q.k / sqrt(dh))^2."""
+    dh = x.shape[-1]
+    x = x * dh ** -0.25
+    one = torch.ones_like(x[..., :1])
+    outer = (x[..., :, None] * x[..., None, :]).flatten(-2)  # (..., dh^2)
+    return torch.cat([one, 2 ** 0.5 * x, outer], dim=-1)
+
+
+def key_weights(keep: torch.Tensor | None, b: int, t: int, dtype: torch.dtype) -> torch.Tensor | None:
+    """keep (B, T) or (B, 1, 1, T), bool or additive float -> (B, 1, T, 1) weights w_j >= 0."""
+    if keep is None:
+        return None
+    if keep.dim() == 4:
+        if keep.shape[1:3] != (1, 1):
+            raise ValueError(f"kernel attention takes a per-key mask (B, 1, 1, T); got {tuple(keep.shape)} "
+                             "(a per-query mask cannot be factored through the kernel features)")
+        keep = keep[:, 0, 0, :]
+    if keep.shape != (b, t):
+        raise ValueError(f"keep must be (B, T) = ({b}, {t}) or (B, 1, 1, T); got {tuple(keep.shape)}")
+    w = keep.to(dtype) if keep.dtype == torch.bool else torch.exp(keep.to(dtype))  # exp(-inf) = 0
+    return w[:, None, :, None]
+
+
+def _sums(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> S (B, h, F, dh), z (B, h, F) over the keys given."""
+    fk = quadratic_features(k)  # (B, h, T, F)
+    if w is not None:
+        fk = fk * w
+    return fk.transpose(-2, -1) @ v, fk.sum(-2)
+
+
+def _read(q: torch.Tensor, s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    fq = quadratic_features(q)  # (B, h, T, F)
+    num = fq @ s  # (B, h, T, dh)
+    den = fq @ z[..., None]  # (B, h, T, 1)
+    return num / torch.where(den > 0, den, 1)  # all keys padded: 0 / 0 -> 0
+
+
+def kernel_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
+                     chunk: int | None = None) -> torch.Tensor:
+    """q, k, v (B, h, T, dh), keep (B, T) | (B, 1, 1, T) -> (B, h, T, dh); see the module docstring."""
+    b, _, t, _ = k.shape
+    w = key_weights(keep, b, t, k.dtype)
+    if chunk is None or t <= chunk:
+        return _read(q, *_sums(k, v, w))
+    s = z = 0
+    for i in range(0, t, chunk):
+        wi = None if w is None else w[:, :, i:i + chunk]
+        si, zi = checkpoint(_sums, k[:, :, i:i + chunk], v[:, :, i:i + chunk], wi, use_reentrant=False)
+        s, z = s + si, z + zi
+    return torch.cat([checkpoint(_read, q[:, :, i:i + chunk], s, z, use_reentrant=False)
+                      for i in range(0, q.shape[2], chunk)], dim=2)
+
+
+def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
+                      dropout_p: float = 0.0) -> torch.Tensor:
+    """The encoder's attention (model.py) with the same signature, for side-by-side use."""
+    import torch.nn.functional as F
+
+    if keep is not None and keep.dim() == 2:
+        keep = keep[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
+
+
+ATTENTIONS = {"softmax": softmax_attention, "kernel": kernel_attention}
