@@ -16,6 +16,9 @@ proper (unnormalised) distribution, like softmax's. Then
 
 costs O(T F dh) instead of O(T^2 dh): cheaper than softmax once T exceeds about F (1,057 for
 dh = 32), and its memory is linear in T. (Sharing S across queries is what makes it linear.)
+phi is never built as one tensor: S and z come out of one matmul per block of phi (constant,
+linear, quadratic) against [w v | w], and the read side likewise, which saves the memory passes of
+concatenating and masking (B, h, T, F) tensors (the layer is memory-bound on CPU).
 
 Padding is masked exactly: w_j = 0 for a padded key zeroes its features (the constant feature
 too), so it adds nothing to S or z and real outputs do not depend on padded content at all
@@ -29,11 +32,11 @@ get 0 / 0, returned as 0 (softmax attention returns NaN there; such rows are pad
 (B, h, T, dh): a drop-in for F.scaled_dot_product_attention(q, k, v, attn_mask=keep). Attention
 dropout does not apply (there is no weight matrix to drop from).
 
-Memory: phi(k) and phi(q) are (B, h, T, F) tensors, so with chunk=None a layer holds a few of
-them for autograd (T = 4,096, B = 32, h = 4, dh = 32: 2.2 GB each). With chunk=C the keys and
-queries are processed C at a time under activation checkpointing: the features are recomputed
-in the backward pass and never exist for more than C positions at once (same result, about one
-extra forward of compute).
+Memory: the quadratic blocks k' x k' and q' x q' are (B, h, T, dh^2) tensors, so with chunk=None
+a layer holds a few of them for autograd (T = 4,096, B = 32, h = 4, dh = 32: 2.1 GB each). With
+chunk=C the keys and queries are processed C at a time under activation checkpointing: the
+features are recomputed in the backward pass and never exist for more than C positions at once
+(same result, about one extra forward of compute).
 """
 from __future__ import annotations
 
@@ -65,18 +68,25 @@ def key_weights(keep: torch.Tensor | None, b: int, t: int, dtype: torch.dtype) -
     return w[:, None, :, None]
 
 
-def _sums(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """-> S (B, h, F, dh), z (B, h, F) over the keys given."""
-    fk = quadratic_features(k)  # (B, h, T, F)
-    if w is not None:
-        fk = fk * w
-    return fk.transpose(-2, -1) @ v, fk.sum(-2)
+def _outer(x: torch.Tensor) -> torch.Tensor:
+    """(..., dh) -> (..., dh^2): the quadratic block of phi."""
+    return (x[..., :, None] * x[..., None, :]).flatten(-2)
 
 
-def _read(q: torch.Tensor, s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    fq = quadratic_features(q)  # (B, h, T, F)
-    num = fq @ s  # (B, h, T, dh)
-    den = fq @ z[..., None]  # (B, h, T, 1)
+def _sums(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor | None):
+    """The keys' side, phi(k)^T [w v | w] by blocks of phi: constant (B, h, dh+1), linear
+    (B, h, dh, dh+1), quadratic (B, h, dh^2, dh+1). The last column is the normaliser z."""
+    k = k * k.shape[-1] ** -0.25
+    ones = torch.ones_like(k[..., :1])
+    vw = torch.cat([v, ones], dim=-1) if w is None else torch.cat([v, ones], dim=-1) * w  # (B, h, T, dh+1)
+    return vw.sum(-2), k.transpose(-2, -1) @ vw, _outer(k).transpose(-2, -1) @ vw
+
+
+def _read(q: torch.Tensor, s0: torch.Tensor, s1: torch.Tensor, s2: torch.Tensor) -> torch.Tensor:
+    """phi(q) [S | z] = 1 s0 + 2 q' s1 + (q' x q') s2  (the sqrt(2) of phi's linear block squared)."""
+    q = q * q.shape[-1] ** -0.25
+    nd = s0[..., None, :] + 2 * (q @ s1) + _outer(q) @ s2  # (B, h, T, dh+1)
+    num, den = nd[..., :-1], nd[..., -1:]
     return num / torch.where(den > 0, den, 1)  # all keys padded: 0 / 0 -> 0
 
 
@@ -87,12 +97,12 @@ def kernel_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
     w = key_weights(keep, b, t, k.dtype)
     if chunk is None or t <= chunk:
         return _read(q, *_sums(k, v, w))
-    s = z = 0
+    sums = None
     for i in range(0, t, chunk):
         wi = None if w is None else w[:, :, i:i + chunk]
-        si, zi = checkpoint(_sums, k[:, :, i:i + chunk], v[:, :, i:i + chunk], wi, use_reentrant=False)
-        s, z = s + si, z + zi
-    return torch.cat([checkpoint(_read, q[:, :, i:i + chunk], s, z, use_reentrant=False)
+        part = checkpoint(_sums, k[:, :, i:i + chunk], v[:, :, i:i + chunk], wi, use_reentrant=False)
+        sums = part if sums is None else [a + b for a, b in zip(sums, part)]
+    return torch.cat([checkpoint(_read, q[:, :, i:i + chunk], *sums, use_reentrant=False)
                       for i in range(0, q.shape[2], chunk)], dim=2)
 
 
