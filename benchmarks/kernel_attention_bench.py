@@ -4,7 +4,7 @@
 
 One attention layer as the encoder builds it (model.Attention: qkv projection, attention, output
 projection; d = 128, 4 heads so dh = 32, batch 32), forward + backward of sum(out^2), for set sizes
-T = 32 .. 4,096, with a quarter of each set's tail padded (keep mask (B, 1, 1, T)). Three attentions:
+T = 32 .. 4,096 (--heads 16: dh = 8, results kernel_attention_h16.*), with a quarter of each set's tail padded (keep mask (B, 1, 1, T)). Three attentions:
 
 - softmax: F.scaled_dot_product_attention with the boolean mask (PyTorch's fused CPU kernel),
 - kernel:  superbloom.kernel_attention, features materialised (chunk=None),
@@ -12,8 +12,8 @@ T = 32 .. 4,096, with a quarter of each set's tail padded (keep mask (B, 1, 1, T
 
 Each (attention, T) runs in a fresh subprocess, so its peak resident memory (ru_maxrss) is its own;
 a run that would need more than --max-gb by a rough estimate is skipped and marked so. Timing:
-one warm-up step, then the median of --reps steps (one step once the previous size took
-more than --slow seconds). Load average before and after is recorded, since
+one warm-up step, then the median of --reps steps (one step and no warm-up once the previous
+size took more than --slow seconds: the first-step overhead is small against such steps). Load average before and after is recorded, since
 the machine is shared. Results: benchmarks/results/kernel_attention.{json,md}.
 """
 from __future__ import annotations
@@ -35,20 +35,20 @@ METHODS = ("softmax", "kernel", "kernel/512")
 B, D, HEADS = 32, 128, 4
 
 
-def estimate_gb(method: str, t: int) -> float:
+def estimate_gb(method: str, t: int, heads: int = HEADS) -> float:
     """Rough peak memory of one step: features (B, h, T, F) a few times over for the kernel;
     the fused softmax kernel keeps O(T) per row."""
-    dh = D // HEADS
+    dh = D // heads
     f = 1 + dh + dh * dh
     if method == "kernel":
-        return 4 * B * HEADS * t * f * 4 / 1e9
+        return 4 * B * heads * t * f * 4 / 1e9
     if method.startswith("kernel/"):
         c = int(method.split("/")[1])
-        return (4 * B * HEADS * min(t, c) * f * 4 + 20 * B * t * D * 4) / 1e9
+        return (4 * B * heads * min(t, c) * f * 4 + 20 * B * t * D * 4) / 1e9
     return 20 * B * t * D * 4 / 1e9
 
 
-def one(method: str, t: int, reps: int, warm: int, threads: int) -> dict:
+def one(method: str, t: int, reps: int, warm: int, threads: int, heads: int = HEADS) -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -68,7 +68,7 @@ def one(method: str, t: int, reps: int, warm: int, threads: int) -> dict:
                 y = kernel_attention(q, k, v, keep, chunk=int(method.split("/")[1]) if "/" in method else None)
             return self.out(y.transpose(1, 2).reshape(b, t_, d))
 
-    layer = Layer(D, HEADS, 0.0)
+    layer = Layer(D, heads, 0.0)
     x = torch.randn(B, t, D, requires_grad=True)
     keep = torch.ones(B, 1, 1, t, dtype=torch.bool)
     keep[..., t - t // 4:] = False  # padded tail
@@ -86,8 +86,8 @@ def one(method: str, t: int, reps: int, warm: int, threads: int) -> dict:
         step()
         times.append(time.perf_counter() - t0)
     times.sort()
-    return {"method": method, "T": t, "median_s": round(times[len(times) // 2], 5), "min_s": round(times[0], 5),
-            "reps": reps, "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)}
+    return {"method": method, "T": t, "heads": heads, "median_s": round(times[len(times) // 2], 5), "min_s": round(times[0], 5),
+            "reps": reps, "warm": warm, "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)}
 
 
 def load_avg() -> list[float]:
@@ -103,44 +103,47 @@ def main() -> None:
     ap.add_argument("--max-gb", type=float, default=8.0, help="skip runs estimated to need more memory")
     ap.add_argument("--slow", type=float, default=4.0,
                     help="one timed step (after one warm-up) once a step of the previous size took this long")
+    ap.add_argument("--heads", type=int, default=HEADS, help="attention heads (dh = 128 / heads)")
+    ap.add_argument("--warm", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--one", nargs=2, metavar=("METHOD", "T"), help=argparse.SUPPRESS)
     ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]), args.reps, 1, args.threads)))
+        print(json.dumps(one(args.one[0], int(args.one[1]), args.reps, args.warm, args.threads, args.heads)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     methods = args.methods.split(",")
     before = load_avg()
     runs = []
     for method in methods:
-        reps = args.reps
+        reps, warm = args.reps, 1
         for t in sizes:
-            est = estimate_gb(method, t)
+            est = estimate_gb(method, t, args.heads)
             if est > args.max_gb:
                 runs.append({"method": method, "T": t, "skipped": f"estimated {est:.1f} GB > --max-gb {args.max_gb}"})
                 print(runs[-1], flush=True)
                 continue
             out = subprocess.run([sys.executable, __file__, "--one", method, str(t), "--reps", str(reps),
-                                  "--threads", str(args.threads)], capture_output=True, text=True)
+                                  "--warm", str(warm), "--threads", str(args.threads), "--heads", str(args.heads)], capture_output=True, text=True)
             if out.returncode:
                 runs.append({"method": method, "T": t, "failed": out.stderr.strip().splitlines()[-1:]})
             else:
                 runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 if runs[-1]["median_s"] > args.slow:
-                    reps = 1
+                    reps, warm = 1, 0
             print(runs[-1], flush=True)
     after = load_avg()
-    result = {"benchmark": "kernel_attention", "layer": {"batch": B, "d": D, "heads": HEADS, "dh": D // HEADS,
+    result = {"benchmark": "kernel_attention", "layer": {"batch": B, "d": D, "heads": args.heads, "dh": D // args.heads,
                                                           "padded_fraction": 0.25},
               "what": "median seconds per forward + backward of one attention layer (qkv + attention + out)",
               "runs": runs, "load_average_before": before, "load_average_after": after,
               "machine": machine_info() | {"torch_threads": args.threads}}
     by = {(r["method"], r["T"]): r for r in runs}
+    dh = D // args.heads
     md = ["# kernelized vs softmax attention: time per forward + backward of one layer", "",
-          f"d = {D}, {HEADS} heads (dh = {D // HEADS}), batch {B}, last quarter of every set padded; median "
+          f"d = {D}, {args.heads} heads (dh = {dh}), batch {B}, last quarter of every set padded; median "
           f"seconds per step (ms in the table) and peak resident memory (GB) of the process. Kernel features: "
-          f"F = 1 + dh + dh^2 = {1 + D // HEADS + (D // HEADS) ** 2}. Load average before {before}, after {after}.",
+          f"F = 1 + dh + dh^2 = {1 + dh + dh ** 2}. Load average before {before}, after {after}.",
           "", "| T | " + " | ".join(f"{m} ms | {m} GB" for m in methods) + " | best kernel / softmax |",
           "|---|" + "---|---|" * len(methods) + "---|"]
     for t in sizes:
@@ -154,7 +157,8 @@ def main() -> None:
         ratio = f"{min(ks) / s['median_s']:.2f}" if "median_s" in s and ks else ""
         md.append(f"| {t} | " + " | ".join(cells) + f" | {ratio} |")
     md.append("")
-    write_results(Path(args.results), "kernel_attention", result, md)
+    name = "kernel_attention" if args.heads == HEADS else f"kernel_attention_h{args.heads}"
+    write_results(Path(args.results), name, result, md)
     print("\n".join(md))
 
 
