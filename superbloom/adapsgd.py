@@ -140,10 +140,11 @@ class AdapSGD(Optimizer):
         hdiag = dict(zip(map(id, params), self._hessian_diag(params, step))) if hessian else {}
         for p in params:  # break the param <-> grad cycle of create_graph, free the graph
             p.grad = p.grad.detach()
+        seen_by_loss = {}  # lazy updates are decided by the loss gradient alone, before decay joins it
         for group in self.param_groups:  # L2 weight decay joins the gradient before clipping
             for p in group["params"]:
                 if p.grad is not None and group["weight_decay"]:
-                    self.state[p]["_seen"] = p.grad != 0  # lazy: decided by the loss gradient alone
+                    seen_by_loss[p] = p.grad != 0
                     p.grad.add_(p, alpha=group["weight_decay"])
         clip = self.param_groups[0]["max_grad_norm"]
         scale = 1.0
@@ -156,8 +157,8 @@ class AdapSGD(Optimizer):
                 if p.grad is None:
                     continue
                 st = self.state[p]
-                seen = st.pop("_seen", None)
-                if len(st) < len(STATE):
+                seen = seen_by_loss.get(p)
+                if not st:
                     for name in STATE:
                         st[name] = torch.full_like(p, INIT_MEM) if name == "mem" else torch.zeros_like(p)
                 g = p.grad * scale  # clipped gradient of loss + wd/2 |p|^2
