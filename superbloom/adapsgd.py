@@ -33,7 +33,9 @@ Choices where the posts leave room, and why:
 
 Elements whose gradient is exactly zero (embedding rows absent from the batch) are left alone:
 their averages, memory and weights do not move, like a lazy sparse optimizer, so a rare row is not
-both decayed and forgotten. State: exactly four tensors per parameter (avg_g, avg_g2, avg_h, mem;
+both decayed and forgotten. An element takes no step before a Hessian step has seen it (avg_h
+holds -1 until then): without a curvature estimate its rate would jump to the bound, 1; its first
+estimate is taken as is, later ones are averaged. State: exactly four tensors per parameter (avg_g, avg_g2, avg_h, mem;
 the blog's "four state variables of the same shape"); the step count lives in each param group,
 so `state_dict()` holds only tensors and JSON-able scalars (checkpoint.py stores it as-is). The
 Rademacher vectors come from a generator reseeded with (seed, step) at each Hessian step, so a
@@ -159,8 +161,9 @@ class AdapSGD(Optimizer):
                 st = self.state[p]
                 seen = seen_by_loss.get(p)
                 if not st:
-                    for name in STATE:
-                        st[name] = torch.full_like(p, INIT_MEM) if name == "mem" else torch.zeros_like(p)
+                    st["avg_g"], st["avg_g2"] = torch.zeros_like(p), torch.zeros_like(p)
+                    st["avg_h"] = torch.full_like(p, -1.0)  # -1: no curvature estimate yet
+                    st["mem"] = torch.full_like(p, INIT_MEM)
                 g = p.grad * scale  # clipped gradient of loss + wd/2 |p|^2
                 if seen is None:
                     seen = g != 0  # untouched elements keep state and weight
@@ -169,11 +172,12 @@ class AdapSGD(Optimizer):
                 avg_g2 = torch.where(seen, torch.lerp(st["avg_g2"], g * g, t), st["avg_g2"])
                 if hessian:  # the L2 term adds exactly wd to the Hessian diagonal
                     h = hdiag[id(p)].abs() + wd
-                    st["avg_h"].copy_(torch.where(seen, torch.lerp(st["avg_h"], h, t), st["avg_h"]))
+                    new = torch.where(st["avg_h"] < 0, h, torch.lerp(st["avg_h"], h, t))  # first estimate: as is
+                    st["avg_h"].copy_(torch.where(seen, new, st["avg_h"]))
                 g_sq = avg_g * avg_g
                 tiny = torch.finfo(p.dtype).tiny
                 x = (g_sq / (st["avg_h"] * avg_g2).clamp(min=tiny)).clamp(max=1e4)  # 1e4: rate = 1 - 5e-9
-                rate = torch.where(seen, x * torch.rsqrt(1 + x * x), 0)
+                rate = torch.where(seen & (st["avg_h"] >= 0), x * torch.rsqrt(1 + x * x), 0)
                 ratio = (g_sq / avg_g2.clamp(min=tiny)).clamp(0, 1)
                 st["mem"].copy_(torch.where(seen, (1 - ratio) * st["mem"] + 1, st["mem"]))
                 st["avg_g"].copy_(avg_g)

@@ -124,10 +124,10 @@ def test_hessian_estimate_is_exact_for_a_diagonal_hessian():
     opt = AdapSGD([p], weight_decay=0.0, max_grad_norm=None)
     (0.5 * c * p ** 2).sum().backward(create_graph=True)
     opt.step()
-    # first step: t = 1/2 from mem = 2, avg_h = (0 + c) / 2
-    assert torch.allclose(opt.state[p]["avg_h"], c / 2)
-    # vSGD rate ~ 1/c with the bound: p <- 1 - rate * c
-    x = 1 / c
+    # first step: the first curvature estimate is taken as is; t = 1/2 from mem = 2, so
+    # avg_g = g / 2, avg_g2 = g^2 / 2 and x = avg_g^2 / (avg_h avg_g2) = 1 / (2 c)
+    assert torch.allclose(opt.state[p]["avg_h"], c)
+    x = 1 / (2 * c)
     assert torch.allclose(p.detach(), 1 - x / torch.sqrt(1 + x * x) * c)
 
 
@@ -143,6 +143,21 @@ def test_untouched_elements_stay_put():
     assert torch.equal(emb.weight.detach()[rest], before[rest])
     assert not torch.equal(emb.weight.detach()[[1, 3]], before[[1, 3]])
     assert (opt.state[emb.weight]["mem"][rest] == 2).all()
+
+
+def test_no_step_before_a_curvature_estimate():
+    # row 2 first appears on step 1 (no Hessian): it waits for step 5, then moves
+    emb = nn.Embedding(4, 3)
+    opt = AdapSGD(emb.parameters(), weight_decay=0.0)
+    rows = [[0], [0, 2], [0, 2], [0, 2], [0, 2], [0, 2]]
+    history = []
+    for r in rows:
+        emb(torch.tensor(r)).pow(2).sum().backward(create_graph=opt.create_graph)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        history.append(emb.weight.detach()[2].clone())
+    assert all(torch.equal(h, history[0]) for h in history[:5])
+    assert not torch.equal(history[5], history[4])
 
 
 def test_state_dict_round_trip_through_the_checkpoint_format(tmp_path):
