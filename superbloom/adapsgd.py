@@ -41,6 +41,14 @@ so `state_dict()` holds only tensors and JSON-able scalars (checkpoint.py stores
 Rademacher vectors come from a generator reseeded with (seed, step) at each Hessian step, so a
 resumed run draws the same ones without storing generator state.
 
+Known limit (measured: benchmarks/adapsgd_quadratics.py, results/adapsgd_quadratics.md): like any
+diagonal method with rates near 1/curvature it is at home on axis-aligned problems (n = 10
+quadratics, condition up to 100: relative error 1e-8 to 1e-15 after 1,000 steps; logistic
+regression in tests/test_adapsgd.py), but on dense, randomly rotated quadratics the per-element
+step overshoots along coupled directions and Hutchinson's |z * Hz| is a noisy stand-in for the
+diagonal: condition 10-100 reached only 2e-3 to 2e-2, and with eigenvalues x10 it drifted back
+to an error of 1.0-2.1 (clipping at 1 keeps such a drift slow, not away).
+
 Integration contract for a training loop (one loop for every optimizer):
 
     for batch in batches:
