@@ -9,7 +9,10 @@ polynomial kernel
     kappa(q, k) = (1 + q.k / sqrt(dh))^2 = phi(q) . phi(k),   phi(x) = [1, sqrt(2) x', vec(x' x'^T)]
 
 with x' = x / dh^(1/4), so phi has F = 1 + dh + dh^2 features. kappa >= 0, so the weights are a
-proper (unnormalised) distribution, like softmax's. Then
+proper (unnormalised) distribution, like softmax's. (The post that defines the blog's feature map
+is not among the seeds; "quadratic kernel" is read in its usual sense, the degree-2 polynomial
+kernel with offset 1. The offset keeps the weights from all vanishing when q is orthogonal to
+every key.) Then
 
     out_i = sum_j w_j kappa(q_i, k_j) v_j / sum_j w_j kappa(q_i, k_j)
           = phi(q_i) S / phi(q_i) z,   S = sum_j w_j phi(k_j) v_j^T  (F, dh),  z = sum_j w_j phi(k_j)  (F,)
