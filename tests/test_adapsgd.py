@@ -217,3 +217,25 @@ def test_works_with_scaled_dot_product_attention():
     with pytest.raises(RuntimeError, match="not implemented"):
         F.cross_entropy(model(x, keep), y).backward(create_graph=True)
         opt.step()
+
+
+def test_trains_the_library_set_model_through_the_loop_contract(wiki_data):
+    # the encoder's fused SDPA needs forward_context() on Hessian steps; loss falls on a fixed batch
+    import numpy as np
+
+    import superbloom as sb
+    from superbloom.batches import MaskConfig, training_batch
+    from superbloom.hashing import BloomHash
+    from superbloom.model import build_model
+
+    torch.manual_seed(0)
+    hashing = BloomHash.build(wiki_data.n_ids, sb.HashConfig(alpha=8, m=2))
+    model = build_model(sb.ModelConfig(hashing.vocab_size, 2, d=32, heads=2, d_ff=64, layers=1, dropout=0.0),
+                        sb.HeadConfig(), hashing).train()
+    rng = np.random.default_rng(0)
+    batch = training_batch(wiki_data.train, rng.choice(len(wiki_data.train.lengths), 16), hashing, MaskConfig(), rng)
+    opt = AdapSGD(model.parameters())
+    first = model(batch).item()
+    last = train(None, lambda: model(batch), opt, 11)
+    assert np.isfinite(last) and last < first
+    assert all(len(opt.state[p]) == 4 for p in model.parameters())
