@@ -44,6 +44,7 @@ features are recomputed in the backward pass and never exist for more than C pos
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 
@@ -51,9 +52,7 @@ def quadratic_features(x: torch.Tensor) -> torch.Tensor:
     """(..., dh) -> (..., 1 + dh + dh^2): phi(q) . phi(k) = (1 + q.k / sqrt(dh))^2."""
     dh = x.shape[-1]
     x = x * dh ** -0.25
-    one = torch.ones_like(x[..., :1])
-    outer = (x[..., :, None] * x[..., None, :]).flatten(-2)  # (..., dh^2)
-    return torch.cat([one, 2 ** 0.5 * x, outer], dim=-1)
+    return torch.cat([torch.ones_like(x[..., :1]), 2 ** 0.5 * x, _outer(x)], dim=-1)
 
 
 def key_weights(keep: torch.Tensor | None, b: int, t: int, dtype: torch.dtype) -> torch.Tensor | None:
@@ -80,8 +79,9 @@ def _sums(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor | None):
     """The keys' side, phi(k)^T [w v | w] by blocks of phi: constant (B, h, dh+1), linear
     (B, h, dh, dh+1), quadratic (B, h, dh^2, dh+1). The last column is the normaliser z."""
     k = k * k.shape[-1] ** -0.25
-    ones = torch.ones_like(k[..., :1])
-    vw = torch.cat([v, ones], dim=-1) if w is None else torch.cat([v, ones], dim=-1) * w  # (B, h, T, dh+1)
+    vw = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # (B, h, T, dh+1)
+    if w is not None:
+        vw = vw * w
     return vw.sum(-2), k.transpose(-2, -1) @ vw, _outer(k).transpose(-2, -1) @ vw
 
 
@@ -112,8 +112,6 @@ def kernel_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
                       dropout_p: float = 0.0) -> torch.Tensor:
     """The encoder's attention (model.py) with the same signature, for side-by-side use."""
-    import torch.nn.functional as F
-
     if keep is not None and keep.dim() == 2:
         keep = keep[:, None, None, :]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
