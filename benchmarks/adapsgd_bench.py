@@ -10,12 +10,14 @@ m = 2) on the embedded Wikispeedia links, batches of 64 masked segments as train
 - AdamW: the project's training recipe (train.py defaults): lr 3e-3, betas (0.9, 0.98), eps 1e-9,
   linear warm-up over 300 steps then inverse square root decay, gradient clipping at 1.
 - AdapSGD: its defaults (weight decay 0.1, Hessian every 5 steps, clipping at 1), no learning rate,
-  following the loop contract of superbloom/adapsgd.py (forward_context, create_graph).
+  following the loop contract of superbloom/adapsgd.py (forward_context, create_graph); and, as a
+  diagnosis rather than tuning, the same with weight decay 0.01 and 0 (adapsgd:0.01, adapsgd:0).
 
 Reported at equal steps: the mean training loss over the last 100 steps, the loss on 8 fixed
 held-out batches (test sets, same masking) every --eval-every steps, and seconds per step; for
 AdapSGD also the time of its Hessian steps (math SDPA forward, backward with create_graph, H z)
-and of its other steps, separately. The loss is the library's: mean over targets of the sum over
+and of its other steps, separately. The runs follow one another, so their step times are
+comparable only as far as the machine's load stayed the same (recorded before and after). The loss is the library's: mean over targets of the sum over
 the m hashes of the cross-entropy (lower is better). Results: benchmarks/results/adapsgd.{json,md}.
 """
 from __future__ import annotations
@@ -59,8 +61,9 @@ def run(name: str, data, hashing, steps: int, batch_size: int, eval_every: int, 
     if name == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s + 1, 300))
-    else:
-        opt, sched = AdapSGD(model.parameters()), None
+    else:  # "adapsgd" (defaults) or "adapsgd:WD" (another weight decay)
+        wd = {} if ":" not in name else {"weight_decay": float(name.split(":")[1])}
+        opt, sched = AdapSGD(model.parameters(), **wd), None
     rng = np.random.default_rng(0)  # the same batches for both optimizers
     rows = np.arange(len(data.train.lengths))
     losses, curve, times, hess_times = [], [], [], []
@@ -101,6 +104,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", default="adamw,adapsgd,adapsgd:0.01,adapsgd:0",
+                    help="optimizers in order; adapsgd:WD = AdapSGD with weight decay WD instead of its 0.1")
     ap.add_argument("--results", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -114,21 +119,20 @@ def main() -> None:
         test_batches = [training_batch(data.test, trng.choice(test_rows, 64), hashing, MaskConfig(), trng)
                         for _ in range(8)]
         runs = [run(name, data, hashing, args.steps, args.batch_size, args.eval_every, test_batches)
-                for name in ("adamw", "adapsgd")]
+                for name in args.runs.split(",")]
     after = [round(x, 2) for x in os.getloadavg()]
     result = {"benchmark": "adapsgd", "data": "embedded Wikispeedia links, alpha=4, m=2",
               "model": {"d": 128, "heads": 4, "d_ff": 512, "layers": 2, "batch_size": args.batch_size},
               "runs": runs, "load_average_before": before, "load_average_after": after,
               "machine": machine_info()}
-    a, s = runs
     md = ["# AdapSGD vs AdamW at their defaults (Wikispeedia id model, d = 128, 2 layers, batch 64)", "",
           "Same batches, equal steps. Loss: mean over masked targets of the sum over the m = 2 hashes of the "
           f"cross-entropy; held out = 8 fixed batches of test sets. Load average before {before}, after {after}.", "",
           "| step | " + " | ".join(f"{r['optimizer']} train (last 100) | {r['optimizer']} held out" for r in runs) + " |",
           "|---|" + "---|---|" * len(runs)]
-    for ca, cs in zip(a["curve"], s["curve"]):
-        md.append(f"| {ca['step']} | {ca['train_loss_last_100']} | {ca['held_out_loss']} | "
-                  f"{cs['train_loss_last_100']} | {cs['held_out_loss']} |")
+    for points in zip(*(r["curve"] for r in runs)):
+        md.append(f"| {points[0]['step']} | " + " | ".join(
+            f"{c['train_loss_last_100']} | {c['held_out_loss']}" for c in points) + " |")
     md += ["", "| optimizer | s/step (all) | s/step (plain) | s/step (Hessian steps) |", "|---|---|---|---|"]
     for r in runs:
         md.append(f"| {r['optimizer']} | {r['seconds_per_step']} | {r['seconds_per_plain_step']} | "
