@@ -13,12 +13,13 @@ m = 2) on the embedded Wikispeedia links, batches of 64 masked segments as train
   following the loop contract of superbloom/adapsgd.py (forward_context, create_graph); and, as a
   diagnosis rather than tuning, the same with weight decay 0.01 and 0 (adapsgd:0.01, adapsgd:0).
 
-Reported at equal steps: the mean training loss over the last 100 steps, the loss on 8 fixed
-held-out batches (test sets, same masking) every --eval-every steps, and seconds per step; for
-AdapSGD also the time of its Hessian steps (math SDPA forward, backward with create_graph, H z)
-and of its other steps, separately. The runs follow one another, so their step times are
-comparable only as far as the machine's load stayed the same (recorded before and after). The loss is the library's: mean over targets of the sum over
-the m hashes of the cross-entropy (lower is better). Results: benchmarks/results/adapsgd.{json,md}.
+Reported at equal steps: the mean training loss over the last 100 steps, the loss on 8 fixed held-
+out batches (test sets, same masking) every --eval-every steps, and seconds per step; for AdapSGD
+also the time of its Hessian steps (math SDPA forward, backward with create_graph, H z) and of its
+other steps, separately. The runs follow one another, so their step times are comparable only as far
+as the machine's load stayed the same (recorded before and after). The loss is the library's: mean
+over targets of the sum over the m hashes of the cross-entropy (lower is better). Results:
+benchmarks/results/adapsgd.{json,md}.
 """
 from __future__ import annotations
 
@@ -128,7 +129,8 @@ def main() -> None:
     md = ["# AdapSGD vs AdamW at their defaults (Wikispeedia id model, d = 128, 2 layers, batch 64)", "",
           "Same batches, equal steps. Loss: mean over masked targets of the sum over the m = 2 hashes of the "
           f"cross-entropy; held out = 8 fixed batches of test sets. Load average before {before}, after {after}.", "",
-          "| step | " + " | ".join(f"{r['optimizer']} train (last 100) | {r['optimizer']} held out" for r in runs) + " |",
+          "| step | " + " | ".join(f"{r['optimizer']} train (last 100) | {r['optimizer']} held out"
+                                   for r in runs) + " |",
           "|---|" + "---|---|" * len(runs)]
     for points in zip(*(r["curve"] for r in runs)):
         md.append(f"| {points[0]['step']} | " + " | ".join(

@@ -4,17 +4,19 @@
 
 One attention layer as the encoder builds it (model.Attention: qkv projection, attention, output
 projection; d = 128, 4 heads so dh = 32, batch 32), forward + backward of sum(out^2), for set sizes
-T = 32 .. 4,096 (--heads 16: dh = 8, results kernel_attention_h16.*), with a quarter of each set's tail padded (keep mask (B, 1, 1, T)). Three attentions:
+T = 32 .. 4,096 (--heads 16: dh = 8, results kernel_attention_h16.*), with a quarter of each set's
+tail padded (keep mask (B, 1, 1, T)). Three attentions:
 
 - softmax: F.scaled_dot_product_attention with the boolean mask (PyTorch's fused CPU kernel),
 - kernel:  superbloom.kernel_attention, features materialised (chunk=None),
 - kernel/512: the same, keys and queries 512 at a time under activation checkpointing.
 
 Each (attention, T) runs in a fresh subprocess, so its peak resident memory (ru_maxrss) is its own;
-a run that would need more than --max-gb by a rough estimate is skipped and marked so. Timing:
-one warm-up step, then the median of --reps steps (one step and no warm-up once the previous
-size took more than --slow seconds: the first-step overhead is small against such steps). Load average before and after is recorded, since
-the machine is shared. Results: benchmarks/results/kernel_attention.{json,md}.
+a run that would need more than --max-gb by a rough estimate is skipped and marked so. Timing: one
+warm-up step, then the median of --reps steps (one step and no warm-up once the previous size took
+more than --slow seconds: the first-step overhead is small against such steps). Load average before
+and after is recorded, since the machine is shared. Results:
+benchmarks/results/kernel_attention.{json,md}.
 """
 from __future__ import annotations
 
@@ -86,8 +88,9 @@ def one(method: str, t: int, reps: int, warm: int, threads: int, heads: int = HE
         step()
         times.append(time.perf_counter() - t0)
     times.sort()
-    return {"method": method, "T": t, "heads": heads, "median_s": round(times[len(times) // 2], 5), "min_s": round(times[0], 5),
-            "reps": reps, "warm": warm, "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)}
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # ru_maxrss: KiB on Linux
+    return {"method": method, "T": t, "heads": heads, "median_s": round(times[len(times) // 2], 5),
+            "min_s": round(times[0], 5), "reps": reps, "warm": warm, "peak_rss_gb": round(peak_gb, 2)}
 
 
 def load_avg() -> list[float]:
@@ -123,8 +126,9 @@ def main() -> None:
                 runs.append({"method": method, "T": t, "skipped": f"estimated {est:.1f} GB > --max-gb {args.max_gb}"})
                 print(runs[-1], flush=True)
                 continue
-            out = subprocess.run([sys.executable, __file__, "--one", method, str(t), "--reps", str(reps),
-                                  "--warm", str(warm), "--threads", str(args.threads), "--heads", str(args.heads)], capture_output=True, text=True)
+            cmd = [sys.executable, __file__, "--one", method, str(t), "--reps", str(reps), "--warm", str(warm),
+                   "--threads", str(args.threads), "--heads", str(args.heads)]
+            out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
                 runs.append({"method": method, "T": t, "failed": out.stderr.strip().splitlines()[-1:]})
             else:

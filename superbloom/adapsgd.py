@@ -20,17 +20,18 @@ Per parameter element, with t = 1 / mem (vSGD's adaptive memory):
 Choices where the posts leave room, and why:
 - The blog's pseudo-code writes the rate as avg_g^2 / (avg_g2 + avg_h); that is at most 1 already,
   which contradicts its follow-up post (the rate "is not bounded, very large values are possible",
-  hence the bound). We follow vSGD's product form, whose ideal value on a quadratic is
-  1/curvature (a diagonal Newton step) and which is unbounded where the curvature is small.
-- mem starts at 2, not at the blog's 1: with mem = 1 the first update sets avg_g = g and
-  avg_g2 = g^2 exactly, so avg_g^2 / avg_g2 = 1 and mem = 1 forever; the averages then never
-  average and the rate never reacts to gradient noise (dense quadratic, n = 10, condition 10,
-  eigenvalues 1-10: relative error 13% / 12% / 23% after 100 / 300 / 1,000 steps with mem0 = 1,
-  0.2% / 2.3% / 0.4% with mem0 = 2).
-- Weight decay is L2 in the gradient, before clipping, rather than decoupled: with decoupled decay
-  p -= rate * (clip(g) + wd p) the fixed point is clip(g) = -wd p, which is not the regularised
+  hence the bound). We follow vSGD's product form, whose ideal value on a quadratic is 1/curvature
+  (a diagonal Newton step) and which is unbounded where the curvature is small.
+- mem starts at 2, not at the blog's 1: with mem = 1 the first update sets avg_g = g and avg_g2 =
+  g^2 exactly, so avg_g^2 / avg_g2 = 1 and mem = 1 forever; the averages then never average and the
+  rate never reacts to gradient noise (dense quadratic, n = 10, condition 10, eigenvalues 1-10:
+  relative error 13% / 12% / 23% after 100 / 300 / 1,000 steps with mem0 = 1, 0.2% / 2.3% / 0.4%
+  with mem0 = 2).
+- Weight decay is L2 in the gradient, before clipping, rather than decoupled: with decoupled decay,
+  p -= rate * (clip(g) + wd p), the fixed point is clip(g) = -wd p, which is not the regularised
   optimum once its gradient norm exceeds the clip (measured during development: stalled at 20%
-  relative error on a diagonal quadratic whose regularised optimum has a gradient norm above 1). Coupled, the fixed point is exactly grad + wd p = 0.
+  relative error on a diagonal quadratic whose regularised optimum has a gradient norm above 1).
+  Coupled, the fixed point is exactly grad + wd p = 0.
 
 Elements whose gradient is exactly zero (embedding rows absent from the batch) are left alone:
 their averages, memory and weights do not move, like a lazy sparse optimizer, so a rare row is not

@@ -23,8 +23,9 @@ Each trit is 0 with probability 1/4, 1 with 1/4 and -1 with 1/2 over random stri
 
 `trits(strings)` hashes a batch (one hashlib call per string, unavoidable) and turns all digests
 into trits at once: every byte indexes a (256, 4) table of its four trits, built once with
-numpy.unpackbits (no Python loop per bit or per string after hashing); `TritVocab` caches the trits of a vocabulary, so an id model can look them up by
-id; `DynamicEmbedding` projects trits, or ids through a registered (N, 64) int8 buffer.
+numpy.unpackbits (no Python loop per bit or per string after hashing); `TritVocab` caches the trits
+of a vocabulary, so an id model can look them up by id; `DynamicEmbedding` projects trits, or ids
+through a registered (N, 64) int8 buffer.
 """
 from __future__ import annotations
 
