@@ -18,6 +18,7 @@ Everything is vectorised over the batch; there is no Python loop per id.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,14 @@ class MaskConfig:
     p_mask: float = 0.8  # of masked elements: fed as [MASK]
     p_random: float = 0.1  # ... fed as a random id (the rest: unchanged)
 
+    def __post_init__(self):
+        if self.n < 2:
+            raise ValueError(f"segment length n must be >= 2 (a context and a target), got {self.n}")
+        if not 0.0 < self.mask_rate <= 1.0:
+            raise ValueError(f"mask_rate must be in (0, 1], got {self.mask_rate}")
+        if not (0.0 <= self.p_mask and 0.0 <= self.p_random and self.p_mask + self.p_random <= 1.0):
+            raise ValueError(f"p_mask and p_random must be >= 0 with a sum <= 1, got {self.p_mask}, {self.p_random}")
+
 
 @dataclass
 class Batch:
@@ -47,6 +56,10 @@ class Batch:
     @property
     def n_targets(self) -> int:
         return len(self.target_ids)
+
+    def to(self, device) -> "Batch":
+        """The same batch on `device` (the tensors themselves when already there)."""
+        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 
 
 def epoch_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, n: int,

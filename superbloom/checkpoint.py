@@ -63,7 +63,9 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
 
 
 def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
-    missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False)
+    """Weights of checkpoint `ckpt` into `model`, onto the device the model is on."""
+    device = next(model.parameters()).device
+    missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False, device=str(device))
     if unexpected or [k for k in missing if not _is_tied(model, k)]:
         raise ValueError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
 
@@ -75,6 +77,7 @@ def _is_tied(model, name: str) -> bool:
 
 
 def load_optimizer(optimizer, ckpt: Path) -> None:
+    """Optimizer state of `ckpt` (torch moves each state tensor to its parameter's device)."""
     meta = load_json(ckpt / "optimizer.json")
     tensors = load_file(str(ckpt / "optimizer.safetensors"))
     state: dict = {}

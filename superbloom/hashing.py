@@ -56,7 +56,7 @@ class BloomHash:
         self.buckets = buckets
         self.n_special_tokens = len(SPECIALS) * self.m
         self.offsets = self.n_special_tokens + self.n_buckets * np.arange(self.m, dtype=np.int64)
-        self.vocab_size = self.n_special_tokens + self.m * self.n_buckets
+        self.n_tokens = self.n_special_tokens + self.m * self.n_buckets  # the token vocabulary
         if inverse is None:  # built here: check bucket sizes, then invert
             sizes = np.stack([np.bincount(b, minlength=self.n_buckets) for b in buckets])
             expect = np.full(self.n_buckets, self.alpha)
@@ -146,7 +146,7 @@ class BloomHash:
 
     def describe(self) -> dict:
         return {"alpha": self.alpha, "m": self.m, "n_ids": self.n_ids, "n_buckets": self.n_buckets,
-                "vocab_size": self.vocab_size}
+                "n_tokens": self.n_tokens}
 
 
 def _row_keys(buckets: np.ndarray) -> np.ndarray:

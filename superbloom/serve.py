@@ -6,7 +6,7 @@
     POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
                         "random_seed": 0}
     GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
-    GET  /v1/model     configuration, vocabulary size, parameters, training data summary
+    GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
     GET  /health
 
 The model is loaded once. Requests never run the model on the event loop: one worker thread
@@ -39,9 +39,11 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .decode import DecodeConfig, Ranking
+from . import __version__
+from .decode import DecodeConfig
 from .expand import ExpandConfig, expand
 from .predictor import Predictor
+from .ranking import Ranking
 from .vocab import Vocab
 
 
@@ -325,7 +327,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
         yield
         batcher.close()
 
-    app = FastAPI(title="superbloom", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+    app = FastAPI(title="superbloom", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Set completion and expansion over a huge vocabulary of ids (Superbloom: "
                               "Bloom filter meets Transformer). Every error has a `message`.")
     _offline_docs(app)
@@ -382,16 +384,17 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
         return [{"id": vocab.strings[i], "display": vocab.display(i), "count": int(vocab.counts[i])}
                 for i in prefixes.search(prefix, limit).tolist()]
 
-    @app.get("/v1/model", summary="configuration, vocabulary size, parameter count, training data summary")
+    @app.get("/v1/model", summary="configuration, number of ids and of tokens, parameter count, training data summary")
     async def model_info():
         c = predictor.config
-        return {"vocab_size": len(vocab), "parameters": predictor.n_parameters, "checkpoint": c.get("checkpoint"),
+        return {"n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
+                "checkpoint": c.get("checkpoint"), "version": __version__,
                 "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
                 "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
 
     @app.get("/health", summary="liveness, with batching counters")
     async def health():
-        return {"status": "ok", "vocab_size": len(vocab), "queued": batcher.queue.qsize(),
+        return {"status": "ok", "n_ids": len(vocab), "queued": batcher.queue.qsize(),
                 "batches": batcher.batches, "queries": batcher.queries}
 
     return app
@@ -420,10 +423,10 @@ def _data_summary(meta: dict) -> dict:
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
-          threads: int = 1, access_log: bool = True) -> None:
-    """Load the model once and serve it with uvicorn until interrupted. threads: torch CPU threads
-    (0: torch's default, one per core)."""
+          threads: int = 1, access_log: bool = True, device: str = "auto") -> None:
+    """Load the model once (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
+    threads (0: torch's default, one per core)."""
     import uvicorn
 
-    app = create_app(Predictor.load(model_dir, threads), config)
+    app = create_app(Predictor.load(model_dir, threads, device), config)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")

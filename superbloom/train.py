@@ -1,28 +1,35 @@
-"""Masked training of a Superbloom model (sec. 2.4, 3.1-3.2): train(cfg) -> model directory.
+"""Training: one loop for every objective, and the masked training of a Superbloom model
+(sec. 2.4, 3.1-3.2) built on it: train(cfg) -> model directory.
 
     superbloom train data/wiki --out runs/wiki --alpha 4 --layers 4 --time-budget 600
 
-One code path for 1 process and N processes: under torchrun (RANK / WORLD_SIZE set) the model is
+`fit(objective, ...)` is the loop. An `Objective` is a module whose forward(batch) returns a scalar
+loss, how the rows of each step are drawn (the same on every rank), how a rank turns its share of
+rows into a batch on its device, and how to validate. The masked id model (`masked_set_objective`)
+is one; the text model and the set-embedding losses are others, with the same checkpoints,
+progress bar, metrics log and device handling.
+
+One code path for 1 process and N processes: under torchrun (device.init_distributed) the model is
 wrapped in DistributedDataParallel (gloo on CPU, NCCL on GPU), every rank reads its own slice of
-each global batch from the memory-mapped dataset, and rank 0 alone writes. The optimizer is Adam(W)
-with linear warm-up then inverse-square-root decay, gradients are clipped, metrics go to
-metrics.jsonl, and checkpoints are atomic and resumable (`resume=True` continues a killed run
-where its last checkpoint left it: weights, optimizer, schedule, data order and RNG).
+each global batch, every decision to stop is all-reduced, and rank 0 alone writes. The optimizer
+comes from optim.make_optimizer (warm-up + inverse-sqrt schedule), gradients are clipped, metrics go
+to metrics.jsonl, and checkpoints are atomic and resumable: `resume=True` continues a killed run
+where its last checkpoint left it (weights, optimizer, schedule, data order and every rank's RNG).
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.nn as nn
 from tqdm.auto import tqdm
 
 from .batches import MaskConfig, epoch_batches, training_batch
@@ -30,52 +37,76 @@ from .checkpoint import (latest_checkpoint, load_optimizer, load_weights, restor
                          save_checkpoint)
 from .dataset import Dataset, SetArray
 from .decode import DecodeConfig
-from .evaluate import make_examples
+from .device import Dist, all_gather, any_rank, init_distributed
+from .evaluate import Examples, make_examples
 from .files import load_json, save_json
 from .hashing import BloomHash, HashConfig
-from .heads import HeadConfig
+from .heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
 from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
+from .optim import OptimConfig, make_optimizer, set_lr
 from .predictor import rank_contexts
 
 
 @dataclass(frozen=True)
+class LoopConfig:
+    """How long and how often: shared by every objective."""
+    batch_size: int = 64  # examples per step, over all ranks
+    steps: int = 0  # stop after this many steps (0: no step limit)
+    epochs: float = 0.0  # ... or this many passes over the training examples
+    time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
+    eval_every: int = 500  # validation every this many steps (0: only at the end)
+    keep_best: bool = True  # keep the checkpoint with the best validation score too; inference uses it
+    checkpoint_every: float = 60.0  # seconds between checkpoints
+    seed: int = 0
+    threads: int = 0  # torch CPU threads (0: torch's default)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
+
+    def __post_init__(self):
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
+        if not (self.steps or self.epochs or self.time_budget):
+            raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
+    """The masked id model: what to train on, the model, and the loop."""
     data: str
     out: str
     hash: HashConfig = field(default_factory=HashConfig)
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(vocab_size=0))  # vocab_size set from hashing
-    head: HeadConfig = field(default_factory=HeadConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    head: HeadConfig = field(default_factory=SuperbloomConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
-    batch_size: int = 64  # sets per step, over all ranks
-    lr: float = 3e-3
-    warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
-    weight_decay: float = 0.0
-    clip: float = 1.0
-    steps: int = 0  # stop after this many steps (0: no step limit)
-    epochs: float = 0.0  # ... or this many passes over the training sets
-    time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
-    eval_every: int = 500  # validation every this many steps (0: only at the end)
-    keep_best: bool = True  # keep the checkpoint with the best validation rec@10 too; inference uses it
-    checkpoint_every: float = 60.0  # seconds between checkpoints
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
-    seed: int = 0
-    threads: int = 0  # torch CPU threads (0: torch's default)
-    resume: bool = False
 
     def __post_init__(self):
-        if not (self.steps or self.epochs or self.time_budget):
-            raise ValueError("set at least one of steps, epochs or time_budget")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
 
 
-SELECT = "rec@10"  # validation metric that picks the BEST checkpoint
+SELECT = "rec@10"  # validation metric that picks the BEST checkpoint of the masked id model
 VAL_TARGETS_PER_SET = 16
 
 
-def lr_factor(step: int, warmup: int) -> float:
-    """Linear warm-up to 1, then inverse square root decay (sec. 3.2)."""
-    step = max(step, 1)
-    return step / warmup if step < warmup else math.sqrt(warmup / step)
+# ------------------------------------------------------------------------------ the objective seam
+
+
+@dataclass
+class Objective:
+    """What `fit` trains. `model.forward(batch)` returns the scalar loss to minimise."""
+    model: nn.Module
+    n_examples: int  # training examples per epoch (for LoopConfig.epochs)
+    epoch: Callable[[int], list[np.ndarray]]  # epoch e -> rows of every step (the same on every rank)
+    batch: Callable[[np.ndarray, np.random.Generator], Any]  # this rank's rows -> a batch on the device
+    validate: Callable[[], dict] | None = None  # -> metrics (called on rank 0); `select` picks BEST
+    select: str = SELECT  # higher is better
 
 
 def split_validation(train: SetArray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,11 +118,27 @@ def split_validation(train: SetArray, fraction: float, seed: int) -> tuple[np.nd
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
-def _dist_init() -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return (dist.get_rank(), world) if world > 1 else (0, 1)
+def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, train_rows: np.ndarray,
+                         val: Examples | None, mask: MaskConfig, batch_size: int, seed: int,
+                         device: torch.device, merge: bool) -> Objective:
+    """Masked training over sets (sec. 3.1): segments of <= mask.n ids, 80/10/10 masking; validation
+    is rec@k of one held-out id per example (evaluate.py's protocol) on sets carved from training."""
+    lengths = sets.lengths
+
+    def epoch(e: int) -> list[np.ndarray]:  # a function of (seed, epoch) only
+        return epoch_batches(train_rows, lengths, batch_size, mask.n, np.random.default_rng([seed, 2, e]))
+
+    def batch(rows: np.ndarray, rng: np.random.Generator):
+        return training_batch(sets, rows, hashing, mask, rng, merge=merge).to(device)
+
+    def validate() -> dict:
+        ranking = rank_contexts(model, hashing, val.contexts, 20, DecodeConfig())
+        return summarize(target_ranks(ranking.ids.numpy(), val.targets))
+
+    return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT)
+
+
+# ------------------------------------------------------------------------------ the loop
 
 
 class MetricsLog:
@@ -104,34 +151,189 @@ class MetricsLog:
                 f.write(json.dumps(record) + "\n")
 
 
-def train(cfg: TrainConfig, progress: bool = True) -> Path:
-    rank, world = _dist_init()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+@dataclass
+class RunState:
+    """Everything a checkpoint must hold besides weights and optimizer (state.json)."""
+    step: int = 0
+    epoch: int = 0
+    cursor: int = 0  # batches of the current epoch already taken
+    examples: int = 0
+    seconds: float = 0.0
+    best: dict | None = None  # validation metrics of the BEST checkpoint, with its step
+
+
+def fresh_rngs(seed: int, d: Dist) -> np.random.Generator:
+    """This rank's batch RNG for a new run (torch's RNG is seeded by the caller)."""
+    return np.random.default_rng([seed, d.rank])
+
+
+def checkpoint_state(state: RunState, rng: np.random.Generator, d: Dist) -> dict | None:
+    """state.json content with every rank's RNG streams (collective: every rank calls it); None off rank 0."""
+    mine = {"numpy": rng_state(rng), "torch": torch.get_rng_state().tolist()}
+    every = all_gather(mine, d)
+    if not d.main:
+        return None
+    return dict(asdict(state), world=d.world, rng={str(r): s["numpy"] for r, s in enumerate(every)},
+                torch_rng={str(r): s["torch"] for r, s in enumerate(every)})
+
+
+def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.Generator]:
+    """RunState and this rank's RNG from state.json. A rank the checkpoint has no stream for (the
+    run resumes on more processes than it was saved with) gets a fresh stream of (seed, rank, step)."""
+    state = RunState(**{k: saved[k] for k in ("step", "epoch", "cursor", "examples", "seconds")},
+                     best=saved.get("best"))
+    rngs, torch_rngs = saved.get("rng", {}), saved.get("torch_rng", {})
+    if isinstance(torch_rngs, list):  # written before per-rank torch streams: rank 0's
+        torch_rngs = {"0": torch_rngs}
+    me = str(d.rank)
+    if me in rngs:
+        rng = restore_rng(rngs[me])
+    else:
+        rng = np.random.default_rng([seed, d.rank, state.step])
+        print(f"rank {d.rank}: the checkpoint holds no RNG stream for this rank (saved with "
+              f"{saved.get('world', len(rngs))} processes); using a fresh one")
+    if me in torch_rngs:
+        torch.set_rng_state(torch.tensor(torch_rngs[me], dtype=torch.uint8))
+    return state, rng
+
+
+def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, batch, optim: OptimConfig,
+               step: int) -> tuple[float, float, float]:
+    """One optimizer step (1-based `step`): loss, backward, clip, update. -> (loss, grad norm, lr)."""
+    lr = set_lr(opt, optim, step)
+    loss = ddp(batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if optim.clip:
+        gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), optim.clip))
+    else:
+        gnorm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()
+                                                            if p.grad is not None])))
+    opt.step()
+    lv = float(loss.detach())
+    if not math.isfinite(lv):
+        raise FloatingPointError(f"loss became {lv} at step {step}; lower the learning rate")
+    return lv, gnorm, lr
+
+
+def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, out: Path, d: Dist, resume_from: Path | None = None,
+        progress: bool = True) -> RunState:
+    """Train `obj` in `out` (a model directory whose config files the caller wrote): the loop,
+    validation, BEST and LATEST checkpoints, metrics.jsonl. Resumes from `resume_from` if given."""
+    model = obj.model
+    opt = make_optimizer(optim, model.parameters())
+    state, rng = RunState(), fresh_rngs(loop.seed, d)
+    if resume_from is not None:
+        load_weights(model, resume_from)
+        load_optimizer(opt, resume_from)
+        state, rng = restore_state(load_json(resume_from / "state.json"), loop.seed, d)
+        if d.main:
+            print(f"resuming from {resume_from.name} (step {state.step}, {state.seconds:.0f} s trained)")
+    ddp = model
+    if d.world > 1:
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
+    log = MetricsLog(out / "metrics.jsonl", d.main)
+    per_rank = max(1, loop.batch_size // d.world)
+    max_steps = loop.steps or (int(math.ceil(loop.epochs * obj.n_examples / loop.batch_size)) if loop.epochs else 0)
+    budget = loop.time_budget or float("inf")
+
+    def checkpoint():
+        st = checkpoint_state(state, rng, d)
+        if d.main:
+            save_checkpoint(out, state.step, model, opt, st)
+
+    def validation(final: bool = False) -> dict:
+        """Validate (rank 0), log, and keep the weights if they are the best so far."""
+        v = obj.validate()
+        log.write(step=state.step, seconds=round(state.seconds, 1), final=final, **{f"val_{k}": x for k, x in v.items()})
+        if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
+            state.best = dict(v, step=state.step)
+            save_checkpoint(out, state.step, model, None, asdict(state), keep=1, kind="best", pointer="BEST")
+        return v
+
+    model.train()
+    bar = tqdm(total=max_steps or None, initial=state.step, desc="training", unit="step",
+               disable=not progress or not d.main, dynamic_ncols=True)
+    start, last_ckpt, ema = time.time() - state.seconds, time.time(), None
+    batches = obj.epoch(state.epoch)
+    try:
+        while (not max_steps or state.step < max_steps) and not any_rank(time.time() - start >= budget, d):
+            if state.cursor >= len(batches):  # next epoch
+                state.epoch += 1
+                state.cursor = 0
+                batches = obj.epoch(state.epoch)
+            rows = batches[state.cursor][d.rank * per_rank:(d.rank + 1) * per_rank]
+            loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1)
+            state.step += 1
+            state.cursor += 1
+            state.examples += loop.batch_size
+            state.seconds = time.time() - start
+            ema = loss if ema is None else 0.98 * ema + 0.02 * loss
+            bar.update(1)
+            bar.set_postfix(loss=f"{ema:.3f}", ex_s=f"{state.examples / state.seconds:.0f}", lr=f"{lr:.2e}",
+                            refresh=False)
+            if state.step % 50 == 0:
+                log.write(step=state.step, loss=round(ema, 5), grad_norm=round(gnorm, 4), lr=lr,
+                          examples_per_s=round(state.examples / state.seconds, 1),
+                          seconds=round(state.seconds, 1), epoch=state.epoch)
+            if loop.eval_every and state.step % loop.eval_every == 0 and obj.validate and d.main:
+                v = validation()
+                bar.write(f"step {state.step:>6}  loss {ema:.3f}  val " + _brief(v))
+            if any_rank(time.time() - last_ckpt > loop.checkpoint_every, d):
+                checkpoint()
+                last_ckpt = time.time()
+    finally:
+        bar.close()
+    if d.main and obj.validate is not None:
+        v = validation(final=True)
+        print(f"trained {state.step} steps ({state.examples:,} examples, {state.seconds:.0f} s, "
+              f"{state.examples / max(state.seconds, 1e-9):.0f} examples/s); validation " + _brief(v))
+        if loop.keep_best:
+            print(f"best validation {obj.select} {state.best[obj.select]:.3f} at step {state.best['step']}: "
+                  "kept as BEST, which predict / eval / serve load")
+    checkpoint()
+    if d.world > 1:
+        dist.barrier()
+    return state
+
+
+def _brief(v: dict) -> str:
+    return "  ".join(f"{k} {x:.3f}" for k, x in list(v.items())[:3])
+
+
+# ------------------------------------------------------------------------------ the masked id model
+
+
+def train(cfg: TrainConfig, progress: bool = True, resume: bool = False) -> Path:
+    """Masked training of a Superbloom model on a prepared dataset -> the model directory."""
+    d = init_distributed(cfg.loop.device)
+    if cfg.loop.threads:
+        torch.set_num_threads(cfg.loop.threads)
     out = Path(cfg.out)
     data = Dataset(cfg.data)
-    ckpt = latest_checkpoint(out) if cfg.resume else None
-    if cfg.resume and ckpt is None and rank == 0:
+    ckpt = latest_checkpoint(out) if resume else None
+    if resume and ckpt is None and d.main:
         print(f"no checkpoint in {out}; starting a new run")
     if ckpt is not None:
         saved = load_json(out / "config.json")
-        hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig(**saved["model"])
-        head_cfg = HeadConfig(**saved["head"])
+        hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig.from_dict(saved["model"])
+        head_cfg = head_config_from_dict(saved["head"])
         hashing = BloomHash.load(out / "hashing.safetensors")
     else:
-        hcfg, head_cfg = cfg.hash, cfg.head
+        hcfg, mcfg, head_cfg = cfg.hash, cfg.model, cfg.head
         t0 = time.time()
         hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None)
-        mcfg = dataclasses.replace(cfg.model, vocab_size=hashing.vocab_size, m=hcfg.m)
         hash_seconds = time.time() - t0
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts)
     n_params = count_parameters(model)
-    train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.seed)
-    if len(train_rows) < cfg.batch_size:
+    model.to(d.device)
+    train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
+    if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
-                         f"need at least one batch ({cfg.batch_size}); lower --batch-size")
-    if rank == 0 and ckpt is None:
+                         f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
+    if d.main and ckpt is None:
         out.mkdir(parents=True, exist_ok=True)
         for old in ("metrics.jsonl", "LATEST", "BEST"):  # a new run replaces an old one in `out`
             (out / old).unlink(missing_ok=True)
@@ -139,131 +341,21 @@ def train(cfg: TrainConfig, progress: bool = True) -> Path:
         hashing.save(out / "hashing.safetensors")
         data.vocab.save(out)
         save_json(out / "config.json", {
-            "hash": asdict(hcfg), "model": asdict(mcfg), "head": asdict(head_cfg),
+            "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": _jsonable(asdict(cfg)), "data": data.meta, "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2)})
-    if rank == 0:
+    if d.main:
         print(f"model: {n_params:,} parameters ({mcfg.layers} layers, d={mcfg.d}, {mcfg.heads} heads, "
-              f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.vocab_size:,} tokens "
-              f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation")
-
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9,
-                            weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s + 1, cfg.warmup))
-    state = {"step": 0, "epoch": 0, "cursor": 0, "examples": 0, "seconds": 0.0}
-    rng = np.random.default_rng([cfg.seed, rank])
-    if ckpt is not None:
-        load_weights(model, ckpt)
-        load_optimizer(opt, ckpt)
-        state = load_json(ckpt / "state.json")
-        sched.last_epoch = state["step"]
-        for g in opt.param_groups:
-            g["lr"] = cfg.lr * lr_factor(state["step"] + 1, cfg.warmup)
-        rng = restore_rng(state["rng"][str(rank)] if str(rank) in state["rng"] else state["rng"]["0"])
-        torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
-        if rank == 0:
-            print(f"resuming from {ckpt.name} (step {state['step']}, {state['seconds']:.0f} s trained)")
-    ddp = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    log = MetricsLog(out / "metrics.jsonl", rank == 0)
+              f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
+              f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
+              f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
     # many held-out ids per validation set: a steadier score to pick the BEST checkpoint with
-    val = make_examples(data.train.subset(val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.seed) if len(val_rows) else None
-    per_rank = max(1, cfg.batch_size // world)
-    max_steps = cfg.steps or (int(math.ceil(cfg.epochs * len(train_rows) / cfg.batch_size)) if cfg.epochs else 0)
-    budget = cfg.time_budget or float("inf")
-
-    def checkpoint():
-        if rank == 0:
-            st = dict(state, rng={str(rank): rng_state(rng)}, torch_rng=torch.get_rng_state().tolist())
-            save_checkpoint(out, state["step"], model, opt, st)
-
-    def validation(final: bool = False) -> dict:
-        """Validate (rank 0), log, and keep the weights if they are the best so far."""
-        v = validate(model, hashing, val)
-        log.write(step=state["step"], seconds=round(state["seconds"], 1), final=final,
-                  **{f"val_{k}": x for k, x in v.items()})
-        best = state.get("best")
-        if cfg.keep_best and (best is None or v[SELECT] > best[SELECT]):
-            state["best"] = dict(v, step=state["step"])
-            save_checkpoint(out, state["step"], model, None, dict(state), keep=1, kind="best", pointer="BEST")
-        return v
-
-    model.train()
-    bar = tqdm(total=max_steps or None, initial=state["step"], desc="training", unit="step",
-               disable=not progress or rank != 0, dynamic_ncols=True)
-    start, last_ckpt, ema = time.time() - state["seconds"], time.time(), None
-    lengths = data.train.lengths
-
-    def epoch(e):  # the same batches on every rank, a function of (seed, epoch) only
-        return epoch_batches(train_rows, lengths, cfg.batch_size, cfg.mask.n, np.random.default_rng([cfg.seed, 2, e]))
-
-    batches = epoch(state["epoch"])
-    try:
-        while (not max_steps or state["step"] < max_steps) and not _out_of_time(start, budget, world):
-            if state["cursor"] >= len(batches):  # next epoch
-                state["epoch"] += 1
-                state["cursor"] = 0
-                batches = epoch(state["epoch"])
-            rows = batches[state["cursor"]][rank * per_rank:(rank + 1) * per_rank]
-            batch = training_batch(data.train, rows, hashing, cfg.mask, rng, merge=not mcfg.positions)
-            loss = ddp(batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            sched.step()
-            state["step"] += 1
-            state["cursor"] += 1
-            state["examples"] += cfg.batch_size
-            state["seconds"] = time.time() - start
-            lv = float(loss.detach())
-            ema = lv if ema is None else 0.98 * ema + 0.02 * lv
-            if not math.isfinite(lv):
-                raise FloatingPointError(f"loss became {lv} at step {state['step']}; lower the learning rate")
-            bar.update(1)
-            bar.set_postfix(loss=f"{ema:.3f}", ex_s=f"{state['examples'] / state['seconds']:.0f}",
-                            lr=f"{sched.get_last_lr()[0]:.2e}", refresh=False)
-            if state["step"] % 50 == 0:
-                log.write(step=state["step"], loss=round(ema, 5), grad_norm=round(float(gnorm), 4),
-                          lr=sched.get_last_lr()[0], examples_per_s=round(state["examples"] / state["seconds"], 1),
-                          seconds=round(state["seconds"], 1), epoch=state["epoch"])
-            if cfg.eval_every and state["step"] % cfg.eval_every == 0 and val is not None and rank == 0:
-                v = validation()
-                bar.write(f"step {state['step']:>6}  loss {ema:.3f}  val rec@1 {v['rec@1']:.3f}  "
-                          f"rec@10 {v['rec@10']:.3f}  rec@20 {v['rec@20']:.3f}")
-            if time.time() - last_ckpt > cfg.checkpoint_every:
-                checkpoint()
-                last_ckpt = time.time()
-    finally:
-        bar.close()
-    if rank == 0:
-        if val is not None:
-            v = validation(final=True)
-            print(f"trained {state['step']} steps ({state['examples']:,} examples, {state['seconds']:.0f} s, "
-                  f"{state['examples'] / max(state['seconds'], 1e-9):.0f} examples/s); validation rec@1 "
-                  f"{v['rec@1']:.3f} rec@10 {v['rec@10']:.3f} rec@20 {v['rec@20']:.3f}")
-            if cfg.keep_best:
-                b = state["best"]
-                print(f"best validation {SELECT} {b[SELECT]:.3f} at step {b['step']}: kept as BEST, "
-                      "which predict / eval / serve load")
-        checkpoint()
-    if world > 1:
-        dist.barrier()
+    val = (make_examples(data.train.subset(val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.loop.seed)
+           if len(val_rows) else None)
+    obj = masked_set_objective(model, hashing, data.train, train_rows, val, cfg.mask, cfg.loop.batch_size,
+                               cfg.loop.seed, d.device, merge=not mcfg.positions)
+    fit(obj, cfg.loop, cfg.optim, out, d, ckpt, progress)
     return out
-
-
-def _out_of_time(start: float, budget: float, world: int) -> bool:
-    """Every rank must stop at the same step: the decision is all-reduced under torchrun."""
-    over = time.time() - start >= budget
-    if world > 1:
-        flag = torch.tensor([float(over)])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        over = bool(flag.item())
-    return over
-
-
-def validate(model, hashing, val) -> dict:
-    ranking = rank_contexts(model, hashing, val.contexts, 20, DecodeConfig())
-    return summarize(target_ranks(ranking.ids.numpy(), val.targets))
 
 
 def _jsonable(obj):

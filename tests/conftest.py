@@ -46,9 +46,9 @@ def rng() -> np.random.Generator:
 def tiny_model(wiki_data, tmp_path_factory) -> Path:
     """A tiny model trained for a few steps on the embedded Wikispeedia links (seconds)."""
     out = tmp_path_factory.mktemp("tiny") / "model"
-    model = sb.ModelConfig(vocab_size=0, d=32, heads=2, d_ff=64, layers=1)
+    model = sb.ModelConfig(d=32, heads=2, d_ff=64, layers=1)
     cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=8), model=model,
-                         steps=6, batch_size=32, eval_every=0)
+                         loop=sb.LoopConfig(steps=6, batch_size=32, eval_every=0))
     sb.train(cfg, progress=False)
     return out
 

@@ -5,8 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.decode import (DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk,
-                               SCORES, sufficient_beam, topk_last)
+from superbloom.decode import DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk, sufficient_beam
+from superbloom.ranking import score_fn, topk_last
 from superbloom.hashing import BloomHash, HashConfig
 
 
@@ -136,7 +136,7 @@ def test_sufficient_beam_matches_full_sort(nb, m, start, seed, score):
     g = torch.Generator().manual_seed(seed)
     logp = (torch.randn(4, m, nb, generator=g) * 3).log_softmax(-1)
     srt = logp.sort(dim=2, descending=True).values
-    bounds = SCORES[score](srt.transpose(1, 2))  # (4, nb) bound after B' = 1..nb
+    bounds = score_fn(score)(srt.transpose(1, 2))  # (4, nb) bound after B' = 1..nb
     kth = bounds[torch.arange(4), torch.randint(0, nb, (4,), generator=g)] + torch.tensor([0, 1e-3, -1e-3, 0])
     ok = bounds <= kth[:, None]
     want = torch.where(ok.any(1), ok.float().argmax(1) + 1, torch.full((4,), nb))

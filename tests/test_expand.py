@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from superbloom.cli import main
-from superbloom.decode import Ranking
+from superbloom.ranking import Ranking
 from superbloom.expand import ExpandConfig, choose, expand
 from superbloom.vocab import Vocab
 
