@@ -180,7 +180,12 @@ def _add_train(sub):
     g.add_argument("--threads", type=NONNEG_INT, default=lp("threads"),
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
-    g.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest complete checkpoint, with its saved settings; "
+                        "flags given now may change the optimisation and loop settings (recorded), not the model")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the model in --out with a new run (the old one is kept until the new run has a "
+                        "complete checkpoint)")
     g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
                    help="serve the last weights instead of those with the best validation rec@10")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -292,6 +297,21 @@ def _add_demo(sub):
     p.set_defaults(func=cmd_demo)
 
 
+def _given(subparser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The destinations of the flags typed on the command line (not left at their default):
+    the same subcommand parsed again with every default suppressed."""
+    actions = subparser._actions  # argparse keeps no public list of a parser's actions
+    saved = [a.default for a in actions]
+    for a in actions:
+        a.default = argparse.SUPPRESS
+    try:
+        given = set(vars(subparser.parse_known_args(argv)[0]))
+    finally:
+        for a, d in zip(actions, saved):
+            a.default = d
+    return given
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
                                      "Transformers for set completion over huge id vocabularies.")
@@ -300,9 +320,11 @@ def main(argv=None) -> int:
     for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve):
         add(sub)
     args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args.given = _given(sub.choices[args.command], words[words.index(args.command) + 1:])
     try:
         return args.func(args) or 0
-    except (InputError, FileNotFoundError, ValueError) as e:
+    except (InputError, ValueError, FloatingPointError, OSError) as e:  # bad input, a diverged run, a file
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -334,26 +356,51 @@ def _head_config(args):
     return head_config(args.head, **given)
 
 
-def train_config_from_args(args) -> TrainConfig:
+def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
+    """The TrainConfig of the command line; with `base` (a resumed run's saved config) only the flags
+    in `given` (those typed on the command line) replace its settings."""
+    def pick(dest, saved):
+        return getattr(args, dest) if base is None or dest in given else saved
+
+    b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
+    head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
     return TrainConfig(
         data=args.data, out=args.out,
-        hash=HashConfig(alpha=args.alpha, m=args.m, seed=args.hash_seed, coherent=args.coherent),
-        model=ModelConfig(d=args.d, heads=args.heads, d_ff=args.d_ff, layers=args.layers, dropout=args.dropout,
-                          attn_dropout=args.attn_dropout, positions=args.positions, norm_first=not args.post_ln),
-        head=_head_config(args),
-        mask=MaskConfig(n=args.segment, mask_rate=args.mask_rate),
-        optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay,
-                          clip=args.clip),
-        loop=LoopConfig(batch_size=args.batch_size, steps=args.steps, epochs=args.epochs, time_budget=args.time_budget,
-                        eval_every=args.eval_every, keep_best=args.keep_best, checkpoint_every=args.checkpoint_every,
-                        seed=args.seed, threads=args.threads, device=args.device),
-        val_fraction=args.val_fraction)
+        hash=HashConfig(alpha=pick("alpha", b.hash.alpha), m=pick("m", b.hash.m), seed=pick("hash_seed", b.hash.seed),
+                        coherent=pick("coherent", b.hash.coherent)),
+        model=ModelConfig(d=pick("d", b.model.d), heads=pick("heads", b.model.heads), d_ff=pick("d_ff", b.model.d_ff),
+                          layers=pick("layers", b.model.layers), dropout=pick("dropout", b.model.dropout),
+                          attn_dropout=pick("attn_dropout", b.model.attn_dropout),
+                          positions=pick("positions", b.model.positions),
+                          norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding),
+        head=_head_config(args) if base is None or head_flags & given else b.head,
+        mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
+                        p_mask=b.mask.p_mask, p_random=b.mask.p_random),
+        optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
+                          warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
+                          clip=pick("clip", b.optim.clip)),
+        loop=LoopConfig(batch_size=pick("batch_size", b.loop.batch_size), steps=pick("steps", b.loop.steps),
+                        epochs=pick("epochs", b.loop.epochs), time_budget=pick("time_budget", b.loop.time_budget),
+                        eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),
+                        checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
+                        seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
+                        device=pick("device", b.loop.device)),
+        val_fraction=pick("val_fraction", b.val_fraction))
 
 
 def cmd_train(args):
+    from .checkpoint import latest_checkpoint
+    from .files import load_json
     from .train import train
 
-    out = train(train_config_from_args(args), progress=not args.quiet, resume=args.resume)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
+        saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
+        cfg = train_config_from_args(args, saved, args.given)
+    else:
+        cfg = train_config_from_args(args)
+    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
     print(f"model written to {out}")
 
 

@@ -33,7 +33,7 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from .batches import MaskConfig, epoch_batches, training_batch
-from .checkpoint import (latest_checkpoint, load_optimizer, load_weights, restore_rng, rng_state,
+from .checkpoint import (holds_model, latest_checkpoint, load_optimizer, load_weights, restore_rng, rng_state,
                          save_checkpoint)
 from .dataset import Dataset, SetArray
 from .decode import DecodeConfig
@@ -90,7 +90,23 @@ class TrainConfig:
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
 
+    def to_dict(self) -> dict:
+        """JSON-able, the head with its name (config.json's "train")."""
+        return _jsonable(dict(asdict(self), head=head_config_dict(self.head)))
 
+    @classmethod
+    def from_saved(cls, saved: dict, data: str, out: str) -> "TrainConfig":
+        """The config a model directory's config.json records (also the flat layout of version 0.1)."""
+        t = saved.get("train", {})
+        flat = lambda c: {f: t[f] for f in c.__dataclass_fields__ if f in t}  # noqa: E731  (0.1 layout)
+        return cls(data=data, out=out, hash=HashConfig(**saved["hash"]), model=ModelConfig.from_dict(saved["model"]),
+                   head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
+                   optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
+                   loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
+                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL))
+
+
+_FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default
 SELECT = "rec@10"  # validation metric that picks the BEST checkpoint of the masked id model
 VAL_TARGETS_PER_SET = 16
 
@@ -142,12 +158,14 @@ def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, t
 
 
 class MetricsLog:
-    def __init__(self, path: Path, enabled: bool):
-        self.path, self.enabled = path, enabled
+    """metrics.jsonl of the run directory (which a staged run moves: the path is looked up per write)."""
+
+    def __init__(self, run: "RunDir", enabled: bool):
+        self.run, self.enabled = run, enabled
 
     def write(self, **record) -> None:
         if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as f:
+            with open(self.run.path / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
 
 
@@ -216,10 +234,12 @@ def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, bat
     return lv, gnorm, lr
 
 
-def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, out: Path, d: Dist, resume_from: Path | None = None,
-        progress: bool = True) -> RunState:
-    """Train `obj` in `out` (a model directory whose config files the caller wrote): the loop,
-    validation, BEST and LATEST checkpoints, metrics.jsonl. Resumes from `resume_from` if given."""
+def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Path", d: Dist,
+        resume_from: Path | None = None, progress: bool = True) -> RunState:
+    """Train `obj` in a model directory whose config files the caller wrote (a RunDir, or a Path to
+    write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl. Resumes from
+    `resume_from` if given."""
+    run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False)
     model = obj.model
     opt = make_optimizer(optim, model.parameters())
     state, rng = RunState(), fresh_rngs(loop.seed, d)
@@ -233,7 +253,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, out: Path, d: Dist
     if d.world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
-    log = MetricsLog(out / "metrics.jsonl", d.main)
+    log = MetricsLog(run, d.main)
     per_rank = max(1, loop.batch_size // d.world)
     max_steps = loop.steps or (int(math.ceil(loop.epochs * obj.n_examples / loop.batch_size)) if loop.epochs else 0)
     budget = loop.time_budget or float("inf")
@@ -241,7 +261,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, out: Path, d: Dist
     def checkpoint():
         st = checkpoint_state(state, rng, d)
         if d.main:
-            save_checkpoint(out, state.step, model, opt, st)
+            save_checkpoint(run.path, state.step, model, opt, st)
+            run.committed()
 
     def validation(final: bool = False) -> dict:
         """Validate (rank 0), log, and keep the weights if they are the best so far."""
@@ -249,7 +270,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, out: Path, d: Dist
         log.write(step=state.step, seconds=round(state.seconds, 1), final=final, **{f"val_{k}": x for k, x in v.items()})
         if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
             state.best = dict(v, step=state.step)
-            save_checkpoint(out, state.step, model, None, asdict(state), keep=1, kind="best", pointer="BEST")
+            save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best", pointer="BEST")
         return v
 
     model.train()
@@ -302,21 +323,106 @@ def _brief(v: dict) -> str:
     return "  ".join(f"{k} {x:.3f}" for k, x in list(v.items())[:3])
 
 
+# ------------------------------------------------------------------------------ the run directory
+
+
+class RunDir:
+    """Where a run writes, so that no trained model is ever lost.
+
+    A new run in an empty (or missing) directory writes there. A new run over a directory that
+    holds a model (only with overwrite=True) writes into a staging directory beside it, `OUT.new`,
+    and takes OUT's place only once it has a complete checkpoint of its own (`committed`): until
+    then a failure or a kill leaves the previous model untouched. A resumed run writes in place."""
+
+    def __init__(self, final: Path, staged: bool):
+        self.final = final
+        self.path = final.with_name(final.name + ".new") if staged else final
+        if staged:
+            shutil.rmtree(self.path, ignore_errors=True)  # an earlier staged run that never committed
+
+    @property
+    def staged(self) -> bool:
+        return self.path != self.final
+
+    def committed(self) -> None:
+        """After a complete checkpoint: a staged run replaces the previous model."""
+        if not self.staged:
+            return
+        old = self.final.with_name(self.final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        self.final.rename(old)  # a kill between these renames leaves both complete models on disk
+        self.path.rename(self.final)
+        self.path = self.final
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# settings a resumed run must keep: they define the model and its data (the rest may change)
+ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction")
+
+
+def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """(architecture changes, other changes) of `cfg` against the saved config.json, as
+    'field old -> new' strings."""
+    now = cfg.to_dict()
+    before = dict(saved.get("train", {}), hash=saved["hash"], model=saved["model"], head=saved["head"])
+    before["head"] = head_config_dict(head_config_from_dict(before["head"]))  # older layouts read alike
+    before["model"] = asdict(ModelConfig.from_dict(before["model"]))
+    arch, other = [], []
+    for key in now:
+        if key in ("data", "out"):
+            continue
+        old, new = before.get(key), now[key]
+        if isinstance(new, dict) and isinstance(old, dict):
+            diffs = [f"{key}.{k} {old.get(k)!r} -> {v!r}" for k, v in new.items() if old.get(k) != v]
+        else:
+            diffs = [f"{key} {old!r} -> {new!r}"] if old != new and key in before else []
+        (arch if key in ARCHITECTURE else other).extend(diffs)
+    return arch, other
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metrics.jsonl records a killed run wrote after the checkpoint it resumes from."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+
+
 # ------------------------------------------------------------------------------ the masked id model
 
 
-def train(cfg: TrainConfig, progress: bool = True, resume: bool = False) -> Path:
-    """Masked training of a Superbloom model on a prepared dataset -> the model directory."""
+def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False) -> Path:
+    """Masked training of a Superbloom model on a prepared dataset -> the model directory.
+
+    cfg.out may not hold a model unless resume=True (continue its newest complete checkpoint; the
+    architecture must not change, other settings may and are recorded) or overwrite=True (a new
+    run that replaces it once it has a complete checkpoint of its own). Every setting is checked
+    before anything is written."""
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
     out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a model directory")
     data = Dataset(cfg.data)
     ckpt = latest_checkpoint(out) if resume else None
-    if resume and ckpt is None and d.main:
-        print(f"no checkpoint in {out}; starting a new run")
+    if resume and ckpt is None:
+        if holds_model(out):
+            raise ValueError(f"--resume: {out} holds model files but no complete checkpoint to continue from; "
+                             "nothing was changed (start a new run there with --overwrite)")
+        if d.main:
+            print(f"no checkpoint in {out}; starting a new run" + (" (replacing the config files of a run stopped "
+                  "before its first checkpoint)" if (out / "config.json").exists() else ""))
+    if ckpt is None and holds_model(out) and not overwrite:
+        raise ValueError(f"{out} already holds a model; pass --resume to continue it or --overwrite to replace it "
+                         "(the old model is kept until the new run has a complete checkpoint)")
     if ckpt is not None:
         saved = load_json(out / "config.json")
+        arch, changed = run_changes(saved, cfg)
+        if arch:
+            raise ValueError(f"--resume cannot change the model or its data: {'; '.join(arch)} "
+                             f"(the run in {out} keeps its settings; start a new run with --overwrite to change them)")
         hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig.from_dict(saved["model"])
         head_cfg = head_config_from_dict(saved["head"])
         hashing = BloomHash.load(out / "hashing.safetensors")
@@ -333,28 +439,38 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False) -> Path
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
+    run = RunDir(out, staged=ckpt is None and holds_model(out))
     if d.main and ckpt is None:
-        out.mkdir(parents=True, exist_ok=True)
-        for old in ("metrics.jsonl", "LATEST", "BEST"):  # a new run replaces an old one in `out`
-            (out / old).unlink(missing_ok=True)
-        shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        hashing.save(out / "hashing.safetensors")
-        data.vocab.save(out)
-        save_json(out / "config.json", {
+        run.path.mkdir(parents=True, exist_ok=True)
+        hashing.save(run.path / "hashing.safetensors")
+        data.vocab.save(run.path)
+        save_json(run.path / "config.json", {
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
-            "train": _jsonable(asdict(cfg)), "data": data.meta, "parameters": n_params,
+            "train": cfg.to_dict(), "data": data.meta, "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2)})
+    if d.main and ckpt is not None:
+        _truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
+        if changed:
+            print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
+            resumes = saved.get("resumes", []) + [{"from": ckpt.name, "changed": changed}]
+            save_json(out / "config.json", dict(saved, train=cfg.to_dict(), resumes=resumes))
     if d.main:
         print(f"model: {n_params:,} parameters ({mcfg.layers} layers, d={mcfg.d}, {mcfg.heads} heads, "
               f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
               f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
               f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
+        if run.staged:
+            print(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
     # many held-out ids per validation set: a steadier score to pick the BEST checkpoint with
     val = (make_examples(data.train.subset(val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.loop.seed)
            if len(val_rows) else None)
     obj = masked_set_objective(model, hashing, data.train, train_rows, val, cfg.mask, cfg.loop.batch_size,
                                cfg.loop.seed, d.device, merge=not mcfg.positions)
-    fit(obj, cfg.loop, cfg.optim, out, d, ckpt, progress)
+    try:
+        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress)
+    finally:
+        if d.main and run.staged:  # never reached a checkpoint: the previous model stays, the attempt goes
+            shutil.rmtree(run.path, ignore_errors=True)
     return out
 
 
