@@ -17,6 +17,10 @@ import superbloom as sb
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# The devices the contract tables and property tests run on: always the CPU, and CUDA where torch
+# sees a GPU (tests/test_cuda.py holds the tests that need one and skips, saying so, without it).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
 # Test tensors are tiny: one thread is as fast, and OpenMP threads stall badly when the cores are shared.
 torch.set_num_threads(1)
 

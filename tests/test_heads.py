@@ -23,6 +23,8 @@ from superbloom.heads.hierarchical import (TREES, astar_topk, balanced_tree, bui
 from superbloom.heads.sampled import PROPOSALS, Proposal, proposal_probs, sampled_softmax_loss
 from superbloom.model import ModelConfig, build_model
 
+from conftest import DEVICES
+
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -58,42 +60,44 @@ def test_every_registered_head_is_in_the_table():
     assert {cfg.name for cfg, _ in CASES.values()} == set(HEADS)
 
 
-def make(case, seed=0):
+def make(case, seed=0, device="cpu"):
     cfg, (alpha, m) = CASES[case]
     h = BloomHash.build(N_IDS, HashConfig(alpha, m, 0))
     torch.manual_seed(seed)
     model_cfg = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.1)
-    return h, build_model(model_cfg, cfg, h, COUNTS)
+    return h, build_model(model_cfg, cfg, h, COUNTS).to(device)
 
 
-def batch(h, seed=0):
+def batch(h, seed=0, device="cpu"):
     rng = np.random.default_rng(seed)
     sets = SetArray.from_lists([rng.choice(N_IDS, 12, replace=False) for _ in range(6)])
-    return training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.3), rng)
+    return training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.3), rng).to(device)
 
 
 CONTEXTS = np.array([[0, 5, 17, -1], [3, -1, -1, -1], [1, 2, 3, 4], [60, 61, 119, 0]])
 
 
-def queries(h, model):
-    return model.target_hidden(query_batch(CONTEXTS, h)), torch.from_numpy(CONTEXTS)
+def queries(h, model, device="cpu"):
+    return (model.target_hidden(query_batch(CONTEXTS, h).to(device)), torch.from_numpy(CONTEXTS).to(device))
 
 
 def is_exact(case):
     return CASES[case][0].name != "superbloom"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES)
-def test_builds_and_loss_is_finite(case):
-    h, model = make(case)
-    loss = model.train()(batch(h))
-    assert loss.ndim == 0 and torch.isfinite(loss) and loss > 0
+def test_builds_and_loss_is_finite(case, device):
+    h, model = make(case, device=device)
+    loss = model.train()(batch(h, device=device))
+    assert loss.ndim == 0 and torch.isfinite(loss) and loss > 0 and loss.device.type == device
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES)
-def test_gradients_reach_every_parameter(case):
-    h, model = make(case)
-    model.train()(batch(h)).backward()
+def test_gradients_reach_every_parameter(case, device):
+    h, model = make(case, device=device)
+    model.train()(batch(h, device=device)).backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
@@ -128,12 +132,14 @@ def test_targets_can_share_hidden_rows(case):
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("decode", [DecodeConfig(), DecodeConfig(exact=True), DecodeConfig(beam=3, score="min"),
                                     DecodeConfig(exhaustive=True, score="max")], ids=["default", "exact", "min", "exh"])
-def test_topk_shape_order_and_exclusion(case, decode):
-    h, model = make(case)
+@pytest.mark.parametrize("device", DEVICES)
+def test_topk_shape_order_and_exclusion(case, decode, device):
+    h, model = make(case, device=device)
     model.eval()
-    hidden, exclude = queries(h, model)
+    hidden, exclude = queries(h, model, device)
     k = 9
-    r = model.head.topk(hidden, k, exclude=exclude, decode=decode)
+    r = model.head.topk(hidden, k, exclude=exclude, decode=decode).cpu()
+    exclude = exclude.cpu()
     assert r.ids.shape == r.scores.shape == (len(CONTEXTS), k) and r.exact.shape == r.beam.shape == (len(CONTEXTS),)
     assert r.ids.dtype == torch.long and r.exact.dtype == torch.bool
     assert (r.scores[:, 1:] <= r.scores[:, :-1]).all()  # best first
