@@ -297,6 +297,13 @@ def _add_demo(sub):
     p.set_defaults(func=cmd_demo)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: what was wrong and where to read more (exit 2, no usage dump)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _given(subparser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     """The destinations of the flags typed on the command line (not left at their default):
     the same subcommand parsed again with every default suppressed."""
@@ -313,10 +320,10 @@ def _given(subparser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
-                                     "Transformers for set completion over huge id vocabularies.")
+    parser = Parser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
+                    "Transformers for set completion over huge id vocabularies.")
     parser.add_argument("--version", action="version", version=f"superbloom {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve):
         add(sub)
     args = parser.parse_args(argv)
@@ -424,14 +431,15 @@ def cmd_predict(args):
     from .predictor import load
 
     model = load(args.model, device=args.device)
-    pred = model.predict(args.ids, args.k, _decode(args))
-    if args.json:
-        print(json.dumps(dataclasses.asdict(pred), indent=2))
+    if args.k > len(model.vocab):
+        print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
+              f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
+    pred = model.predict(args.ids, args.k, _decode(args))  # no known id: a ValueError, like the API's 422
+    if args.json:  # the shape of POST /v1/predict's answer
+        print(json.dumps(model.prediction_json(pred), indent=2))
         return
     if pred.unknown:
         print(f"unknown ids (ignored): {', '.join(pred.unknown)}")
-    if not pred.context:
-        raise ValueError("none of the given ids is in the model's vocabulary")
     print(f"context: {', '.join(model.vocab.display(i) for i in model.vocab.lookup(pred.context)[0])}")
     print(f"top-{args.k} ({'certified exact' if pred.exact else 'approximate'}, beam {pred.beam}):")
     for r, (i, s) in enumerate(pred.items, 1):
@@ -446,8 +454,10 @@ def cmd_expand(args):
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
                        seed=args.seed, decode=_decode(args))
     out = expand(model, args.ids, cfg)
-    if args.json:
-        print(json.dumps(dataclasses.asdict(out), indent=2))
+    if args.json:  # the shape of POST /v1/expand's answer
+        added = [dict(id=a.id, display=model.vocab.display(model.vocab.get(a.id)), score=_finite(a.score),
+                      exact=a.exact) for a in out.added]
+        print(json.dumps({"seed": out.seed, "unknown": out.unknown, "added": added}, indent=2))
         return
     if out.unknown:
         print(f"unknown ids (ignored): {', '.join(out.unknown)}")
@@ -456,6 +466,10 @@ def cmd_expand(args):
     print(f"added ({args.strategy}{f', temperature {args.temperature}' if args.strategy == 'sample' else ''}):")
     for r, a in enumerate(out.added, 1):
         print(f"  {r:>3}. {shown(a.id):<40} {a.score:9.3f}{'' if a.exact else '  (approximate)'}")
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def cmd_serve(args):
@@ -494,7 +508,7 @@ def cmd_demo(args):
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
     cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), hash=HashConfig(alpha=2, m=2),
                       loop=LoopConfig(time_budget=args.time_budget, device=args.device))
-    train(cfg, progress=not args.quiet)
+    train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model", device=args.device)
     # 10 held-out ids per page: ~4,000 examples, so the methods can be told apart (1 per page: ~460)
@@ -504,8 +518,9 @@ def cmd_demo(args):
     print(format_report(result))
     (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n== 4/4 predictions (top-10; context ids excluded)")
-    for ctx, pred in zip(DEMO_CONTEXTS, model.predict_many(DEMO_CONTEXTS, k=10)):
-        shown = " + ".join(model.vocab.display(i) for i in model.vocab.lookup(ctx)[0]) or "(no known id)"
+    contexts = [c for c in DEMO_CONTEXTS if len(model.vocab.lookup(c)[0])]  # (another --input may lack them)
+    for ctx, pred in zip(contexts, model.predict_many(contexts, k=10)):
+        shown = " + ".join(model.vocab.display(i) for i in model.vocab.lookup(ctx)[0])
         names = ", ".join(model.vocab.display(model.vocab.get(i)) for i, _ in pred.items)
         missing = f"  [not in the vocabulary: {', '.join(pred.unknown)}]" if pred.unknown else ""
         print(f"{{{shown}}} -> {names}{missing}")

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -89,7 +90,14 @@ class Predictor:
 
     def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10,
                      decode: DecodeConfig = DecodeConfig()) -> list[Prediction]:
+        """Top-k ids for each context. A context with no id in the vocabulary is a ValueError (the
+        same answer as the HTTP API's 422): a prediction from an empty context would be a guess."""
         known, unknown = zip(*(self.vocab.lookup(c) for c in contexts)) if contexts else ((), ())
+        for i, (kn, un) in enumerate(zip(known, unknown)):
+            if len(kn) == 0:
+                shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
+                raise ValueError(f"{'context' if len(contexts) == 1 else f'context {i}'}: none of the "
+                                 f"{len(un)} ids is in the model's vocabulary (unknown: {shown or 'no ids given'})")
         width = max([len(x) for x in known] + [0])
         mat = np.full((len(known), width), -1, np.int64)
         for i, x in enumerate(known):
@@ -102,6 +110,13 @@ class Predictor:
             out.append(Prediction(items, bool(r.exact[i]), int(r.beam[i]),
                                   self.vocab.decode(known[i].tolist()), list(unknown[i])))
         return out
+
+
+    def prediction_json(self, pred: Prediction) -> dict:
+        """A Prediction as JSON: the shape of the HTTP API's /v1/predict answer."""
+        return {"predictions": [{"id": i, "display": self.vocab.display(self.vocab.get(i)),
+                                 "score": s if math.isfinite(s) else None} for i, s in pred.items],
+                "exact": pred.exact, "beam": pred.beam, "context": pred.context, "unknown": pred.unknown}
 
 
 def load(model_dir: str | Path, threads: int = 0, device: str = "auto") -> Predictor:

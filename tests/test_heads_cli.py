@@ -58,9 +58,9 @@ def test_predict_with_every_decoding_option(trained, decoding, capsys):
     _, out, _ = trained
     assert main(["predict", str(out), "Copenhagen", "Denmark", "--k", "5", "--json", *decoding]) == 0
     pred = json.loads(capsys.readouterr().out)
-    ids = [i for i, _ in pred["items"]]
+    ids = [p["id"] for p in pred["predictions"]]
     assert len(ids) == 5 and pred["exact"] and not {"Copenhagen", "Denmark"} & set(ids)
-    scores = [s for _, s in pred["items"]]
+    scores = [p["score"] for p in pred["predictions"]]
     assert scores == sorted(scores, reverse=True) and all(s <= 0 for s in scores)  # log-probabilities
 
 
