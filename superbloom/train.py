@@ -240,6 +240,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl. Resumes from
     `resume_from` if given."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False)
+    if d.main:
+        run.path.mkdir(parents=True, exist_ok=True)
     model = obj.model
     opt = make_optimizer(optim, model.parameters())
     state, rng = RunState(), fresh_rngs(loop.seed, d)
