@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from .files import save_json, write_lines
-from .readers import InputError, ReadConfig, ReadStats, read_links
+from .readers import InputError, ReadConfig, ReadStats, check_input, read_links
 from .vocab import Vocab
 
 
@@ -82,8 +82,8 @@ class KeyEncoder:
 def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     """Run the whole preparation; returns the summary also written to meta.json."""
     t0 = time.time()
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_input(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
+    out = _output_dir(cfg.out)
     (out / "meta.json").unlink(missing_ok=True)  # incomplete until rewritten at the end
     stats = ReadStats()
     sets_enc, ids_enc = KeyEncoder("set"), KeyEncoder("id")
@@ -153,6 +153,19 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     }
     save_json(out / "meta.json", summary)
     return summary
+
+
+def _output_dir(path: str) -> Path:
+    """Create (or reuse) the output directory; InputError if the path is a file or cannot be created."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory; the output must be a dataset directory "
+                         "(a new path, or an existing directory)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
+    return out
 
 
 def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int):
