@@ -151,19 +151,22 @@ def _codec(path: Path) -> str | None:
         return None
 
 
-def _bad_text(data: bytes, fmt: str, partial: bool) -> tuple[int, str] | None:
-    """(offset, what) of the first byte that makes `data` not UTF-8 text in format `fmt`, or None.
-    partial: `data` may end inside a multi-byte character."""
+def _bad_text(data: bytes, fmt: str, partial: bool, start: int = 0) -> tuple[int, str] | None:
+    """(offset, what) of the first byte at or after `start` that makes `data` not UTF-8 text in format
+    `fmt`, or None. partial: `data` may end inside a multi-byte character. `start` is backed up to the
+    character that holds it, so a long line is checked once, not again with every piece read."""
+    while 0 < start < len(data) and data[start] & 0xC0 == 0x80:  # a continuation byte: back to its lead
+        start -= 1
     bad = None
     try:
-        data.decode("utf-8")
+        data[start:].decode("utf-8")
     except UnicodeDecodeError as e:
-        if not (partial and e.end == len(data) and e.reason == "unexpected end of data"):
-            bad = (e.start, f"invalid UTF-8 byte 0x{data[e.start]:02x}")
+        if not (partial and start + e.end == len(data) and e.reason == "unexpected end of data"):
+            bad = (start + e.start, f"invalid UTF-8 byte 0x{data[start + e.start]:02x}")
     for byte, what in ((b"\0", "a NUL byte"), (b"\x1f", "a unit-separator byte 0x1f")):
         if byte == b"\x1f" and fmt == "edges":
             continue  # only the line formats use 0x1f internally
-        at = data.find(byte, 0, len(data) if bad is None else bad[0])
+        at = data.find(byte, start, len(data) if bad is None else bad[0])
         if at >= 0:
             bad = (at, what)
     return bad
@@ -192,7 +195,7 @@ def _scan_text(path: Path, fmt: str, limit: int | None = None) -> str:
         for piece in _byte_pieces(path):
             data = carry + piece
             cut = data.rfind(b"\n") + 1
-            if bad := _bad_text(data, fmt, partial=True):
+            if bad := _bad_text(data, fmt, partial=True, start=max(0, len(carry) - 3)):
                 fail_at(data, *bad)
             lines += data.count(b"\n", 0, cut)
             carry = data[cut:]
