@@ -104,3 +104,49 @@ def test_docs_render_the_api(browser, server):
     page.goto(server + "/docs")
     expect(page.locator(".opblock-summary-path", has_text="/v1/predict")).to_have_count(1)
     page.close()
+
+
+def test_enter_adds_what_was_typed_not_a_stale_suggestion(browser, server):
+    """Type "mil", see its suggestions, type "es d" and press Enter before the suggestions for
+    "miles d" arrive (held back here): the set gets Miles_Davis, never the stale top suggestion."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    held, hold = [], [False]
+    page.route("**/v1/entities?*", lambda route: held.append(route) if hold[0] else route.continue_())
+    page.goto(server + "/")
+    page.fill("#entity", "mil")
+    expect(page.locator("#suggest li").first).to_contain_text("Milan")  # the most frequent "mil..." id
+    hold[0] = True  # from now on autocomplete answers are late
+    page.locator("#entity").press_sequentially("es d")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(300)  # the page's debounce (80 ms) has fired: its request is held too
+    expect(page.locator(".chip")).to_have_count(0)  # nothing added from the list for "mil"
+    assert held, "no autocomplete request was made for the new input"
+    hold[0] = False
+    for route in held:
+        route.continue_()
+    expect(page.locator(".chip")).to_have_count(1)
+    expect(page.locator(".chip[data-id='Miles_Davis']")).to_have_count(1)
+    expect(page.locator("#entity")).to_have_value("")
+
+    page.fill("#entity", "miles d")  # fresh suggestions: Enter takes the highlighted one at once
+    expect(page.locator("#suggest li").first).to_contain_text("Miles_Davis")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Enter")
+    expect(page.locator(".chip")).to_have_count(1)  # already in the set: not added twice
+    page.close()
+
+
+def test_escape_then_enter_takes_the_typed_text(browser, server):
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    page.goto(server + "/")
+    page.fill("#entity", "Mil")
+    expect(page.locator("#suggest li").first).to_contain_text("Milan")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    expect(page.locator(".chip.unknown[data-id='Mil']")).to_have_count(1)
+    page.close()
