@@ -16,7 +16,8 @@ their steps joins those batches. Library use: `create_app(predictor, ServeConfig
 
 Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
 request bodies over `max_body_bytes` are a 413, bodies not received within `body_timeout` seconds a
-408 (the connection is then closed). HEAD works on every GET route. Every response carries
+408 (the connection is then closed); a connection that has not sent a complete request head within
+`head_timeout` seconds is closed, an idle keep-alive one after `keep_alive_timeout`. HEAD works on every GET route. Every response carries
 `X-Content-Type-Options: nosniff`, a frame policy and a content-security policy that allows the
 page's and /docs' own inline script and style by their SHA-256 hashes, and nothing from elsewhere.
 """
@@ -64,9 +65,10 @@ class ServeConfig:
     max_batch_ids: int = 1 << 14  # padded context ids in one model call
     body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
     keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
+    head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
 
     def __post_init__(self):
-        for name in ("body_timeout", "keep_alive_timeout"):
+        for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):
             if not 0 < getattr(self, name) <= 3600:
                 raise ValueError(f"{name} must be in (0, 3600] seconds, got {getattr(self, name)}")
 
@@ -496,6 +498,42 @@ def _data_summary(meta: dict) -> dict:
     return {k: meta[k] for k in keys if k in meta}
 
 
+def timed_h11(head_timeout: float):
+    """uvicorn's h11 protocol plus a deadline for the request head. uvicorn times an idle connection
+    out only after a response (keep-alive), so a client that connects and sends nothing, or half a
+    request line, would otherwise hold its connection (and a file descriptor) forever."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+            if not waiting and self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+            elif waiting and self.head_timer is None:  # a partial head after a keep-alive response
+                self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
+
+        def head_timed_out(self) -> None:
+            self.head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
+
+
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
           threads: int = 1, access_log: bool = True, device: str = "auto") -> None:
     """Load the model once (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
@@ -504,4 +542,4 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
 
     app = create_app(Predictor.load(model_dir, threads, device), config)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info",
-                timeout_keep_alive=config.keep_alive_timeout)
+                timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))

@@ -17,9 +17,10 @@ from fastapi.testclient import TestClient
 
 from superbloom.serve import ServeConfig, create_app
 
-TIMEOUT = 1.0  # body_timeout and keep_alive_timeout of the server under test (seconds)
+TIMEOUT = 1.0  # body_timeout, keep_alive_timeout and head_timeout of the server under test (seconds)
 SERVE = ("import sys; from superbloom.serve import ServeConfig, serve; serve(sys.argv[1], port=int(sys.argv[2]), "
-         f"config=ServeConfig(body_timeout={TIMEOUT}, keep_alive_timeout={TIMEOUT}), access_log=False)")
+         f"config=ServeConfig(body_timeout={TIMEOUT}, keep_alive_timeout={TIMEOUT}, head_timeout={TIMEOUT}), "
+         "access_log=False)")
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +111,45 @@ def test_idle_keep_alive_connection_is_closed(url):
         elapsed = time.monotonic() - t0
     assert reply.startswith(b"HTTP/1.1 200") and reply.count(b"HTTP/1.1") == 1
     assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /health HTTP/1.1\r\nHost: local", b"GET /he"])
+def test_connection_without_a_complete_request_head_is_closed(url, sent):
+    with raw(url) as s:
+        t0 = time.monotonic()
+        s.sendall(sent)
+        assert read_until_closed(s) == b""
+        elapsed = time.monotonic() - t0
+    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+
+
+def test_partial_head_after_a_keep_alive_response_is_closed(url):
+    """The half request arrives after the response: it cancels uvicorn's keep-alive timer, and then
+    only the head deadline closes the connection."""
+    with raw(url) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        reply = b""
+        while b'"status":"ok"' not in reply:
+            reply += s.recv(65536)
+        time.sleep(0.3 * TIMEOUT)
+        t0 = time.monotonic()
+        s.sendall(b"GET /health HTTP/1.1\r\nHo")
+        assert read_until_closed(s) == b""
+        elapsed = time.monotonic() - t0
+    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+
+
+def test_slow_but_steady_requests_are_served(url):
+    """Keep-alive: three requests on one connection, each sent in pieces within the deadlines."""
+    with raw(url) as s:
+        for _ in range(3):
+            for piece in (b"GET /health HTTP/1.1\r\n", b"Host: localhost\r\n", b"\r\n"):
+                s.sendall(piece)
+                time.sleep(0.2 * TIMEOUT)
+            reply = s.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 200"), reply
+            if b'"status":"ok"' not in reply:
+                s.recv(65536)
 
 
 def test_a_complete_body_is_still_served(url):
