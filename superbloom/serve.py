@@ -473,17 +473,20 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
 
 
 def _offline_docs(app: FastAPI) -> str:
-    """/docs with Swagger UI's assets served from the installed swagger-ui-bundle, not a CDN -> its HTML
-    (made once: the content-security policy allows its inline script by hash)."""
-    import swagger_ui_bundle
+    """/docs with Swagger UI 5's assets served from the installed fastapi-offline package, not a CDN
+    -> its HTML (made once: the content-security policy allows its inline script by hash)."""
+    from pathlib import Path
+
+    import fastapi_offline
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.staticfiles import StaticFiles
 
-    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
     html = get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
                                swagger_js_url="/docs-assets/swagger-ui-bundle.js",
                                swagger_css_url="/docs-assets/swagger-ui.css",
-                               swagger_favicon_url="/docs-assets/favicon-32x32.png").body.decode()
+                               swagger_favicon_url="/docs-assets/favicon.png").body.decode()
 
     @app.get("/docs", include_in_schema=False)
     async def docs():
