@@ -72,7 +72,7 @@ def test_unfinished_body_is_a_408_and_the_connection_closes(url):
         s.sendall(HEADERS + b'{"context"')  # 10 of the 100 bytes announced, then nothing
         reply = read_until_closed(s)  # returns once the server closes the connection
         elapsed = time.monotonic() - t0
-    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 5, elapsed
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408"), reply
     assert b"connection: close" in head.lower() and b"x-content-type-options: nosniff" in head.lower()
@@ -100,7 +100,7 @@ def test_trickling_body_is_timed_out_as_a_whole(url):
                 break
         elapsed = time.monotonic() - t0
     assert reply.startswith(b"HTTP/1.1 408"), reply
-    assert elapsed < TIMEOUT + 1.5, elapsed
+    assert elapsed < TIMEOUT + 3, elapsed
 
 
 def test_idle_keep_alive_connection_is_closed(url):
@@ -110,7 +110,7 @@ def test_idle_keep_alive_connection_is_closed(url):
         reply = read_until_closed(s)  # nothing more is sent: the server closes after keep_alive_timeout
         elapsed = time.monotonic() - t0
     assert reply.startswith(b"HTTP/1.1 200") and reply.count(b"HTTP/1.1") == 1
-    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 5, elapsed
 
 
 @pytest.mark.parametrize("sent", [b"", b"GET /health HTTP/1.1\r\nHost: local", b"GET /he"])
@@ -120,7 +120,7 @@ def test_connection_without_a_complete_request_head_is_closed(url, sent):
         s.sendall(sent)
         assert read_until_closed(s) == b""
         elapsed = time.monotonic() - t0
-    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 5, elapsed
 
 
 def test_partial_head_after_a_keep_alive_response_is_closed(url):
@@ -136,7 +136,7 @@ def test_partial_head_after_a_keep_alive_response_is_closed(url):
         s.sendall(b"GET /health HTTP/1.1\r\nHo")
         assert read_until_closed(s) == b""
         elapsed = time.monotonic() - t0
-    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 3, elapsed
+    assert 0.8 * TIMEOUT < elapsed < TIMEOUT + 5, elapsed
 
 
 def test_slow_but_steady_requests_are_served(url):
