@@ -17,9 +17,10 @@ their steps joins those batches. Library use: `create_app(predictor, ServeConfig
 Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
 request bodies over `max_body_bytes` are a 413, bodies not received within `body_timeout` seconds a
 408 (the connection is then closed); a connection that has not sent a complete request head within
-`head_timeout` seconds is closed, an idle keep-alive one after `keep_alive_timeout`. HEAD works on every GET route. Every response carries
-`X-Content-Type-Options: nosniff`, a frame policy and a content-security policy that allows the
-page's and /docs' own inline script and style by their SHA-256 hashes, and nothing from elsewhere.
+`head_timeout` seconds is closed, an idle keep-alive one after `keep_alive_timeout`. HEAD works on
+every GET route. Every response carries `X-Content-Type-Options: nosniff`, a frame policy and a
+content-security policy that allows the page's and /docs' own inline script and style by their
+SHA-256 hashes, and nothing from elsewhere.
 """
 
 import asyncio
@@ -321,8 +322,9 @@ class BodyLimit:
             try:
                 msg = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
-                late = _error(408, f"request body not received within {self.timeout:g} s (got {size} bytes"
-                                   f"{f' of {declared}' if declared.isdigit() else ''})", headers={"Connection": "close"})
+                of = f" of {declared}" if declared.isdigit() else ""
+                late = _error(408, f"request body not received within {self.timeout:g} s (got {size} bytes{of})",
+                              headers={"Connection": "close"})
                 return await late(scope, receive, send)
             messages.append(msg)
             size += len(msg.get("body", b""))

@@ -56,7 +56,8 @@ def test_corrupt_gzip(tmp_path, capsys):
 def test_plain_text_named_gz(tmp_path, capsys):
     path = tmp_path / "links.tsv.gz"
     path.write_bytes(b"a\tb\n")
-    assert f"{path}: not a gzip file although its name ends in .gz" in run_prepare(capsys, path, "--out", tmp_path / "d")
+    msg = run_prepare(capsys, path, "--out", tmp_path / "d")
+    assert f"{path}: not a gzip file although its name ends in .gz" in msg
 
 
 def test_directory_as_input(tmp_path, capsys):
@@ -91,7 +92,8 @@ def test_gzip_without_gz_name_and_parquet_as_text_get_a_hint(tmp_path, capsys):
 
     path = tmp_path / "links.tsv"
     path.write_bytes(gzip.compress(b"a\tb\n"))
-    assert "it looks gzip-compressed: give it a name ending in .gz" in run_prepare(capsys, path, "--out", tmp_path / "d")
+    msg = run_prepare(capsys, path, "--out", tmp_path / "d")
+    assert "it looks gzip-compressed: give it a name ending in .gz" in msg
     pq.write_table(pa.table({"set": ["a"], "id": ["b"]}), path)
     assert "it looks like a Parquet file: use --format parquet" in run_prepare(capsys, path, "--out", tmp_path / "d")
 
