@@ -211,8 +211,9 @@ def _scan_text(path: Path, fmt: str, limit: int | None = None) -> str:
     except (OSError, EOFError, zlib.error, pa.ArrowInvalid) as e:
         codec = _codec(path)
         what = f"truncated or corrupt {codec} file" if codec else "read failed"
-        raise InputError(f"{path}: {what} ({_printable(e)}); {lines:,} complete lines could be read before "
-                         "it") from None
+        exact = codec in (None, "gzip")  # other codecs are read through Arrow, which drops the piece that failed
+        raise InputError(f"{path}: {what} ({_printable(e)}); {'' if exact else 'at least '}{lines:,} complete "
+                         "lines could be read before it") from None
     return b"".join(parts + [carry]).decode("utf-8") if limit is not None else ""
 
 

@@ -116,3 +116,12 @@ def test_bad_input_leaves_an_existing_dataset_alone(tmp_path, capsys):
     (tmp_path / "bad.tsv.gz").write_bytes(gzip.compress(edges_text(1000))[:300])
     run_prepare(capsys, tmp_path / "bad.tsv.gz", "--out", tmp_path / "d")
     assert {p.name: p.read_bytes() for p in (tmp_path / "d").iterdir()} == before
+
+
+def test_truncated_bz2(tmp_path, capsys):
+    import bz2
+
+    path = tmp_path / "links.tsv.bz2"
+    path.write_bytes(bz2.compress(edges_text(50_000))[:20_000])
+    msg = run_prepare(capsys, path, "--out", tmp_path / "d")
+    assert f"{path}: truncated or corrupt bz2 file" in msg and "at least" in msg
