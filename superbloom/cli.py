@@ -281,6 +281,11 @@ def _add_serve(sub):
                       ("max_batch", "queries per model call")]:
         p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=_default(ServeConfig, name),
                        help=f"{hlp} (default %(default)s)")
+    for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
+                      ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
+                      ("head_timeout", "seconds to receive a request's line and headers")]:
+        p.add_argument("--" + name.replace("_", "-"), type=_number(float, 0.0, 3600.0, lo_open=True),
+                       default=_default(ServeConfig, name), help=f"{hlp} (default %(default)s)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     _add_device_arg(p)
     p.set_defaults(func=cmd_serve)
@@ -475,7 +480,8 @@ def _finite(x: float) -> float | None:
 def cmd_serve(args):
     from .serve import ServeConfig, serve
 
-    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch"]
+    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
+             "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device)
 

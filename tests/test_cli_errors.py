@@ -1,5 +1,6 @@
 """Bad invocations of the command line (issue 10): each one exits 2 with a one-line message that names
 the flag, file or field and what was expected. No traceback, no usage dump, nothing written."""
+import re
 import shutil
 
 import pytest
@@ -44,6 +45,11 @@ CASES = [
      ["--resume and --overwrite exclude each other"]),
     ("serve-port-too-big", ["serve", MODEL, "--port", "99999"], ["argument --port", "port number in [0, 65535]"]),
     ("expand-temperature-0", ["expand", MODEL, "Jazz", "--temperature", "0"], ["argument --temperature", "> 0"]),
+    ("prepare-truncated-gz", ["prepare", "{tmp}/cut.tsv.gz", "--out", "{tmp}/d"],
+     ["cut.tsv.gz", "truncated or corrupt gzip file"]),
+    ("prepare-directory", ["prepare", "{tmp}", "--out", "{tmp}/d"], ["is a directory"]),
+    ("prepare-binary", ["prepare", "{tmp}/blob.bin", "--out", "{tmp}/d"], ["blob.bin:1", "not a UTF-8 text file"]),
+    ("prepare-out-is-file", ["prepare", "{tmp}/ok.tsv", "--out", "{tmp}/file.txt"], ["file.txt", "not a directory"]),
     ("prepare-test-fraction-1", ["prepare", "x.tsv", "--out", "{tmp}/d", "--test-fraction", "1"],
      ["argument --test-fraction", "fraction in [0, 1)"]),
     ("mistyped-flag", ["train", DATA, "--out", "{tmp}/t", "--stpes", "2"], ["unrecognized arguments: --stpes"]),
@@ -64,6 +70,11 @@ def other_dataset(wiki_data, tmp_path_factory):
 @pytest.mark.parametrize("argv,words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_invocation_is_one_line_and_exit_2(argv, words, wiki_data, tiny_model, other_dataset, tmp_path, capsys):
     (tmp_path / "file.txt").write_text("not a directory\n")
+    (tmp_path / "ok.tsv").write_text("a\tb\na\tc\n")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    import superbloom as sb
+
+    (tmp_path / "cut.tsv.gz").write_bytes(sb.embedded_dataset().read_bytes()[:300_000])  # cut in its first MB
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)  # a copy: nothing may change it, but a bug must not hurt other tests
     fill = {"data": str(wiki_data.path), "model": str(model), "other": str(other_dataset), "tmp": str(tmp_path)}
@@ -74,9 +85,10 @@ def test_bad_invocation_is_one_line_and_exit_2(argv, words, wiki_data, tiny_mode
         code = e.code
     err = capsys.readouterr().err
     assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
+    progress = re.compile(r"^[\w ]+: .*\[\d\d:\d\d")  # tqdm's bar from work done before the error
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and not progress.match(line)]
     assert len(lines) == 1, err
     assert "Traceback" not in err
     for w in words:
         assert w in lines[0], (w, lines[0])
-    assert not (tmp_path / "t").exists()  # nothing written
+    assert not (tmp_path / "t").exists() and not (tmp_path / "d").exists()  # nothing written
