@@ -125,3 +125,25 @@ def test_truncated_bz2(tmp_path, capsys):
     path.write_bytes(bz2.compress(edges_text(50_000))[:20_000])
     msg = run_prepare(capsys, path, "--out", tmp_path / "d")
     assert f"{path}: truncated or corrupt bz2 file" in msg and "at least" in msg
+
+
+def test_failed_prepare_leaves_an_earlier_dataset_intact(tmp_path, capsys):
+    """prepare writes OUT.partial and swaps it in at the end: a failure part-way (here a gzip cut
+    after 52K lines) leaves the earlier dataset in OUT loadable and no partial directory behind."""
+    import superbloom as sb
+
+    out = tmp_path / "data"
+    good = tmp_path / "ok.tsv"
+    good.write_text("a\tb\na\tc\nd\tb\nd\te\n")
+    assert main(["prepare", str(good), "--out", str(out), "--test-fraction", "0"]) == 0
+    before = sb.Dataset(out).meta["links"]
+    cut = tmp_path / "cut.tsv.gz"
+    cut.write_bytes(sb.embedded_dataset().read_bytes()[:300_000])
+    assert main(["prepare", str(cut), "--out", str(out)]) == 2
+    assert "truncated or corrupt gzip" in capsys.readouterr().err
+    assert sb.Dataset(out).meta["links"] == before and not (tmp_path / "data.partial").exists()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine\n")
+    assert main(["prepare", str(good), "--out", str(tmp_path / "other")]) == 2
+    assert "holds files that are not a prepared dataset" in capsys.readouterr().err
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine\n"
