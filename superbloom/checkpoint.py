@@ -96,8 +96,10 @@ def _unused_name(final: Path) -> Path:
 
 
 def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, optimizer, state: dict,
-                    keep: int = 2, kind: str = "step", pointer: str = "LATEST") -> Path:
-    """Write a complete checkpoint, then move `pointer` to it, then prune to the newest `keep`."""
+                    keep: int = 2, kind: str = "step", pointer: str = "LATEST",
+                    extra: dict[str, dict[str, torch.Tensor]] | None = None) -> Path:
+    """Write a complete checkpoint, then move `pointer` to it, then prune to the newest `keep`.
+    `extra` {name: tensors} adds NAME.safetensors files (e.g. the weight average)."""
     model_dir = Path(model_dir)
     root = model_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
@@ -111,6 +113,8 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
         tensors, meta = _optimizer_state(optimizer)
         save_file(tensors, str(tmp / "optimizer.safetensors"))
         save_json(tmp / "optimizer.json", meta)
+    for name, tensors in (extra or {}).items():
+        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / f"{name}.safetensors"))
     save_json(tmp / "state.json", state)  # last: marks the directory complete
     tmp.rename(final)
     with atomic_path(model_dir / pointer) as t:
@@ -121,6 +125,12 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
         if p.name not in pointed:
             shutil.rmtree(p, ignore_errors=True)
     return final
+
+
+def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
+    """The tensors of NAME.safetensors in a checkpoint, or None if it has none."""
+    path = ckpt / f"{name}.safetensors"
+    return load_file(str(path)) if path.exists() else None
 
 
 def load_weights(model: torch.nn.Module, ckpt: Path) -> None:

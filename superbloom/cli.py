@@ -180,6 +180,9 @@ def _add_train(sub):
     g.add_argument("--threads", type=NONNEG_INT, default=lp("threads"),
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
+    g.add_argument("--ema", type=FRACTION, default=lp("ema"),
+                   help="> 0: validate and keep as BEST an exponential moving average of the weights with this "
+                        "decay, e.g. 0.999 (default %(default)s: none)")
     g.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest complete checkpoint, with its saved settings; "
                         "flags given now may change the optimisation and loop settings (recorded), not the model")
@@ -396,7 +399,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
-                        device=pick("device", b.loop.device)),
+                        device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
         val_fraction=pick("val_fraction", b.val_fraction))
 
 

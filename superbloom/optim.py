@@ -50,7 +50,8 @@ def set_lr(optimizer: torch.optim.Optimizer, cfg: OptimConfig, step: int) -> flo
     """Set the learning rate of optimizer step `step` (1-based); returns it."""
     lr = cfg.lr * lr_factor(step, cfg.warmup)
     for g in optimizer.param_groups:
-        g["lr"] = lr
+        if "lr" in g:  # a learning-rate-free optimizer has none
+            g["lr"] = lr
     return lr
 
 

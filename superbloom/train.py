@@ -18,6 +18,7 @@ where its last checkpoint left it (weights, optimizer, schedule, data order and 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -33,8 +34,8 @@ import torch.nn as nn
 from tqdm.auto import tqdm
 
 from .batches import MaskConfig, epoch_batches, training_batch
-from .checkpoint import (holds_model, latest_checkpoint, load_optimizer, load_weights, restore_rng, rng_state,
-                         save_checkpoint)
+from .checkpoint import (holds_model, latest_checkpoint, load_extra, load_optimizer, load_weights, restore_rng,
+                         rng_state, save_checkpoint)
 from .dataset import Dataset, SetArray
 from .decode import DecodeConfig
 from .device import Dist, all_gather, any_rank, init_distributed
@@ -61,8 +62,11 @@ class LoopConfig:
     seed: int = 0
     threads: int = 0  # torch CPU threads (0: torch's default)
     device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
+    ema: float = 0.0  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
 
     def __post_init__(self):
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads"):
@@ -215,13 +219,53 @@ def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.
     return state, rng
 
 
+class WeightAverage:
+    """Exponential moving average of the weights (Polyak averaging), for validation and the BEST
+    checkpoint: decay `decay`, warm-started (the average covers the steps taken so far early on)."""
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.params = list(model.parameters())
+        self.decay = decay
+        self.shadow = [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def update(self, step: int) -> None:
+        torch._foreach_lerp_(self.shadow, [p.detach() for p in self.params],
+                             1.0 - min(self.decay, (1 + step) / (10 + step)))
+
+    @contextlib.contextmanager
+    def swapped(self):
+        """The averaged weights in the model for the block; the trained ones back after it."""
+        with torch.no_grad():
+            saved = [p.detach().clone() for p in self.params]
+            torch._foreach_copy_(self.params, self.shadow)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, saved)
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {str(i): t for i, t in enumerate(self.shadow)}
+
+    def load(self, tensors: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for i, t in enumerate(self.shadow):
+                t.copy_(tensors[str(i)])
+
+
 def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, batch, optim: OptimConfig,
                step: int) -> tuple[float, float, float]:
-    """One optimizer step (1-based `step`): loss, backward, clip, update. -> (loss, grad norm, lr)."""
+    """One optimizer step (1-based `step`): loss, backward, clip, update. -> (loss, grad norm, lr).
+
+    An optimizer that needs second derivatives on some steps (AdapSGD's Hessian estimate) says so
+    with `create_graph` and may give a `forward_context` for the forward pass; one without an `lr`
+    (learning-rate free) gets no schedule."""
     lr = set_lr(opt, optim, step)
-    loss = ddp(batch)
+    with getattr(opt, "forward_context", contextlib.nullcontext)():
+        loss = ddp(batch)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
     if optim.clip:
         gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), optim.clip))
     else:
@@ -244,11 +288,18 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         run.path.mkdir(parents=True, exist_ok=True)
     model = obj.model
     opt = make_optimizer(optim, model.parameters())
+    if d.world > 1 and hasattr(opt, "create_graph"):
+        raise ValueError(f"the {optim.name} optimizer takes second derivatives, which DistributedDataParallel "
+                         "does not support; train it in one process")
     state, rng = RunState(), fresh_rngs(loop.seed, d)
+    average = WeightAverage(model, loop.ema) if loop.ema else None
     if resume_from is not None:
         load_weights(model, resume_from)
         load_optimizer(opt, resume_from)
         state, rng = restore_state(load_json(resume_from / "state.json"), loop.seed, d)
+        if average is not None:
+            saved = load_extra(resume_from, "ema")
+            average.load(saved) if saved else print("the checkpoint holds no weight average: it starts anew")
         if d.main:
             print(f"resuming from {resume_from.name} (step {state.step}, {state.seconds:.0f} s trained)")
     ddp = model
@@ -263,16 +314,21 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     def checkpoint():
         st = checkpoint_state(state, rng, d)
         if d.main:
-            save_checkpoint(run.path, state.step, model, opt, st)
+            save_checkpoint(run.path, state.step, model, opt, st,
+                            extra={"ema": average.tensors()} if average is not None else None)
             run.committed()
 
     def validation(final: bool = False) -> dict:
-        """Validate (rank 0), log, and keep the weights if they are the best so far."""
-        v = obj.validate()
-        log.write(step=state.step, seconds=round(state.seconds, 1), final=final, **{f"val_{k}": x for k, x in v.items()})
-        if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
-            state.best = dict(v, step=state.step)
-            save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best", pointer="BEST")
+        """Validate (rank 0), log, and keep the weights if they are the best so far (with an
+        average of the weights: the averaged weights are validated and kept)."""
+        with average.swapped() if average is not None else contextlib.nullcontext():
+            v = obj.validate()
+            log.write(step=state.step, seconds=round(state.seconds, 1), final=final,
+                      **{f"val_{k}": x for k, x in v.items()})
+            if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
+                state.best = dict(v, step=state.step)
+                save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best",
+                                pointer="BEST")
         return v
 
     model.train()
@@ -288,6 +344,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
                 batches = obj.epoch(state.epoch)
             rows = batches[state.cursor][d.rank * per_rank:(d.rank + 1) * per_rank]
             loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1)
+            if average is not None:
+                average.update(state.step)
             state.step += 1
             state.cursor += 1
             state.examples += loop.batch_size

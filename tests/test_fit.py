@@ -68,3 +68,26 @@ def test_fit_trains_checkpoints_and_resumes_any_objective(tmp_path):
 
     load_weights(whole, latest_checkpoint(tmp_path / "whole"))
     assert torch.equal(whole.w.weight, resumed.w.weight) and torch.equal(whole.w.bias, resumed.w.bias)
+
+
+def test_weight_average_is_validated_kept_and_resumed(tmp_path):
+    """LoopConfig.ema: BEST holds the averaged weights (not the trained ones), and a resumed run
+    continues the average: its weights and average equal an uninterrupted run's, bit for bit."""
+    from superbloom.checkpoint import inference_checkpoint, load_extra, load_weights
+
+    optim = OptimConfig(lr=0.3, warmup=5)
+    runs = {}
+    for name, stops in (("whole", [30]), ("split", [12, 30])):
+        torch.manual_seed(0)
+        for steps in stops:
+            model = Regression()
+            ckpt = latest_checkpoint(tmp_path / name)
+            fit(objective(model), LoopConfig(batch_size=32, steps=steps, eval_every=6, checkpoint_every=1e9, ema=0.9),
+                optim, tmp_path / name, CPU, resume_from=ckpt, progress=False)
+        runs[name] = (model, load_extra(latest_checkpoint(tmp_path / name), "ema"))
+    (whole, whole_avg), (split, split_avg) = runs["whole"], runs["split"]
+    assert torch.equal(whole.w.weight, split.w.weight)
+    assert whole_avg.keys() == split_avg.keys() and all(torch.equal(whole_avg[k], split_avg[k]) for k in whole_avg)
+    best = Regression()
+    load_weights(best, inference_checkpoint(tmp_path / "whole"))
+    assert not torch.equal(best.w.weight, whole.w.weight)  # the average, not the last weights
