@@ -2,7 +2,7 @@
 
     flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.load     # ~7 min the first time
 
-Uses a model trained on the embedded Wikispeedia links with the default configuration (4 layers,
+Uses a model trained on the embedded Wikispeedia links with the default configuration (2 layers,
 d = 128, alpha = 4, m = 2): if --model does not exist yet it is prepared and trained first
 (--train-seconds, default 300) under runs/load/. Then `superbloom serve` starts in a child process
 on a free loopback port and a closed-loop asyncio client keeps `concurrency` requests in
