@@ -28,7 +28,7 @@ from .decode import DecodeConfig
 from .device import DEVICE_CHOICES
 from .evaluate import EvalConfig
 from .expand import STRATEGIES, ExpandConfig
-from .hashing import HashConfig
+from .hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from .heads import HEADS, PROPOSALS, TREES, head_config, head_settings
 from .heads.hierarchical import HierarchicalConfig
 from .heads.sampled import SampledConfig
@@ -113,7 +113,9 @@ def _add_train(sub):
     p.add_argument("--out", required=True, help="model directory to write")
     h = lambda name: _default(HashConfig, name)  # noqa: E731
     g = p.add_argument_group("hashing")
-    g.add_argument("--alpha", type=POS_INT, default=h("alpha"), help="ids per hash bucket (default %(default)s)")
+    g.add_argument("--alpha", type=NONNEG_INT, default=h("alpha"),
+                   help="ids per hash bucket; 0: chosen from the vocabulary size (unhashed up to "
+                        f"{UNHASHED_MAX_IDS:,} ids, else {AUTO_ALPHA}) (default %(default)s)")
     g.add_argument("--m", type=POS_INT, default=h("m"), help="hash functions per id (default %(default)s)")
     g.add_argument("--hash-seed", type=NONNEG_INT, default=h("seed"), help="hash maps seed (default %(default)s)")
     g.add_argument("--coherent", type=NONNEG_INT, default=h("coherent"),
@@ -154,6 +156,9 @@ def _add_train(sub):
     g.add_argument("--segment", type=_number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=_number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
+    g.add_argument("--element-dropout", type=FRACTION, default=mk("element_dropout"),
+                   help="probability that an unmasked context id is dropped from a training example "
+                        "(default %(default)s)")
     o = lambda name: _default(OptimConfig, name)  # noqa: E731
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"), help="(default %(default)s)")
@@ -390,7 +395,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding),
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
-                        p_mask=b.mask.p_mask, p_random=b.mask.p_random),
+                        p_mask=b.mask.p_mask, p_random=b.mask.p_random,
+                        element_dropout=pick("element_dropout", b.mask.element_dropout)),
         optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
                           warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
                           clip=pick("clip", b.optim.clip)),

@@ -487,7 +487,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         head_cfg = head_config_from_dict(saved["head"])
         hashing = BloomHash.load(out / "hashing.safetensors")
     else:
-        hcfg, mcfg, head_cfg = cfg.hash, cfg.model, cfg.head
+        hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
         t0 = time.time()
         hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None)
         hash_seconds = time.time() - t0

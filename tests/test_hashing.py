@@ -70,3 +70,14 @@ def test_save_load_roundtrip(tmp_path):
     g = BloomHash.load(tmp_path / "h.safetensors")
     assert (g.buckets == h.buckets).all() and (g.inverse == h.inverse).all()
     assert g.describe() == h.describe()
+
+
+def test_alpha_zero_is_chosen_from_the_vocabulary_size():
+    from superbloom.hashing import AUTO_ALPHA, UNHASHED_MAX_IDS
+
+    small = HashConfig(alpha=0, m=2).resolve(UNHASHED_MAX_IDS)
+    assert (small.alpha, small.m) == (1, 1)
+    big = HashConfig(alpha=0, m=2).resolve(UNHASHED_MAX_IDS + 1)
+    assert (big.alpha, big.m) == (AUTO_ALPHA, 2)
+    assert HashConfig(alpha=3).resolve(10) == HashConfig(alpha=3)
+    assert BloomHash.build(100, HashConfig(alpha=0)).alpha == 1

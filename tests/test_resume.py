@@ -64,7 +64,7 @@ def test_existing_model_is_not_overwritten_without_a_flag(wiki_data, model, caps
 
 def test_bad_flags_are_refused_before_the_disk_is_touched(wiki_data, model, capsys):
     before = digest(model)
-    for bad in (["--lr", "nan"], ["--steps", "-5"], ["--batch-size", "0"], ["--alpha", "0"]):
+    for bad in (["--lr", "nan"], ["--steps", "-5"], ["--batch-size", "0"], ["--alpha", "-1"]):
         with pytest.raises(SystemExit) as e:
             train(wiki_data, model, "--overwrite", *bad)
         assert e.value.code == 2
