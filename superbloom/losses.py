@@ -95,7 +95,13 @@ class MemoryBank(nn.Module):
 
     vectors (N, d) float and labels (N, L) bool (multi-hot: several labels per set allowed) are
     buffers, so they move with `.to(device)` and are saved in the state dict. `update` is the
-    paper's momentum step v <- normalise(m v + (1 - m) f) for the rows of a batch."""
+    paper's momentum step v <- normalise(m v + (1 - m) f) for the rows of a batch.
+
+    The step is *deferred*: `update` queues the new rows and `flush` writes them, which
+    `nca_log_mass` does before it reads the bank (and a state dict, before it is saved). So an
+    objective can compute its loss and update the bank in one forward call, then the loop calls
+    backward: the bank the loss read is still the one autograd saved (an in-place write before
+    backward would fail, and a copy of an N x d bank per step would cost N x d)."""
 
     def __init__(self, vectors: torch.Tensor, labels: torch.Tensor, momentum: float = 0.5):
         super().__init__()
@@ -107,6 +113,7 @@ class MemoryBank(nn.Module):
         self.momentum = momentum
         self.register_buffer("vectors", F.normalize(vectors.detach().float(), dim=1))
         self.register_buffer("labels", labels.bool())
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @classmethod
     def random(cls, labels: torch.Tensor, d: int, momentum: float = 0.5,
@@ -119,12 +126,27 @@ class MemoryBank(nn.Module):
 
     @torch.no_grad()
     def update(self, index: torch.Tensor, new: torch.Tensor) -> None:
-        """index (B,) distinct bank rows, new (B, d) their fresh embeddings (detached here)."""
+        """Queue the momentum step for index (B,) distinct bank rows with new (B, d) embeddings
+        (detached); applied by the next `flush`."""
         index = index.to(self.vectors.device)
         if len(torch.unique(index)) != len(index):
             raise ValueError("MemoryBank.update: index holds repeated rows; give each set once per batch")
-        mixed = self.momentum * self.vectors[index] + (1.0 - self.momentum) * new.detach().to(self.vectors)
-        self.vectors[index] = F.normalize(mixed, dim=1)
+        if new.shape != (len(index), self.vectors.shape[1]):
+            raise ValueError(f"MemoryBank.update: new must be (B, d) = {(len(index), self.vectors.shape[1])}, "
+                             f"got {tuple(new.shape)}")
+        self._pending.append((index, new.detach().to(self.vectors).clone()))
+
+    @torch.no_grad()
+    def flush(self) -> None:
+        """Apply the queued updates in order (call after the backward of the loss that read the bank)."""
+        for index, new in self._pending:
+            mixed = self.momentum * self.vectors[index] + (1.0 - self.momentum) * new
+            self.vectors[index] = F.normalize(mixed, dim=1)
+        self._pending.clear()
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self.flush()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
 
 
 def _positive_log_mass(scores: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
@@ -153,6 +175,7 @@ def nca_log_mass(z: torch.Tensor, labels: torch.Tensor, bank: MemoryBank | None 
     if bank is not None:
         if index is None:
             raise ValueError("nca_log_mass with a bank needs index: the bank rows of the batch's sets")
+        bank.flush()  # the previous step's queued updates (its backward is done)
         bank_scores = (z @ bank.vectors.T) / temperature  # (B, N), no gradient into the bank
         own = torch.zeros(len(bank), dtype=torch.bool, device=z.device)
         own[index.to(z.device)] = True

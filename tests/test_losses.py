@@ -173,14 +173,34 @@ def test_memory_bank_momentum_update():
     bank = MemoryBank(torch.tensor([[1.0, 0], [0, 1], [1, 1], [3, 0]]), labels, momentum=0.75)
     assert torch.allclose(bank.vectors.norm(dim=1), torch.ones(4))  # normalised on the way in
     bank.update(torch.tensor([0, 2]), torch.tensor([[0.0, 1.0], [2.0, 2.0]]))
+    assert torch.equal(bank.vectors[0], torch.tensor([1.0, 0.0]))  # deferred until flush
+    bank.flush()
     want0 = F.normalize(torch.tensor([0.75, 0.25]), dim=0)  # 0.75 (1, 0) + 0.25 (0, 1), renormalised
     assert torch.allclose(bank.vectors[0], want0)
     assert torch.allclose(bank.vectors[2], F.normalize(torch.tensor([1.0, 1.0]), dim=0))  # 0.75 u + 0.25 * 2 * sqrt2 u
     assert torch.equal(bank.vectors[[1, 3]], torch.tensor([[0.0, 1.0], [1.0, 0.0]]))  # untouched
     with pytest.raises(ValueError, match="repeated"):
         bank.update(torch.tensor([1, 1]), torch.ones(2, 2))
-    state = bank.state_dict()
+    bank.update(torch.tensor([1]), torch.tensor([[1.0, 0.0]]))
+    state = bank.state_dict()  # flushes first
     assert set(state) == {"vectors", "labels"}
+    assert torch.allclose(state["vectors"][1], F.normalize(torch.tensor([0.25, 0.75]), dim=0))
+
+
+def test_memory_bank_update_between_loss_and_backward():
+    """An objective's forward computes the loss and updates the bank; the loop then calls backward.
+    The bank the loss read must be intact at backward, and the next loss must see the update."""
+    labels = torch.tensor([[1, 0], [0, 1], [1, 0], [0, 1]], dtype=torch.bool)
+    bank = MemoryBank.random(labels, d=3, generator=torch.Generator().manual_seed(0))
+    idx = torch.tensor([0, 1])
+    z = torch.randn(2, 3, requires_grad=True)
+    loss = nca_loss(z, labels[idx], bank, idx, temperature=0.1)
+    bank.update(idx, z)
+    loss.backward()  # no "modified by an inplace operation" error
+    assert torch.isfinite(z.grad).all()
+    before = bank.vectors.clone()
+    nca_loss(z, labels[torch.tensor([2, 3])], bank, torch.tensor([2, 3]))  # flushes the queued step
+    assert not torch.allclose(bank.vectors[:2], before[:2]) and torch.equal(bank.vectors[2:], before[2:])
 
 
 def test_memory_bank_rejects_bad_shapes():
