@@ -157,14 +157,14 @@ def plot_curves(curves: dict[str, dict], path: Path, title: str) -> None:
 
 def plot_projection(vectors: np.ndarray, labels: np.ndarray, names: list[str], path: Path, title: str,
                     seed: int = 0) -> None:
-    """A 2-D t-SNE of page vectors (cosine), coloured by category (a page with several: its most
-    frequent one)."""
+    """A 2-D t-SNE of page vectors (cosine), coloured by category (a page with several: its least
+    frequent one, the more specific: every Countries page is also a Geography page)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from sklearn.manifold import TSNE
     xy = TSNE(2, metric="cosine", init="pca", random_state=seed, perplexity=30).fit_transform(np.asarray(vectors))
-    colour = labels.argmax(1)
+    colour = labels.shape[1] - 1 - labels[:, ::-1].argmax(1)  # the highest label int = the rarest label
     fig, ax = plt.subplots(figsize=(7.5, 6.2))
     cmap = plt.get_cmap("tab20")
     for c in range(len(names)):
@@ -172,7 +172,7 @@ def plot_projection(vectors: np.ndarray, labels: np.ndarray, names: list[str], p
         ax.scatter(xy[m, 0], xy[m, 1], s=3, color=cmap(c % 20), label=f"{names[c]} ({int(m.sum())})")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9, wrap=True)
     ax.legend(fontsize=6, markerscale=3, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
