@@ -12,7 +12,7 @@ pages of benchmarks/setembed/data.py, for the link sets and the word sets:
       is k rows of weight 1/k), plus the majority class: accuracy, macro-F1, the accuracy-vs-
       coverage curve with rejection below confidence 0.8 (the blog's threshold).
 
-    /work/tools/benchlock .venv/bin/python benchmarks/setembed/baselines.py
+    /work/tools/benchlock .venv/bin/python -m benchmarks.setembed.baselines
 
 Writes benchmarks/results/setembed/baselines.{json,md}, coverage_baselines.png and
 tsne_svd_mean_links.png (`--plot-only` redraws that figure alone). About 12 minutes on 2 loaded
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 import torch
-from common import (K, REJECT, RESULTS, THREADS, Pages, chance_agreement, classification_report,
+from benchmarks.setembed.common import (K, REJECT, RESULTS, THREADS, Pages, chance_agreement, classification_report,
                     evaluate_vectors, incidences, load_pages, machine, machine_text, plot_curves,
                     plot_projection)
 from sklearn.feature_extraction.text import TfidfTransformer

@@ -20,16 +20,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks"))
-from machine import machine_info, machine_line  # noqa: E402
+import superbloom as sb
+from benchmarks.machine import machine_info, machine_line
+from superbloom.dataset import SetArray
+from superbloom.metrics import bootstrap_ci
+from superbloom.setembed import (classify, coverage_curve, knn_votes, label_agreement, load_labels, multilabel_scores,
+                                 topk_cosine)
 
-import superbloom as sb  # noqa: E402
-from superbloom.baselines import incidence  # noqa: E402
-from superbloom.dataset import SetArray  # noqa: E402
-from superbloom.metrics import bootstrap_ci  # noqa: E402
-from superbloom.setembed import (classify, coverage_curve, knn_votes, label_agreement, load_labels,  # noqa: E402
-                                 multilabel_scores, topk_cosine)
+REPO = Path(__file__).resolve().parents[2]
 
 WORK = REPO / "runs" / "setembed"
 RESULTS = REPO / "benchmarks" / "results" / "setembed"
@@ -65,7 +63,7 @@ def drop_unseen(sets: SetArray) -> SetArray:
 def load_pages(name: str, work: Path = WORK) -> Pages:
     path = work / f"data_{name}"
     if not (path / "meta.json").exists():
-        sys.exit(f"{path} is missing: run `.venv/bin/python benchmarks/setembed/data.py` first")
+        sys.exit(f"{path} is missing: run `.venv/bin/python -m benchmarks.setembed.data` first")
     data = sb.Dataset(path)
     table = load_labels(work / "labels.tsv", data)
     return Pages(name, data, data.train, drop_unseen(data.test), table["train"], table["test"], table.names,
@@ -73,7 +71,7 @@ def load_pages(name: str, work: Path = WORK) -> Pages:
 
 
 def incidences(p: Pages) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    return incidence(p.train, p.data.n_ids), incidence(p.test, p.data.n_ids)
+    return p.train.incidence(p.data.n_ids), p.test.incidence(p.data.n_ids)
 
 
 def neighbours(test: np.ndarray | sp.spmatrix, train: np.ndarray | sp.spmatrix, k: int = K):

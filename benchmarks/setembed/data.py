@@ -2,7 +2,7 @@
 with superbloom's own `prepare` so that the baselines here and the set-embedding models trained
 later (`superbloom embed-train`) read the very same held-out pages.
 
-    .venv/bin/python benchmarks/setembed/data.py            # -> runs/setembed/{links,words,labels.tsv}
+    .venv/bin/python -m benchmarks.setembed.data            # -> runs/setembed/{links,words,labels.tsv}
 
 Sources (../shared/data/wikispeedia, West & Leskovec 2012; never committed):
   categories.tsv          page -> "subject.Top_level.Sub..." lines; a page may have several.

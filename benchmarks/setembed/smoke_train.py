@@ -7,7 +7,7 @@ objective-agnostic training loop (issue 9) is not merged yet. Once `superbloom e
 the same evaluation runs on its checkpoints and this file can go. Its purpose is to show that the
 losses, the views, the memory bank and the pool train end to end, and with which settings.
 
-    /work/tools/benchlock .venv/bin/python benchmarks/setembed/smoke_train.py   # ~10 min, 1 thread
+    /work/tools/benchlock .venv/bin/python -m benchmarks.setembed.smoke_train   # ~10 min, 1 thread
 
 Objectives (one model each, same seed, same steps, batch 64, segments of <= 32 ids):
   uniformity  alignment + uniformity (t = 2) of the blog's two views (shuffled halves of a segment)
@@ -24,12 +24,13 @@ import time
 import numpy as np
 import torch
 import torch.nn as nn
-from common import (K, REJECT, RESULTS, classification_report, evaluate_vectors, load_pages, machine,
+from benchmarks.setembed.common import (K, REJECT, RESULTS, classification_report, evaluate_vectors, load_pages, machine,
                     machine_text, plot_projection)
 
 from superbloom.batches import sample_segments, to_batch
 from superbloom.hashing import BloomHash, HashConfig
 from superbloom.losses import MemoryBank, alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
+from superbloom.embeddings import build_embedding
 from superbloom.model import ModelConfig, SetEncoder, count_parameters
 from superbloom.setembed import AttentionPool
 
@@ -40,8 +41,8 @@ class Embedder(nn.Module):
     def __init__(self, hashing: BloomHash, d: int, layers: int, n_labels: int):
         super().__init__()
         self.hashing = hashing
-        self.encoder = SetEncoder(ModelConfig(vocab_size=hashing.vocab_size, m=hashing.m, d=d, heads=4,
-                                              d_ff=2 * d, layers=layers, dropout=0.1))
+        cfg = ModelConfig(d=d, heads=4, d_ff=2 * d, layers=layers, dropout=0.1)
+        self.encoder = SetEncoder(cfg, build_embedding(cfg.embedding, hashing, d), hashing.m)
         self.pool = AttentionPool(d, heads=4)
         self.classifier = nn.Linear(d, n_labels)
 
