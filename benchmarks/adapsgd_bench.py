@@ -1,7 +1,7 @@
 """Benchmark: AdapSGD vs AdamW at their defaults on the Wikispeedia id model, and what AdapSGD's
 Hessian steps cost.
 
-    /work/tools/benchlock .venv/bin/python benchmarks/adapsgd_bench.py     # ~5 minutes on 2 cores
+    /work/tools/benchlock .venv/bin/python -m benchmarks.adapsgd_bench     # ~5 minutes on 2 cores
 
 The set model of model.py (d = 128, 4 heads, d_ff = 512, 2 layers, hashed softmax head; alpha = 4,
 m = 2) on the embedded Wikispeedia links, batches of 64 masked segments as training draws them
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -34,15 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results
 
-import superbloom as sb  # noqa: E402
-from superbloom.adapsgd import AdapSGD  # noqa: E402
-from superbloom.batches import MaskConfig, training_batch  # noqa: E402
-from superbloom.hashing import BloomHash  # noqa: E402
-from superbloom.model import build_model, count_parameters  # noqa: E402
-from superbloom.train import lr_factor  # noqa: E402
+import superbloom as sb
+from superbloom.adapsgd import AdapSGD
+from superbloom.batches import MaskConfig, training_batch
+from superbloom.hashing import BloomHash
+from superbloom.model import build_model, count_parameters
+from superbloom.optim import lr_factor
 
 warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
 
@@ -57,8 +55,8 @@ def held_out_loss(model, batches) -> float:
 
 def run(name: str, data, hashing, steps: int, batch_size: int, eval_every: int, test_batches) -> dict:
     torch.manual_seed(0)
-    mcfg = sb.ModelConfig(hashing.vocab_size, 2, d=128, heads=4, d_ff=512, layers=2)
-    model = build_model(mcfg, sb.HeadConfig(), hashing).train()
+    mcfg = sb.ModelConfig(d=128, heads=4, d_ff=512, layers=2)
+    model = build_model(mcfg, sb.SuperbloomConfig(), hashing).train()
     if name == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s + 1, 300))

@@ -1,6 +1,6 @@
 """Benchmark: AdapSGD on convex quadratics, where the answer is known (no learning rate anywhere).
 
-    .venv/bin/python benchmarks/adapsgd_quadratics.py      # ~20 s on one core
+    .venv/bin/python -m benchmarks.adapsgd_quadratics      # ~20 s on one core
 
 f(x) = 1/2 x'Ax - b'x in float64, n = 10, full-batch gradients, weight decay 0, 1,000 steps.
 Two families: axis-aligned (A diagonal, curvatures spread over the condition number) and dense
@@ -11,16 +11,14 @@ this shows how far. Results: benchmarks/results/adapsgd_quadratics.{json,md}.
 """
 from __future__ import annotations
 
-import sys
 import warnings
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results
 
-from superbloom.adapsgd import AdapSGD  # noqa: E402
+from superbloom.adapsgd import AdapSGD
 
 warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
 CHECK = (10, 100, 300, 1000)

@@ -2,7 +2,7 @@
 exact (certified, widened to the paper's B*) and exhaustive -- at 10K, 100K, 1M and 5.3M ids, at
 batch 1 and batch 256, with the fraction certified at B = k and the beam B that exact decoding needed.
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/decode_latency.py    # ~4 min on 2 cores (+5 min to train the profile model if results/decode_profile.json is missing)
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.decode_latency    # ~4 min on 2 cores (+5 min to train the profile model if results/decode_profile.json is missing)
 
 Hashing as in the paper's 5.3M-entity model (sec. 3.3): m = 2 maps, alpha = 50 ids per bucket.
 k = 10, gamma = sum_log, no excluded ids. Results: benchmarks/results/decode_latency.{json,md}.
@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,15 +44,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
-
-import superbloom as sb  # noqa: E402
-from superbloom.batches import query_batch  # noqa: E402
-from superbloom.checkpoint import inference_checkpoint  # noqa: E402
-from superbloom.decode import beam_topk, exhaustive_topk  # noqa: E402
-from superbloom.evaluate import make_examples  # noqa: E402
-from superbloom.hashing import BloomHash, HashConfig  # noqa: E402
+import superbloom as sb
+from benchmarks.machine import machine_info, write_results
+from superbloom.batches import query_batch
+from superbloom.checkpoint import inference_checkpoint
+from superbloom.decode import beam_topk, exhaustive_topk
+from superbloom.evaluate import make_examples
+from superbloom.hashing import BloomHash, HashConfig
+from superbloom.ranking import Ranking
 
 RESULTS = Path(__file__).parent / "results"
 PROFILE = RESULTS / "decode_profile.json"
@@ -74,8 +72,9 @@ def make_profile(train_seconds: float, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         sb.prepare(sb.PrepareConfig(str(sb.embedded_dataset()), str(tmp / "data")), progress=False)
-        sb.train(sb.TrainConfig(data=str(tmp / "data"), out=str(tmp / "model"), time_budget=train_seconds,
-                                threads=threads, eval_every=0), progress=False)
+        sb.train(sb.TrainConfig(data=str(tmp / "data"), out=str(tmp / "model"),
+                                loop=sb.LoopConfig(time_budget=train_seconds, threads=threads, eval_every=0)),
+                 progress=False)
         return read_profile(sb.load(tmp / "model"), sb.Dataset(tmp / "data"), train_seconds)
 
 
@@ -164,7 +163,7 @@ def run_case(logp: torch.Tensor, buckets, inverse, big: bool) -> dict:
         reps = 1 if (big and name == "exhaustive") else 3
         runs = [clock(lambda: fn(logp)) for _ in range(reps)]
         t256 = float(np.median([s for s, _ in runs])) * 1e3
-        answers[name] = (sb.decode.Ranking.concat([r for _, r in singles]), runs[0][1])
+        answers[name] = (Ranking.concat([r for _, r in singles]), runs[0][1])
         out[name] = {"batch1_ms_median": round(float(np.median(t1)), 3), "batch1_ms_p90": round(float(np.quantile(t1, 0.9)), 3),
                      f"batch{len(logp)}_ms": round(t256, 1), f"batch{len(logp)}_ms_per_query": round(t256 / len(logp), 3)}
     approx, exact = answers["approximate"][1], answers["exact"][1]

@@ -1,7 +1,7 @@
-"""Benchmark: training step time and peak memory of every output head (heads.py), at equal hidden
+"""Benchmark: training step time and peak memory of every output head (superbloom/heads/), at equal hidden
 size and at equal parameter count, for vocabularies of 10K, 100K, 1M and 5.3M ids.
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/heads_train.py    # ~12 min on 2 cores
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.heads_train    # ~12 min on 2 cores
 
 Heads as in the paper's comparison (sec. 3.3, Table 1):
   superbloom    hashed softmax, m = 2, alpha = 50 (the paper's 5.3M-entity setting)
@@ -35,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks.machine import machine_info, write_results
 
+REPO = Path(__file__).resolve().parents[1]
 SIZES = {"10K": 10_000, "100K": 100_000, "1M": 1_000_000, "5.3M": 5_300_000}
 HEADS = ("superbloom", "full", "sampled", "hierarchical")
 RESULTS = Path(__file__).parent / "results"
@@ -111,8 +112,8 @@ def run_one(cfg: dict) -> dict:
     alpha, m = hashing_of(head)
     hashing = BloomHash.build(n, sb.HashConfig(alpha, m, 0))
     torch.manual_seed(0)
-    mcfg = sb.ModelConfig(hashing.vocab_size, m, d=d, heads=4, d_ff=4 * d, layers=LAYERS, dropout=0.0)
-    hcfg = sb.HeadConfig(head, samples=samples_for(n)) if head == "sampled" else sb.HeadConfig(head)
+    mcfg = sb.ModelConfig(d=d, heads=4, d_ff=4 * d, layers=LAYERS, dropout=0.0)
+    hcfg = sb.head_config(head, samples=samples_for(n)) if head == "sampled" else sb.head_config(head)
     model = build_model(mcfg, hcfg, hashing, counts).train()
     build_s = time.perf_counter() - t0
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -149,8 +150,6 @@ def main() -> None:
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
         return
-    from machine import machine_info, write_results
-
     result = {"machine": machine_info(), "layers": LAYERS, "batch_sets": BATCH, "set_len": SET_LEN,
               "d_equal": D_EQUAL, "d_max": D_MAX, "threads": args.threads, "cases": []}
     result["machine"]["torch_threads"] = args.threads
@@ -169,7 +168,8 @@ def main() -> None:
                     case["skipped"] = f"estimated {case['estimated_gb']} GB > --max-gb {args.max_gb}"
                 else:
                     one = json.dumps({"n_ids": n, "d": d, "head": head, "threads": args.threads})
-                    r = subprocess.run([sys.executable, __file__, "--one", one], capture_output=True, text=True)
+                    r = subprocess.run([sys.executable, "-m", "benchmarks.heads_train", "--one", one], cwd=REPO,
+                                       capture_output=True, text=True)
                     if r.returncode:
                         case["error"] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
                     else:

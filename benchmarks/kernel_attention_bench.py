@@ -1,6 +1,6 @@
 """Benchmark: kernelized (quadratic-feature, linear) attention vs softmax attention as the set grows.
 
-    /work/tools/benchlock .venv/bin/python benchmarks/kernel_attention_bench.py     # ~10 minutes on 2 cores
+    /work/tools/benchlock .venv/bin/python -m benchmarks.kernel_attention_bench     # ~10 minutes on 2 cores
 
 One attention layer as the encoder builds it (model.Attention: qkv projection, attention, output
 projection; d = 128, 4 heads so dh = 32, batch 32), forward + backward of sum(out^2), for set sizes
@@ -29,8 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results
 
 SIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 METHODS = ("softmax", "kernel", "kernel/512")
@@ -126,9 +125,9 @@ def main() -> None:
                 runs.append({"method": method, "T": t, "skipped": f"estimated {est:.1f} GB > --max-gb {args.max_gb}"})
                 print(runs[-1], flush=True)
                 continue
-            cmd = [sys.executable, __file__, "--one", method, str(t), "--reps", str(reps), "--warm", str(warm),
+            cmd = [sys.executable, "-m", "benchmarks.kernel_attention_bench", "--one", method, str(t), "--reps", str(reps), "--warm", str(warm),
                    "--threads", str(args.threads), "--heads", str(args.heads)]
-            out = subprocess.run(cmd, capture_output=True, text=True)
+            out = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
             if out.returncode:
                 runs.append({"method": method, "T": t, "failed": out.stderr.strip().splitlines()[-1:]})
             else:

@@ -1,8 +1,8 @@
 """Benchmark: the HTTP service under load — POST /v1/predict at concurrency 1, 8 and 32, 30 s each.
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py     # ~7 min the first time
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.load     # ~7 min the first time
 
-Uses a model trained on the embedded Wikispeedia links with the default configuration (4 layers,
+Uses a model trained on the embedded Wikispeedia links with the default configuration (2 layers,
 d = 128, alpha = 4, m = 2): if --model does not exist yet it is prepared and trained first
 (--train-seconds, default 300) under runs/load/. Then `superbloom serve` starts in a child process
 on a free loopback port and a closed-loop asyncio client keeps `concurrency` requests in
@@ -28,12 +28,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
-
-import superbloom as sb  # noqa: E402
-from superbloom.checkpoint import latest_checkpoint  # noqa: E402
-from superbloom.files import load_json  # noqa: E402
+import superbloom as sb
+from benchmarks.machine import machine_info, write_results
+from superbloom.checkpoint import latest_checkpoint
+from superbloom.files import load_json
 
 
 def ensure_model(model: Path, data: Path, seconds: float) -> None:
@@ -43,7 +41,7 @@ def ensure_model(model: Path, data: Path, seconds: float) -> None:
     if not (data / "meta.json").exists():
         sb.prepare(sb.PrepareConfig(str(sb.embedded_dataset()), str(data)), progress=False)
     print(f"training {model} for {seconds:.0f} s (default configuration)", flush=True)
-    sb.train(sb.TrainConfig(data=str(data), out=str(model), time_budget=seconds), progress=False)
+    sb.train(sb.TrainConfig(data=str(data), out=str(model), loop=sb.LoopConfig(time_budget=seconds)), progress=False)
 
 
 def contexts(data: Path, model: Path, n: int, seed: int = 0) -> list[list[str]]:
@@ -190,7 +188,7 @@ def main(argv=None) -> int:
     result = {
         "benchmark": "HTTP load: POST /v1/predict, closed loop",
         "machine": dict(machine_info(), load_average_before=[round(x, 2) for x in load_before]),
-        "model": {"dir": str(model), "parameters": info["parameters"], "vocab_size": info["vocab_size"],
+        "model": {"dir": str(model), "parameters": info["parameters"], "n_ids": info["n_ids"],
                   "hash": info["hash"], "layers": info["model"]["layers"], "d": info["model"]["d"],
                   "trained_steps": state["step"], "trained_seconds": round(state["seconds"], 1)},
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "k": args.k, "decode": "approximate, B = k",
@@ -200,7 +198,7 @@ def main(argv=None) -> int:
     }
     m = result["machine"]
     md = ["# HTTP load benchmark (POST /v1/predict)", "",
-          f"Model: Wikispeedia, {info['vocab_size']:,} ids, {info['parameters']:,} parameters "
+          f"Model: Wikispeedia, {info['n_ids']:,} ids, {info['parameters']:,} parameters "
           f"({info['model']['layers']} layers, d={info['model']['d']}, alpha={info['hash']['alpha']}, "
           f"m={info['hash']['m']}; trained {state['step']} steps). k = {args.k}, approximate decoding; "
           f"closed loop, {args.duration:.0f} s per level; one server process (1 torch thread, the default) and "
@@ -210,7 +208,7 @@ def main(argv=None) -> int:
           "|---:|---:|---:|---:|---:|---:|---:|"]
     md += [f"| {r['concurrency']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
            f"{r['errors']} | {r['mean_batch']} |" for r in levels]
-    cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/load.py"
+    cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.load"
     if args.model != ap.get_default("model"):  # a model trained elsewhere (e.g. the demo's)
         cmd += f" --model {args.model} --data {args.data}"
     md += ["", f"Regenerate: `{cmd}`", ""]

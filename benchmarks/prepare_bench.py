@@ -1,7 +1,7 @@
 """Benchmark: `superbloom prepare` on a synthetic input at the paper's vocabulary scale.
 
-    python benchmarks/prepare_bench.py                  # 5.3M distinct ids, 100M links (~1.9 GB of text)
-    python benchmarks/prepare_bench.py --links 2e6 --ids 1e5 --sets 1e5   # a quick smoke run
+    python -m benchmarks.prepare_bench                  # 5.3M distinct ids, 100M links (~1.9 GB of text)
+    python -m benchmarks.prepare_bench --links 2e6 --ids 1e5 --sets 1e5   # a quick smoke run
 
 Writes an edge list (`set<TAB>id`) with 5.3M sets of ~19 links (the paper's Wikipedia has 5.3M
 pages, 462M links) where every one of the `--ids` ids appears and the rest follow a Zipf-like
@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results
 
 WIDTH = 8  # digits per key
 

@@ -1,6 +1,6 @@
 """Benchmark: training throughput and model FLOP utilisation (MFU) of a d = 256, 4-layer model.
 
-    python benchmarks/train_bench.py            # ~3 minutes on 2 cores
+    python -m benchmarks.train_bench            # ~3 minutes on 2 cores (from the repository root)
 
 Real batches from the embedded Wikispeedia links (full segments of 32 ids from pages with at least
 32 links; m = 2, alpha = 4), masked as the library trains them (MaskConfig defaults: half of the
@@ -14,7 +14,6 @@ here at the start of the run (2048 x 2048). Results: benchmarks/results/train.{j
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,13 +22,11 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import machine_info, write_results  # noqa: E402
-
-import superbloom as sb  # noqa: E402
-from superbloom.batches import MaskConfig, training_batch  # noqa: E402
-from superbloom.hashing import BloomHash  # noqa: E402
-from superbloom.model import build_model, count_parameters  # noqa: E402
+import superbloom as sb
+from benchmarks.machine import machine_info, write_results
+from superbloom.batches import MaskConfig, training_batch
+from superbloom.hashing import BloomHash
+from superbloom.model import build_model, count_parameters
 
 YARDSTICK = 60e9  # fp32 FLOP/s, the project's reference rate for this machine
 
@@ -47,8 +44,8 @@ def matmul_peak(n: int = 2048, reps: int = 20) -> float:
 def bench(data, batch_size: int, d: int, layers: int, dropout: float, steps: int, warm: int = 3) -> dict:
     torch.manual_seed(0)
     hashing = BloomHash.build(data.n_ids, sb.HashConfig(alpha=4, m=2))
-    mcfg = sb.ModelConfig(hashing.vocab_size, 2, d=d, heads=8, d_ff=4 * d, layers=layers, dropout=dropout)
-    model = build_model(mcfg, sb.HeadConfig(), hashing).train()
+    mcfg = sb.ModelConfig(d=d, heads=8, d_ff=4 * d, layers=layers, dropout=dropout)
+    model = build_model(mcfg, sb.SuperbloomConfig(), hashing).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
     rows = np.flatnonzero(data.train.lengths >= 32)  # full segments: every batch is (B, 64 tokens)

@@ -4,7 +4,7 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
 
     import superbloom as sb
     sb.prepare(sb.PrepareConfig("links.tsv", "data/wiki"))
-    sb.train(sb.TrainConfig(data="data/wiki", out="runs/wiki", time_budget=600))
+    sb.train(sb.TrainConfig(data="data/wiki", out="runs/wiki", loop=sb.LoopConfig(time_budget=600)))
     model = sb.load("runs/wiki")
     model.predict(["Miles_Davis", "Jazz"], k=10)
     sb.expand(model, ["Copenhagen"], sb.ExpandConfig(steps=5))   # set expansion
@@ -13,19 +13,20 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
 import importlib.resources
 from pathlib import Path
 
-from .dataset import Dataset
-from .decode import DecodeConfig
-from .evaluate import EvalConfig, evaluate
-from .expand import ExpandConfig, expand
-from .hashing import BloomHash, HashConfig
-from .heads import HeadConfig
-from .model import ModelConfig
-from .predictor import Prediction, Predictor, load
-from .prepare import PrepareConfig, prepare
-from .readers import InputError, ReadConfig
-from .train import TrainConfig, train
+__version__ = "0.2.0"  # the one version string (pyproject.toml reads it)
 
-__version__ = "0.1.0"
+from .dataset import Dataset  # noqa: E402
+from .decode import DecodeConfig  # noqa: E402
+from .evaluate import EvalConfig, evaluate  # noqa: E402
+from .expand import ExpandConfig, expand  # noqa: E402
+from .hashing import BloomHash, HashConfig  # noqa: E402
+from .heads import FullConfig, HierarchicalConfig, SampledConfig, SuperbloomConfig, head_config  # noqa: E402
+from .model import ModelConfig  # noqa: E402
+from .optim import OptimConfig  # noqa: E402
+from .predictor import Prediction, Predictor, load  # noqa: E402
+from .prepare import PrepareConfig, prepare  # noqa: E402
+from .readers import InputError, ReadConfig  # noqa: E402
+from .train import LoopConfig, TrainConfig, train  # noqa: E402
 
 
 def embedded_dataset() -> Path:
@@ -33,6 +34,7 @@ def embedded_dataset() -> Path:
     return Path(str(importlib.resources.files("superbloom") / "data" / "wikispeedia_links.tsv.gz"))
 
 
-__all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "ExpandConfig", "HashConfig", "HeadConfig",
-           "InputError", "ModelConfig", "Prediction", "Predictor", "PrepareConfig", "ReadConfig", "TrainConfig",
-           "embedded_dataset", "evaluate", "expand", "load", "prepare", "train"]
+__all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
+           "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig", "OptimConfig", "Prediction", "Predictor",
+           "PrepareConfig", "ReadConfig", "SampledConfig", "SuperbloomConfig", "TrainConfig", "embedded_dataset",
+           "evaluate", "expand", "head_config", "load", "prepare", "train"]

@@ -18,16 +18,6 @@ from .dataset import SetArray
 EASE_MAX_IDS = 25_000
 
 
-def incidence(sets: SetArray, n_ids: int) -> sp.csr_matrix:
-    """Binary (sets x ids) matrix."""
-    ids = np.array(sets.ids, dtype=np.int32)  # a writable copy: scipy sorts indices in place
-    data = np.ones(len(ids), np.float32)
-    x = sp.csr_matrix((data, ids, np.asarray(sets.offsets)), shape=(len(sets), n_ids))
-    x.sum_duplicates()
-    x.data[:] = 1.0
-    return x
-
-
 def _context_matrix(contexts: np.ndarray, n_ids: int) -> sp.csr_matrix:
     rows, cols = np.nonzero(contexts >= 0)
     return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, contexts[rows, cols])),
@@ -74,7 +64,7 @@ class Cooccurrence(Baseline):
 
     def __init__(self, train: SetArray, n_ids: int):
         super().__init__(train, n_ids)
-        x = incidence(train, n_ids)
+        x = train.incidence(n_ids)
         c = (x.T @ x).tocsr()  # (N, N) co-occurrence counts
         norm = 1.0 / np.sqrt(np.maximum(c.diagonal(), 1.0))
         c = sp.diags(norm) @ c @ sp.diags(norm)
@@ -93,7 +83,7 @@ class Ease(Baseline):
         super().__init__(train, n_ids)
         if n_ids > EASE_MAX_IDS:
             raise ValueError(f"EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} limit")
-        x = incidence(train, n_ids)
+        x = train.incidence(n_ids)
         g = (x.T @ x).toarray().astype(np.float64)
         g[np.diag_indices(n_ids)] += lam
         p = np.linalg.inv(g)

@@ -18,6 +18,7 @@ Everything is vectorised over the batch; there is no Python loop per id.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,17 @@ class MaskConfig:
     mask_rate: float = 0.5  # the paper: 0.15; 0.5 learns faster on small data (benchmarks/results/recipe.md)
     p_mask: float = 0.8  # of masked elements: fed as [MASK]
     p_random: float = 0.1  # ... fed as a random id (the rest: unchanged)
+    element_dropout: float = 0.0  # each unmasked context element dropped (fed as padding) with this probability
+
+    def __post_init__(self):
+        if self.n < 2:
+            raise ValueError(f"segment length n must be >= 2 (a context and a target), got {self.n}")
+        if not 0.0 < self.mask_rate <= 1.0:
+            raise ValueError(f"mask_rate must be in (0, 1], got {self.mask_rate}")
+        if not (0.0 <= self.p_mask and 0.0 <= self.p_random and self.p_mask + self.p_random <= 1.0):
+            raise ValueError(f"p_mask and p_random must be >= 0 with a sum <= 1, got {self.p_mask}, {self.p_random}")
+        if not 0.0 <= self.element_dropout < 1.0:
+            raise ValueError(f"element_dropout must be in [0, 1), got {self.element_dropout}")
 
 
 @dataclass
@@ -47,6 +59,10 @@ class Batch:
     @property
     def n_targets(self) -> int:
         return len(self.target_ids)
+
+    def to(self, device) -> "Batch":
+        """The same batch on `device` (the tensors themselves when already there)."""
+        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 
 
 def epoch_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, n: int,
@@ -150,7 +166,18 @@ def training_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, cfg: Ma
     """merge: merge identical [MASK] elements (exact for a set model; off with position embeddings)."""
     segs = sample_segments(sets, rows, cfg.n, rng)
     elems, targets = mask_segments(segs, hashing.n_ids, cfg, rng)
+    if cfg.element_dropout:
+        elems = drop_elements(elems, targets, cfg.element_dropout, rng)
     return to_batch(elems, targets, hashing, merge)
+
+
+def drop_elements(elems: np.ndarray, targets: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """Element dropout (a set-level regulariser for short sparse sets, benchmarks/results/quality.md):
+    every context element that is not a target becomes padding with probability `rate`, so the model
+    sees many sub-contexts of each set. Targets and their [MASK] / random / unchanged inputs are never
+    dropped. (B, n) elements, (B, n) targets (-1: none) -> (B, n) elements."""
+    drop = (targets < 0) & (elems >= 0) & (rng.random(elems.shape) < rate)
+    return np.where(drop, PAD_ELEM, elems)
 
 
 def query_batch(contexts: np.ndarray, hashing: BloomHash) -> Batch:

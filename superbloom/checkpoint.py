@@ -6,15 +6,21 @@
     MODEL_DIR/metrics.jsonl            one JSON object per logged step / validation
     MODEL_DIR/LATEST                   name of the newest complete checkpoint (what --resume continues)
     MODEL_DIR/BEST                     name of the checkpoint with the best validation score, if kept
-    MODEL_DIR/checkpoints/step-N/      model.safetensors, optimizer.safetensors, state.json
-    MODEL_DIR/checkpoints/best-N/      model.safetensors, state.json (weights only)
+    MODEL_DIR/checkpoints/step-N[-r]/  model.safetensors, optimizer.safetensors, state.json
+    MODEL_DIR/checkpoints/best-N[-r]/  model.safetensors, state.json (weights only)
 
-A checkpoint is written into a temporary directory and renamed into place, then its pointer is
-replaced atomically: a kill at any moment leaves the previous checkpoint intact and loadable.
-Inference loads BEST when there is one, else LATEST.
+A checkpoint is written into a temporary directory (`.tmp`), state.json last (its presence marks
+the directory complete), renamed into place under a name no other checkpoint has (a second
+checkpoint of one step gets `-1`, `-2`, ...), and only then is its pointer replaced atomically;
+older checkpoints are pruned after that. So a pointer only ever names a complete checkpoint, and a
+kill at any moment leaves the previous one intact and loadable. If a pointer is stale anyway (a
+directory edited by hand, a kill between rename and pointer), `latest_checkpoint` falls back to
+the newest complete checkpoint of its kind, promoting a complete `.tmp` directory if that is the
+newest. Inference loads BEST when there is one, else LATEST.
 """
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -24,14 +30,47 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 
 from .files import atomic_path, load_json, save_json
 
+_NAME = re.compile(r"(step|best)-(\d{9})(?:-(\d+))?(\.tmp)?")
+KIND_OF_POINTER = {"LATEST": "step", "BEST": "best"}
+
+
+def _order(path: Path) -> tuple[int, int]:
+    """(step, repeat) of a checkpoint directory name: later checkpoints sort last."""
+    m = _NAME.fullmatch(path.name)
+    return int(m.group(2)), int(m.group(3) or 0)
+
+
+def complete_checkpoints(model_dir: str | Path, kind: str = "step", tmp: bool = False) -> list[Path]:
+    """Complete checkpoint directories of `kind` (step | best), oldest first; with tmp=True also
+    complete `.tmp` directories (written in full, killed before their rename)."""
+    root = Path(model_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if (m := _NAME.fullmatch(p.name)) and m.group(1) == kind
+             and (tmp or not m.group(4)) and (p / "state.json").is_file()]
+    return sorted(found, key=_order)
+
 
 def latest_checkpoint(model_dir: str | Path, pointer: str = "LATEST") -> Path | None:
+    """The checkpoint `pointer` names if it is complete, else the newest complete one of its kind
+    (see the module docstring), else None."""
     model_dir = Path(model_dir)
-    latest = model_dir / pointer
-    if not latest.exists():
+    ptr = model_dir / pointer
+    if ptr.is_file():
+        path = model_dir / ptr.read_text().strip()
+        if (path / "state.json").is_file():
+            return path
+    found = complete_checkpoints(model_dir, KIND_OF_POINTER[pointer], tmp=True)
+    if not found:
         return None
-    path = model_dir / latest.read_text().strip()
-    return path if (path / "state.json").exists() else None
+    newest = found[-1]
+    if newest.name.endswith(".tmp"):  # complete but never renamed: put it in place
+        final = newest.with_name(newest.name[:-4])
+        if final.exists():
+            final = _unused_name(final)
+        newest.rename(final)
+        newest = final
+    return newest
 
 
 def inference_checkpoint(model_dir: str | Path) -> Path | None:
@@ -39,31 +78,65 @@ def inference_checkpoint(model_dir: str | Path) -> Path | None:
     return latest_checkpoint(model_dir, "BEST") or latest_checkpoint(model_dir)
 
 
+def holds_model(model_dir: str | Path) -> bool:
+    """Does the directory hold (part of) a trained model: a checkpoint pointer or checkpoints?
+    (The config files alone, of a run killed before its first checkpoint, hold no trained weights.)"""
+    d = Path(model_dir)
+    return (d / "LATEST").exists() or (d / "BEST").exists() or (
+        (d / "checkpoints").is_dir() and any((d / "checkpoints").iterdir()))
+
+
+def _unused_name(final: Path) -> Path:
+    """`final`, or final-1, final-2, ... : the first name no checkpoint directory has (nor its .tmp)."""
+    path, r = final, 0
+    while path.exists() or path.with_name(path.name + ".tmp").exists():
+        r += 1
+        path = final.with_name(f"{final.name}-{r}")
+    return path
+
+
 def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, optimizer, state: dict,
-                    keep: int = 2, kind: str = "step", pointer: str = "LATEST") -> Path:
+                    keep: int = 2, kind: str = "step", pointer: str = "LATEST",
+                    extra: dict[str, dict[str, torch.Tensor]] | None = None) -> Path:
+    """Write a complete checkpoint, then move `pointer` to it, then prune to the newest `keep`.
+    `extra` {name: tensors} adds NAME.safetensors files (e.g. the weight average)."""
     model_dir = Path(model_dir)
-    final = model_dir / "checkpoints" / f"{kind}-{step:09d}"
+    root = model_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(f"{kind}-*.tmp"):  # left by a kill: never pointed to by anything
+        shutil.rmtree(stale, ignore_errors=True)
+    final = _unused_name(root / f"{kind}-{step:09d}")
     tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp.mkdir()
     save_model(model, str(tmp / "model.safetensors"))
     if optimizer is not None:
         tensors, meta = _optimizer_state(optimizer)
         save_file(tensors, str(tmp / "optimizer.safetensors"))
         save_json(tmp / "optimizer.json", meta)
+    for name, tensors in (extra or {}).items():
+        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp / f"{name}.safetensors"))
     save_json(tmp / "state.json", state)  # last: marks the directory complete
-    shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     with atomic_path(model_dir / pointer) as t:
         t.write_text(str(final.relative_to(model_dir)) + "\n")
-    old = sorted(p for p in (model_dir / "checkpoints").glob(f"{kind}-*") if not p.name.endswith(".tmp"))
-    for p in old[:-keep]:
-        shutil.rmtree(p, ignore_errors=True)
+    pointed = {(model_dir / p.read_text().strip()).name for p in (model_dir / "LATEST", model_dir / "BEST")
+               if p.is_file()}
+    for p in complete_checkpoints(model_dir, kind)[:-keep]:
+        if p.name not in pointed:
+            shutil.rmtree(p, ignore_errors=True)
     return final
 
 
+def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
+    """The tensors of NAME.safetensors in a checkpoint, or None if it has none."""
+    path = ckpt / f"{name}.safetensors"
+    return load_file(str(path)) if path.exists() else None
+
+
 def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
-    missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False)
+    """Weights of checkpoint `ckpt` into `model`, onto the device the model is on."""
+    device = next(model.parameters()).device
+    missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False, device=str(device))
     if unexpected or [k for k in missing if not _is_tied(model, k)]:
         raise ValueError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
 
@@ -75,6 +148,7 @@ def _is_tied(model, name: str) -> bool:
 
 
 def load_optimizer(optimizer, ckpt: Path) -> None:
+    """Optimizer state of `ckpt` (torch moves each state tensor to its parameter's device)."""
     meta = load_json(ckpt / "optimizer.json")
     tensors = load_file(str(ckpt / "optimizer.safetensors"))
     state: dict = {}

@@ -2,50 +2,102 @@
 
     superbloom demo                                   # the main job on the embedded Wikispeedia links
     superbloom prepare INPUT --format edges --out DATA_DIR
-    superbloom train DATA_DIR --out MODEL_DIR --time-budget 600
+    superbloom train DATA_DIR --out MODEL_DIR --time-budget 600 [--device auto|cpu|cuda]
     superbloom eval MODEL_DIR DATA_DIR [--json]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
     superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
+
+Every numeric flag is checked when the command line is parsed (exit 2 with a one-line message
+naming the flag and its allowed range); defaults are read from the config dataclasses, never
+repeated here.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
+from . import __version__
 from .batches import MaskConfig
-from .decode import SCORES, DecodeConfig
-from .expand import STRATEGIES
-from .hashing import HashConfig
-from .heads import HEADS, PROPOSALS, TREES, HeadConfig
+from .decode import DecodeConfig
+from .device import DEVICE_CHOICES
+from .evaluate import EvalConfig
+from .expand import STRATEGIES, ExpandConfig
+from .hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
+from .heads import HEADS, PROPOSALS, TREES, head_config, head_settings
+from .heads.hierarchical import HierarchicalConfig
+from .heads.sampled import SampledConfig
+from .heads.superbloom import SuperbloomConfig
 from .model import ModelConfig
+from .optim import OPTIMIZERS, OptimConfig
+from .prepare import PrepareConfig
+from .ranking import SCORES
 from .readers import FORMATS, InputError, ReadConfig
-from .train import TrainConfig
+from .train import LoopConfig, TrainConfig
 
 
 def _default(cls, name):
+    """The default of field `name` of dataclass `cls` (the one place defaults live)."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
-    return f.default
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
+# ---------------------------------------------------------------- typed flags (checked at parse time)
+
+
+def _number(kind, lo=None, hi=None, lo_open=False, what=None):
+    """An argparse type: `kind` (int / float) within [lo, hi] (lo excluded if lo_open), finite."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
+        if kind is float and not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"expected {what or _range(lo, hi, lo_open)}, got {text}")
+        return v
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _range(lo, hi, lo_open):
+    if hi is None:
+        return f"a number {'>' if lo_open else '>='} {lo}"
+    return f"a number in {'(' if lo_open else '['}{lo}, {hi}]"
+
+
+POS_INT = _number(int, 1)  # >= 1
+NONNEG_INT = _number(int, 0)  # >= 0
+NONNEG = _number(float, 0.0)  # >= 0
+POSITIVE = _number(float, 0.0, lo_open=True)  # > 0
+FRACTION = _number(float, 0.0, 0.999999, what="a fraction in [0, 1)")  # [0, 1)
+PORT = _number(int, 0, 65535, what="a port number in [0, 65535]")
 
 
 def _add_prepare(sub):
+    d = lambda name: _default(PrepareConfig, name)  # noqa: E731
+    r = lambda name: _default(ReadConfig, name)  # noqa: E731
     p = sub.add_parser("prepare", help="split sets, build the vocabulary, write a memory-mapped dataset",
                        description="Read links, split the sets into train/test (seeded), build the vocabulary "
                                    "from the training sets and write a compact memory-mappable dataset.")
     p.add_argument("input", help="input file (.gz allowed for text formats)")
-    p.add_argument("--format", choices=FORMATS, default="edges",
+    p.add_argument("--format", choices=FORMATS, default=r("format"),
                    help="edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
-                        "parquet: two columns (default: edges)")
+                        "parquet: two columns (default: %(default)s)")
     p.add_argument("--out", required=True, help="output dataset directory")
-    p.add_argument("--test-fraction", type=float, default=0.1, help="fraction of sets held out (default 0.1)")
-    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
-    p.add_argument("--set-column", type=int, default=0, help="edges/parquet: column of the set key (default 0)")
-    p.add_argument("--id-column", type=int, default=1, help="edges/parquet: column of the id (default 1; "
-                                                            "2 for head/relation/tail triples)")
+    p.add_argument("--test-fraction", type=FRACTION, default=d("test_fraction"),
+                   help="fraction of sets held out (default %(default)s)")
+    p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="split seed (default %(default)s)")
+    p.add_argument("--set-column", type=NONNEG_INT, default=r("set_column"),
+                   help="edges/parquet: column of the set key (default %(default)s)")
+    p.add_argument("--id-column", type=NONNEG_INT, default=r("id_column"),
+                   help="edges/parquet: column of the id (default %(default)s; 2 for head/relation/tail triples)")
     p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
                                                              "(neighbour sets of a graph)")
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
@@ -59,54 +111,89 @@ def _add_train(sub):
                                    "--time-budget, whichever comes first; checkpoints are resumable.")
     p.add_argument("data", help="prepared dataset directory")
     p.add_argument("--out", required=True, help="model directory to write")
+    h = lambda name: _default(HashConfig, name)  # noqa: E731
     g = p.add_argument_group("hashing")
-    g.add_argument("--alpha", type=int, default=_default(HashConfig, "alpha"), help="ids per hash bucket")
-    g.add_argument("--m", type=int, default=_default(HashConfig, "m"), help="hash functions per id")
-    g.add_argument("--hash-seed", type=int, default=_default(HashConfig, "seed"))
-    g.add_argument("--coherent", type=int, default=_default(HashConfig, "coherent"),
+    g.add_argument("--alpha", type=NONNEG_INT, default=h("alpha"),
+                   help="ids per hash bucket; 0: chosen from the vocabulary size (unhashed up to "
+                        f"{UNHASHED_MAX_IDS:,} ids, else {AUTO_ALPHA}) (default %(default)s)")
+    g.add_argument("--m", type=POS_INT, default=h("m"), help="hash functions per id (default %(default)s)")
+    g.add_argument("--hash-seed", type=NONNEG_INT, default=h("seed"), help="hash maps seed (default %(default)s)")
+    g.add_argument("--coherent", type=NONNEG_INT, default=h("coherent"),
                    help="how many of the m maps are coherent: similar ids (training co-occurrence) share a "
-                        "bucket (appendix C); the rest are random (default 0)")
+                        "bucket (appendix C); the rest are random (default %(default)s)")
+    md = lambda name: _default(ModelConfig, name)  # noqa: E731
     g = p.add_argument_group("model")
-    g.add_argument("--d", type=int, default=_default(ModelConfig, "d"), help="embedding / hidden size")
-    g.add_argument("--heads", type=int, default=_default(ModelConfig, "heads"), help="attention heads")
-    g.add_argument("--d-ff", type=int, default=_default(ModelConfig, "d_ff"), help="feed-forward size")
-    g.add_argument("--layers", type=int, default=_default(ModelConfig, "layers"), help="Transformer layers")
-    g.add_argument("--dropout", type=float, default=_default(ModelConfig, "dropout"),
-                   help="dropout on embeddings and residual branches")
-    g.add_argument("--attn-dropout", type=float, default=_default(ModelConfig, "attn_dropout"),
-                   help="dropout on attention weights")
-    g.add_argument("--positions", type=int, default=0,
-                   help="learned position embeddings for ordered data, up to this many elements (default 0: a set)")
+    g.add_argument("--d", type=POS_INT, default=md("d"), help="embedding / hidden size (default %(default)s)")
+    g.add_argument("--heads", type=POS_INT, default=md("heads"), help="attention heads (default %(default)s)")
+    g.add_argument("--d-ff", type=POS_INT, default=md("d_ff"), help="feed-forward size (default %(default)s)")
+    g.add_argument("--layers", type=POS_INT, default=md("layers"), help="Transformer layers (default %(default)s)")
+    g.add_argument("--dropout", type=FRACTION, default=md("dropout"),
+                   help="dropout on embeddings and residual branches (default %(default)s)")
+    g.add_argument("--attn-dropout", type=FRACTION, default=md("attn_dropout"),
+                   help="dropout on attention weights (default %(default)s)")
+    g.add_argument("--positions", type=NONNEG_INT, default=md("positions"),
+                   help="learned position embeddings for ordered data, up to this many elements "
+                        "(default %(default)s: a set)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
-    g.add_argument("--head", choices=sorted(HEADS), default="superbloom",
+    g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
+    g.add_argument("--head", choices=sorted(HEADS), default=SuperbloomConfig.name,
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
-                        "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding)")
-    g.add_argument("--per-hash-softmax", action="store_true",
-                   help="superbloom head: softmax j over map j's tokens only")
-    g.add_argument("--label-smoothing", type=float, default=0.0, help="superbloom and full heads")
-    g.add_argument("--samples", type=int, default=_default(HeadConfig, "samples"),
-                   help="sampled head: ids drawn per training step (default %(default)s)")
-    g.add_argument("--proposal", choices=PROPOSALS, default=_default(HeadConfig, "proposal"),
-                   help="sampled head: proposal distribution (default %(default)s)")
-    g.add_argument("--tree", choices=TREES, default=_default(HeadConfig, "tree"),
-                   help="hierarchical head: tree built from the training counts (default %(default)s)")
+                        "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding) "
+                        "(default %(default)s)")
+    g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
+                   help="superbloom: softmax j over map j's tokens only")
+    g.add_argument("--label-smoothing", type=FRACTION, default=None,
+                   help=f"superbloom, full (default {_default(SuperbloomConfig, 'label_smoothing')})")
+    g.add_argument("--samples", type=POS_INT, default=None,
+                   help=f"sampled: ids drawn per training step (default {_default(SampledConfig, 'samples')})")
+    g.add_argument("--proposal", choices=PROPOSALS, default=None,
+                   help=f"sampled: proposal distribution (default {_default(SampledConfig, 'proposal')})")
+    g.add_argument("--tree", choices=TREES, default=None, help="hierarchical: tree built from the training counts "
+                                                             f"(default {_default(HierarchicalConfig, 'tree')})")
+    mk = lambda name: _default(MaskConfig, name)  # noqa: E731
     g = p.add_argument_group("training examples (sec. 3.1)")
-    g.add_argument("--segment", type=int, default=_default(MaskConfig, "n"), help="max ids per segment")
-    g.add_argument("--mask-rate", type=float, default=_default(MaskConfig, "mask_rate"),
-                   help="fraction of a segment's ids masked (at least one)")
+    g.add_argument("--segment", type=_number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
+    g.add_argument("--mask-rate", type=_number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
+                   help="fraction of a segment's ids masked, at least one (default %(default)s)")
+    g.add_argument("--element-dropout", type=FRACTION, default=mk("element_dropout"),
+                   help="probability that an unmasked context id is dropped from a training example "
+                        "(default %(default)s)")
+    o = lambda name: _default(OptimConfig, name)  # noqa: E731
     g = p.add_argument_group("optimisation")
-    for name, typ, hlp in [("batch_size", int, "sets per step"), ("lr", float, "peak learning rate"),
-                           ("warmup", int, "warm-up steps"), ("weight_decay", float, "AdamW weight decay"),
-                           ("clip", float, "gradient norm clip"), ("steps", int, "stop after N steps"),
-                           ("epochs", float, "stop after N passes"), ("time_budget", float, "stop after N seconds"),
-                           ("eval_every", int, "validate every N steps"),
-                           ("checkpoint_every", float, "seconds between checkpoints"),
-                           ("val_fraction", float, "training sets held out for validation"),
-                           ("seed", int, "training seed"), ("threads", int, "torch CPU threads (0: default)")]:
-        d = _default(TrainConfig, name)
-        g.add_argument("--" + name.replace("_", "-"), type=typ, default=d, help=f"{hlp} (default {d})")
-    g.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"), help="(default %(default)s)")
+    g.add_argument("--lr", type=POSITIVE, default=o("lr"), help="peak learning rate (default %(default)s)")
+    g.add_argument("--warmup", type=NONNEG_INT, default=o("warmup"), help="warm-up steps (default %(default)s)")
+    g.add_argument("--weight-decay", type=NONNEG, default=o("weight_decay"), help="weight decay (default %(default)s)")
+    g.add_argument("--clip", type=NONNEG, default=o("clip"), help="gradient norm clip, 0: none (default %(default)s)")
+    lp = lambda name: _default(LoopConfig, name)  # noqa: E731
+    g = p.add_argument_group("loop")
+    g.add_argument("--batch-size", type=POS_INT, default=lp("batch_size"),
+                   help="sets per step, over all processes (default %(default)s)")
+    g.add_argument("--steps", type=NONNEG_INT, default=0, help="stop after N steps (0: no limit; default 0)")
+    g.add_argument("--epochs", type=NONNEG, default=0.0, help="stop after N passes over the training sets (default 0)")
+    g.add_argument("--time-budget", type=NONNEG, default=0.0, help="stop after N seconds of training (default 0); "
+                   "give at least one of --steps, --epochs, --time-budget")
+    g.add_argument("--eval-every", "--eval-every-steps", dest="eval_every", type=NONNEG_INT, default=lp("eval_every"),
+                   metavar="STEPS", help="validate every this many STEPS, 0: only at the end (default %(default)s)")
+    g.add_argument("--checkpoint-every", "--checkpoint-every-seconds", dest="checkpoint_every", type=NONNEG,
+                   default=lp("checkpoint_every"), metavar="SECONDS",
+                   help="SECONDS between checkpoints (default %(default)s)")
+    g.add_argument("--val-fraction", type=FRACTION, default=_default(TrainConfig, "val_fraction"),
+                   help="training sets held out for validation, at most 2000 (default %(default)s)")
+    g.add_argument("--seed", type=NONNEG_INT, default=lp("seed"), help="training seed (default %(default)s)")
+    g.add_argument("--threads", type=NONNEG_INT, default=lp("threads"),
+                   help="torch CPU threads, 0: torch's default (default %(default)s)")
+    g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
+    g.add_argument("--ema", type=FRACTION, default=lp("ema"),
+                   help="> 0: validate and keep as BEST an exponential moving average of the weights with this "
+                        "decay, e.g. 0.999 (default %(default)s: none)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest complete checkpoint, with its saved settings; "
+                        "flags given now may change the optimisation and loop settings (recorded), not the model")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the model in --out with a new run (the old one is kept until the new run has a "
+                        "complete checkpoint)")
     g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
                    help="serve the last weights instead of those with the best validation rec@10")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -114,14 +201,21 @@ def _add_train(sub):
 
 
 def _add_decode_args(p):
+    d = lambda name: _default(DecodeConfig, name)  # noqa: E731
     g = p.add_argument_group("decoding (Algorithm 1)")
-    g.add_argument("--beam", type=int, default=None, help="beam width B per hash map (default: B = k)")
+    g.add_argument("--beam", type=POS_INT, default=d("beam"), help="beam width B per hash map (default: B = k)")
     g.add_argument("--exact", action="store_true", help="widen the beam until the top-k is certified exact")
-    g.add_argument("--score", choices=sorted(SCORES), default="sum_log", help="gamma: how m scores combine")
+    g.add_argument("--score", choices=sorted(SCORES), default=d("score"),
+                   help="gamma: how the m scores combine (default %(default)s)")
     g.add_argument("--exhaustive", action="store_true", help="score every id (reference; slow)")
 
 
+def _add_device_arg(p, default="auto"):
+    p.add_argument("--device", default=default, help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
+
+
 def _add_eval(sub):
+    e = lambda name: _default(EvalConfig, name)  # noqa: E731
     p = sub.add_parser("eval", help="the paper's protocol on the held-out sets, with baselines",
                        description="For each held-out set: a random segment of up to 32 ids, one random id held "
                                    "out, the rest is the context (excluded from the ranking). Reports rec@1/10/20, "
@@ -129,14 +223,18 @@ def _add_eval(sub):
     p.add_argument("model", help="model directory")
     p.add_argument("data", help="prepared dataset directory (the one the model was trained on)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--seed", type=int, default=0, help="example sampling seed (default 0)")
-    p.add_argument("--targets-per-set", type=int, default=1, help="held-out ids per set (default 1)")
-    p.add_argument("--max-sets", type=int, default=0, help="use at most N held-out sets (default: all)")
-    p.add_argument("--depth", type=int, default=20, help="ids retrieved per example (default 20)")
-    p.add_argument("--baselines", default="popularity,cooccurrence",
-                   help="comma-separated: popularity, cooccurrence, ease; or 'none' (default popularity,cooccurrence)")
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--seed", type=NONNEG_INT, default=e("seed"), help="example sampling seed (default %(default)s)")
+    p.add_argument("--targets-per-set", type=POS_INT, default=e("targets_per_set"),
+                   help="held-out ids per set (default %(default)s)")
+    p.add_argument("--max-sets", type=NONNEG_INT, default=e("max_sets"),
+                   help="use at most N held-out sets, 0: all (default %(default)s)")
+    p.add_argument("--depth", type=POS_INT, default=e("depth"), help="ids retrieved per example (default %(default)s)")
+    p.add_argument("--baselines", default=",".join(e("baselines")),
+                   help="comma-separated: popularity, cooccurrence, ease; or 'none' (default %(default)s)")
+    p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
+                                                                             "(default %(default)s)")
+    p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
+    _add_device_arg(p)
     _add_decode_args(p)
     p.set_defaults(func=cmd_eval)
 
@@ -147,25 +245,29 @@ def _add_predict(sub):
                                    "data, e.g. Copenhagen, or URL-decoded).")
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="+", help="context ids")
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
     p.add_argument("--json", action="store_true")
+    _add_device_arg(p)
     _add_decode_args(p)
     p.set_defaults(func=cmd_predict)
 
 
 def _add_expand(sub):
+    x = lambda name: _default(ExpandConfig, name)  # noqa: E731
     p = sub.add_parser("expand", help="grow a set one predicted id at a time",
                        description="Set expansion: predict, add the best (or a sampled) id to the set, predict "
                                    "again; each added id joins the context of the next prediction.")
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="+", help="seed ids")
-    p.add_argument("--steps", type=int, default=10, help="ids to add (default 10)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="argmax", help="argmax, or sample from "
-                   "softmax(score / temperature) over the top k (default argmax)")
-    p.add_argument("--temperature", type=float, default=1.0, help="sample: temperature (default 1.0)")
-    p.add_argument("--k", type=int, default=10, help="candidates ranked per step (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="sample: random seed (default 0)")
+    p.add_argument("--steps", type=POS_INT, default=x("steps"), help="ids to add (default %(default)s)")
+    p.add_argument("--strategy", choices=STRATEGIES, default=x("strategy"), help="argmax, or sample from "
+                   "softmax(score / temperature) over the top k (default %(default)s)")
+    p.add_argument("--temperature", type=POSITIVE, default=x("temperature"),
+                   help="sample: temperature (default %(default)s)")
+    p.add_argument("--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
+    p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
     p.add_argument("--json", action="store_true")
+    _add_device_arg(p)
     _add_decode_args(p)
     p.set_defaults(func=cmd_expand)
 
@@ -177,40 +279,72 @@ def _add_serve(sub):
                        description="Serve a model: JSON API (docs at /docs) and a web page at /. "
                                    "The model is loaded once; concurrent requests are batched.")
     p.add_argument("model", help="model directory")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    p.add_argument("--port", type=PORT, default=8000, help="port (default %(default)s)")
+    p.add_argument("--threads", type=NONNEG_INT, default=1,
                    help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
                         "threads spin and stall when the cores are shared with the server itself)")
     for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
                       ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
                       ("max_batch", "queries per model call")]:
-        d = _default(ServeConfig, name)
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=d, help=f"{hlp} (default {d})")
+        p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=_default(ServeConfig, name),
+                       help=f"{hlp} (default %(default)s)")
+    for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
+                      ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
+                      ("head_timeout", "seconds to receive a request's line and headers")]:
+        p.add_argument("--" + name.replace("_", "-"), type=_number(float, 0.0, 3600.0, lo_open=True),
+                       default=_default(ServeConfig, name), help=f"{hlp} (default %(default)s)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    _add_device_arg(p)
     p.set_defaults(func=cmd_serve)
 
 
 def _add_demo(sub):
     p = sub.add_parser("demo", help="the main job: prepare, train, evaluate and predict on the embedded "
                                     "Wikispeedia links", description=cmd_demo.__doc__)
-    p.add_argument("--out", default="runs/demo", help="working directory (default runs/demo)")
-    p.add_argument("--time-budget", type=float, default=720.0, help="training seconds (default 720)")
+    p.add_argument("--out", default="runs/demo", help="working directory (default %(default)s)")
+    p.add_argument("--time-budget", type=POSITIVE, default=720.0, help="training seconds (default %(default)s)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
+    _add_device_arg(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: what was wrong and where to read more (exit 2, no usage dump)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _given(subparser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The destinations of the flags typed on the command line (not left at their default):
+    the same subcommand parsed again with every default suppressed."""
+    actions = subparser._actions  # argparse keeps no public list of a parser's actions
+    saved = [a.default for a in actions]
+    for a in actions:
+        a.default = argparse.SUPPRESS
+    try:
+        given = set(vars(subparser.parse_known_args(argv)[0]))
+    finally:
+        for a, d in zip(actions, saved):
+            a.default = d
+    return given
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
-                                     "Transformers for set completion over huge id vocabularies.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
+                    "Transformers for set completion over huge id vocabularies.")
+    parser.add_argument("--version", action="version", version=f"superbloom {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve):
         add(sub)
     args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args.given = _given(sub.choices[args.command], words[words.index(args.command) + 1:])
     try:
         return args.func(args) or 0
-    except (InputError, FileNotFoundError, ValueError) as e:
+    except (InputError, ValueError, FloatingPointError, OSError) as e:  # bad input, a diverged run, a file
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -222,60 +356,104 @@ def main(argv=None) -> int:
 
 
 def cmd_prepare(args):
-    from .prepare import PrepareConfig, format_summary, prepare
+    from .prepare import format_summary, prepare
 
-    read = ReadConfig(args.format, args.set_column, args.id_column, args.undirected, args.skip_malformed)
-    summary = prepare(PrepareConfig(args.input, args.out, read, args.test_fraction, args.seed))
+    read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
+                      undirected=args.undirected, skip_malformed=args.skip_malformed)
+    summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
+                                    seed=args.seed))
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
 
 
-def train_config_from_args(args) -> TrainConfig:
-    model = ModelConfig(vocab_size=0, d=args.d, heads=args.heads, d_ff=args.d_ff, layers=args.layers,
-                        dropout=args.dropout, attn_dropout=args.attn_dropout, positions=args.positions,
-                        norm_first=not args.post_ln)
-    head = HeadConfig(args.head, args.per_hash_softmax, args.label_smoothing, args.samples, args.proposal, args.tree)
-    names = ["batch_size", "lr", "warmup", "weight_decay", "clip", "steps", "epochs", "time_budget",
-             "eval_every", "checkpoint_every", "val_fraction", "seed", "threads", "resume", "keep_best"]
-    mask = MaskConfig(n=args.segment, mask_rate=args.mask_rate)
-    return TrainConfig(data=args.data, out=args.out, hash=HashConfig(args.alpha, args.m, args.hash_seed, args.coherent),
-                       model=model, head=head, mask=mask, **{n: getattr(args, n) for n in names})
+def _head_config(args):
+    """The --head's config from the head settings given; a setting of another head is an error."""
+    given = {n: getattr(args, n) for n in ("per_hash_softmax", "label_smoothing", "samples", "proposal", "tree")
+             if getattr(args, n) is not None}
+    wrong = [n for n in given if n not in head_settings(args.head)]
+    if wrong:
+        raise ValueError(f"--{wrong[0].replace('_', '-')} is not a setting of the {args.head} head "
+                         f"(its settings: {', '.join('--' + s.replace('_', '-') for s in head_settings(args.head)) or 'none'})")
+    return head_config(args.head, **given)
+
+
+def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
+    """The TrainConfig of the command line; with `base` (a resumed run's saved config) only the flags
+    in `given` (those typed on the command line) replace its settings."""
+    def pick(dest, saved):
+        return getattr(args, dest) if base is None or dest in given else saved
+
+    b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
+    head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
+    return TrainConfig(
+        data=args.data, out=args.out,
+        hash=HashConfig(alpha=pick("alpha", b.hash.alpha), m=pick("m", b.hash.m), seed=pick("hash_seed", b.hash.seed),
+                        coherent=pick("coherent", b.hash.coherent)),
+        model=ModelConfig(d=pick("d", b.model.d), heads=pick("heads", b.model.heads), d_ff=pick("d_ff", b.model.d_ff),
+                          layers=pick("layers", b.model.layers), dropout=pick("dropout", b.model.dropout),
+                          attn_dropout=pick("attn_dropout", b.model.attn_dropout),
+                          positions=pick("positions", b.model.positions),
+                          norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding),
+        head=_head_config(args) if base is None or head_flags & given else b.head,
+        mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
+                        p_mask=b.mask.p_mask, p_random=b.mask.p_random,
+                        element_dropout=pick("element_dropout", b.mask.element_dropout)),
+        optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
+                          warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
+                          clip=pick("clip", b.optim.clip)),
+        loop=LoopConfig(batch_size=pick("batch_size", b.loop.batch_size), steps=pick("steps", b.loop.steps),
+                        epochs=pick("epochs", b.loop.epochs), time_budget=pick("time_budget", b.loop.time_budget),
+                        eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),
+                        checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
+                        seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
+                        device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
+        val_fraction=pick("val_fraction", b.val_fraction))
 
 
 def cmd_train(args):
+    from .checkpoint import latest_checkpoint
+    from .files import load_json
     from .train import train
 
-    out = train(train_config_from_args(args), progress=not args.quiet)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
+        saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
+        cfg = train_config_from_args(args, saved, args.given)
+    else:
+        cfg = train_config_from_args(args)
+    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
     print(f"model written to {out}")
 
 
 def _decode(args) -> DecodeConfig:
-    return DecodeConfig(args.beam, args.exact, args.score, args.exhaustive)
+    return DecodeConfig(beam=args.beam, exact=args.exact, score=args.score, exhaustive=args.exhaustive)
 
 
 def cmd_eval(args):
     from .dataset import Dataset
-    from .evaluate import EvalConfig, evaluate, format_report
+    from .evaluate import evaluate, format_report
     from .predictor import load
 
     baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
-    cfg = EvalConfig(args.seed, 32, args.targets_per_set, args.depth, _decode(args), baselines,
-                     args.batch_size, args.max_sets)
-    result = evaluate(load(args.model, args.threads), Dataset(args.data), cfg, progress=not args.json)
+    cfg = EvalConfig(seed=args.seed, targets_per_set=args.targets_per_set, depth=args.depth, decode=_decode(args),
+                     baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets)
+    result = evaluate(load(args.model, args.threads, args.device), Dataset(args.data), cfg, progress=not args.json)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
 
 
 def cmd_predict(args):
     from .predictor import load
 
-    model = load(args.model)
-    pred = model.predict(args.ids, args.k, _decode(args))
-    if args.json:
-        print(json.dumps(dataclasses.asdict(pred), indent=2))
+    model = load(args.model, device=args.device)
+    if args.k > len(model.vocab):
+        print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
+              f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
+    pred = model.predict(args.ids, args.k, _decode(args))  # no known id: a ValueError, like the API's 422
+    if args.json:  # the shape of POST /v1/predict's answer
+        print(json.dumps(model.prediction_json(pred), indent=2))
         return
     if pred.unknown:
         print(f"unknown ids (ignored): {', '.join(pred.unknown)}")
-    if not pred.context:
-        raise ValueError("none of the given ids is in the model's vocabulary")
     print(f"context: {', '.join(model.vocab.display(i) for i in model.vocab.lookup(pred.context)[0])}")
     print(f"top-{args.k} ({'certified exact' if pred.exact else 'approximate'}, beam {pred.beam}):")
     for r, (i, s) in enumerate(pred.items, 1):
@@ -283,14 +461,17 @@ def cmd_predict(args):
 
 
 def cmd_expand(args):
-    from .expand import ExpandConfig, expand
+    from .expand import expand
     from .predictor import load
 
-    model = load(args.model)
-    cfg = ExpandConfig(args.steps, args.strategy, args.temperature, args.k, args.seed, _decode(args))
+    model = load(args.model, device=args.device)
+    cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
+                       seed=args.seed, decode=_decode(args))
     out = expand(model, args.ids, cfg)
-    if args.json:
-        print(json.dumps(dataclasses.asdict(out), indent=2))
+    if args.json:  # the shape of POST /v1/expand's answer
+        added = [dict(id=a.id, display=model.vocab.display(model.vocab.get(a.id)), score=_finite(a.score),
+                      exact=a.exact) for a in out.added]
+        print(json.dumps({"seed": out.seed, "unknown": out.unknown, "added": added}, indent=2))
         return
     if out.unknown:
         print(f"unknown ids (ignored): {', '.join(out.unknown)}")
@@ -301,12 +482,17 @@ def cmd_expand(args):
         print(f"  {r:>3}. {shown(a.id):<40} {a.score:9.3f}{'' if a.exact else '  (approximate)'}")
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 def cmd_serve(args):
     from .serve import ServeConfig, serve
 
-    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch"]
+    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
+             "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
-    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log)
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device)
 
 
 # the paper's appendix E contexts (those whose ids are Wikispeedia link targets), and two more
@@ -320,9 +506,9 @@ def cmd_demo(args):
     model (m = 2, alpha = 2) for --time-budget seconds, evaluate it on the held-out pages next to the
     popularity, co-occurrence and EASE baselines, and print the top-10 predictions for a few contexts."""
     from .dataset import Dataset
-    from .evaluate import EvalConfig, evaluate, format_report
+    from .evaluate import evaluate, format_report
     from .predictor import load
-    from .prepare import PrepareConfig, format_summary, prepare
+    from .prepare import format_summary, prepare
     from .train import train
 
     from . import embedded_dataset
@@ -331,14 +517,15 @@ def cmd_demo(args):
     out = Path(args.out)
     source = args.input or str(embedded_dataset())
     print(f"== 1/4 prepare {source}")
-    summary = prepare(PrepareConfig(source, str(out / "data"), ReadConfig("edges")), progress=not args.quiet)
+    summary = prepare(PrepareConfig(input=source, out=str(out / "data"), read=ReadConfig(format="edges")),
+                      progress=not args.quiet)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
     cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), hash=HashConfig(alpha=2, m=2),
-                      time_budget=args.time_budget)
-    train(cfg, progress=not args.quiet)
+                      loop=LoopConfig(time_budget=args.time_budget, device=args.device))
+    train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print("\n== 3/4 evaluate on the held-out pages")
-    model = load(out / "model")
+    model = load(out / "model", device=args.device)
     # 10 held-out ids per page: ~4,000 examples, so the methods can be told apart (1 per page: ~460)
     result = evaluate(model, Dataset(out / "data"),
                       EvalConfig(targets_per_set=10, baselines=("popularity", "cooccurrence", "ease")),
@@ -346,8 +533,9 @@ def cmd_demo(args):
     print(format_report(result))
     (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n== 4/4 predictions (top-10; context ids excluded)")
-    for ctx, pred in zip(DEMO_CONTEXTS, model.predict_many(DEMO_CONTEXTS, k=10)):
-        shown = " + ".join(model.vocab.display(i) for i in model.vocab.lookup(ctx)[0]) or "(no known id)"
+    contexts = [c for c in DEMO_CONTEXTS if len(model.vocab.lookup(c)[0])]  # (another --input may lack them)
+    for ctx, pred in zip(contexts, model.predict_many(contexts, k=10)):
+        shown = " + ".join(model.vocab.display(i) for i in model.vocab.lookup(ctx)[0])
         names = ", ".join(model.vocab.display(model.vocab.get(i)) for i, _ in pred.items)
         missing = f"  [not in the vocabulary: {', '.join(pred.unknown)}]" if pred.unknown else ""
         print(f"{{{shown}}} -> {names}{missing}")

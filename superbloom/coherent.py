@@ -40,7 +40,6 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from .baselines import incidence
 from .dataset import SetArray
 
 RANK = 32  # factorisation rank r
@@ -61,7 +60,7 @@ def cooccurrence_embeddings(sets: SetArray, n_ids: int, rank: int = RANK, seed: 
     """(N, r) unit rows whose dot products approximate the cosine co-occurrence of the ids.
 
     Ids that never co-occur with another id get a zero row (cosine 0 with every id)."""
-    x = incidence(sets, n_ids)  # (S, N) binary
+    x = sets.incidence(n_ids)  # (S, N) binary
     counts = np.asarray(x.sum(0)).ravel()
     a = (sp.diags(1.0 / np.sqrt(np.maximum(counts, 1.0))) @ x.T).tocsr().astype(np.float64)  # (N, S)
     r = max(1, min(rank, min(a.shape) - 1))

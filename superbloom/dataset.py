@@ -9,6 +9,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from .files import load_json, read_lines
 from .vocab import Vocab
@@ -38,6 +39,14 @@ class SetArray:
         np.cumsum(lengths, out=offsets[1:])
         starts = np.repeat(self.offsets[rows] - offsets[:-1], lengths)
         return SetArray(offsets, np.asarray(self.ids[starts + np.arange(offsets[-1])]))
+
+    def incidence(self, n_ids: int) -> sp.csr_matrix:
+        """Binary (sets x ids) matrix (an id repeated within a set counts once)."""
+        ids = np.array(self.ids, dtype=np.int32)  # a writable copy: scipy sorts indices in place
+        x = sp.csr_matrix((np.ones(len(ids), np.float32), ids, np.asarray(self.offsets)), shape=(len(self), n_ids))
+        x.sum_duplicates()
+        x.data[:] = 1.0
+        return x
 
     @classmethod
     def from_lists(cls, sets) -> "SetArray":

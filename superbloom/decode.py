@@ -1,7 +1,8 @@
 """Algorithm 1 of Superbloom (sec. 2.5, appendix C): m hashed distributions -> ranked ids.
 
 Pure functions of tensors: log-probabilities per map `logp` (Q, m, n_buckets), the hash tables
-`buckets` (m, N) and `inverse` (m, n_buckets, alpha) from hashing.BloomHash. No model import.
+`buckets` (m, N) and `inverse` (m, n_buckets, alpha) from hashing.BloomHash. No model import; the
+result type, gamma and exclusion come from ranking.py, shared with the other heads.
 
 For each map j take the B buckets with the highest p_j; every id in those buckets is a candidate;
 candidates are scored with gamma(rho(s)), rho(s) = (log p_j(eta_j(s)))_j, for any gamma that is
@@ -23,55 +24,10 @@ best blocks) + O(m * B * alpha) candidates, against O(m * N) for exhaustive scor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-NEG_INF = float("-inf")
-
-ScoreFn = Callable[[torch.Tensor], torch.Tensor]  # (..., m) log-probs -> (...), increasing
-
-
-def _fold(op):
-    """gamma as a left fold over the m maps: the same float operations in the same order whether
-    the maps come stacked (..., m) or as m separate tensors (see `combine`)."""
-    def gamma(lp: torch.Tensor) -> torch.Tensor:
-        parts = lp.unbind(-1)
-        acc = parts[0]
-        for p in parts[1:]:
-            acc = op(acc, p)
-        return acc
-    return gamma
-
-
-SCORES: dict[str, ScoreFn] = {
-    "sum_log": _fold(torch.add),
-    "min": _fold(torch.minimum),
-    "max": _fold(torch.maximum),
-}
-
-
-def score_fn(score: str | ScoreFn) -> ScoreFn:
-    if callable(score):
-        return score
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {sorted(SCORES)} or a callable, got {score!r}")
-    return SCORES[score]
-
-
-def combine(score: str | ScoreFn, parts: list[torch.Tensor]) -> torch.Tensor:
-    """gamma of per-map log-probs given as m tensors of one shape (...) -> (...).
-
-    Built-in scores fold the m tensors without stacking them (no (..., m) copy of N scores);
-    a user callable gets them stacked on a last axis."""
-    if callable(score):
-        return score(torch.stack(parts, -1))
-    score_fn(score)  # validates the name
-    op = {"sum_log": torch.add, "min": torch.minimum, "max": torch.maximum}[score]
-    acc = parts[0]
-    for p in parts[1:]:
-        acc = op(acc, p)
-    return acc
+from .ranking import NEG_INF, Ranking, check_score, chunked_topk, combine, excluded, pad_to_k, topk_last
 
 
 @dataclass(frozen=True)
@@ -82,77 +38,9 @@ class DecodeConfig:
     exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
 
 
-@dataclass
-class Ranking:
-    ids: torch.Tensor  # (Q, k) int64, best first; -1 where fewer than k ids could be ranked
-    scores: torch.Tensor  # (Q, k) float gamma scores; -inf where ids is -1
-    exact: torch.Tensor  # (Q,) bool: certified to be the exact top-k
-    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer (superbloom head)
-    # (the heads without hashing report their work instead: ids scored, or tree nodes expanded)
-
-    def select(self, rows: torch.Tensor) -> "Ranking":
-        return Ranking(self.ids[rows], self.scores[rows], self.exact[rows], self.beam[rows])
-
-    def assign(self, rows: torch.Tensor, other: "Ranking") -> None:
-        self.ids[rows], self.scores[rows] = other.ids, other.scores
-        self.exact[rows], self.beam[rows] = other.exact, other.beam
-
-    @staticmethod
-    def concat(parts: list["Ranking"]) -> "Ranking":
-        return Ranking(*(torch.cat([getattr(p, f) for p in parts]) for f in ("ids", "scores", "exact", "beam")))
-
-
-def topk_last(x: torch.Tensor, k: int, block: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
-    """(values, indices) of the k largest entries along the last axis, sorted, like torch.topk.
-
-    For long rows it is two-stage: the maxima of blocks of `block` entries, the k best blocks
-    (which hold the top k: a block outside them has k blocks whose maxima beat its best entry),
-    then a top-k over those k * block entries (used when that is at most a quarter of the row). torch.topk on a CPU row of millions is about 50x
-    slower than the block maxima it needs here."""
-    n = x.shape[-1]
-    k = min(k, n)
-    if n <= 4 * k * block:
-        return x.topk(k, dim=-1)
-    tail = n % block
-    blocks = x[..., :n - tail].unflatten(-1, (-1, block))  # (..., n // block, block)
-    _, best = blocks.amax(-1).topk(k, dim=-1)  # (..., k) best blocks
-    sub = blocks.gather(-2, best[..., None].expand(*best.shape, block)).flatten(-2)  # (..., k * block)
-    if tail:
-        sub = torch.cat([sub, x[..., n - tail:]], -1)
-    vals, pos = sub.topk(k, dim=-1)
-    in_blocks = pos < k * block
-    blk = best.gather(-1, torch.where(in_blocks, pos // block, 0))
-    return vals, torch.where(in_blocks, blk * block + pos % block, n - tail + pos - k * block)
-
-
-def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
-    """(Q, C) ids, (Q, X) ids to exclude (-1 padded) -> (Q, C) bool."""
-    if exclude is None or exclude.shape[1] == 0:
-        return torch.zeros_like(cand, dtype=torch.bool)
-    ex = exclude.sort(dim=1).values
-    pos = torch.searchsorted(ex, cand).clamp(max=ex.shape[1] - 1)
-    return ex.gather(1, pos) == cand
-
-
-def mask_excluded(scores: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
-    """Scores (Q, N) of every id with the excluded ids (Q, X) (-1 padded) set to -inf, in place."""
-    if exclude is not None and exclude.shape[1]:
-        rows, cols = (exclude >= 0).nonzero(as_tuple=True)
-        scores[rows, exclude[rows, cols]] = NEG_INF
-    return scores
-
-
-def _pad_to_k(vals, ids, k):
-    if vals.shape[1] < k:
-        extra = k - vals.shape[1]
-        vals = torch.cat([vals, vals.new_full((len(vals), extra), NEG_INF)], 1)
-        ids = torch.cat([ids, ids.new_full((len(ids), extra), -1)], 1)
-    return vals, ids
-
-
 def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log") -> Ranking:
     """One pass of Algorithm 1 with beam width `beam` for every query, with its certificate."""
-    score_fn(score)
+    check_score(score)
     q, m, nb = logp.shape
     beam = max(1, min(beam, nb))
     top_v, top_b = topk_last(logp, beam)  # (Q, m, B)
@@ -176,7 +64,7 @@ def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="su
     s = combine(score, [logp[:, j].gather(1, b[j]) for j in range(m)]).masked_fill(invalid, NEG_INF)  # (Q, C)
     vals, pos = s.topk(min(k, s.shape[1]), dim=1)
     ids = cand.gather(1, pos).masked_fill(vals == NEG_INF, -1)
-    vals, ids = _pad_to_k(vals, ids, k)
+    vals, ids = pad_to_k(vals, ids, k)
     if beam >= nb:  # every id was scored
         exact = torch.ones(q, dtype=torch.bool, device=logp.device)
     else:  # k-th score vs. the bound gamma(p^B) on every unscored id
@@ -184,36 +72,16 @@ def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="su
     return Ranking(ids, vals, exact, torch.full((q,), beam, dtype=torch.long, device=logp.device))
 
 
-def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: torch.Tensor) -> Ranking:
-    """The Ranking of an exact top list (Q, <=k) of log-probs from a head with a single distribution
-    over ids (full, sampled, hierarchical): padded to k, flagged exact, scores mapped by gamma of
-    that one coordinate (the identity for every built-in gamma), `work` (Q,) reported as `beam`."""
-    ids = ids.masked_fill(vals == NEG_INF, -1)
-    vals, ids = _pad_to_k(vals, ids, k)
-    if callable(score):
-        vals = torch.where(ids >= 0, combine(score, [vals]), vals)
-    else:
-        score_fn(score)
-    q = len(ids)
-    return Ranking(ids, vals, torch.ones(q, dtype=torch.bool, device=ids.device), work.to(ids.device).long())
-
-
 def exhaustive_topk(logp, buckets, k: int, exclude=None, score="sum_log", chunk_elems: int = 1 << 20) -> Ranking:
-    """Score every id (the reference). Chunked over queries, about chunk_elems scores at a time:
-    small blocks stay in cache (scoring is memory-bound) and bound the memory."""
-    score_fn(score)
+    """Score every id (the reference): gamma of each id's m buckets, via ranking.chunked_topk."""
+    check_score(score)
     q, m, nb = logp.shape
-    n = buckets.shape[1]
-    out_v, out_i = [], []
-    step = max(1, chunk_elems // max(1, n))
-    for a in range(0, q, step):
-        lp = logp[a:a + step]
-        s = combine(score, [lp[:, j].index_select(1, buckets[j]) for j in range(m)])  # (q', N)
-        s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
-        vals, ids = topk_last(s, min(k, n))
-        out_v.append(vals)
-        out_i.append(ids.masked_fill(vals == NEG_INF, -1))
-    vals, ids = _pad_to_k(torch.cat(out_v), torch.cat(out_i), k)
+
+    def scores_of(a: int, b: int) -> torch.Tensor:  # (b - a, N)
+        return combine(score, [logp[a:b, j].index_select(1, buckets[j]) for j in range(m)])
+
+    vals, ids = chunked_topk(scores_of, q, buckets.shape[1], k, exclude, chunk_elems, like=logp)
+    vals, ids = pad_to_k(vals, ids, k)
     return Ranking(ids, vals, torch.ones(q, dtype=torch.bool, device=logp.device),
                    torch.full((q,), nb, dtype=torch.long, device=logp.device))
 

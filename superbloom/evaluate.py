@@ -64,9 +64,20 @@ def make_examples(sets: SetArray, n: int = 32, targets_per_set: int = 1, seed: i
     return Examples(contexts, targets, rows[ex_row], int((~usable).sum()))
 
 
+def check_vocabulary(vocab, data: Dataset) -> None:
+    """The model's ids must be the dataset's ids, in the same order (the int ids index both)."""
+    if vocab.strings != data.vocab.strings:
+        first = next((i for i, (a, b) in enumerate(zip(vocab.strings, data.vocab.strings)) if a != b),
+                     min(len(vocab), len(data.vocab)))
+        raise ValueError(f"{data.path}: the dataset's vocabulary ({len(data.vocab):,} ids) is not the model's "
+                         f"({len(vocab):,} ids; they first differ at id {first}): evaluate a model on the dataset "
+                         "it was trained on (or one prepared with the same vocabulary)")
+
+
 def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress: bool = True,
              return_ranks: bool = False) -> dict:
     """Metrics of the model and the baselines on the same examples (see module docstring)."""
+    check_vocabulary(predictor.vocab, data)
     ex = make_examples(data.test, cfg.n, cfg.targets_per_set, cfg.seed, cfg.max_sets)
     if len(ex.targets) == 0:
         raise ValueError(f"{data.path}: no held-out set has two or more ids; nothing to evaluate")

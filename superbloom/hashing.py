@@ -17,6 +17,7 @@ with -1, since every bucket but the last holds exactly alpha ids; decoding reads
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +32,33 @@ PAD, MASK, UNK, CLS, SEP = range(len(SPECIALS))
 PAD_ELEM, MASK_ELEM = -1 - PAD, -1 - MASK  # special markers in element arrays
 
 
+UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids (benchmarks/results/quality.md)
+AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
+
+
 @dataclass(frozen=True)
 class HashConfig:
-    alpha: int = 4  # ids per bucket
+    alpha: int = 4  # ids per bucket; 0: chosen from the vocabulary size (resolve)
     m: int = 2  # hash maps (tokens per id)
     seed: int = 0
     coherent: int = 0  # how many of the m maps are coherent (appendix C, coherent.py); they come first
 
     def __post_init__(self):
-        if self.alpha < 1 or self.m < 1:
-            raise ValueError(f"alpha and m must be >= 1, got alpha={self.alpha}, m={self.m}")
+        if self.alpha < 0 or self.m < 1:
+            raise ValueError(f"alpha must be >= 1 (or 0: auto) and m >= 1, got alpha={self.alpha}, m={self.m}")
         if not 0 <= self.coherent <= self.m:
             raise ValueError(f"coherent must be between 0 and m={self.m}, got {self.coherent}")
+
+    def resolve(self, n_ids: int) -> "HashConfig":
+        """alpha = 0 (auto) -> a concrete config for `n_ids` ids: the unhashed model (alpha = 1, m = 1)
+        while the id table is small (<= UNHASHED_MAX_IDS ids: hashing would save little memory and
+        costs accuracy there, benchmarks/results/quality.md), else alpha = AUTO_ALPHA with this m.
+        A config with alpha >= 1 is returned unchanged."""
+        if self.alpha:
+            return self
+        if n_ids <= UNHASHED_MAX_IDS:
+            return dataclasses.replace(self, alpha=1, m=1, coherent=0)
+        return dataclasses.replace(self, alpha=AUTO_ALPHA)
 
 
 class BloomHash:
@@ -56,7 +72,7 @@ class BloomHash:
         self.buckets = buckets
         self.n_special_tokens = len(SPECIALS) * self.m
         self.offsets = self.n_special_tokens + self.n_buckets * np.arange(self.m, dtype=np.int64)
-        self.vocab_size = self.n_special_tokens + self.m * self.n_buckets
+        self.n_tokens = self.n_special_tokens + self.m * self.n_buckets  # the token vocabulary
         if inverse is None:  # built here: check bucket sizes, then invert
             sizes = np.stack([np.bincount(b, minlength=self.n_buckets) for b in buckets])
             expect = np.full(self.n_buckets, self.alpha)
@@ -77,6 +93,7 @@ class BloomHash:
 
         With cfg.coherent = c > 0 the first c maps are coherent (appendix C): built from the
         co-occurrences of `sets` (the training SetArray, required then) by coherent.py."""
+        cfg = cfg.resolve(n_ids)
         rng = np.random.default_rng(cfg.seed)
         orders = []
         if cfg.coherent:
@@ -146,7 +163,7 @@ class BloomHash:
 
     def describe(self) -> dict:
         return {"alpha": self.alpha, "m": self.m, "n_ids": self.n_ids, "n_buckets": self.n_buckets,
-                "vocab_size": self.vocab_size}
+                "n_tokens": self.n_tokens}
 
 
 def _row_keys(buckets: np.ndarray) -> np.ndarray:

@@ -8,7 +8,9 @@ Padding is masked in attention with -inf (PyTorch's scaled_dot_product_attention
 mask), so padded tokens get exactly zero attention weight and cannot change any real output
 (the blog's "properly handle padded input"; tested in tests/test_model.py).
 
-`SetModel` bundles the encoder with an output head (heads.py) that shares its token embedding.
+`SetModel` bundles the encoder with an output head (heads/) that shares its token embedding.
+`build_model(cfg, head_cfg, hashing)` derives every size the hash maps know (the token vocabulary,
+m tokens per element) from the hashing: ModelConfig holds only the architecture.
 """
 from __future__ import annotations
 
@@ -18,14 +20,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .embeddings import INPUTS, build_embedding
 from .hashing import BloomHash
 from .heads import HeadConfig, build_head
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    vocab_size: int  # token vocabulary (BloomHash.vocab_size)
-    m: int = 2  # tokens per element
     d: int = 128
     heads: int = 4
     d_ff: int = 512
@@ -34,10 +35,25 @@ class ModelConfig:
     attn_dropout: float = 0.0  # on attention weights (costly on CPU: ~2.5x the attention time)
     positions: int = 0  # > 0: learned position embeddings for up to this many elements
     norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
+    embedding: str = "hashed"  # input embedding (embeddings.py)
 
     def __post_init__(self):
+        for name in ("d", "heads", "d_ff", "layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.d % self.heads:
             raise ValueError(f"d={self.d} must be divisible by heads={self.heads}")
+        if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
+            raise ValueError(f"dropout and attn_dropout must be in [0, 1), got {self.dropout}, {self.attn_dropout}")
+        if self.positions < 0:
+            raise ValueError(f"positions must be >= 0, got {self.positions}")
+        if self.embedding not in INPUTS:
+            raise ValueError(f"embedding must be one of {sorted(INPUTS)}, got {self.embedding!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        """From config.json; older model directories also stored vocab_size and m (now derived)."""
+        return cls(**{k: v for k, v in d.items() if k not in ("vocab_size", "m")})
 
 
 class Attention(nn.Module):
@@ -73,10 +89,12 @@ class Block(nn.Module):
 
 
 class SetEncoder(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """Elements of m tokens each -> hidden states. `embed` maps tokens (B, T) -> (B, T, d)."""
+
+    def __init__(self, cfg: ModelConfig, embed: nn.Module, m: int):
         super().__init__()
-        self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d)
+        self.cfg, self.m = cfg, m
+        self.embed = embed
         self.pos = nn.Embedding(cfg.positions, cfg.d) if cfg.positions else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.norm = nn.LayerNorm(cfg.d) if cfg.norm_first else nn.Identity()
@@ -97,7 +115,7 @@ class SetEncoder(nn.Module):
         x = self.drop(x)
         keep = ~pad[:, None, None, :]  # (B, 1, 1, T) bool: False -> -inf
         if mult is not None and bool((mult > 1).any()):
-            bias = torch.log(mult.to(x.dtype)).repeat_interleave(self.cfg.m, dim=1)  # (B, T), log 0 = -inf
+            bias = torch.log(mult.to(x.dtype)).repeat_interleave(self.m, dim=1)  # (B, T), log 0 = -inf
             keep = bias[:, None, None, :]  # (B, 1, 1, T) additive
         for block in self.blocks:
             x = block(x, keep)
@@ -122,7 +140,7 @@ class SetModel(nn.Module):
         """-> (B * n, m, d): the m output vectors of every element of the batch."""
         h = self.encoder(batch.tokens, batch.pad, batch.positions if self.encoder.pos is not None else None,
                          batch.mult)  # (B, n*m, d)
-        return h.view(-1, self.encoder.cfg.m, h.shape[-1])
+        return h.view(-1, self.encoder.m, h.shape[-1])
 
     def target_hidden(self, batch) -> torch.Tensor:
         """-> (M, m, d): the output vectors of each target's element (queries: one per row)."""
@@ -140,6 +158,6 @@ def count_parameters(module: nn.Module) -> int:
 
 
 def build_model(model_cfg: ModelConfig, head_cfg: HeadConfig, hashing: BloomHash, counts=None) -> SetModel:
-    """Encoder + the configured head, sharing the token embedding."""
-    encoder = SetEncoder(model_cfg)
+    """Encoder + the configured head, sharing the token embedding; sizes come from `hashing`."""
+    encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m)
     return SetModel(encoder, build_head(head_cfg, encoder.embed, hashing, counts))

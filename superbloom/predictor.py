@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -16,30 +17,31 @@ from tqdm.auto import tqdm
 
 from .batches import query_batch
 from .checkpoint import inference_checkpoint, load_weights
-from .decode import DecodeConfig, Ranking
+from .decode import DecodeConfig
+from .device import resolve_device
 from .files import load_json
-from .hashing import BloomHash, HashConfig
-from .heads import HeadConfig
+from .hashing import BloomHash
+from .heads import head_config_from_dict
 from .model import ModelConfig, SetModel, build_model, count_parameters
+from .ranking import Ranking
 from .vocab import Vocab
 
 
 @torch.no_grad()
 def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: int,
                   decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False) -> Ranking:
-    """Top-k ids for each context row (Q, c) of ids (-1 padded); context ids are never returned."""
+    """Top-k ids for each context row (Q, c) of ids (-1 padded); context ids are never returned.
+    Runs on the model's device; the Ranking comes back on the CPU."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     parts = []
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
-        hidden = model.target_hidden(query_batch(ctx, hashing))  # (q, m, d)
-        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ctx), decode=decode))
+        hidden = model.target_hidden(query_batch(ctx, hashing).to(device))  # (q, m, d)
+        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ctx).to(device), decode=decode).cpu())
     model.train(was_training)
-    if not parts:
-        z = torch.zeros(0, k, dtype=torch.long)
-        return Ranking(z, z.float(), torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.long))
-    return Ranking.concat(parts)
+    return Ranking.concat(parts) if parts else Ranking.empty(k)
 
 
 @dataclass
@@ -56,7 +58,8 @@ class Predictor:
         self.model, self.hashing, self.vocab, self.config = model.eval(), hashing, vocab, config
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0) -> "Predictor":
+    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Predictor":
+        """The model directory's inference checkpoint (BEST, else LATEST) on `device` (device.py)."""
         model_dir = Path(model_dir)
         ckpt = inference_checkpoint(model_dir)
         if ckpt is None:
@@ -67,14 +70,11 @@ class Predictor:
         config = load_json(model_dir / "config.json")
         hashing = BloomHash.load(model_dir / "hashing.safetensors")
         vocab = Vocab.load(model_dir)
-        model = build_model(ModelConfig(**config["model"]), HeadConfig(**config["head"]), hashing, vocab.counts)
+        model = build_model(ModelConfig.from_dict(config["model"]), head_config_from_dict(config["head"]), hashing,
+                            vocab.counts).to(resolve_device(device))
         load_weights(model, ckpt)
         config["checkpoint"] = ckpt.name
         return cls(model, hashing, vocab, config)
-
-    @property
-    def hash_config(self) -> HashConfig:
-        return HashConfig(**self.config["hash"])
 
     @property
     def n_parameters(self) -> int:
@@ -90,7 +90,14 @@ class Predictor:
 
     def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10,
                      decode: DecodeConfig = DecodeConfig()) -> list[Prediction]:
+        """Top-k ids for each context. A context with no id in the vocabulary is a ValueError (the
+        same answer as the HTTP API's 422): a prediction from an empty context would be a guess."""
         known, unknown = zip(*(self.vocab.lookup(c) for c in contexts)) if contexts else ((), ())
+        for i, (kn, un) in enumerate(zip(known, unknown)):
+            if len(kn) == 0:
+                shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
+                raise ValueError(f"{'context' if len(contexts) == 1 else f'context {i}'}: none of the "
+                                 f"{len(un)} ids is in the model's vocabulary (unknown: {shown or 'no ids given'})")
         width = max([len(x) for x in known] + [0])
         mat = np.full((len(known), width), -1, np.int64)
         for i, x in enumerate(known):
@@ -105,5 +112,12 @@ class Predictor:
         return out
 
 
-def load(model_dir: str | Path, threads: int = 0) -> Predictor:
-    return Predictor.load(model_dir, threads)
+    def prediction_json(self, pred: Prediction) -> dict:
+        """A Prediction as JSON: the shape of the HTTP API's /v1/predict answer."""
+        return {"predictions": [{"id": i, "display": self.vocab.display(self.vocab.get(i)),
+                                 "score": s if math.isfinite(s) else None} for i, s in pred.items],
+                "exact": pred.exact, "beam": pred.beam, "context": pred.context, "unknown": pred.unknown}
+
+
+def load(model_dir: str | Path, threads: int = 0, device: str = "auto") -> Predictor:
+    return Predictor.load(model_dir, threads, device)

@@ -18,6 +18,7 @@ Peak memory is about 40 bytes per link (100M links: ~4 GB).
 """
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from .files import save_json, write_lines
-from .readers import InputError, ReadConfig, ReadStats, read_links
+from .readers import InputError, ReadConfig, ReadStats, check_input, read_links
 from .vocab import Vocab
 
 
@@ -80,11 +81,26 @@ class KeyEncoder:
 
 
 def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
-    """Run the whole preparation; returns the summary also written to meta.json."""
+    """Run the whole preparation; returns the summary also written to meta.json.
+
+    The dataset is written into `OUT.partial` and moved into place only when complete, so a failure
+    or a kill part-way leaves OUT as it was (an earlier dataset there stays loadable until replaced)."""
     t0 = time.time()
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # incomplete until rewritten at the end
+    check_input(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
+    final = _output_dir(cfg.out)
+    work = final.with_name(final.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)  # left by an earlier attempt that was killed
+    work.mkdir(parents=True)
+    try:
+        summary = _prepare_into(cfg, work, t0, progress)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    _replace_dir(work, final)
+    return summary
+
+
+def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> dict:
     stats = ReadStats()
     sets_enc, ids_enc = KeyEncoder("set"), KeyEncoder("id")
     spill = out / ".links.tmp"
@@ -153,6 +169,41 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     }
     save_json(out / "meta.json", summary)
     return summary
+
+
+def _output_dir(path: str) -> Path:
+    """Check the output path: a new path, an empty directory or a prepared dataset (which is
+    replaced at the end); InputError if it is a file, holds other files, or its parent cannot be made."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a directory; the output must be a dataset directory "
+                         "(a new path, or an existing directory)")
+    if out.is_dir() and any(out.iterdir()) and not _is_dataset(out):
+        raise InputError(f"{out}: the directory holds files that are not a prepared dataset; give a new or empty "
+                         "directory (or one that `superbloom prepare` wrote)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
+    return out
+
+
+def _is_dataset(path: Path) -> bool:
+    return (path / "meta.json").exists() or (path / "train.ids.npy").exists()
+
+
+def _replace_dir(work: Path, final: Path) -> None:
+    """Move the finished dataset `work` to `final`, replacing an earlier dataset there."""
+    if final.is_dir() and not any(final.iterdir()):
+        final.rmdir()
+    if final.exists():
+        old = final.with_name(final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)  # a kill between these renames leaves both complete datasets on disk
+        work.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        work.rename(final)
 
 
 def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int):

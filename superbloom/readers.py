@@ -15,10 +15,14 @@ and split with vectorised Arrow compute kernels.
 
 A malformed line is an `InputError` naming file, line and what was expected; with
 `skip_malformed=True` it is skipped and counted in `ReadStats` instead (never silently).
+`check_input` fails early, before anything is written, on a directory, a file that is not UTF-8
+text (binary: never echoed, only an escaped excerpt) and a truncated or corrupt compressed file
+(with the number of lines that could be read before the damage).
 """
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -31,6 +35,8 @@ import pyarrow.csv as pcsv
 FORMATS = ("edges", "lines", "jsonl", "parquet")
 _BLOCK_BYTES = 16 << 20  # text parsed per Arrow block
 _MAX_EXAMPLES = 5  # malformed lines quoted in the summary
+_HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
+_PIECE_BYTES = 1 << 16  # (compressed) bytes read at a time when checking text
 
 
 class InputError(ValueError):
@@ -78,11 +84,14 @@ Chunk = tuple[pa.Array, pa.Array]  # (set keys, id keys), equal length, string t
 def read_links(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = None) -> Iterator[Chunk]:
     """Yield (set keys, id keys) string arrays in file order; `stats` is filled as we go."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
+    head = check_input(path, cfg)
     stats = stats if stats is not None else ReadStats()
-    reader = {"edges": _read_edges, "lines": _read_lines, "jsonl": _read_jsonl, "parquet": _read_parquet}
-    for sets, ids in reader[cfg.format](path, cfg, stats):
+    if cfg.format == "edges":
+        chunks = _read_edges(path, cfg, stats, _first_data_columns(head))
+    else:
+        reader = {"lines": _read_lines, "jsonl": _read_jsonl, "parquet": _read_parquet}[cfg.format]
+        chunks = reader(path, cfg, stats)
+    for sets, ids in chunks:
         if cfg.undirected:
             sets, ids = pa.concat_arrays([sets, ids]), pa.concat_arrays([ids, sets])
         stats.links += len(ids)
@@ -90,10 +99,143 @@ def read_links(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = None
             yield sets, ids
 
 
+def check_input(path: str | Path, cfg: ReadConfig) -> str:
+    """Fail now, with an `InputError` naming the file, on an input that cannot be read as `cfg.format`:
+    a missing path, a directory, and for text formats a first MB that is not UTF-8 text or a damaged
+    compressed file. -> the first MB of text ("" for parquet)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory; expected a file in the {cfg.format} format")
+    return "" if cfg.format == "parquet" else _scan_text(path, cfg.format, limit=_HEAD_BYTES)
+
+
+# ---------------------------------------------------------------- checking text and compressed files
+
+
+def _byte_pieces(path: Path) -> Iterator[bytes]:
+    """The file's (decompressed, by extension as Arrow does) bytes in pieces. gzip is inflated here
+    with zlib so that the bytes before a truncation or corruption still come out; other codecs are
+    read through Arrow."""
+    codec = _codec(path)
+    if codec == "gzip":
+        with open(path, "rb") as f:
+            magic = f.read(2)
+            if magic and magic != b"\x1f\x8b":
+                raise _NotCompressed(f"not a gzip file although its name ends in {path.suffix} (it starts with "
+                                     f"{magic + f.read(6)!r})")
+            f.seek(0)
+            d = zlib.decompressobj(31)
+            for piece in iter(lambda: f.read(_PIECE_BYTES), b""):
+                while piece:
+                    if d.eof:  # the next member of a multi-member file
+                        d = zlib.decompressobj(31)
+                    yield d.decompress(piece, 1 << 20)
+                    piece = d.unused_data if d.eof else d.unconsumed_tail
+            if not d.eof:
+                raise EOFError("the compressed data ends before its end-of-stream marker")
+        return
+    with pa.input_stream(str(path), compression="detect") as f:
+        yield from iter(lambda: f.read(_PIECE_BYTES), b"")
+
+
+class _NotCompressed(Exception):
+    pass
+
+
+def _codec(path: Path) -> str | None:
+    try:
+        return pa.Codec.detect(str(path)).name
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        return None
+
+
+def _bad_text(data: bytes, fmt: str, partial: bool, start: int = 0) -> tuple[int, str] | None:
+    """(offset, what) of the first byte at or after `start` that makes `data` not UTF-8 text in format
+    `fmt`, or None. partial: `data` may end inside a multi-byte character. `start` is backed up to the
+    character that holds it, so a long line is checked once, not again with every piece read."""
+    while 0 < start < len(data) and data[start] & 0xC0 == 0x80:  # a continuation byte: back to its lead
+        start -= 1
+    bad = None
+    try:
+        data[start:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        if not (partial and start + e.end == len(data) and e.reason == "unexpected end of data"):
+            bad = (start + e.start, f"invalid UTF-8 byte 0x{data[start + e.start]:02x}")
+    for byte, what in ((b"\0", "a NUL byte"), (b"\x1f", "a unit-separator byte 0x1f")):
+        if byte == b"\x1f" and fmt == "edges":
+            continue  # only the line formats use 0x1f internally
+        at = data.find(byte, start, len(data) if bad is None else bad[0])
+        if at >= 0:
+            bad = (at, what)
+    return bad
+
+
+def _scan_text(path: Path, fmt: str, limit: int | None = None) -> str:
+    """Read the (decompressed) text up to about `limit` bytes (None: all of it), checking that it is
+    UTF-8 text -> the complete lines read. InputError naming the file and line (with an escaped
+    excerpt, never the raw bytes) at the first bad byte, or naming a truncated / corrupt compressed
+    file with the number of lines read before the damage."""
+    lines, carry, size, parts = 0, b"", 0, []
+
+    def fail_at(data: bytes, at: int, what: str):
+        start = data.rfind(b"\n", 0, at) + 1
+        line = lines + data.count(b"\n", 0, start) + 1
+        excerpt = data[max(start, at - 16): at + 16]
+        hint = ""
+        if data.startswith(b"\x1f\x8b") and lines == 0:
+            hint = "; it looks gzip-compressed: give it a name ending in .gz"
+        elif data.startswith(b"PAR1") and lines == 0:
+            hint = "; it looks like a Parquet file: use --format parquet"
+        raise InputError(f"{path}:{line}: not a UTF-8 text file in the {fmt} format ({what} at byte {at - start + 1} "
+                         f"of the line, near {excerpt!r}){hint}")
+
+    try:
+        for piece in _byte_pieces(path):
+            data = carry + piece
+            cut = data.rfind(b"\n") + 1
+            if bad := _bad_text(data, fmt, partial=True, start=max(0, len(carry) - 3)):
+                fail_at(data, *bad)
+            lines += data.count(b"\n", 0, cut)
+            carry = data[cut:]
+            size += len(piece)
+            if limit is not None:
+                parts.append(data[:cut])
+                if size >= limit:
+                    return b"".join(parts).decode("utf-8")
+        if bad := _bad_text(carry, fmt, partial=False):
+            fail_at(carry, *bad)
+    except _NotCompressed as e:
+        raise InputError(f"{path}: {e}") from None
+    except (OSError, EOFError, zlib.error, pa.ArrowInvalid) as e:
+        codec = _codec(path)
+        what = f"truncated or corrupt {codec} file" if codec else "read failed"
+        exact = codec in (None, "gzip")  # other codecs are read through Arrow, which drops the piece that failed
+        raise InputError(f"{path}: {what} ({_printable(e)}); {'' if exact else 'at least '}{lines:,} complete "
+                         "lines could be read before it") from None
+    return b"".join(parts + [carry]).decode("utf-8") if limit is not None else ""
+
+
+def _printable(e: Exception, limit: int = 200) -> str:
+    """An exception message safe for a terminal: control and non-ASCII characters escaped, shortened."""
+    text = ascii(str(e))[1:-1]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _read_failed(path: Path, fmt: str, e: Exception) -> InputError:
+    """An Arrow read failed: find out why by scanning the file (error path only) -> the InputError."""
+    try:
+        _scan_text(path, fmt)
+    except InputError as found:
+        return found
+    return InputError(f"{path}: cannot read as UTF-8 {fmt} text ({_printable(e)})")
+
+
 # ---------------------------------------------------------------- text lines as Arrow arrays
 
 
-def _raw_lines(path: Path) -> Iterator[tuple[int, pa.StringArray]]:
+def _raw_lines(path: Path, fmt: str) -> Iterator[tuple[int, pa.StringArray]]:
     """Yield (number of the first line, lines) for every block of the (optionally gzipped) file."""
     read = pcsv.ReadOptions(column_names=["line"], block_size=_BLOCK_BYTES, use_threads=False)
     parse = pcsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False,
@@ -108,15 +250,13 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, pa.StringArray]]:
                 col = batch.column(0)
                 yield first, col
                 first += len(col)
-    except pa.ArrowInvalid as e:  # invalid UTF-8, a unit-separator byte, ...
-        raise InputError(f"{path}: near line {first}: cannot read as UTF-8 text lines ({e})") from None
-    except (OSError, EOFError) as e:  # truncated gzip and the like
-        raise InputError(f"{path}: read failed near line {first}: {e}") from None
+    except (pa.ArrowInvalid, OSError, EOFError) as e:  # invalid UTF-8, a 0x1f byte, truncated gzip, ...
+        raise _read_failed(path, fmt, e) from None
 
 
-def _content_lines(path: Path, stats: ReadStats):
+def _content_lines(path: Path, stats: ReadStats, fmt: str):
     """Like `_raw_lines` but drop blank and `#` comment lines (counted); keep their line numbers."""
-    for first, col in _raw_lines(path):
+    for first, col in _raw_lines(path, fmt):
         stats.lines += len(col)
         blank = pc.equal(pc.binary_length(col), 0)  # whitespace-only lines are left to the format
         comment = pc.starts_with(col, "#")
@@ -132,21 +272,20 @@ def _content_lines(path: Path, stats: ReadStats):
         yield lineno, col
 
 
-def _first_data_columns(path: Path) -> int | None:
-    """Tab-separated fields on the first line that is neither blank nor a comment."""
-    with pa.input_stream(str(path), compression="detect") as f:
-        head = f.read(1 << 20).decode("utf-8", errors="replace")
+def _first_data_columns(head: str) -> int | None:
+    """Tab-separated fields on the first line of `head` that is neither blank nor a comment."""
     for line in head.splitlines():
         if line.strip() and not line.startswith("#"):
             return line.count("\t") + 1
     return None
 
 
-def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats):
+def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None):
     """Arrow's tab-separated parser splits the columns in C++; comment lines, blank lines and
-    malformed rows reach `invalid_row` (rare), which counts them or reports file and line."""
+    malformed rows reach `invalid_row` (rare), which counts them or reports file and line.
+    ncols: fields on the first data line (None: no data line in the first MB)."""
     need = max(cfg.set_column, cfg.id_column) + 1
-    ncols = _first_data_columns(path) or need
+    ncols = ncols or need
     if ncols < need:
         raise InputError(f"{path}: expected at least {need} tab-separated fields per line, the first data "
                          f"line has {ncols}")
@@ -196,12 +335,10 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats):
                     sets, ids = sets.filter(pc.invert(drop)), ids.filter(pc.invert(drop))
                 rows_before += batch.num_rows
                 yield sets, ids
-    except pa.ArrowInvalid as e:
+    except (pa.ArrowInvalid, OSError, EOFError) as e:
         if failure:
             raise InputError(failure[0]) from None
-        raise InputError(f"{path}: cannot read as UTF-8 tab-separated text ({e})") from None
-    except (OSError, EOFError) as e:
-        raise InputError(f"{path}: read failed: {e}") from None
+        raise _read_failed(path, "edges", e) from None
     stats.lines += len(skipped)
 
 
@@ -217,7 +354,7 @@ def _physical_line(row: int, skipped: list[int]) -> int:
 
 
 def _read_lines(path: Path, cfg: ReadConfig, stats: ReadStats):
-    for _, col in _content_lines(path, stats):
+    for _, col in _content_lines(path, stats, "lines"):
         col = pc.utf8_trim_whitespace(col)
         blank = pc.equal(pc.binary_length(col), 0)  # whitespace-only lines
         if pc.any(blank).as_py():
@@ -233,7 +370,7 @@ def _read_lines(path: Path, cfg: ReadConfig, stats: ReadStats):
 
 def _read_jsonl(path: Path, cfg: ReadConfig, stats: ReadStats):
     """JSON objects are parsed one line at a time (one Python object per set, not per link)."""
-    for lineno, col in _content_lines(path, stats):
+    for lineno, col in _content_lines(path, stats, "jsonl"):
         sets, ids, owners = [], [], []
         for ln, text in zip(lineno.tolist(), col.to_pylist()):
             why = None

@@ -6,7 +6,7 @@
     POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
                         "random_seed": 0}
     GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
-    GET  /v1/model     configuration, vocabulary size, parameters, training data summary
+    GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
     GET  /health
 
 The model is loaded once. Requests never run the model on the event loop: one worker thread
@@ -15,12 +15,20 @@ are batched and an idle server adds no waiting; expansions run in the thread poo
 their steps joins those batches. Library use: `create_app(predictor, ServeConfig())`.
 
 Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
-request bodies over `max_body_bytes` are a 413.
+request bodies over `max_body_bytes` are a 413, bodies not received within `body_timeout` seconds a
+408 (the connection is then closed); a connection that has not sent a complete request head within
+`head_timeout` seconds is closed, an idle keep-alive one after `keep_alive_timeout`. HEAD works on
+every GET route. Every response carries `X-Content-Type-Options: nosniff`, a frame policy and a
+content-security policy that allows the page's and /docs' own inline script and style by their
+SHA-256 hashes, and nothing from elsewhere.
 """
 
 import asyncio
+import base64
+import hashlib
 import importlib.resources
 import math
+import re
 import queue
 import threading
 from concurrent.futures import Future
@@ -39,9 +47,11 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .decode import DecodeConfig, Ranking
+from . import __version__
+from .decode import DecodeConfig
 from .expand import ExpandConfig, expand
 from .predictor import Predictor
+from .ranking import Ranking
 from .vocab import Vocab
 
 
@@ -54,6 +64,14 @@ class ServeConfig:
     max_body_bytes: int = 1 << 20  # request body
     max_batch: int = 64  # queries ranked in one model call
     max_batch_ids: int = 1 << 14  # padded context ids in one model call
+    body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
+    keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
+    head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
+
+    def __post_init__(self):
+        for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):
+            if not 0 < getattr(self, name) <= 3600:
+                raise ValueError(f"{name} must be in (0, 3600] seconds, got {getattr(self, name)}")
 
 
 # ---------------------------------------------------------------- batching
@@ -278,15 +296,17 @@ def _message(errors) -> str:
     return "; ".join(parts)
 
 
-def _error(status: int, message: str, detail=None) -> JSONResponse:
-    return JSONResponse({"message": message, "detail": detail if detail is not None else message}, status)
+def _error(status: int, message: str, detail=None, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"message": message, "detail": detail if detail is not None else message}, status,
+                        headers=headers)
 
 
 class BodyLimit:
-    """ASGI middleware: a request body over `limit` bytes is answered 413 before the app reads it."""
+    """ASGI middleware: a request body over `limit` bytes is answered 413 before the app reads it, one
+    not received within `timeout` seconds (a stalled or trickling client) 408, closing the connection."""
 
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app, limit: int, timeout: float = 10.0):
+        self.app, self.limit, self.timeout = app, limit, timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -295,9 +315,17 @@ class BodyLimit:
         declared = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
         if declared.isdigit() and int(declared) > self.limit:
             return await too_big(scope, receive, send)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
         messages, size = [], 0
         while True:  # buffer the (small) body, counting bytes whatever Content-Length said
-            msg = await receive()
+            try:
+                msg = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                of = f" of {declared}" if declared.isdigit() else ""
+                late = _error(408, f"request body not received within {self.timeout:g} s (got {size} bytes{of})",
+                              headers={"Connection": "close"})
+                return await late(scope, receive, send)
             messages.append(msg)
             size += len(msg.get("body", b""))
             if size > self.limit:
@@ -309,6 +337,53 @@ class BodyLimit:
             return messages.pop(0) if messages else await receive()
 
         await self.app(scope, replay, send)
+
+
+def _sha256_sources(html: str, tag: str) -> list[str]:
+    """CSP source expressions ('sha256-...') for the inline <tag> elements of `html` (those without src)."""
+    blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", html, flags=re.S)
+    return [f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks]
+
+
+def content_security_policy(*pages: str) -> str:
+    """Same-origin only; inline scripts and styles only those of `pages`, by hash; no framing."""
+    scripts = " ".join(h for p in pages for h in _sha256_sources(p, "script"))
+    styles = " ".join(h for p in pages for h in _sha256_sources(p, "style"))
+    return (f"default-src 'none'; script-src 'self' {scripts}; style-src 'self' {styles}; img-src 'self' data:; "
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+class Hardening:
+    """ASGI middleware, outermost: HEAD is answered as GET without the body (FastAPI's GET routes alone
+    answer 405), and every response, errors included, gets the security headers."""
+
+    def __init__(self, app, csp: str):
+        self.app = app
+        self.headers = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
+                        (b"content-security-policy", csp.encode()), (b"referrer-policy", b"no-referrer")]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        head = scope["method"] == "HEAD"
+        started = False
+
+        async def send_hardened(msg):
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+                names = {k.lower() for k, _ in msg.get("headers", [])}
+                msg = {**msg, "headers": [*msg.get("headers", []), *(h for h in self.headers if h[0] not in names)]}
+            elif msg["type"] == "http.response.body" and head:
+                msg = {**msg, "body": b""}
+            await send(msg)
+
+        try:
+            await self.app({**scope, "method": "GET"} if head else scope, receive, send_hardened)
+        except Exception:
+            if not started:  # the 500 that uvicorn would send, with the headers
+                await _error(500, "internal server error")(scope, receive, send_hardened)
+            raise
 
 
 def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> FastAPI:
@@ -325,12 +400,13 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
         yield
         batcher.close()
 
-    app = FastAPI(title="superbloom", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+    app = FastAPI(title="superbloom", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Set completion and expansion over a huge vocabulary of ids (Superbloom: "
                               "Bloom filter meets Transformer). Every error has a `message`.")
-    _offline_docs(app)
+    docs_page = _offline_docs(app)
     app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
+    app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))  # added last: outermost
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
@@ -341,7 +417,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
     async def http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 400:  # FastAPI could not parse the body (bad UTF-8, JSON nested too deep)
             return _error(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
-        return _error(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow
 
     def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str]]:
         known, unknown = vocab.lookup(ids)
@@ -382,35 +458,43 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
         return [{"id": vocab.strings[i], "display": vocab.display(i), "count": int(vocab.counts[i])}
                 for i in prefixes.search(prefix, limit).tolist()]
 
-    @app.get("/v1/model", summary="configuration, vocabulary size, parameter count, training data summary")
+    @app.get("/v1/model", summary="configuration, number of ids and of tokens, parameter count, training data summary")
     async def model_info():
         c = predictor.config
-        return {"vocab_size": len(vocab), "parameters": predictor.n_parameters, "checkpoint": c.get("checkpoint"),
+        return {"n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
+                "checkpoint": c.get("checkpoint"), "version": __version__,
                 "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
                 "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
 
     @app.get("/health", summary="liveness, with batching counters")
     async def health():
-        return {"status": "ok", "vocab_size": len(vocab), "queued": batcher.queue.qsize(),
+        return {"status": "ok", "n_ids": len(vocab), "queued": batcher.queue.qsize(),
                 "batches": batcher.batches, "queries": batcher.queries}
 
     return app
 
 
-def _offline_docs(app: FastAPI) -> None:
-    """/docs with Swagger UI's assets served from the installed swagger-ui-bundle, not a CDN."""
-    import swagger_ui_bundle
+def _offline_docs(app: FastAPI) -> str:
+    """/docs with Swagger UI 5's assets served from the installed fastapi-offline package, not a CDN
+    -> its HTML (made once: the content-security policy allows its inline script by hash)."""
+    from pathlib import Path
+
+    import fastapi_offline
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.staticfiles import StaticFiles
 
-    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+    html = get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
+                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                               swagger_css_url="/docs-assets/swagger-ui.css",
+                               swagger_favicon_url="/docs-assets/favicon.png").body.decode()
 
     @app.get("/docs", include_in_schema=False)
     async def docs():
-        return get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
-                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                                   swagger_css_url="/docs-assets/swagger-ui.css",
-                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
+        return HTMLResponse(html)
+
+    return html
 
 
 def _data_summary(meta: dict) -> dict:
@@ -419,11 +503,48 @@ def _data_summary(meta: dict) -> dict:
     return {k: meta[k] for k in keys if k in meta}
 
 
+def timed_h11(head_timeout: float):
+    """uvicorn's h11 protocol plus a deadline for the request head. uvicorn times an idle connection
+    out only after a response (keep-alive), so a client that connects and sends nothing, or half a
+    request line, would otherwise hold its connection (and a file descriptor) forever."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+            if not waiting and self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+            elif waiting and self.head_timer is None:  # a partial head after a keep-alive response
+                self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
+
+        def head_timed_out(self) -> None:
+            self.head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
+
+
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
-          threads: int = 1, access_log: bool = True) -> None:
-    """Load the model once and serve it with uvicorn until interrupted. threads: torch CPU threads
-    (0: torch's default, one per core)."""
+          threads: int = 1, access_log: bool = True, device: str = "auto") -> None:
+    """Load the model once (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
+    threads (0: torch's default, one per core)."""
     import uvicorn
 
-    app = create_app(Predictor.load(model_dir, threads), config)
-    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
+    app = create_app(Predictor.load(model_dir, threads, device), config)
+    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info",
+                timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))

@@ -4,8 +4,10 @@ Ids are numbered by decreasing training frequency (ties: first appearance), so i
 frequent. On disk: `vocab.txt` (one id per line, line i = int id i) and `counts.npy` (int64).
 The string -> int dictionary is built lazily: training never needs it, predict and serve do.
 
-Some sources URL-encode their ids (Wikispeedia: `%C3%85land`); `display` decodes them for people,
-and `lookup` accepts either form.
+Some sources URL-encode their ids (Wikispeedia: `%C3%85land`) or write spaces as underscores
+(`Miles_Davis`); `display` decodes them for people, and `get` / `lookup` accept what people see and
+type: the stored id, its URL-decoded form, and either with spaces for underscores or underscores for
+spaces (`Miles Davis`, `Åland Islands`, `Miles%20Davis`). An exact stored id always wins.
 """
 from __future__ import annotations
 
@@ -14,8 +16,15 @@ from typing import Iterable, Sequence
 from urllib.parse import unquote
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .files import read_lines, write_lines
+
+
+def canonical(key: str) -> str:
+    """The form ids are compared in when not found as stored: URL-decoded, spaces as underscores."""
+    return (unquote(key) if "%" in key else key).replace(" ", "_")
 
 
 class Vocab:
@@ -38,20 +47,35 @@ class Vocab:
 
     @property
     def aliases(self) -> dict[str, int]:
-        """Display form -> int, for ids whose display form differs from the stored one."""
+        """Other forms -> int: the display (URL-decoded) and `canonical` forms of the ids whose forms
+        differ from the stored one (the most frequent id wins a clash). Built once, with Arrow kernels
+        finding those ids: a Python string is made only for the ids that contain '%' or ' '."""
         if self._aliases is None:
-            self._aliases = {}
-            for i, s in enumerate(self.strings):
-                if "%" in s and (d := unquote(s)) != s:
-                    self._aliases.setdefault(d, i)
+            strings = pa.array(self.strings, pa.large_string())
+            special = pc.or_(pc.match_substring(strings, "%"), pc.match_substring(strings, " "))
+            aliases: dict[str, int] = {}
+            for i in np.flatnonzero(special.to_numpy(zero_copy_only=False))[::-1].tolist():
+                s = self.strings[i]  # descending ids: the most frequent one is written last
+                for form in (unquote(s), canonical(s)):
+                    if form != s:
+                        aliases[form] = i
+            self._aliases = aliases
         return self._aliases
 
     def get(self, key: str) -> int | None:
+        """int id of `key` as stored, URL-decoded or with spaces for underscores (or the reverse); None
+        if unknown."""
         i = self.index.get(key)
-        return self.aliases.get(key) if i is None else i
+        if i is None:
+            i = self.aliases.get(key)
+        if i is None and (c := canonical(key)) != key:
+            i = self.index.get(c)
+            if i is None:
+                i = self.aliases.get(c)
+        return i
 
     def lookup(self, keys: Iterable[str]) -> tuple[np.ndarray, list[str]]:
-        """Map string ids (stored or display form) to ints -> (known ints in order, unknown strings)."""
+        """Map string ids (any form `get` accepts) to ints -> (known ints in order, unknown strings)."""
         known, unknown = [], []
         for k in keys:
             i = self.get(k)

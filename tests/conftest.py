@@ -17,6 +17,10 @@ import superbloom as sb
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# The devices the contract tables and property tests run on: always the CPU, and CUDA where torch
+# sees a GPU (tests/test_cuda.py holds the tests that need one and skips, saying so, without it).
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
 # Test tensors are tiny: one thread is as fast, and OpenMP threads stall badly when the cores are shared.
 torch.set_num_threads(1)
 
@@ -46,9 +50,9 @@ def rng() -> np.random.Generator:
 def tiny_model(wiki_data, tmp_path_factory) -> Path:
     """A tiny model trained for a few steps on the embedded Wikispeedia links (seconds)."""
     out = tmp_path_factory.mktemp("tiny") / "model"
-    model = sb.ModelConfig(vocab_size=0, d=32, heads=2, d_ff=64, layers=1)
+    model = sb.ModelConfig(d=32, heads=2, d_ff=64, layers=1)
     cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=8), model=model,
-                         steps=6, batch_size=32, eval_every=0)
+                         loop=sb.LoopConfig(steps=6, batch_size=32, eval_every=0))
     sb.train(cfg, progress=False)
     return out
 

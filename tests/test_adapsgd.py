@@ -230,8 +230,8 @@ def test_trains_the_library_set_model_through_the_loop_contract(wiki_data):
 
     torch.manual_seed(0)
     hashing = BloomHash.build(wiki_data.n_ids, sb.HashConfig(alpha=8, m=2))
-    model = build_model(sb.ModelConfig(hashing.vocab_size, 2, d=32, heads=2, d_ff=64, layers=1, dropout=0.0),
-                        sb.HeadConfig(), hashing).train()
+    model = build_model(sb.ModelConfig(d=32, heads=2, d_ff=64, layers=1, dropout=0.0),
+                        sb.SuperbloomConfig(), hashing).train()
     rng = np.random.default_rng(0)
     batch = training_batch(wiki_data.train, rng.choice(len(wiki_data.train.lengths), 16), hashing, MaskConfig(), rng)
     opt = AdapSGD(model.parameters())

@@ -80,3 +80,16 @@ def test_epoch_batches_cover_each_row_once(rng):
     got = np.concatenate(batches)
     assert len(got) == 992 and len(np.unique(got)) == 992  # the short tail waits
     assert all(len(b) == 32 for b in batches)
+
+
+def test_element_dropout_drops_only_unmasked_context(rng):
+    from superbloom.batches import drop_elements
+
+    elems = np.array([[5, 6, MASK_ELEM, 8, PAD_ELEM], [1, 2, 3, 4, 9]])
+    targets = np.array([[-1, -1, 7, -1, -1], [-1, 2, -1, -1, -1]])
+    out = drop_elements(elems, targets, 0.999, rng)
+    assert out.tolist() == [[PAD_ELEM, PAD_ELEM, MASK_ELEM, PAD_ELEM, PAD_ELEM], [PAD_ELEM, 2, PAD_ELEM, PAD_ELEM, PAD_ELEM]]
+    assert (drop_elements(elems, targets, 0.0, rng) == elems).all()
+    big = np.tile(np.arange(1000), (4, 1))
+    kept = (drop_elements(big, np.full(big.shape, -1), 0.2, rng) >= 0).mean()
+    assert 0.77 < kept < 0.83

@@ -51,10 +51,26 @@ def test_predict(trained):
     r = run("predict", trained / "model", "Copenhagen", "Not_A_Page", "--k", "5", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert len(out["items"]) == 5 and out["unknown"] == ["Not_A_Page"] and out["context"] == ["Copenhagen"]
-    assert "Copenhagen" not in [i for i, _ in out["items"]]
+    assert len(out["predictions"]) == 5 and out["unknown"] == ["Not_A_Page"] and out["context"] == ["Copenhagen"]
+    assert "Copenhagen" not in [p["id"] for p in out["predictions"]]
     r = run("predict", trained / "model", "Nope")
-    assert r.returncode == 2 and "none of the given ids" in r.stderr
+    assert r.returncode == 2 and "none of the 1 ids is in the model's vocabulary" in r.stderr
+
+
+def test_cli_json_and_http_api_give_the_same_answer(trained, capsys):
+    """predict / expand --json print exactly what POST /v1/predict and /v1/expand answer."""
+    from fastapi.testclient import TestClient
+
+    from superbloom.serve import create_app
+
+    model = sb.load(trained / "model")
+    with TestClient(create_app(model)) as client:
+        for cmd, body in [(["predict", "Copenhagen", "Nope", "--k", "4"], ("/v1/predict", {"context": ["Copenhagen", "Nope"], "k": 4})),
+                          (["expand", "Jazz", "--steps", "3"], ("/v1/expand", {"seed": ["Jazz"], "steps": 3}))]:
+            assert main([cmd[0], str(trained / "model"), *cmd[1:], "--json"]) == 0
+            cli = json.loads(capsys.readouterr().out)
+            api = client.post(body[0], json=body[1]).json()
+            assert cli == api
 
 
 def test_library_api(trained):

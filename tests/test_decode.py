@@ -5,9 +5,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.decode import (DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk,
-                               SCORES, sufficient_beam, topk_last)
+from superbloom.decode import DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk, sufficient_beam
+from superbloom.ranking import score_fn, topk_last
 from superbloom.hashing import BloomHash, HashConfig
+
+from conftest import DEVICES
 
 
 def tables(h):
@@ -65,17 +67,18 @@ def test_exclusion_and_padding():
     assert r.exact.all()  # every id scored
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(5, 400), alpha=st.integers(2, 12), m=st.integers(2, 3), k=st.integers(1, 12),
        beam=st.integers(1, 8), seed=st.integers(0, 1000), score=st.sampled_from(["sum_log", "min", "max"]),
        peak=st.floats(0.1, 8.0), n_exclude=st.integers(0, 4))
-def test_exact_equals_exhaustive(n, alpha, m, k, beam, seed, score, peak, n_exclude):
+def test_exact_equals_exhaustive(device, n, alpha, m, k, beam, seed, score, peak, n_exclude):
     n = max(n, 2 * alpha * alpha)  # enough buckets to separate every pair of ids
     h = BloomHash.build(n, HashConfig(alpha, m, seed))
-    buckets, inverse = tables(h)
+    buckets, inverse = (t.to(device) for t in tables(h))
     g = torch.Generator().manual_seed(seed)
-    logp = (torch.randn(3, m, h.n_buckets, generator=g) * peak).log_softmax(-1)
-    exclude = torch.randint(0, n, (3, n_exclude), generator=g) if n_exclude else None
+    logp = (torch.randn(3, m, h.n_buckets, generator=g) * peak).log_softmax(-1).to(device)
+    exclude = torch.randint(0, n, (3, n_exclude), generator=g).to(device) if n_exclude else None
     k = min(k, n)
     ref = exhaustive_topk(logp, buckets, k, exclude, score)
     ex = beam_topk(logp, buckets, inverse, k, beam, exclude, score, exact=True)
@@ -136,7 +139,7 @@ def test_sufficient_beam_matches_full_sort(nb, m, start, seed, score):
     g = torch.Generator().manual_seed(seed)
     logp = (torch.randn(4, m, nb, generator=g) * 3).log_softmax(-1)
     srt = logp.sort(dim=2, descending=True).values
-    bounds = SCORES[score](srt.transpose(1, 2))  # (4, nb) bound after B' = 1..nb
+    bounds = score_fn(score)(srt.transpose(1, 2))  # (4, nb) bound after B' = 1..nb
     kth = bounds[torch.arange(4), torch.randint(0, nb, (4,), generator=g)] + torch.tensor([0, 1e-3, -1e-3, 0])
     ok = bounds <= kth[:, None]
     want = torch.where(ok.any(1), ok.float().argmax(1) + 1, torch.full((4,), nb))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from superbloom.cli import main
-from superbloom.decode import Ranking
+from superbloom.ranking import Ranking
 from superbloom.expand import ExpandConfig, choose, expand
 from superbloom.vocab import Vocab
 
@@ -86,7 +86,7 @@ def test_cli_expand(tiny_model, capsys):
     assert main(["expand", str(tiny_model), "Copenhagen", "Nope", "--steps", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["seed"] == ["Copenhagen"] and out["unknown"] == ["Nope"] and len(out["added"]) == 3
-    assert main(["expand", str(tiny_model), "Miles Davis", "--steps", "2", "--strategy", "sample"]) == 2
+    assert main(["expand", str(tiny_model), "No such page", "--steps", "2", "--strategy", "sample"]) == 2
     assert "none of the seed ids" in capsys.readouterr().err
     assert main(["expand", str(tiny_model), "Jazz", "--steps", "2"]) == 0
     text = capsys.readouterr().out

@@ -26,7 +26,7 @@ def test_bucket_properties(n, alpha, m, seed):
     ranges = [set(tokens[:, j].tolist()) for j in range(m)]
     for j in range(m):  # disjoint token ranges, after the special tokens
         assert min(ranges[j]) >= len(SPECIALS) * m
-        assert max(ranges[j]) < h.vocab_size
+        assert max(ranges[j]) < h.n_tokens
         for k in range(j + 1, m):
             assert not ranges[j] & ranges[k]
     if m >= 2:  # no two ids share all m tokens
@@ -41,7 +41,7 @@ def test_bucket_properties(n, alpha, m, seed):
 def test_alpha_1_m_1_is_identity():
     h = BloomHash.build(50, HashConfig(alpha=1, m=1, seed=3))
     assert (h.tokens(np.arange(50))[:, 0] == np.arange(50) + len(SPECIALS)).all()
-    assert h.vocab_size == 50 + len(SPECIALS)
+    assert h.n_tokens == 50 + len(SPECIALS)
 
 
 def test_deterministic_per_seed():
@@ -70,3 +70,14 @@ def test_save_load_roundtrip(tmp_path):
     g = BloomHash.load(tmp_path / "h.safetensors")
     assert (g.buckets == h.buckets).all() and (g.inverse == h.inverse).all()
     assert g.describe() == h.describe()
+
+
+def test_alpha_zero_is_chosen_from_the_vocabulary_size():
+    from superbloom.hashing import AUTO_ALPHA, UNHASHED_MAX_IDS
+
+    small = HashConfig(alpha=0, m=2).resolve(UNHASHED_MAX_IDS)
+    assert (small.alpha, small.m) == (1, 1)
+    big = HashConfig(alpha=0, m=2).resolve(UNHASHED_MAX_IDS + 1)
+    assert (big.alpha, big.m) == (AUTO_ALPHA, 2)
+    assert HashConfig(alpha=3).resolve(10) == HashConfig(alpha=3)
+    assert BloomHash.build(100, HashConfig(alpha=0)).alpha == 1

@@ -17,11 +17,13 @@ from superbloom.checkpoint import load_weights
 from superbloom.dataset import SetArray
 from superbloom.decode import DecodeConfig
 from superbloom.hashing import BloomHash, HashConfig
-from superbloom.heads import HEADS, HeadConfig, build_head
-from superbloom.hierarchical import (TREES, astar_topk, balanced_tree, build_tree, fano_tree, huffman_tree,
-                                     leaf_log_probs, path_nll, paths)
+from superbloom.heads import HEADS, build_head, head_config, head_config_dict, head_config_from_dict
+from superbloom.heads.hierarchical import (TREES, astar_topk, balanced_tree, build_tree, fano_tree, huffman_tree,
+                                           leaf_log_probs, path_nll, paths)
+from superbloom.heads.sampled import PROPOSALS, Proposal, proposal_probs, sampled_softmax_loss
 from superbloom.model import ModelConfig, build_model
-from superbloom.sampled import PROPOSALS, Proposal, proposal_probs, sampled_softmax_loss
+
+from conftest import DEVICES
 
 
 
@@ -40,17 +42,17 @@ COUNTS = (1000 // np.arange(1, N_IDS + 1)).astype(np.int64)  # Zipf-like trainin
 
 # (head config, hashing (alpha, m)): every head, hashed and unhashed, and the variants of each
 CASES = {
-    "superbloom": (HeadConfig("superbloom"), (4, 2)),
-    "superbloom-per-hash": (HeadConfig("superbloom", per_hash_softmax=True), (4, 2)),
-    "superbloom-unhashed": (HeadConfig("superbloom"), (1, 1)),
-    "full-tied": (HeadConfig("full"), (1, 1)),
-    "full-hashed-input": (HeadConfig("full", label_smoothing=0.1), (4, 2)),
-    "sampled-log-uniform": (HeadConfig("sampled", samples=32), (1, 1)),
-    "sampled-unigram-hashed": (HeadConfig("sampled", samples=32, proposal="unigram"), (4, 2)),
-    "sampled-uniform": (HeadConfig("sampled", samples=32, proposal="uniform"), (1, 1)),
-    "hierarchical-huffman": (HeadConfig("hierarchical"), (1, 1)),
-    "hierarchical-balanced-hashed": (HeadConfig("hierarchical", tree="balanced"), (4, 2)),
-    "hierarchical-fano": (HeadConfig("hierarchical", tree="fano"), (1, 1)),
+    "superbloom": (head_config("superbloom"), (4, 2)),
+    "superbloom-per-hash": (head_config("superbloom", per_hash_softmax=True), (4, 2)),
+    "superbloom-unhashed": (head_config("superbloom"), (1, 1)),
+    "full-tied": (head_config("full"), (1, 1)),
+    "full-hashed-input": (head_config("full", label_smoothing=0.1), (4, 2)),
+    "sampled-log-uniform": (head_config("sampled", samples=32), (1, 1)),
+    "sampled-unigram-hashed": (head_config("sampled", samples=32, proposal="unigram"), (4, 2)),
+    "sampled-uniform": (head_config("sampled", samples=32, proposal="uniform"), (1, 1)),
+    "hierarchical-huffman": (head_config("hierarchical"), (1, 1)),
+    "hierarchical-balanced-hashed": (head_config("hierarchical", tree="balanced"), (4, 2)),
+    "hierarchical-fano": (head_config("hierarchical", tree="fano"), (1, 1)),
 }
 
 
@@ -58,42 +60,44 @@ def test_every_registered_head_is_in_the_table():
     assert {cfg.name for cfg, _ in CASES.values()} == set(HEADS)
 
 
-def make(case, seed=0):
+def make(case, seed=0, device="cpu"):
     cfg, (alpha, m) = CASES[case]
     h = BloomHash.build(N_IDS, HashConfig(alpha, m, 0))
     torch.manual_seed(seed)
-    model_cfg = ModelConfig(h.vocab_size, m, d=16, heads=2, d_ff=32, layers=1, dropout=0.1)
-    return h, build_model(model_cfg, cfg, h, COUNTS)
+    model_cfg = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.1)
+    return h, build_model(model_cfg, cfg, h, COUNTS).to(device)
 
 
-def batch(h, seed=0):
+def batch(h, seed=0, device="cpu"):
     rng = np.random.default_rng(seed)
     sets = SetArray.from_lists([rng.choice(N_IDS, 12, replace=False) for _ in range(6)])
-    return training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.3), rng)
+    return training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.3), rng).to(device)
 
 
 CONTEXTS = np.array([[0, 5, 17, -1], [3, -1, -1, -1], [1, 2, 3, 4], [60, 61, 119, 0]])
 
 
-def queries(h, model):
-    return model.target_hidden(query_batch(CONTEXTS, h)), torch.from_numpy(CONTEXTS)
+def queries(h, model, device="cpu"):
+    return (model.target_hidden(query_batch(CONTEXTS, h).to(device)), torch.from_numpy(CONTEXTS).to(device))
 
 
 def is_exact(case):
     return CASES[case][0].name != "superbloom"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES)
-def test_builds_and_loss_is_finite(case):
-    h, model = make(case)
-    loss = model.train()(batch(h))
-    assert loss.ndim == 0 and torch.isfinite(loss) and loss > 0
+def test_builds_and_loss_is_finite(case, device):
+    h, model = make(case, device=device)
+    loss = model.train()(batch(h, device=device))
+    assert loss.ndim == 0 and torch.isfinite(loss) and loss > 0 and loss.device.type == device
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", CASES)
-def test_gradients_reach_every_parameter(case):
-    h, model = make(case)
-    model.train()(batch(h)).backward()
+def test_gradients_reach_every_parameter(case, device):
+    h, model = make(case, device=device)
+    model.train()(batch(h, device=device)).backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
@@ -108,7 +112,7 @@ def test_loss_is_minus_log_of_the_topk_score(case):
     full = model.head.topk(hidden, N_IDS, decode=DecodeConfig(exhaustive=True))
     for q, t in [(0, 0), (1, 7), (2, 119), (3, 42)]:
         score = full.scores[q, full.ids[q].tolist().index(t)]
-        if CASES[case][0].label_smoothing:
+        if getattr(CASES[case][0], "label_smoothing", 0.0):
             continue  # smoothing adds a term to the loss on purpose
         assert model.head.loss(hidden[q:q + 1], torch.tensor([t])).item() == pytest.approx(-score.item(), abs=1e-4)
     if is_exact(case):  # one normalised distribution over the ids
@@ -128,12 +132,14 @@ def test_targets_can_share_hidden_rows(case):
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("decode", [DecodeConfig(), DecodeConfig(exact=True), DecodeConfig(beam=3, score="min"),
                                     DecodeConfig(exhaustive=True, score="max")], ids=["default", "exact", "min", "exh"])
-def test_topk_shape_order_and_exclusion(case, decode):
-    h, model = make(case)
+@pytest.mark.parametrize("device", DEVICES)
+def test_topk_shape_order_and_exclusion(case, decode, device):
+    h, model = make(case, device=device)
     model.eval()
-    hidden, exclude = queries(h, model)
+    hidden, exclude = queries(h, model, device)
     k = 9
-    r = model.head.topk(hidden, k, exclude=exclude, decode=decode)
+    r = model.head.topk(hidden, k, exclude=exclude, decode=decode).cpu()
+    exclude = exclude.cpu()
     assert r.ids.shape == r.scores.shape == (len(CONTEXTS), k) and r.exact.shape == r.beam.shape == (len(CONTEXTS),)
     assert r.ids.dtype == torch.long and r.exact.dtype == torch.bool
     assert (r.scores[:, 1:] <= r.scores[:, :-1]).all()  # best first
@@ -205,21 +211,33 @@ def test_full_head_ties_its_output_to_the_input_embedding_only_without_hashing()
 
 def test_configuration_errors_say_what_is_wrong():
     with pytest.raises(ValueError, match="proposal must be one of"):
-        HeadConfig("sampled", proposal="zipf")
+        head_config("sampled", proposal="zipf")
     with pytest.raises(ValueError, match="tree must be one of"):
-        HeadConfig("hierarchical", tree="random")
+        head_config("hierarchical", tree="random")
     with pytest.raises(ValueError, match="samples must be >= 1"):
-        HeadConfig("sampled", samples=0)
+        head_config("sampled", samples=0)
     h = BloomHash.build(N_IDS, HashConfig(1, 1, 0))
-    emb = torch.nn.Embedding(h.vocab_size, 8)
+    emb = torch.nn.Embedding(h.n_tokens, 8)
     with pytest.raises(ValueError, match="unknown head 'softmax'"):
-        build_head(HeadConfig("softmax"), emb, h)
+        head_config("softmax")
     with pytest.raises(ValueError, match="huffman tree is built from training counts"):
-        build_head(HeadConfig("hierarchical"), emb, h)
+        build_head(head_config("hierarchical"), emb, h)
     with pytest.raises(ValueError, match="unigram proposal is built from training counts"):
-        build_head(HeadConfig("sampled", proposal="unigram"), emb, h)
-    with pytest.raises(ValueError, match="per_hash_softmax applies to the superbloom head only"):
-        build_head(HeadConfig("full", per_hash_softmax=True), emb, h)
+        build_head(head_config("sampled", proposal="unigram"), emb, h)
+    with pytest.raises(ValueError, match="per_hash_softmax is not a setting of the full head"):
+        head_config("full", per_hash_softmax=True)
+    with pytest.raises(ValueError, match="samples, tree are not settings of the superbloom head"):
+        head_config("superbloom", samples=3, tree="fano")
+
+
+def test_head_configs_round_trip_and_read_older_model_directories():
+    for cfg, _ in CASES.values():
+        assert head_config_from_dict(head_config_dict(cfg)) == cfg
+    old = {"name": "sampled", "per_hash_softmax": False, "label_smoothing": 0.0, "samples": 64,
+           "proposal": "unigram", "tree": "huffman"}  # the single HeadConfig of version 0.1
+    assert head_config_from_dict(old) == head_config("sampled", samples=64, proposal="unigram")
+    with pytest.raises(ValueError, match="colour is not a setting"):
+        head_config_from_dict({"name": "full", "colour": "red"})
 
 
 # ------------------------------------------------------------------------------ hierarchical

@@ -38,9 +38,9 @@ def trained(request, wiki_data, tmp_path_factory):
 def test_head_flags_are_saved_with_the_model(trained):
     head, out, _ = trained
     cfg = load_json(out / "config.json")["head"]
-    assert cfg["name"] == head
-    assert (cfg["samples"], cfg["proposal"]) == ((64, "unigram") if head == "sampled" else (1024, "log_uniform"))
-    assert cfg["tree"] == ("fano" if head == "hierarchical" else "huffman")
+    assert cfg == {"full": {"name": "full", "label_smoothing": 0.0},
+                   "sampled": {"name": "sampled", "samples": 64, "proposal": "unigram"},
+                   "hierarchical": {"name": "hierarchical", "tree": "fano"}}[head]
 
 
 @pytest.mark.parametrize("decoding", DECODING, ids=["default", "exact", "beam-min", "exhaustive-max"])
@@ -58,9 +58,9 @@ def test_predict_with_every_decoding_option(trained, decoding, capsys):
     _, out, _ = trained
     assert main(["predict", str(out), "Copenhagen", "Denmark", "--k", "5", "--json", *decoding]) == 0
     pred = json.loads(capsys.readouterr().out)
-    ids = [i for i, _ in pred["items"]]
+    ids = [p["id"] for p in pred["predictions"]]
     assert len(ids) == 5 and pred["exact"] and not {"Copenhagen", "Denmark"} & set(ids)
-    scores = [s for _, s in pred["items"]]
+    scores = [p["score"] for p in pred["predictions"]]
     assert scores == sorted(scores, reverse=True) and all(s <= 0 for s in scores)  # log-probabilities
 
 
@@ -69,6 +69,11 @@ def test_bad_head_flag_is_reported(wiki_data, tmp_path, capsys):
         main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "hierarchical",
               "--tree", "random", "--steps", "1"])
     assert "invalid choice: 'random'" in capsys.readouterr().err
-    code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "sampled",
-                 "--samples", "0", "--steps", "1"])
-    assert code == 2 and "samples must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "sampled",
+              "--samples", "0", "--steps", "1"])
+    assert "argument --samples: expected a number >= 1, got 0" in capsys.readouterr().err
+    code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
+                 "--samples", "10", "--steps", "1"])
+    assert code == 2 and "--samples is not a setting of the full head" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()  # refused before anything was written

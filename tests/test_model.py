@@ -7,16 +7,15 @@ import torch
 from superbloom.batches import MaskConfig, query_batch, to_batch, training_batch
 from superbloom.dataset import SetArray
 from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
-from superbloom.heads import HeadConfig
+from superbloom.heads import SuperbloomConfig
 from superbloom.model import ModelConfig, build_model, count_parameters
 
 
 def make(alpha=4, m=2, n_ids=200, layers=2, positions=0, norm_first=True, per_hash=False):
     torch.manual_seed(0)
     h = BloomHash.build(n_ids, HashConfig(alpha, m))
-    cfg = ModelConfig(h.vocab_size, m, d=32, heads=4, d_ff=64, layers=layers, dropout=0.1,
-                      positions=positions, norm_first=norm_first)
-    return h, build_model(cfg, HeadConfig(per_hash_softmax=per_hash), h).eval()
+    cfg = ModelConfig(d=32, heads=4, d_ff=64, layers=layers, dropout=0.1, positions=positions, norm_first=norm_first)
+    return h, build_model(cfg, SuperbloomConfig(per_hash_softmax=per_hash), h).eval()
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -28,7 +27,7 @@ def test_padding_cannot_change_outputs(norm_first):
     padded = to_batch(padded_elems, np.array([[-1, -1, 0] + [-1] * 5]), h)
     assert padded.tokens.shape == (1, 16)
     # garbage in padded positions must not matter either
-    padded.tokens[0, 6:] = torch.randint(0, h.vocab_size, (10,))
+    padded.tokens[0, 6:] = torch.randint(0, h.n_tokens, (10,))
     a = model.encoder(short.tokens, short.pad)
     b = model.encoder(padded.tokens, padded.pad)
     assert torch.allclose(a, b[:, :6], atol=1e-5)
@@ -90,7 +89,7 @@ def test_embeddings_are_tied_and_counted_once():
 
 def test_unhashed_model_scores_every_id_once():
     h, model = make(alpha=1, m=1, n_ids=30)
-    assert h.vocab_size == 35
+    assert h.n_tokens == 35
     hidden = torch.randn(2, 1, 32)
     lp = model.head.log_probs(hidden)  # (2, 1, 30): one bucket per id
     r = model.head.topk(hidden, 30)
@@ -109,10 +108,10 @@ def test_merged_masks_give_the_same_outputs_and_loss(rng):
     equals c identical [MASK] elements: same outputs for every other element, same loss."""
     torch.manual_seed(0)
     h = BloomHash.build(200, HashConfig(4, 2))
-    cfg = ModelConfig(h.vocab_size, 2, d=32, heads=4, d_ff=64, layers=2, dropout=0.0)
+    cfg = ModelConfig(d=32, heads=4, d_ff=64, layers=2, dropout=0.0)
     sets = SetArray.from_lists([list(rng.choice(200, 25, replace=False)) for _ in range(6)])
     for per_hash in (False, True):
-        model = build_model(cfg, HeadConfig(per_hash_softmax=per_hash), h).train()
+        model = build_model(cfg, SuperbloomConfig(per_hash_softmax=per_hash), h).train()
         state = rng.bit_generator.state
         plain = training_batch(sets, np.arange(6), h, MaskConfig(mask_rate=0.5), rng, merge=False)
         rng.bit_generator.state = state

@@ -127,3 +127,23 @@ def test_line_numbers_across_blocks(tmp_path, monkeypatch):
     p.write_text("".join(f"s{i}\tid{i}\n" for i in range(200)) + "oops\n")
     with pytest.raises(InputError, match=r"e\.tsv:201:"):
         links(p, ReadConfig("edges"))
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 5, 64])
+def test_text_check_across_pieces(tmp_path, monkeypatch, piece):
+    """Multi-byte characters and long lines split across the pieces read: valid text passes, and the
+    first bad byte is named by line and byte of the line, whatever the piece size."""
+    import superbloom.readers as readers
+
+    monkeypatch.setattr(readers, "_PIECE_BYTES", piece)
+    text = "".join(f"Åland_{i}\t東京€{'x' * (i % 7)}\n" for i in range(40))
+    p = tmp_path / "e.tsv"
+    p.write_text(text, encoding="utf-8")
+    got, _ = links(p, ReadConfig("edges"))
+    assert len(got) == 40 and got[3] == ("Åland_3", "東京€xxx")
+    lines = text.encode().split(b"\n")
+    lines[25] = lines[25][:9] + b"\xe6\x9d" + lines[25][9:]  # a cut 3-byte character inside line 26
+    p.write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match=r"e\.tsv:26: not a UTF-8 text file in the edges format \(invalid UTF-8 "
+                                         r"byte 0xe6 at byte 10 of the line"):
+        links(p, ReadConfig("edges"))

@@ -10,6 +10,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+import superbloom as sb
 from superbloom.decode import DecodeConfig
 from superbloom.expand import ExpandConfig, expand
 from superbloom.serve import Batcher, PrefixIndex, ServeConfig, create_app
@@ -95,12 +96,13 @@ def test_prefix_index_matches_a_scan():
 
 def test_model_health_docs_and_page(client, tiny_predictor):
     info = client.get("/v1/model").json()
-    assert info["vocab_size"] == len(tiny_predictor.vocab) == 4093
+    assert info["n_ids"] == len(tiny_predictor.vocab) == 4093
+    assert info["n_tokens"] == tiny_predictor.hashing.n_tokens and info["version"] == sb.__version__
     assert info["parameters"] == tiny_predictor.n_parameters
     assert info["data"]["links"] == 119_882 and info["data"]["train"]["sets"] > 0
     assert info["hash"]["alpha"] == 8 and info["model"]["layers"] == 1 and info["serving"]["max_context"] == 8
     health = client.get("/health").json()
-    assert health["status"] == "ok" and health["vocab_size"] == 4093
+    assert health["status"] == "ok" and health["n_ids"] == 4093
     docs = client.get("/docs")
     assert docs.status_code == 200 and "https://" not in docs.text  # Swagger UI served locally: works offline
     assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200

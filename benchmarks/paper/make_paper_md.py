@@ -1,8 +1,10 @@
 """Write benchmarks/PAPER.md from benchmarks/paper/PAPER.template.md and the result files, so the
 numbers in PAPER.md are always the ones in benchmarks/results/paper/ (they cannot drift).
 
-    .venv/bin/python benchmarks/paper/make_paper_md.py           # regenerate PAPER.md
-    .venv/bin/python benchmarks/paper/make_paper_md.py --check   # fail if PAPER.md is stale
+    .venv/bin/python -m benchmarks.paper.make_paper_md           # regenerate PAPER.md
+    .venv/bin/python -m benchmarks.paper.make_paper_md --check   # fail if PAPER.md is stale, or if a
+                                                                 # table fragment NAME.md is not what
+                                                                 # NAME.markdown draws from NAME.json
 
 Placeholders in the template:
   {{table:NAME}}                 the markdown fragment results/paper/NAME.md
@@ -17,10 +19,13 @@ with thousands separators.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import sys
 from pathlib import Path
+
+from .report import fragment
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results" / "paper"
@@ -33,7 +38,7 @@ SCRIPTS = [("t2_heads", "Table 2"), ("t3_layers", "Table 3"), ("t7_coherent", "T
 def load(name: str) -> dict:
     path = RESULTS / f"{name}.json"
     if not path.exists():
-        raise SystemExit(f"{path} is missing: run benchmarks/paper/{name}.py first")
+        raise SystemExit(f"{path} is missing: run python -m benchmarks.paper.{name} first")
     return json.loads(path.read_text())
 
 
@@ -96,7 +101,7 @@ def build() -> str:
             name = body[6:]
             path = RESULTS / f"{name}.md"
             if not path.exists():
-                raise SystemExit(f"{path} is missing: run benchmarks/paper/{name}.py first")
+                raise SystemExit(f"{path} is missing: run python -m benchmarks.paper.{name} first")
             return path.read_text().rstrip("\n")
         is_verdict = body.startswith("verdict:")
         parts = (body[8:] if is_verdict else body).split("|")
@@ -114,8 +119,12 @@ def main() -> None:
     text = build()
     if args.check:
         if not OUT.exists() or OUT.read_text() != text:
-            sys.exit(f"{OUT} is stale: run benchmarks/paper/make_paper_md.py")
-        print(f"{OUT} matches the result files")
+            sys.exit(f"{OUT} is stale: run python -m benchmarks.paper.make_paper_md")
+        for name, _ in SCRIPTS:
+            if fragment(load(name), importlib.import_module(f"benchmarks.paper.{name}").markdown) != \
+                    (RESULTS / f"{name}.md").read_text():
+                sys.exit(f"{RESULTS / name}.md is not what benchmarks/paper/{name}.py draws from {name}.json")
+        print(f"{OUT} and the table fragments match the result files")
         return
     OUT.write_text(text)
     print(f"wrote {OUT}")

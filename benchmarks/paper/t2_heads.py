@@ -1,7 +1,7 @@
 """Table 2 of the paper at this machine's scale: superbloom vs the output layers it replaces, each
 trained for the same wall-clock budget (paper sec. 3.3, Tables 1-2).
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t2_heads.py      # ~35 min
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.paper.t2_heads      # ~35 min
 
 Per dataset (default: the two large vocabularies, BERT4Rec Beauty 53K ids and Epinions 278K ids):
   superbloom    alpha = 50, m = 2 (the paper's Table 1 setting), d = 128, 4 layers, beam B = 20
@@ -21,34 +21,43 @@ from __future__ import annotations
 
 import argparse
 
-import common as C
 import superbloom as sb
+from superbloom.metrics import hits_at
+
+from .datasets import prepared
+from .report import (STANDARD_COLUMNS, Timer, baseline_rows, by_dataset, diff_cell, markdown_table, model_row,
+                     paired, plot_bars, protocol, result_path, write_results)
+from .runs import Run, baselines, count_params, matched_width, model_config, score
 
 ALPHA, M, D, LAYERS = 50, 2, 128, 4
 SAMPLE_FRACTION = 0.025
-
-
 BUDGET = 240.0
+KS = (1, 10, 20)
 
 
-def superbloom_run(name: str, budget: float = BUDGET) -> C.Run:
-    return C.Run(name, sb.HashConfig(ALPHA, M), C.model_config(D, LAYERS), sb.HeadConfig("superbloom"), budget)
+def superbloom_run(name: str, budget: float = BUDGET) -> Run:
+    return Run(name, sb.HashConfig(ALPHA, M), model_config(D, LAYERS), sb.SuperbloomConfig(), budget)
 
 
-def runs(name: str, data: sb.Dataset, budget: float) -> list[tuple[str, C.Run]]:
+def runs(name: str, data: sb.Dataset, budget: float) -> list[tuple[str, Run]]:
     """The four runs of one dataset, parameter counts matched as described in the module docstring."""
     sbr = superbloom_run(name, budget)
-    target = C.count_params(data, sbr.hash, sbr.model, sbr.head)
+    target = count_params(data, sbr.hash, sbr.model, sbr.head)
     plain = sb.HashConfig(1, 1)
     out = [("superbloom", sbr)]
-    full_model, _ = C.matched_width(data, target, plain, LAYERS, sb.HeadConfig("full"))
-    out.append(("full softmax", C.Run(name, plain, full_model, sb.HeadConfig("full"), budget)))
+    full_model, _ = matched_width(data, target, plain, LAYERS, sb.FullConfig())
+    out.append(("full softmax", Run(name, plain, full_model, sb.FullConfig(), budget)))
     samples = max(1, round(SAMPLE_FRACTION * data.n_ids))
-    wide = C.model_config(4 * full_model.d, LAYERS)
-    out.append(("sampled softmax", C.Run(name, plain, wide, sb.HeadConfig("sampled", samples=samples), budget)))
-    hs_model, _ = C.matched_width(data, target, plain, LAYERS, sb.HeadConfig("hierarchical"))
-    out.append(("hierarchical softmax", C.Run(name, plain, hs_model, sb.HeadConfig("hierarchical"), budget)))
+    wide = model_config(4 * full_model.d, LAYERS)
+    out.append(("sampled softmax", Run(name, plain, wide, sb.SampledConfig(samples=samples), budget)))
+    hs_model, _ = matched_width(data, target, plain, LAYERS, sb.HierarchicalConfig())
+    out.append(("hierarchical softmax", Run(name, plain, hs_model, sb.HierarchicalConfig(), budget)))
     return out
+
+
+def paired_recalls(a, b, groups) -> dict:
+    """{rec@k: paired difference of a and b's hits} for k = 1, 10, 20 (ranks a, b on the same examples)."""
+    return {f"rec@{k}": paired(hits_at(a, k), hits_at(b, k), groups) for k in KS}
 
 
 def main() -> None:
@@ -56,42 +65,40 @@ def main() -> None:
     ap.add_argument("--datasets", default="beauty,epinions", help="comma-separated (default beauty,epinions)")
     ap.add_argument("--budget", type=float, default=BUDGET, help=f"training seconds per run (default {BUDGET:.0f})")
     args = ap.parse_args()
-    for head in ("full", "sampled", "hierarchical"):
-        C.need_head(head)
-    timer = C.Timer()
-    rows, summaries, paired, panels = [], [], {}, []
+    timer = Timer()
+    rows, summaries, diffs = [], [], {}
     for name in args.datasets.split(","):
-        data = C.dataset(name)
-        ex = C.examples(data)
-        summaries.append(C.dataset_summary(name, data, ex))
+        data, ex, summary = prepared(name)
+        summaries.append(summary)
         ranks = {}
-        drows = []
         for method, run in runs(name, data, args.budget):
-            rec = C.score(run, data, ex)
+            rec = score(run, data, ex)
             ranks[method] = rec["ranks"]
             extra = {"samples": run.head.samples} if run.head.name == "sampled" else {}
-            drows.append(C.model_row(method, run, rec, ex.set_rows, **extra))
-        base = C.baselines(name, data, ex)
-        drows += C.baseline_rows(name, base, ex.set_rows)
+            rows.append(model_row(method, run, rec, ex.set_rows, **extra))
+        base = baselines(name, data, ex)
+        rows += baseline_rows(name, base, ex.set_rows)
         for other in ("full softmax", "sampled softmax", "hierarchical softmax"):
-            paired[f"{name}: superbloom - {other}"] = {
-                f"rec@{k}": C.paired_diff(ranks["superbloom"], ranks[other], ex.set_rows, k) for k in (1, 10, 20)}
+            diffs[f"{name}: superbloom - {other}"] = paired_recalls(ranks["superbloom"], ranks[other], ex.set_rows)
         if "ranks" in base.get("cooccurrence", {}):
-            paired[f"{name}: superbloom - cooccurrence"] = {
-                f"rec@{k}": C.paired_diff(ranks["superbloom"], base["cooccurrence"]["ranks"], ex.set_rows, k)
-                for k in (1, 10, 20)}
-        rows += drows
-        panels.append((name, drows))
-    cols = C.STANDARD_COLUMNS[:2] + [("d", "d"), ("alpha", "alpha")] + C.STANDARD_COLUMNS[2:]
-    md = ["### Table 2 at this scale: output layers under one wall-clock budget", ""] + C.markdown_table(rows, cols)
+            diffs[f"{name}: superbloom - cooccurrence"] = paired_recalls(ranks["superbloom"],
+                                                                         base["cooccurrence"]["ranks"], ex.set_rows)
+    plot_bars(result_path("t2_heads.png"), by_dataset(rows), k=10,
+              title="Table 2 at this scale: rec@10, same training budget")
+    result = {"table": "t2", "budget_s": args.budget, "datasets": summaries, "paired": diffs,
+              "protocol": protocol(), "wall_seconds": timer.seconds, "rows": rows}
+    write_results("t2_heads", result, markdown)
+
+
+def markdown(result: dict) -> list[str]:
+    cols = STANDARD_COLUMNS[:2] + [("d", "d"), ("alpha", "alpha")] + STANDARD_COLUMNS[2:]
+    md = ["### Table 2 at this scale: output layers under one wall-clock budget", ""]
+    md += markdown_table(result["rows"], cols)
     md += ["", "Paired differences (same examples; 95% CI over held-out sets):", "",
            "| comparison | rec@1 | rec@10 | rec@20 |", "|---|---|---|---|"]
-    for key, v in paired.items():
-        md.append(f"| {key} | " + " | ".join(f"{v[k]['diff']:+.3f} [{v[k]['lo']:+.3f}, {v[k]['hi']:+.3f}]"
-                                            for k in ("rec@1", "rec@10", "rec@20")) + " |")
-    C.plot_bars(C.result_path("t2_heads.png"), panels, k=10, title="Table 2 at this scale: rec@10, same training budget")
-    C.write_results("t2_heads", {"table": "t2", "budget_s": args.budget, "datasets": summaries,
-                                 "paired": paired, "protocol": C.protocol(), "wall_seconds": timer.seconds}, rows, md)
+    for key, v in result["paired"].items():
+        md.append(f"| {key} | " + " | ".join(diff_cell(v[f"rec@{k}"]) for k in KS) + " |")
+    return md
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Table 7 of the paper at this machine's scale: random vs coherent hashing (appendix C).
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python benchmarks/paper/t7_coherent.py   # ~16 min
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.paper.t7_coherent   # ~16 min
 
 Six models on the Wikispeedia links, all m = 2 maps, d = 128, 4 layers, the same budget as
 Table 3: alpha in {10, 20} x {0, 1, 2} coherent maps (superbloom/coherent.py: co-occurrence
 factorisation, greedy equal-size buckets of nearest neighbours, the second coherent map never
 repeating a pair of the first; with one coherent map the other is random). The random alpha = 20
-model is Table 3's hashed L4 run (reused when t3_layers.py ran first).
+model is Table 3's hashed L4 run (reused when t3_layers ran first).
 
 Reported per model: token rec@1 (the share of the m maps whose most probable bucket is the target's:
 the paper's "token rec@1") and entity rec@1/10/20, with set-bootstrap CIs, and paired differences
@@ -22,23 +22,28 @@ import time
 
 import numpy as np
 
-import common as C
 import superbloom as sb
-import t3_layers
 from superbloom.coherent import CoherentStats, coherent_orders
 from superbloom.hashing import BloomHash, duplicate_rows
+from superbloom.metrics import hits_at
+
+from . import t3_layers
+from .datasets import dataset, prepared
+from .report import (Timer, baseline_rows, diff_cell, interval, markdown_table, model_row, paired, panels, protocol,
+                     result_path, write_results)
+from .runs import Run, baselines, score
 
 ALPHAS, COHERENT = (10, 20), (0, 1, 2)
 
 
-def run(name: str, alpha: int, coherent: int, budget: float) -> C.Run:
+def run(name: str, alpha: int, coherent: int, budget: float) -> Run:
     base = t3_layers.hashed_deep_run(name, budget)
-    return C.Run(name, sb.HashConfig(alpha, 2, 0, coherent), base.model, base.head, budget)
+    return Run(name, sb.HashConfig(alpha, 2, 0, coherent), base.model, base.head, budget)
 
 
 def scale_check(name: str, alpha: int = 20) -> dict:
     """Build time of two coherent maps (and the final BloomHash) on a large vocabulary."""
-    data = C.dataset(name)
+    data = dataset(name)
     stats = CoherentStats()
     t0 = time.time()
     orders = coherent_orders(data.train, data.n_ids, alpha, 2, stats=stats)
@@ -57,58 +62,57 @@ def main() -> None:
                     help=f"training seconds per run (default {t3_layers.BUDGET:.0f}, as Table 3)")
     ap.add_argument("--scale-check", default="epinions", help="dataset for the build-time check ('' to skip)")
     args = ap.parse_args()
-    timer = C.Timer()
+    timer = Timer()
     name = args.dataset
-    data = C.dataset(name)
-    ex = C.examples(data)
-    rows, recs, paired = [], {}, {}
+    data, ex, summary = prepared(name)
+    rows, recs, diffs = [], {}, {}
     for alpha in ALPHAS:
         for c in COHERENT:
             r = run(name, alpha, c, args.budget)
-            rec = C.score(r, data, ex, tokens=True)
+            rec = score(r, data, ex, tokens=True)
             recs[alpha, c] = rec
-            lo, hi = C.cluster_ci(rec["token_hits"], ex.set_rows)
-            rows.append(C.model_row(f"hash{alpha}-{'0' * (2 - c) + '1' * c}", r, rec, ex.set_rows,
-                                    **{"token_rec@1": round(float(rec["token_hits"].mean()), 4),
-                                       "token_rec@1_lo": round(lo, 4), "token_rec@1_hi": round(hi, 4),
-                                       "hash_build_s": rec["hash_build_seconds"]}))
+            tok, lo, hi = interval(rec["token_hits"], ex.set_rows)
+            rows.append(model_row(f"hash{alpha}-{'0' * (2 - c) + '1' * c}", r, rec, ex.set_rows,
+                                  **{"token_rec@1": tok, "token_rec@1_lo": lo, "token_rec@1_hi": hi,
+                                     "hash_build_s": rec["hash_build_seconds"]}))
         for c in (1, 2):
-            t = recs[alpha, c]["token_hits"] - recs[alpha, 0]["token_hits"]
-            tlo, thi = C.cluster_ci(t, ex.set_rows)
-            paired[f"alpha={alpha}: {c} coherent - 0"] = {
-                "token rec@1": {"diff": round(float(t.mean()), 4), "lo": round(tlo, 4), "hi": round(thi, 4)},
-                "entity rec@1": C.paired_diff(recs[alpha, c]["ranks"], recs[alpha, 0]["ranks"], ex.set_rows, 1)}
-    rows += C.baseline_rows(name, C.baselines(name, data, ex), ex.set_rows)
+            diffs[f"alpha={alpha}: {c} coherent - 0"] = {
+                "token rec@1": paired(recs[alpha, c]["token_hits"], recs[alpha, 0]["token_hits"], ex.set_rows),
+                "entity rec@1": paired(hits_at(recs[alpha, c]["ranks"], 1), hits_at(recs[alpha, 0]["ranks"], 1),
+                                       ex.set_rows)}
+    rows += baseline_rows(name, baselines(name, data, ex), ex.set_rows)
+    scale = scale_check(args.scale_check) if args.scale_check else None
+    plot(rows, name)
+    result = {"table": "t7", "budget_s": args.budget, "datasets": [summary],
+              "paired": diffs, "scale_check": scale, "protocol": protocol(), "wall_seconds": timer.seconds,
+              "rows": rows}
+    write_results("t7_coherent", result, markdown)
+
+
+def markdown(result: dict) -> list[str]:
+    name = result["datasets"][0]["dataset"]
     cols = [("model", "method"), ("alpha", "alpha"), ("# coherent", "coherent"), ("parameters", "parameters"),
             ("train s", "train_seconds"), ("steps", "steps"), ("examples/s", "examples_per_s"),
-            ("token rec@1 [95% CI]", "token"), ("rec@1 [95% CI]", "rec@1"), ("rec@10 [95% CI]", "rec@10"),
+            ("token rec@1 [95% CI]", "token_rec@1"), ("rec@1 [95% CI]", "rec@1"), ("rec@10 [95% CI]", "rec@10"),
             ("rec@20 [95% CI]", "rec@20")]
-    for r in rows:
-        if "token_rec@1" in r:
-            r["token"] = f"{r['token_rec@1']:.3f} [{r['token_rec@1_lo']:.3f}, {r['token_rec@1_hi']:.3f}]"
-    md = [f"### Table 7 at this scale: random vs coherent hashing ({name})", ""] + C.markdown_table(rows, cols)
+    md = [f"### Table 7 at this scale: random vs coherent hashing ({name})", ""]
+    md += markdown_table(result["rows"], cols)
     md += ["", "Paired differences against the all-random model of the same alpha (95% CI over held-out sets):", "",
            "| comparison | token rec@1 | entity rec@1 |", "|---|---|---|"]
-    for key, v in paired.items():
-        md.append(f"| {key} | " + " | ".join(f"{v[k]['diff']:+.3f} [{v[k]['lo']:+.3f}, {v[k]['hi']:+.3f}]"
-                                            for k in ("token rec@1", "entity rec@1")) + " |")
-    scale = scale_check(args.scale_check) if args.scale_check else None
+    for key, v in result["paired"].items():
+        md.append(f"| {key} | {diff_cell(v['token rec@1'])} | {diff_cell(v['entity rec@1'])} |")
+    scale = result["scale_check"]
     if scale:
         md += ["", f"Scale check: two coherent maps for {scale['dataset']} ({scale['ids']:,} ids, alpha = "
                    f"{scale['alpha']}) built in {scale['total_seconds']:.0f} s ({scale['rescans']} candidate-list "
                    f"rescans, {scale['constraint_violations_repaired']} constraint violations left to the builder, "
                    f"{scale['ids_sharing_both_buckets']} ids sharing both buckets after it)."]
-    for r in rows:
-        r.pop("token", None)
-    plot(rows, name)
-    C.write_results("t7_coherent", {"table": "t7", "budget_s": args.budget, "datasets": [C.dataset_summary(name, data, ex)],
-                                    "paired": paired, "scale_check": scale, "protocol": C.protocol(),
-                                    "wall_seconds": timer.seconds}, rows, md)
+    return md
 
 
 def plot(rows, name) -> None:
     models = [r for r in rows if "token_rec@1" in r]
-    with C.panels(C.result_path("t7_coherent.png"), 2, width=5.0) as axes:
+    with panels(result_path("t7_coherent.png"), 2, width=5.0) as axes:
         for ax, (key, title) in zip(axes, [("token_rec@1", "token rec@1"), ("rec@1", "entity rec@1")]):
             for i, alpha in enumerate(ALPHAS):
                 rs = [r for r in models if r["alpha"] == alpha]

@@ -33,15 +33,27 @@ k-th leaf found are dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .decode import NEG_INF, DecodeConfig, Ranking, exact_ranking, excluded, mask_excluded, topk_last
+from ..decode import DecodeConfig
+from ..ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, excluded
 
 TREES = ("balanced", "huffman", "fano")
+
+
+@dataclass(frozen=True)
+class HierarchicalConfig:
+    name: ClassVar[str] = "hierarchical"
+    tree: str = "huffman"  # balanced | huffman | fano, built from the training counts
+
+    def __post_init__(self):
+        if self.tree not in TREES:
+            raise ValueError(f"tree must be one of {TREES}, got {self.tree!r}")
 
 
 # ---------------------------------------------------------------------------------------- trees
@@ -292,10 +304,8 @@ class HierarchicalHead(nn.Module):
     The m output vectors of an element are averaged into one. `topk` is exact (A*); with
     decode.exhaustive it scores every leaf instead (the reference)."""
 
-    def __init__(self, embedding: nn.Embedding, hashing, cfg, counts=None):
+    def __init__(self, embedding: nn.Embedding, hashing, cfg: HierarchicalConfig, counts=None):
         super().__init__()
-        if cfg.label_smoothing or cfg.per_hash_softmax:
-            raise ValueError("the hierarchical head supports neither label_smoothing nor per_hash_softmax")
         n, d = hashing.n_ids, embedding.embedding_dim
         tree = build_tree(cfg.tree, n, counts)
         self.n_ids, self.levels, self.max_depth = n, tree.levels, int(tree.depth.max())
@@ -349,11 +359,6 @@ class HierarchicalHead(nn.Module):
 
     def _exhaustive(self, v: torch.Tensor, k: int, exclude, chunk_elems: int):
         """(Q, d) -> top-k (vals, ids) by scoring every leaf, chunked over queries."""
-        step = max(1, chunk_elems // self.n_ids)
-        vals, ids = [], []
-        for a in range(0, len(v), step):
-            lp = leaf_log_probs(v[a:a + step], self.weight, self.bias, self._tree(), self.levels)  # (q', N)
-            top = topk_last(mask_excluded(lp, exclude[a:a + step] if exclude is not None else None),
-                            min(k, self.n_ids))
-            vals.append(top[0]), ids.append(top[1])
-        return torch.cat(vals), torch.cat(ids)
+        tree = self._tree()
+        return chunked_topk(lambda a, b: leaf_log_probs(v[a:b], self.weight, self.bias, tree, self.levels),
+                            len(v), self.n_ids, k, exclude, chunk_elems, like=v)

@@ -11,7 +11,7 @@ drawn at least once (~ S * Q_s for rare ids: the log-Q correction), and s = t is
 ("accidental hits": the target must not count as its own negative). Since P(s in U) = pi_s, the
 sum over U is an unbiased (Horvitz-Thompson) estimate of the sum over every other id; as S grows
 every pi_s -> 1 and U -> all ids, so the loss tends to the full-softmax loss (tests/test_heads.py).
-Evaluation uses the full softmax (heads.SampledHead).
+Evaluation uses the full softmax (`SampledHead` below: the full head's output layer, trained this way).
 
 Proposals:
   uniform      Q_s = 1 / N
@@ -21,9 +21,15 @@ Proposals:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 import torch
 import torch.nn as nn
+
+from ..hashing import BloomHash
+from .full import FullHead, target_rows
 
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 
@@ -80,3 +86,36 @@ def sampled_softmax_loss(v: torch.Tensor, w_true: torch.Tensor, b_true: torch.Te
     neg = v @ w_neg.T + b_neg - neg_log_pi.to(v.dtype)  # (M, U) corrected logits
     neg = neg.masked_fill(neg_ids[None, :] == targets[:, None], float("-inf"))  # accidental hits
     return (torch.logsumexp(torch.cat([true[:, None], neg], 1), 1) - true).mean()
+
+
+@dataclass(frozen=True)
+class SampledConfig:
+    name: ClassVar[str] = "sampled"
+    samples: int = 1024  # ids drawn per training step, shared by the batch
+    proposal: str = "log_uniform"  # uniform | unigram | log_uniform
+
+    def __post_init__(self):
+        if self.samples < 1:
+            raise ValueError(f"samples must be >= 1, got {self.samples}")
+        if self.proposal not in PROPOSALS:
+            raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
+
+
+class SampledHead(FullHead):
+    """The full head's output layer trained with sampled softmax. In eval mode the loss, and always
+    the top-k, use the full softmax (FullHead's)."""
+
+    def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: SampledConfig, counts=None):
+        nn.Module.__init__(self)
+        self.cfg = cfg
+        self._init_rows(embedding, hashing)
+        self.proposal = Proposal(cfg.proposal, hashing.n_ids, counts)
+
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.training:
+            return super().loss(hidden, targets, rows)
+        s = self.cfg.samples
+        neg = torch.unique(self.proposal.sample(s))  # (S',) distinct drawn ids
+        v = hidden.mean(1)[target_rows(rows, targets)]  # (M, d)
+        return sampled_softmax_loss(v, self.rows(targets), self.bias[targets], targets,
+                                    self.rows(neg), self.bias[neg], neg, self.proposal.log_inclusion(neg, s))

@@ -1,0 +1,92 @@
+"""The full softmax head: one output embedding row per id (the paper's `baseline`, sec. 3.3).
+
+p = softmax(v W^T + b), v the mean of the element's m output vectors. With identity hashing
+(alpha = 1, m = 1) the rows are the input token embedding rows of the ids (tied, like the paper's
+baseline); otherwise the head owns an N x d output embedding. Top-k is exact: every id is scored
+(ranking.chunked_topk), so the decoding options beam/exact do not apply.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..decode import DecodeConfig
+from ..hashing import BloomHash
+from ..losses import smoothed_nll
+from ..ranking import Ranking, chunked_topk, exact_ranking
+
+
+@dataclass(frozen=True)
+class FullConfig:
+    name: ClassVar[str] = "full"
+    label_smoothing: float = 0.0
+
+    def __post_init__(self):
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+def target_rows(rows: torch.Tensor | None, targets: torch.Tensor) -> torch.Tensor:
+    """The hidden row of each target: `rows`, or one row per target."""
+    return torch.arange(len(targets), device=targets.device) if rows is None else rows
+
+
+class FullHead(nn.Module):
+    """One output embedding row per id, full softmax: p = softmax(v W^T + b), v = mean_j hidden_j."""
+
+    label_smoothing = 0.0
+
+    def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: FullConfig, counts=None):
+        super().__init__()
+        self.cfg = cfg
+        self.label_smoothing = cfg.label_smoothing
+        self._init_rows(embedding, hashing)
+
+    def _init_rows(self, embedding: nn.Embedding, hashing: BloomHash) -> None:
+        """The output layer: tied token rows (identity hashing) or an own (N, d) table, and a bias."""
+        self.n_ids = n = hashing.n_ids
+        self.tied = hashing.alpha == 1 and hashing.m == 1
+        if self.tied:  # the input token embedding rows of the ids are the output embedding
+            self.embedding = embedding  # shared with the encoder (saved once by safetensors)
+            tokens = torch.from_numpy(hashing.tokens(np.arange(n))[:, 0])  # (N,) token of each id
+            self.register_buffer("token_of", tokens, persistent=False)
+            contiguous = bool((tokens == tokens[0] + torch.arange(n)).all())
+            self.first = int(tokens[0]) if contiguous else None  # rows(None) is then a view
+        else:
+            self.weight = nn.Parameter(torch.randn(n, embedding.embedding_dim) * 0.02)  # (N, d)
+        self.bias = nn.Parameter(torch.zeros(n))
+
+    def rows(self, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Output embedding rows of ids (..., d), or of every id (N, d) when ids is None."""
+        if not self.tied:
+            return self.weight if ids is None else self.weight[ids]
+        if ids is None and self.first is not None:
+            return self.embedding.weight[self.first:self.first + self.n_ids]
+        return self.embedding.weight[self.token_of if ids is None else self.token_of[ids]]
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(M, m, d) -> (M, N)."""
+        return hidden.mean(1) @ self.rows().T + self.bias
+
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
+        logp = F.log_softmax(self.logits(hidden), -1)  # (U, N): each element's softmax once
+        rows = target_rows(rows, targets)
+        nll = -logp[rows, targets]  # (M,)
+        if self.label_smoothing:
+            nll = smoothed_nll(nll, logp.mean(-1)[rows], self.label_smoothing)
+        return nll.mean()
+
+    @torch.no_grad()
+    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
+             chunk_elems: int = 1 << 24) -> Ranking:
+        """Exact top-k by the full softmax, chunked over queries; `beam` of the result is N (ids scored)."""
+        v, w, n = hidden.mean(1), self.rows(), self.n_ids
+        vals, ids = chunked_topk(lambda a, b: F.log_softmax(v[a:b] @ w.T + self.bias, -1), len(v), n, k,
+                                 exclude, chunk_elems, like=v)
+        return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))

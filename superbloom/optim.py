@@ -1,0 +1,66 @@
+"""Optimizers behind a name, and the learning-rate schedule (Superbloom sec. 3.2).
+
+    make_optimizer(OptimConfig(name="adamw", lr=3e-3), model.parameters())
+
+    adamw   AdamW (betas 0.9 / 0.98, eps 1e-9) with linear warm-up to `lr` over `warmup` steps, then
+            inverse-square-root decay lr * sqrt(warmup / step) (the paper: Adam, inverse-sqrt decay)
+
+The training loop calls `set_lr(optimizer, cfg, step)` before optimizer step `step` (1-based) and
+clips the gradient norm at `clip` (0: no clipping). A new optimizer is one builder and one entry in
+OPTIMIZERS; it keeps its state as tensors and JSON-able scalars (checkpoint.py saves it with
+safetensors, never pickle).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    name: str = "adamw"  # OPTIMIZERS
+    lr: float = 3e-3  # peak learning rate
+    warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
+    weight_decay: float = 0.0
+    clip: float = 1.0  # gradient norm clip (0: none)
+
+    def __post_init__(self):
+        if self.name not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.name!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0 steps, got {self.warmup}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not (math.isfinite(self.clip) and self.clip >= 0):
+            raise ValueError(f"clip must be a finite number >= 0 (0: no clipping), got {self.clip}")
+
+
+def lr_factor(step: int, warmup: int) -> float:
+    """Linear warm-up to 1, then inverse square root decay (sec. 3.2). step is 1-based."""
+    step, warmup = max(step, 1), max(warmup, 1)
+    return step / warmup if step < warmup else math.sqrt(warmup / step)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, cfg: OptimConfig, step: int) -> float:
+    """Set the learning rate of optimizer step `step` (1-based); returns it."""
+    lr = cfg.lr * lr_factor(step, cfg.warmup)
+    for g in optimizer.param_groups:
+        if "lr" in g:  # a learning-rate-free optimizer has none
+            g["lr"] = lr
+    return lr
+
+
+def _adamw(params, cfg: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay)
+
+
+OPTIMIZERS = {"adamw": _adamw}
+
+
+def make_optimizer(cfg: OptimConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    return OPTIMIZERS[cfg.name](params, cfg)

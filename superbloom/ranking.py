@@ -1,0 +1,165 @@
+"""The ranking toolbox every output head shares: the `Ranking` result, the score functions gamma,
+context exclusion, and the one chunked exhaustive top-k.
+
+Pure functions of tensors, on whatever device the tensors are on. Algorithm 1 (decode.py) and the
+heads (heads/) build their answers from these pieces; nothing here imports a model.
+
+gamma (Superbloom sec. 2.5, appendix C) combines the m per-map log-probabilities of an id into one
+score; any function increasing in every coordinate works: "sum_log" (sum_j log p_j), "min", "max",
+or a callable on a stacked (..., m) tensor. A head with a single distribution over ids applies
+gamma to that one coordinate (the identity for the built-in ones).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+NEG_INF = float("-inf")
+
+ScoreFn = Callable[[torch.Tensor], torch.Tensor]  # (..., m) log-probs -> (...), increasing
+
+# the built-in gammas as binary operations, folded left over the maps
+_FOLDS = {"sum_log": torch.add, "min": torch.minimum, "max": torch.maximum}
+SCORES = tuple(_FOLDS)
+
+
+def check_score(score: str | ScoreFn) -> None:
+    if not callable(score) and score not in _FOLDS:
+        raise ValueError(f"score must be one of {sorted(_FOLDS)} or a callable, got {score!r}")
+
+
+def combine(score: str | ScoreFn, parts: list[torch.Tensor]) -> torch.Tensor:
+    """gamma of per-map log-probs given as m tensors of one shape (...) -> (...).
+
+    Built-in scores fold the m tensors left to right without stacking them (no (..., m) copy of N
+    scores), so the same float operations run in the same order wherever gamma is computed; a user
+    callable gets them stacked on a last axis."""
+    if callable(score):
+        return score(torch.stack(parts, -1))
+    check_score(score)
+    op, acc = _FOLDS[score], parts[0]
+    for p in parts[1:]:
+        acc = op(acc, p)
+    return acc
+
+
+def score_fn(score: str | ScoreFn) -> ScoreFn:
+    """gamma as a function of a stacked (..., m) tensor."""
+    check_score(score)
+    return score if callable(score) else (lambda lp: combine(score, list(lp.unbind(-1))))
+
+
+@dataclass
+class Ranking:
+    ids: torch.Tensor  # (Q, k) int64, best first; -1 where fewer than k ids could be ranked
+    scores: torch.Tensor  # (Q, k) float gamma scores; -inf where ids is -1
+    exact: torch.Tensor  # (Q,) bool: certified to be the exact top-k
+    beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer (superbloom head)
+    # (the heads without hashing report their work instead: ids scored, or tree nodes expanded)
+
+    def select(self, rows: torch.Tensor) -> "Ranking":
+        return Ranking(self.ids[rows], self.scores[rows], self.exact[rows], self.beam[rows])
+
+    def assign(self, rows: torch.Tensor, other: "Ranking") -> None:
+        self.ids[rows], self.scores[rows] = other.ids, other.scores
+        self.exact[rows], self.beam[rows] = other.exact, other.beam
+
+    def cpu(self) -> "Ranking":
+        return Ranking(self.ids.cpu(), self.scores.cpu(), self.exact.cpu(), self.beam.cpu())
+
+    @staticmethod
+    def concat(parts: list["Ranking"]) -> "Ranking":
+        return Ranking(*(torch.cat([getattr(p, f) for p in parts]) for f in ("ids", "scores", "exact", "beam")))
+
+    @staticmethod
+    def empty(k: int) -> "Ranking":
+        z = torch.zeros(0, k, dtype=torch.long)
+        return Ranking(z, z.float(), torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.long))
+
+
+def topk_last(x: torch.Tensor, k: int, block: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, indices) of the k largest entries along the last axis, sorted, like torch.topk.
+
+    For long rows it is two-stage: the maxima of blocks of `block` entries, the k best blocks
+    (which hold the top k: a block outside them has k blocks whose maxima beat its best entry),
+    then a top-k over those k * block entries (used when that is at most a quarter of the row).
+    torch.topk on a CPU row of millions is about 50x slower than the block maxima it needs here."""
+    n = x.shape[-1]
+    k = min(k, n)
+    if n <= 4 * k * block:
+        return x.topk(k, dim=-1)
+    tail = n % block
+    blocks = x[..., :n - tail].unflatten(-1, (-1, block))  # (..., n // block, block)
+    _, best = blocks.amax(-1).topk(k, dim=-1)  # (..., k) best blocks
+    sub = blocks.gather(-2, best[..., None].expand(*best.shape, block)).flatten(-2)  # (..., k * block)
+    if tail:
+        sub = torch.cat([sub, x[..., n - tail:]], -1)
+    vals, pos = sub.topk(k, dim=-1)
+    in_blocks = pos < k * block
+    blk = best.gather(-1, torch.where(in_blocks, pos // block, 0))
+    return vals, torch.where(in_blocks, blk * block + pos % block, n - tail + pos - k * block)
+
+
+def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
+    """(Q, C) ids, (Q, X) ids to exclude (-1 padded) -> (Q, C) bool."""
+    if exclude is None or exclude.shape[1] == 0:
+        return torch.zeros_like(cand, dtype=torch.bool)
+    ex = exclude.sort(dim=1).values
+    pos = torch.searchsorted(ex, cand).clamp(max=ex.shape[1] - 1)
+    return ex.gather(1, pos) == cand
+
+
+def mask_excluded(scores: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
+    """Scores (Q, N) of every id with the excluded ids (Q, X) (-1 padded) set to -inf, in place."""
+    if exclude is not None and exclude.shape[1]:
+        rows, cols = (exclude >= 0).nonzero(as_tuple=True)
+        scores[rows, exclude[rows, cols]] = NEG_INF
+    return scores
+
+
+def pad_to_k(vals: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top lists (Q, <=k) padded to k columns with -inf / -1."""
+    if vals.shape[1] < k:
+        extra = k - vals.shape[1]
+        vals = torch.cat([vals, vals.new_full((len(vals), extra), NEG_INF)], 1)
+        ids = torch.cat([ids, ids.new_full((len(ids), extra), -1)], 1)
+    return vals, ids
+
+
+def chunked_topk(scores_of: Callable[[int, int], torch.Tensor], q: int, n: int, k: int,
+                 exclude: torch.Tensor | None = None, chunk_elems: int = 1 << 20,
+                 like: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exhaustive top-k: score every one of n ids for q queries, about chunk_elems scores at a
+    time (small blocks stay in cache, since scoring is memory-bound, and memory stays bounded).
+
+    scores_of(a, b) -> (b - a, n) scores of queries a..b-1; exclude (q, X) ids (-1 padded) never
+    returned. -> (vals, ids), each (q, min(k, n)), best first, ids -1 where the score is -inf.
+    `like` gives the dtype and device of an empty answer (q = 0)."""
+    width = min(k, n)
+    step = max(1, chunk_elems // max(1, n))
+    vals, ids = [], []
+    for a in range(0, q, step):
+        b = min(q, a + step)
+        s = mask_excluded(scores_of(a, b), exclude[a:b] if exclude is not None else None)
+        v, i = topk_last(s, width)
+        vals.append(v)
+        ids.append(i.masked_fill(v == NEG_INF, -1))
+    if not vals:
+        like = like if like is not None else torch.zeros(0)
+        return like.new_zeros(0, width), torch.zeros(0, width, dtype=torch.long, device=like.device)
+    return torch.cat(vals), torch.cat(ids)
+
+
+def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: torch.Tensor) -> Ranking:
+    """The Ranking of an exact top list (Q, <=k) of log-probs from a head with a single distribution
+    over ids (full, sampled, hierarchical): padded to k, flagged exact, scores mapped by gamma of
+    that one coordinate (the identity for every built-in gamma), `work` (Q,) reported as `beam`."""
+    ids = ids.masked_fill(vals == NEG_INF, -1)
+    vals, ids = pad_to_k(vals, ids, k)
+    check_score(score)
+    if callable(score):
+        vals = torch.where(ids >= 0, combine(score, [vals]), vals)
+    q = len(ids)
+    return Ranking(ids, vals, torch.ones(q, dtype=torch.bool, device=ids.device), work.to(ids.device).long())

@@ -1,0 +1,20 @@
+"""Set embeddings and set classifiers (issue 13; the blog's "Learning Local Neighborhoods With NCA",
+"Simple Unsupervised Learning of Contextualized Bag-of-Word Representations", "Simple First: When
+10K Parameters is All You Need"): one L2-normalised vector per set, kNN retrieval and kNN / softmax
+classification with confidence rejection.
+
+This subpackage imports the core (the encoder, datasets, losses); the core never imports it.
+
+    pool.py    AttentionPool: a learned query token attends over the encoder's hidden states
+    knn.py     exact chunked top-k by cosine, kNN votes, rejection, coverage curve, scores
+    labels.py  a two-column labels file (set key, label) aligned to a prepared dataset's sets
+
+The losses (alignment, uniformity, NCA with a memory bank, label smoothing) are in
+superbloom/losses.py.
+"""
+from .knn import classify, coverage_curve, knn_votes, label_agreement, multilabel_scores, topk_cosine
+from .labels import LabelTable, load_labels, read_label_pairs
+from .pool import AttentionPool
+
+__all__ = ["AttentionPool", "LabelTable", "classify", "coverage_curve", "knn_votes", "label_agreement",
+           "load_labels", "multilabel_scores", "read_label_pairs", "topk_cosine"]

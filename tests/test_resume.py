@@ -1,0 +1,155 @@
+"""No trained model is ever lost, and resume means resume (issue 10, items 1-3):
+
+- a model directory is never written over without --overwrite or --resume, and with --overwrite the
+  old model survives until the new run has a complete checkpoint (a run that fails first leaves it);
+- checkpoint pointers only ever name complete checkpoints; a stale pointer falls back to the newest
+  complete checkpoint; a resume that finds files it does not understand stops instead of starting over;
+- training processes killed at random moments (checkpointing every step, so most kills land inside
+  checkpoint writes) always leave a loadable directory, and resume continues from the newest one;
+- --resume refuses architecture changes and records the settings it does change.
+"""
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import superbloom as sb
+from superbloom.checkpoint import complete_checkpoints, latest_checkpoint
+from superbloom.cli import main
+from superbloom.files import load_json
+
+TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "16", "--eval-every", "0",
+        "--val-fraction", "0.01", "--quiet", "--threads", "1"]
+
+
+def digest(model_dir: Path) -> dict:
+    """Every file of a directory -> sha256 (to check that nothing changed)."""
+    return {str(p.relative_to(model_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(model_dir.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture()
+def model(wiki_data, tmp_path):
+    out = tmp_path / "m"
+    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "3", *TINY]) == 0
+    return out
+
+
+def pointed_step(model_dir: Path) -> int:
+    """The step LATEST names, read without touching anything (0 when there is none yet)."""
+    try:
+        return int((model_dir / "LATEST").read_text().strip().split("-")[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def train(data, out, *extra):
+    return main(["train", str(data.path), "--out", str(out), *TINY, *extra])
+
+
+def test_existing_model_is_not_overwritten_without_a_flag(wiki_data, model, capsys):
+    before = digest(model)
+    assert train(wiki_data, model, "--steps", "2") == 2
+    assert "already holds a model; pass --resume to continue it or --overwrite" in capsys.readouterr().err
+    assert digest(model) == before
+
+
+def test_bad_flags_are_refused_before_the_disk_is_touched(wiki_data, model, capsys):
+    before = digest(model)
+    for bad in (["--lr", "nan"], ["--steps", "-5"], ["--batch-size", "0"], ["--alpha", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            train(wiki_data, model, "--overwrite", *bad)
+        assert e.value.code == 2
+    assert "argument --lr: expected a finite number, got 'nan'" in capsys.readouterr().err
+    assert train(wiki_data, model, "--overwrite", "--batch-size", "100000", "--steps", "2") == 2
+    assert digest(model) == before
+
+
+def test_overwrite_keeps_the_old_model_until_the_new_run_has_a_checkpoint(wiki_data, model, capsys):
+    before = digest(model)
+    # a learning rate this large makes the loss infinite at the first step, before any checkpoint
+    assert train(wiki_data, model, "--overwrite", "--steps", "3", "--lr", "1e30", "--clip", "0") == 2
+    assert "loss became" in capsys.readouterr().err
+    assert digest(model) == before and not (model.parent / "m.new").exists()
+    assert sb.load(model).predict(["Jazz"], k=3).items
+    # a run that succeeds replaces it, with no staging directory left behind
+    assert train(wiki_data, model, "--overwrite", "--steps", "4", "--seed", "1") == 0
+    assert load_json(latest_checkpoint(model) / "state.json")["step"] == 4
+    assert not (model.parent / "m.new").exists() and not (model.parent / "m.old").exists()
+    assert load_json(model / "config.json")["train"]["loop"]["seed"] == 1
+
+
+def test_stale_pointer_falls_back_to_the_newest_complete_checkpoint(model):
+    ckpt = latest_checkpoint(model)
+    assert ckpt.name == "step-000000003"
+    # the kill of the old code: the pointed-to directory deleted, a complete copy left as .tmp
+    ckpt.rename(ckpt.with_name(ckpt.name + ".tmp"))
+    found = latest_checkpoint(model)
+    assert found is not None and found.name == "step-000000003" and (found / "state.json").exists()
+    # a pointer naming nothing at all: the newest complete checkpoint still loads
+    (model / "LATEST").write_text("checkpoints/step-000000099\n")
+    assert latest_checkpoint(model).name == "step-000000003"
+    assert sb.load(model).predict(["Jazz"], k=3).items
+
+
+def test_resume_that_finds_files_it_does_not_understand_stops(wiki_data, model, capsys):
+    shutil.rmtree(model / "checkpoints")
+    before = digest(model)
+    assert train(wiki_data, model, "--steps", "5", "--resume") == 2
+    assert "holds model files but no complete checkpoint" in capsys.readouterr().err
+    assert digest(model) == before
+
+
+def test_resume_refuses_architecture_changes_and_records_the_others(wiki_data, model, capsys):
+    before = digest(model)
+    assert train(wiki_data, model, "--steps", "5", "--resume", "--alpha", "8", "--layers", "2") == 2
+    err = capsys.readouterr().err
+    assert "--resume cannot change the model or its data" in err and "hash.alpha 4 -> 8" in err
+    assert "model.layers 1 -> 2" in err and digest(model) == before
+    assert train(wiki_data, model, "--steps", "5", "--resume", "--lr", "0.001") == 0
+    out = capsys.readouterr().out
+    assert "resuming from step-000000003" in out and "optim.lr 0.003 -> 0.001" in out
+    cfg = load_json(model / "config.json")
+    assert cfg["train"]["optim"]["lr"] == 0.001 and cfg["hash"]["alpha"] == 4
+    assert cfg["resumes"][0]["from"] == "step-000000003"
+    assert any("optim.lr" in c for c in cfg["resumes"][0]["changed"])
+    assert load_json(latest_checkpoint(model) / "state.json")["step"] == 5
+
+
+def test_killed_at_random_moments_the_directory_always_loads_and_resume_continues(wiki_data, tmp_path):
+    """SIGKILL a training process (checkpointing after every step) at random moments, six times."""
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "superbloom", "train", str(wiki_data.path), "--out", str(out), "--steps", "100000",
+           "--checkpoint-every", "0", "--resume", *TINY]
+    rnd = random.Random(0)
+    resumed_from = []
+    for attempt in range(6):
+        newest = complete_checkpoints(out, tmp=True)
+        expect = max((load_json(p / "state.json")["step"] for p in newest), default=None)
+        log = tmp_path / f"log{attempt}.txt"
+        with open(log, "w") as f:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            deadline = time.time() + 180
+            while pointed_step(out) <= (expect or 0):  # wait until it has trained and checkpointed anew
+                assert proc.poll() is None, log.read_text()
+                assert time.time() < deadline, log.read_text()
+                time.sleep(0.05)
+            time.sleep(rnd.uniform(0.0, 1.0))  # it is training and writing a checkpoint after every step
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        text = log.read_text()
+        if expect is not None:
+            assert f"(step {expect}," in text, (expect, text)
+            resumed_from.append(expect)
+        ckpt = latest_checkpoint(out)
+        if ckpt is not None:  # whatever moment the kill hit, the directory loads
+            assert len(sb.load(out).predict(["Jazz"], k=3).items) == 3
+    assert len(resumed_from) == 5 and resumed_from == sorted(resumed_from)
