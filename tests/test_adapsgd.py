@@ -239,3 +239,26 @@ def test_trains_the_library_set_model_through_the_loop_contract(wiki_data):
     last = train(None, lambda: model(batch), opt, 11)
     assert np.isfinite(last) and last < first
     assert all(len(opt.state[p]) == 4 for p in model.parameters())
+
+
+def test_the_training_loops_train_step_drives_it(wiki_data):
+    # superbloom.train.train_step: forward_context, backward(create_graph), its own clip, opt.step()
+    import numpy as np
+
+    import superbloom as sb
+    from superbloom.batches import MaskConfig, training_batch
+    from superbloom.hashing import BloomHash
+    from superbloom.model import build_model
+    from superbloom.optim import OptimConfig
+    from superbloom.train import train_step
+
+    torch.manual_seed(0)
+    hashing = BloomHash.build(wiki_data.n_ids, sb.HashConfig(alpha=8, m=2))
+    model = build_model(sb.ModelConfig(d=32, heads=2, d_ff=64, layers=1, dropout=0.0),
+                        sb.SuperbloomConfig(), hashing).train()
+    rng = np.random.default_rng(0)
+    batch = training_batch(wiki_data.train, rng.choice(len(wiki_data.train.lengths), 16), hashing, MaskConfig(), rng)
+    opt = AdapSGD(model.parameters(), weight_decay=0.0)
+    losses = [train_step(model, model, opt, batch, OptimConfig(), step)[0] for step in range(1, 12)]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert opt.param_groups[0]["step"] == 11 and "lr" not in opt.param_groups[0]
