@@ -135,6 +135,8 @@ def _add_train(sub):
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
+    g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
+                   help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
     g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
     g.add_argument("--head", choices=sorted(HEADS), default=SuperbloomConfig.name,
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
@@ -161,7 +163,8 @@ def _add_train(sub):
                         "(default %(default)s)")
     o = lambda name: _default(OptimConfig, name)  # noqa: E731
     g = p.add_argument_group("optimisation")
-    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"), help="(default %(default)s)")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"),
+                   help="adamw, or adapsgd (no learning rate: --lr and --warmup are not used) (default %(default)s)")
     g.add_argument("--lr", type=POSITIVE, default=o("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=o("warmup"), help="warm-up steps (default %(default)s)")
     g.add_argument("--weight-decay", type=NONNEG, default=o("weight_decay"), help="weight decay (default %(default)s)")
@@ -392,7 +395,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           layers=pick("layers", b.model.layers), dropout=pick("dropout", b.model.dropout),
                           attn_dropout=pick("attn_dropout", b.model.attn_dropout),
                           positions=pick("positions", b.model.positions),
-                          norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding),
+                          norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
+                          attention=pick("attention", b.model.attention)),
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
                         p_mask=b.mask.p_mask, p_random=b.mask.p_random,

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from .embeddings import INPUTS, build_embedding
 from .hashing import BloomHash
 from .heads import HeadConfig, build_head
+from .kernel_attention import ATTENTIONS
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class ModelConfig:
     positions: int = 0  # > 0: learned position embeddings for up to this many elements
     norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
     embedding: str = "hashed"  # input embedding (embeddings.py)
+    attention: str = "softmax"  # softmax | kernel (kernel_attention.py: linear in the set size)
 
     def __post_init__(self):
         for name in ("d", "heads", "d_ff", "layers"):
@@ -47,6 +49,8 @@ class ModelConfig:
             raise ValueError(f"dropout and attn_dropout must be in [0, 1), got {self.dropout}, {self.attn_dropout}")
         if self.positions < 0:
             raise ValueError(f"positions must be >= 0, got {self.positions}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {sorted(ATTENTIONS)}, got {self.attention!r}")
         if self.embedding not in INPUTS:
             raise ValueError(f"embedding must be one of {sorted(INPUTS)}, got {self.embedding!r}")
 
@@ -57,17 +61,23 @@ class ModelConfig:
 
 
 class Attention(nn.Module):
-    def __init__(self, d: int, heads: int, dropout: float):
+    """Multi-head attention over a padded set: softmax (PyTorch's fused kernel), or the blog's
+    kernelized attention (kernel_attention.py; padding masked exactly the same way)."""
+
+    def __init__(self, d: int, heads: int, dropout: float, kind: str = "softmax"):
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads, self.dropout, self.kind = heads, dropout, kind
         self.qkv = nn.Linear(d, 3 * d)
         self.out = nn.Linear(d, d)
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)  # (B, h, T, dh)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep,  # keep: (B, 1, 1, T), False -> -inf
-                                           dropout_p=self.dropout if self.training else 0.0)
+        if self.kind == "softmax":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep,  # keep: (B, 1, 1, T), False -> -inf
+                                               dropout_p=self.dropout if self.training else 0.0)
+        else:
+            y = ATTENTIONS[self.kind](q, k, v, keep)  # (B, h, T, dh)
         return self.out(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -75,7 +85,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm_first = cfg.norm_first
-        self.attn = Attention(cfg.d, cfg.heads, cfg.attn_dropout)
+        self.attn = Attention(cfg.d, cfg.heads, cfg.attn_dropout, cfg.attention)
         self.ff = nn.Sequential(nn.Linear(cfg.d, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d))
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d), nn.LayerNorm(cfg.d)
         self.drop = nn.Dropout(cfg.dropout)

@@ -4,6 +4,8 @@
 
     adamw   AdamW (betas 0.9 / 0.98, eps 1e-9) with linear warm-up to `lr` over `warmup` steps, then
             inverse-square-root decay lr * sqrt(warmup / step) (the paper: Adam, inverse-sqrt decay)
+    adapsgd AdapSGD (adapsgd.py, the blog's): no learning rate; per-element rates from gradient
+            statistics and a Hutchinson Hessian estimate every 5 steps
 
 The training loop calls `set_lr(optimizer, cfg, step)` before optimizer step `step` (1-based) and
 clips the gradient norm at `clip` (0: no clipping). A new optimizer is one builder and one entry in
@@ -59,7 +61,15 @@ def _adamw(params, cfg: OptimConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay)
 
 
-OPTIMIZERS = {"adamw": _adamw}
+def _adapsgd(params, cfg: OptimConfig) -> torch.optim.Optimizer:
+    """No learning rate (lr and warmup are not used); weight decay as given (0 by default: the blog's
+    0.1 stalls the id model, benchmarks/results/adapsgd.md), gradients clipped at `clip`."""
+    from .adapsgd import AdapSGD
+
+    return AdapSGD(params, weight_decay=cfg.weight_decay, max_grad_norm=cfg.clip or None)
+
+
+OPTIMIZERS = {"adamw": _adamw, "adapsgd": _adapsgd}
 
 
 def make_optimizer(cfg: OptimConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:

@@ -262,3 +262,19 @@ def test_the_training_loops_train_step_drives_it(wiki_data):
     losses = [train_step(model, model, opt, batch, OptimConfig(), step)[0] for step in range(1, 12)]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     assert opt.param_groups[0]["step"] == 11 and "lr" not in opt.param_groups[0]
+
+
+def test_cli_trains_with_adapsgd_and_kernel_attention(wiki_data, tmp_path, capsys):
+    """The optimizer factory and the attention option through `superbloom train`, end to end:
+    6 steps (a Hessian step at 0 and 5), checkpoints, and a model that loads and predicts."""
+    import superbloom as sb
+    from superbloom.cli import main
+    from superbloom.files import load_json
+
+    out = tmp_path / "m"
+    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "6", "--optimizer", "adapsgd",
+                 "--attention", "kernel", "--d", "16", "--heads", "4", "--d-ff", "32", "--layers", "1",
+                 "--batch-size", "16", "--eval-every", "0", "--val-fraction", "0.01", "--quiet", "--threads", "1"]) == 0
+    cfg = load_json(out / "config.json")
+    assert cfg["model"]["attention"] == "kernel" and cfg["train"]["optim"]["name"] == "adapsgd"
+    assert len(sb.load(out).predict(["Jazz"], k=5).items) == 5
