@@ -314,7 +314,7 @@ def _add_synth(sub):
     p.add_argument("--mean-set-size", type=_number(float, 2.0), default=d("mean_set_size"),
                    help="mean ids per set, >= 2 and at most --ids / 4 (default %(default)s)")
     p.add_argument("--zipf", type=NONNEG, default=d("zipf"),
-                   help="popularity exponent: id r has weight (r + 1)^-zipf; 0: uniform (default %(default)s)")
+                   help="popularity exponent: id r has weight (r + topics)^-zipf; 0: uniform (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="generator seed (default %(default)s)")
     p.add_argument("--format", choices=SYNTH_FORMATS, default=d("format"),
                    help="parquet: columns set (int64), id (int32), read by `prepare --format parquet`; "

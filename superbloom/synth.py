@@ -12,8 +12,10 @@ edge list (`#` comments, skipped by the reader) record the generator, its argume
 
 The generative model
 --------------------
-- Ids are `0 .. ids-1`; id `r` has popularity weight `(r + 1) ** -zipf` (Zipf over the whole
-  vocabulary: id 0 is the most popular; zipf = 0 is uniform).
+- Ids are `0 .. ids-1`; id `r` has popularity weight `(r + topics) ** -zipf` (Zipf over the whole
+  vocabulary, id 0 the most popular; zipf = 0 is uniform). The offset `topics` (Zipf-Mandelbrot)
+  keeps the head from swamping its topic: with plain `(r + 1) ** -1.1` id 0 alone would carry 12% of
+  all draws and, at 1000 topics, 99% of its own topic's, while an id can be in at most every set once.
 - Each id belongs to exactly one of `topics` latent topics: a seeded permutation of the ids dealt
   round-robin, so topics have `ids // topics` or one more ids and each holds ranks from the whole
   popularity range. A topic's mass is the sum of its ids' weights.
@@ -23,7 +25,8 @@ The generative model
   topics uniformly and then an id of that topic in proportion to the ids' weights (inverse CDF on
   the ids' cumulative weights laid out topic after topic: a guide table narrows each search to a
   few candidates, then a vectorised binary search; it equals `np.searchsorted` exactly).
-  Marginally an id is therefore drawn with probability weight / total: Zipf, as stated.
+  Marginally a draw is id r with probability weight / total: Zipf for ranks >> topics, as stated
+  (an id's count saturates at its topic's sets where weight / total * links nears them).
 - Ids within a set are distinct (`prepare` would drop repeats): a repeated draw is redrawn from
   the same topic (16 rounds), then from the whole vocabulary by popularity (16 rounds), then
   uniformly until none is left (a set never has more than half of the ids, so this ends).
@@ -36,7 +39,7 @@ those that were).
 
 Streaming: sets are made in chunks of about 2M links (every draw vectorised with NumPy; no
 Python loop per set, link or id), each chunk one Parquet row group or one block of text, so peak
-memory is the per-id tables (about 20 bytes per id) plus one chunk, whatever `links` is. Chunk
+memory is the per-id tables (about 25 bytes per id) plus one chunk, whatever `links` is. Chunk
 `c` draws from its own generator seeded with (seed, c): the output is a deterministic function of
 the arguments, byte for byte.
 """
@@ -69,7 +72,7 @@ class SynthConfig:
     topics: int = 1000  # latent topics; each id belongs to one
     topics_per_set: int = 3  # a set draws 1..this many topics
     mean_set_size: float = 87.0  # ~ 462M / 5.3M, the paper's links per entity
-    zipf: float = 1.1  # popularity exponent over the vocabulary
+    zipf: float = 1.1  # popularity exponent over the vocabulary: weight (rank + topics) ** -zipf
     seed: int = 0
     format: str = "parquet"  # parquet (columns set: int64, id: int32) | edges (set<TAB>id lines)
 

@@ -112,7 +112,7 @@ def test_topics_are_recoverable(tmp_path):
     off = ~same
     np.fill_diagonal(off, False)
     within, across = co[same].mean(), co[off].mean()
-    assert within > 10 * across, (within, across)  # measured ~26x at these sizes
+    assert within > 10 * across, (within, across)  # measured 28.7x (seed 0), 27.3x (seed 1)
 
 
 def test_popularity_is_zipf(tmp_path):
@@ -121,7 +121,8 @@ def test_popularity_is_zipf(tmp_path):
     ranks = np.arange(cfg.ids) + cfg.topics  # the generator's Zipf-Mandelbrot offset
     mid = slice(100, 1900)  # above saturation, below the rarest
     slope = np.polyfit(np.log(ranks[mid]), np.log(counts[mid] + 1), 1)[0]
-    assert -1.4 < slope < -0.8, slope  # zipf 1.1
+    # zipf 1.1; measured -0.89: distinct ids per set move some draws of a topic's head to its next ids
+    assert -1.3 < slope < -0.75, slope
 
 
 def test_guide_search_equals_searchsorted():
