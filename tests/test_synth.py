@@ -96,7 +96,12 @@ def test_cli_checks_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["synth", "--mean-set-size", "1.5", "--out", out])
     assert e.value.code == 2 and "--mean-set-size" in capsys.readouterr().err
-    assert not (tmp_path / "x.parquet").exists()
+    assert main(["synth", "--ids", "100", "--topics", "5", "--mean-set-size", "5", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["synth", "--ids", "7", "--out", out])
+    assert "argument --ids" in capsys.readouterr().err
+    assert not (tmp_path / "x.parquet").exists() and list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_topics_are_recoverable(tmp_path):
