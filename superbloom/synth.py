@@ -225,8 +225,9 @@ def make_chunk(cfg: SynthConfig, t: Tables, chunk: int, remaining: int) -> tuple
         among, _ = _first_seen(new)
         bad = np.zeros(len(new), bool)
         bad[among] = True
+        o = np.argsort(new)  # sorted queries: searchsorted then walks the kept keys in order (cache-friendly)
         for sorted_keys in kept:  # the first draws, then those accepted in each round (a few dozen at most)
-            bad |= sorted_keys[np.minimum(np.searchsorted(sorted_keys, new), len(sorted_keys) - 1)] == new
+            bad[o] |= sorted_keys[np.minimum(np.searchsorted(sorted_keys, new[o]), len(sorted_keys) - 1)] == new[o]
         if not bad.all():
             kept.append(np.sort(new[~bad]))
         idx = idx[bad]
