@@ -61,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--links", default="20e6,100e6", help="comma-separated link counts, one child each")
     ap.add_argument("--ids", type=float, default=5.3e6)
+    ap.add_argument("--note", default="", help="a sentence written into the results (e.g. how the run was scheduled)")
     ap.add_argument("--workdir", default="/tmp/superbloom-bench")
     ap.add_argument("--results", default=str(Path(__file__).parents[1] / "results" / "scale"))
     args = ap.parse_args()
@@ -70,7 +71,7 @@ def main() -> None:
     for links in (int(float(x)) for x in args.links.split(",")):
         rows.append(run(work, int(args.ids), links))
         print(json.dumps(rows[-1]), flush=True)
-    result = {"benchmark": "synth", "synthetic": True, "rows": rows, "machine": machine_info(),
+    result = {"benchmark": "synth", "synthetic": True, "rows": rows, "note": args.note, "machine": machine_info(),
               "settings": "topics 1000, topics per set 1..3, mean set size 87, zipf 1.1, seed 0 (SynthConfig defaults)"}
     md = ["# synth benchmark (SYNTHETIC data generator)", "",
           "`superbloom synth` writing Parquet, each run in its own process; peak RSS is the child's own "
@@ -82,7 +83,7 @@ def main() -> None:
         md.append(f"| {r['ids']:,} | {r['links']:,} | {r['sets']:,} | {r['ids_drawn']:,} | {r['generate_seconds']:.0f} | "
                   f"{r['links_per_second']:,} | {r['import_peak_rss_mb']:,} / {r['tables_peak_rss_mb']:,} / {r['peak_rss_mb']:,} MB | "
                   f"{r['parquet_bytes'] / 1e6:,.0f} MB | {r['load_before'][0]} / {r['load_after'][0]} |")
-    md.append("")
+    md += ["", args.note, ""] if args.note else [""]
     write_results(Path(args.results), "synth", result, md)
     print("\n".join(md))
 
