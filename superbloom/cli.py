@@ -7,6 +7,7 @@
     superbloom predict MODEL_DIR Copenhagen [--k 10]
     superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
+    superbloom synth --ids 5300000 --links 462000000 --out links.parquet   # SYNTHETIC links, planted topics
 
 Every numeric flag is checked when the command line is parsed (exit 2 with a one-line message
 naming the flag and its allowed range); defaults are read from the config dataclasses, never
@@ -38,6 +39,7 @@ from .optim import OPTIMIZERS, OptimConfig
 from .prepare import PrepareConfig
 from .ranking import SCORES
 from .readers import FORMATS, InputError, ReadConfig
+from .synth import SYNTH_FORMATS, SynthConfig
 from .train import LoopConfig, TrainConfig
 
 
@@ -302,6 +304,34 @@ def _add_serve(sub):
     p.set_defaults(func=cmd_serve)
 
 
+def _add_synth(sub):
+    d = lambda name: _default(SynthConfig, name)  # noqa: E731
+    p = sub.add_parser("synth", help="write a SYNTHETIC links file with planted topics (any size, bounded memory)",
+                       description="Write synthetic links: ids with Zipf popularity grouped into latent topics, "
+                                   "each set drawn from a few topics, so that a model can learn something. "
+                                   "Seeded (the same arguments give the same bytes) and streamed in chunks; the "
+                                   "file records that it is synthetic and how it was made. The generative model "
+                                   "is described in superbloom/synth.py.")
+    p.add_argument("--out", required=True, help="output file (edges: .gz/.bz2/.zst compress by extension)")
+    p.add_argument("--ids", type=_number(int, 8), default=d("ids"), help="vocabulary size (default %(default)s)")
+    p.add_argument("--links", type=POS_INT, default=d("links"), help="links (rows) written, exactly (default %(default)s)")
+    p.add_argument("--topics", type=POS_INT, default=d("topics"),
+                   help="latent topics, at most --ids; each id belongs to one (default %(default)s)")
+    p.add_argument("--topics-per-set", type=POS_INT, default=d("topics_per_set"),
+                   help="a set mixes 1..this many topics, at most --topics (default %(default)s)")
+    p.add_argument("--mean-set-size", type=_number(float, 2.0), default=d("mean_set_size"),
+                   help="mean ids per set, >= 2 and at most --ids / 4 (default %(default)s)")
+    p.add_argument("--zipf", type=NONNEG, default=d("zipf"),
+                   help="popularity exponent: id r has weight (r + topics)^-zipf; 0: uniform (default %(default)s)")
+    p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="generator seed (default %(default)s)")
+    p.add_argument("--format", choices=SYNTH_FORMATS, default=d("format"),
+                   help="parquet: columns set (int64), id (int32), read by `prepare --format parquet`; "
+                        "edges: set<TAB>id lines after '#' comment lines (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_synth)
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="the main job: prepare, train, evaluate and predict on the embedded "
                                     "Wikispeedia links", description=cmd_demo.__doc__)
@@ -340,7 +370,8 @@ def main(argv=None) -> int:
                     "Transformers for set completion over huge id vocabularies.")
     parser.add_argument("--version", action="version", version=f"superbloom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve):
+    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve,
+                _add_synth):
         add(sub)
     args = parser.parse_args(argv)
     words = sys.argv[1:] if argv is None else list(argv)
@@ -497,6 +528,16 @@ def cmd_serve(args):
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device)
+
+
+def cmd_synth(args):
+    from .synth import format_summary, synth
+
+    cfg = SynthConfig(out=args.out, ids=args.ids, links=args.links, topics=args.topics,
+                      topics_per_set=args.topics_per_set, mean_set_size=args.mean_set_size, zipf=args.zipf,
+                      seed=args.seed, format=args.format)
+    summary = synth(cfg, progress=not (args.quiet or args.json))
+    print(json.dumps(summary, indent=2) if args.json else f"wrote {args.out}\n{format_summary(summary)}")
 
 
 # the paper's appendix E contexts (those whose ids are Wikispeedia link targets), and two more
