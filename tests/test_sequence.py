@@ -217,3 +217,18 @@ def test_s3rec_beauty_split_sizes(tmp_path):
     assert strings(data, data.train[0]) == first[1:-2]
     assert strings(data, data.targets("valid")[:1]) == [first[-2] if first[-2] in data.vocab.index else None]
     assert data.history("test").lengths.sum() == 198_502 - 22_363
+
+
+def test_model_ranking_with_another_exclusion(tiny_model, wiki_data):
+    from superbloom.evaluate import rank_excluding
+    from superbloom.protocols import make_examples
+
+    model = sb.load(tiny_model, threads=1)
+    ex = make_examples(wiki_data.test, 8, 1, seed=0, max_sets=40)
+    same = rank_excluding(model, ex.contexts, ex.contexts, 10)
+    assert (same.ids == model.rank(ex.contexts, 10).ids).all()  # the context as exclusion: predictor.rank
+    other = np.random.default_rng(0).integers(0, wiki_data.n_ids, (len(ex.contexts), 30))
+    got = rank_excluding(model, ex.contexts, other, 10).ids.numpy()
+    assert not (got[:, :, None] == other[:, None, :]).any()  # never an excluded id
+    free = rank_excluding(model, ex.contexts, None, 10).ids.numpy()
+    assert (free >= 0).all()  # nothing excluded: a full top-10 (context ids may appear)
