@@ -32,7 +32,7 @@ from .baselines import EASE_MAX_IDS, _topk_excluding, fit_baseline
 from .batches import query_batch
 from .dataset import Dataset
 from .decode import DecodeConfig
-from .metrics import sequence_summary, summarize, target_ranks
+from .metrics import hits_at, mean_ci, sequence_summary, summarize, target_ranks
 from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (re-exported: train.py)
 from .ranking import Ranking
 
@@ -154,6 +154,12 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     return result
 
 
+def _with_ci(ranks: np.ndarray, k: int = 10) -> dict:
+    """sequence_summary + a 95% bootstrap interval of HR@k (users resampled)."""
+    _, lo, hi = mean_ci(hits_at(ranks, k))
+    return sequence_summary(ranks) | {f"hr@{k}_lo": lo, f"hr@{k}_hi": hi}
+
+
 def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool = True,
                        return_ranks: bool = False) -> dict:
     """The leave-one-out protocol (module docstring): full ranking, model and baselines on the same examples."""
@@ -168,7 +174,7 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
                              cfg.decode, cfg.batch_size, progress)
     seconds = time.time() - t0
     ranks = target_ranks(ranking.ids.numpy(), ex.targets)
-    result = sequence_summary(ranks)
+    result = _with_ci(ranks)
     result.update({
         "examples": int(len(ex.targets)),
         "targets_unseen": int((ex.targets < 0).sum()),
@@ -192,7 +198,7 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
         base = fit_baseline(name, data.train, data.n_ids)
         top = rank_baseline(base, ex.contexts, exclude, cfg.depth, cfg.cooc_last if name == "cooccurrence" else 0)
         branks = target_ranks(top, ex.targets)
-        result["baselines"][name] = sequence_summary(branks) | {"seconds": round(time.time() - t0, 2)}
+        result["baselines"][name] = _with_ci(branks) | {"seconds": round(time.time() - t0, 2)}
         per_method[name] = branks
     if return_ranks:
         result["_ranks"] = per_method
@@ -234,6 +240,8 @@ def _format_sequence_report(result: dict) -> str:
     p = result["protocol"]
     excl = ("the user's whole history EXCLUDED from every ranking" if p["exclude_history"]
             else "nothing excluded from the ranking (the user's history may be ranked)")
+    lines.append("hr@10 95% bootstrap intervals (users resampled): " + "; ".join(
+        f"{name} [{r['hr@10_lo']:.4f}, {r['hr@10_hi']:.4f}]" for name, r in rows if "skipped" not in r))
     lines.append(f"leave-one-out, {p['split']} targets: {result['examples']:,} users, full ranking over all ids, "
                  f"context = the {p['n']} most recent history ids in order; {excl}.")
     lines.append(f"{result['targets_unseen']} targets unseen in training count as misses; "

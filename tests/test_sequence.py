@@ -190,6 +190,7 @@ def test_cli_leave_one_out_end_to_end(tmp_path, capsys):
     assert r["protocol"]["n"] == 31 and r["protocol"]["model_positions"] == 32
     for method in (r, r["baselines"]["popularity"], r["baselines"]["cooccurrence"]):
         assert set(method) >= {"hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr"}
+        assert method["hr@10_lo"] <= method["hr@10"] <= method["hr@10_hi"]
         assert 0.0 <= method["hr@1"] <= method["hr@5"] <= method["hr@10"] <= method["hr@20"] <= 1.0
     assert main(["eval", model, data, "--split", "test", "--no-exclude-history", "--baselines", "popularity",
                  "--threads", "1"]) == 0  # --protocol auto: the dataset's split
