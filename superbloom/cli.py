@@ -4,6 +4,8 @@
     superbloom prepare INPUT --format edges --out DATA_DIR
     superbloom train DATA_DIR --out MODEL_DIR --time-budget 600 [--device auto|cpu|cuda]
     superbloom eval MODEL_DIR DATA_DIR [--json]
+    superbloom prepare Beauty.txt --format lines --split leave-one-out --out DATA_DIR   # sequences
+    superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --split valid|test [--no-exclude-history]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
     superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
@@ -27,7 +29,7 @@ from . import __version__
 from .batches import MaskConfig
 from .decode import DecodeConfig
 from .device import DEVICE_CHOICES
-from .evaluate import EvalConfig
+from .evaluate import PROTOCOLS, EvalConfig
 from .expand import STRATEGIES, ExpandConfig
 from .hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from .heads import HEADS, PROPOSALS, TREES, head_config, head_settings
@@ -36,7 +38,7 @@ from .heads.sampled import SampledConfig
 from .heads.superbloom import SuperbloomConfig
 from .model import ModelConfig
 from .optim import OPTIMIZERS, OptimConfig
-from .prepare import PrepareConfig
+from .prepare import SPLITS, PrepareConfig
 from .ranking import SCORES
 from .readers import FORMATS, InputError, ReadConfig
 from .synth import SYNTH_FORMATS, SynthConfig
@@ -96,6 +98,10 @@ def _add_prepare(sub):
     p.add_argument("--test-fraction", type=FRACTION, default=d("test_fraction"),
                    help="fraction of sets held out (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="split seed (default %(default)s)")
+    p.add_argument("--split", choices=SPLITS, default=d("split"),
+                   help="sets: hold out whole sets (--test-fraction); leave-one-out: each set is a sequence in "
+                        "the order read, repeats kept, its last id the test target, the one before the "
+                        "validation target (sequences of < 3 ids: training only, counted) (default %(default)s)")
     p.add_argument("--set-column", type=NONNEG_INT, default=r("set_column"),
                    help="edges/parquet: column of the set key (default %(default)s)")
     p.add_argument("--id-column", type=NONNEG_INT, default=r("id_column"),
@@ -234,6 +240,24 @@ def _add_eval(sub):
     p.add_argument("--max-sets", type=NONNEG_INT, default=e("max_sets"),
                    help="use at most N held-out sets, 0: all (default %(default)s)")
     p.add_argument("--depth", type=POS_INT, default=e("depth"), help="ids retrieved per example (default %(default)s)")
+    g = p.add_argument_group("sequence recommendation (datasets from prepare --split leave-one-out)")
+    g.add_argument("--protocol", choices=PROTOCOLS, default=e("protocol"),
+                   help="sets: the paper's held-out sets; leave-one-out: each user's last id (test) or the one "
+                        "before (valid) ranked against all ids from the history before it; auto: the dataset's "
+                        "split (default %(default)s)")
+    g.add_argument("--split", choices=("valid", "test"), default=e("split"),
+                   help="leave-one-out: which targets (validation picks a checkpoint; test is touched once) "
+                        "(default %(default)s)")
+    g.add_argument("--context-len", type=POS_INT, default=e("context_len"),
+                   help="leave-one-out: the most recent history ids in the context, in order (at most the "
+                        "model's --positions - 1) (default %(default)s)")
+    g.add_argument("--exclude-history", dest="exclude_history", action="store_true", default=e("exclude_history"),
+                   help="leave-one-out: never rank an id of the user's history (default)")
+    g.add_argument("--no-exclude-history", dest="exclude_history", action="store_false",
+                   help="leave-one-out: rank every id, the user's history included")
+    g.add_argument("--cooc-last", type=NONNEG_INT, default=e("cooc_last"),
+                   help="leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all "
+                        "(default %(default)s)")
     p.add_argument("--baselines", default=",".join(e("baselines")),
                    help="comma-separated: popularity, cooccurrence, ease; or 'none' (default %(default)s)")
     p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
@@ -395,7 +419,7 @@ def cmd_prepare(args):
     read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
-                                    seed=args.seed))
+                                    seed=args.seed, split=args.split))
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
 
 
@@ -471,7 +495,9 @@ def cmd_eval(args):
 
     baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
     cfg = EvalConfig(seed=args.seed, targets_per_set=args.targets_per_set, depth=args.depth, decode=_decode(args),
-                     baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets)
+                     baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets,
+                     protocol=args.protocol, split=args.split, context_len=args.context_len,
+                     exclude_history=args.exclude_history, cooc_last=args.cooc_last)
     result = evaluate(load(args.model, args.threads, args.device), Dataset(args.data), cfg, progress=not args.json)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
 

@@ -1,6 +1,9 @@
 """A prepared dataset directory (see prepare.py), memory-mapped: sets are CSR arrays of int32 ids.
 
     data = Dataset("data/wiki"); data.train[17] -> ids of training set 17 (np.int32 view)
+
+A leave-one-out dataset (prepare --split leave-one-out) also has `valid`, and its `valid` / `test`
+hold each evaluated user's history (in order) with one target per user: `data.targets("test")`.
 """
 from __future__ import annotations
 
@@ -66,11 +69,32 @@ class Dataset:
         self.meta = load_json(self.path / "meta.json")
         self.train = self._split("train")
         self.test = self._split("test")
+        self.valid = self._split("valid") if (self.path / "valid.offsets.npy").exists() else None
         self.counts = np.load(self.path / "counts.npy")
 
     def _split(self, name: str) -> SetArray:
         return SetArray(np.load(self.path / f"{name}.offsets.npy"),
                         np.load(self.path / f"{name}.ids.npy", mmap_mode="r"))
+
+    @property
+    def split(self) -> str:
+        """How the dataset was split: "sets" (whole sets held out) or "leave-one-out" (sequences)."""
+        return self.meta.get("split", "sets")
+
+    def history(self, split: str) -> SetArray:
+        """leave-one-out: the histories before the `split` ("valid" or "test") targets."""
+        if split not in ("valid", "test") or getattr(self, split) is None:
+            raise ValueError(f"{self.path}: no {split!r} split (this dataset's split is {self.split!r}; "
+                             "`superbloom prepare --split leave-one-out` writes valid and test)")
+        return getattr(self, split)
+
+    def targets(self, split: str) -> np.ndarray:
+        """leave-one-out: (users,) int32 target of each history of `split` (-1: unseen in training)."""
+        path = self.path / f"{split}.targets.npy"
+        if not path.exists():
+            raise ValueError(f"{self.path}: no {path.name} (this dataset's split is {self.split!r}; "
+                             "`superbloom prepare --split leave-one-out` writes per-user targets)")
+        return np.load(path, mmap_mode="r")
 
     @property
     def n_ids(self) -> int:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 KS = (1, 10, 20)
+HR_KS = (1, 5, 10, 20)  # sequence recommendation (leave-one-out): hit rate at these cut-offs
+NDCG_KS = (5, 10, 20)  # ... and NDCG
 
 
 def target_ranks(ranked: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -43,6 +45,22 @@ def ndcg_at(ranks: np.ndarray, k: int) -> float:
     """One relevant item per example: 1 / log2(rank + 1) if rank <= k."""
     gain = np.where((ranks > 0) & (ranks <= k), 1.0 / np.log2(np.maximum(ranks, 1) + 1), 0.0)
     return float(np.mean(gain)) if len(ranks) else 0.0
+
+
+def hit_rate_at(ranks: np.ndarray, k: int) -> float:
+    """HR@k of the leave-one-out protocol: the fraction of examples whose one target is in the top k
+    (recall@k with a single target per example)."""
+    return recall_at(ranks, k)
+
+
+def sequence_summary(ranks: np.ndarray, hr_ks=HR_KS, ndcg_ks=NDCG_KS) -> dict:
+    """The sequence-recommendation metrics (SASRec / S3-Rec / BERT4Rec full ranking): HR@k, NDCG@k
+    and MRR (truncated at the retrieved depth) of (E,) 1-based target ranks (0: not retrieved)."""
+    ranks = np.asarray(ranks)
+    out = {f"hr@{k}": hit_rate_at(ranks, k) for k in hr_ks}
+    out.update({f"ndcg@{k}": ndcg_at(ranks, k) for k in ndcg_ks})
+    out["mrr"] = mrr(ranks)
+    return out
 
 
 def summarize(ranks: np.ndarray, ks=KS) -> dict:

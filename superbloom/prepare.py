@@ -14,6 +14,27 @@ training sets only (ids numbered by decreasing training count), and write
     DATA_DIR/{train,test}.ids.npy       int32 ids; in test, ids unseen in training are -1
     DATA_DIR/{train,test}.sets.txt      set keys, one per line
 
+`split="leave-one-out"` (sequence recommendation, issue 12; the S3-Rec / SASRec protocol): each set
+is a sequence in the order read (S3-Rec `lines` files are chronological per user; edge lists keep
+file order, a sequence's links need not be contiguous), and repeated ids are KEPT (a user may
+interact with an item twice; S3-Rec does the same; `repeats_kept` counts them). Of each sequence of
+>= 3 ids the last id is its test target, the one before it its validation target, and the rest its
+training prefix. Sequences of fewer than 3 ids cannot give both targets: they are kept whole for
+training only and counted (`too_short_kept_for_training`). Files:
+
+    DATA_DIR/train.{offsets,ids}.npy, train.sets.txt   training prefixes (+ the short sequences), in order
+    DATA_DIR/valid.{offsets,ids}.npy   CSR (users + 1,), (links,): each evaluated user's history before the
+                                       validation target (= the training prefix), in order
+    DATA_DIR/valid.targets.npy         int32 (users,): the validation target
+    DATA_DIR/test.{offsets,ids}.npy    the history before the test target (prefix + validation target)
+    DATA_DIR/test.targets.npy          int32 (users,): the test target
+    DATA_DIR/{valid,test}.sets.txt     user keys, one per line (the same users, same order, in both)
+
+All memory-map like the set layout (Dataset.valid / Dataset.test are SetArrays of histories,
+Dataset.targets(split) the targets). The vocabulary is built from the training prefixes only, as
+for sets; a history id or target never seen in training is -1: such a target is a miss for every
+method (counted in the summary and by the evaluator), an unseen history id is dropped from the context.
+
 Peak memory is about 40 bytes per link (100M links: ~4 GB).
 """
 from __future__ import annotations
@@ -33,6 +54,10 @@ from .readers import InputError, ReadConfig, ReadStats, check_input, read_links
 from .vocab import Vocab
 
 
+SPLITS = ("sets", "leave-one-out")
+MIN_SEQUENCE = 3  # a training prefix may be short, but a validation and a test target are needed
+
+
 @dataclass(frozen=True)
 class PrepareConfig:
     input: str
@@ -40,8 +65,11 @@ class PrepareConfig:
     read: ReadConfig = field(default_factory=ReadConfig)
     test_fraction: float = 0.1
     seed: int = 0
+    split: str = "sets"  # "sets": random hold-out of whole sets; "leave-one-out": last ids of sequences
 
     def __post_init__(self):
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
         if not 0.0 <= self.test_fraction < 1.0:
             raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
 
@@ -125,6 +153,8 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
             spill.with_suffix(suffix).unlink(missing_ok=True)
 
     n_sets, n_keys = len(set_strings), len(id_strings)
+    if cfg.split == "leave-one-out":
+        return _leave_one_out_into(cfg, out, t0, stats, set_of, id_of, set_strings, id_strings)
     set_of, id_of, duplicates = _dedupe_and_group(set_of, id_of, n_keys)
 
     rng = np.random.default_rng(cfg.seed)
@@ -156,7 +186,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     test_ids = remap[id_of[link_test]]
     unseen = test_ids < 0
     summary = {
-        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read),
+        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "sets",
         "seed": cfg.seed, "test_fraction": cfg.test_fraction,
         "sets": n_sets, "ids": int(len(vocab_keys)), "links": int(len(id_of)),
         "train": split["train"], "test": split["test"],
@@ -169,6 +199,70 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     }
     save_json(out / "meta.json", summary)
     return summary
+
+
+def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadStats, set_of: np.ndarray,
+                        id_of: np.ndarray, set_strings: pa.Array, id_strings: pa.Array) -> dict:
+    """The leave-one-out split (module docstring): file order within a sequence, repeats kept."""
+    n_sets, n_keys = len(set_strings), len(id_strings)
+    set_of, id_of, repeats = _dedupe_and_group(set_of, id_of, n_keys, dedupe=False)
+    lengths = np.bincount(set_of, minlength=n_sets)  # (S,)
+    starts = np.zeros(n_sets + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    pos = np.arange(len(id_of)) - starts[set_of]  # (links,) position within its sequence
+    evaluated = lengths >= MIN_SEQUENCE  # (S,)
+    last = lengths[set_of]  # (links,) length of the link's sequence
+    ev_link = evaluated[set_of]
+    is_test = ev_link & (pos == last - 1)
+    is_valid = ev_link & (pos == last - 2)
+    in_train = ~(is_test | is_valid)
+
+    # vocabulary from the training prefixes only (repeats count), most frequent first (ties: first appearance)
+    counts = np.bincount(id_of[in_train], minlength=n_keys)
+    vocab_keys = np.flatnonzero(counts)
+    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
+    remap = np.full(n_keys, -1, np.int32)
+    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
+    Vocab(id_strings.take(pa.array(vocab_keys)).to_pylist(), counts[vocab_keys]).save(out)
+    del id_strings
+
+    train_rows = np.arange(n_sets)
+    ev_rows = np.flatnonzero(evaluated)
+    ev_names = set_strings.take(pa.array(ev_rows)).to_pylist()
+    _write_split(out, "train", remap[id_of[in_train]], np.bincount(set_of[in_train], minlength=n_sets),
+                 set_strings.take(pa.array(train_rows)).to_pylist())
+    split = {"train": {"sets": n_sets, "links": int(in_train.sum()),
+                       "mean_set_size": round(float(in_train.sum() / max(n_sets, 1)), 2)}}
+    for name, history, target in (("valid", ev_link & (pos < last - 2), is_valid),
+                                  ("test", ev_link & (pos < last - 1), is_test)):
+        _write_split(out, name, remap[id_of[history]], np.bincount(set_of[history], minlength=n_sets)[evaluated],
+                     ev_names)
+        targets = remap[id_of[target]]  # (users,): one target per evaluated sequence, in sequence order
+        np.save(out / f"{name}.targets.npy", targets)
+        split[name] = {"sets": int(len(ev_rows)), "history_links": int(history.sum()),
+                       "targets_unseen_in_train": int((targets < 0).sum()),
+                       "history_links_unseen_in_train": int((remap[id_of[history]] < 0).sum())}
+    summary = {
+        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "leave-one-out",
+        "seed": cfg.seed, "sets": n_sets, "ids": int(len(vocab_keys)), "links": int(len(id_of)),
+        "train": split["train"], "valid": split["valid"], "test": split["test"],
+        "too_short_kept_for_training": int((~evaluated).sum()), "min_sequence": MIN_SEQUENCE,
+        "repeats_kept": int(repeats), "duplicates_removed": 0,
+        "lines": stats.lines, "comment_lines": stats.comments, "blank_lines": stats.blank,
+        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
+        "seconds": round(time.time() - t0, 2),
+    }
+    save_json(out / "meta.json", summary)
+    return summary
+
+
+def _write_split(out: Path, name: str, ids: np.ndarray, per_set: np.ndarray, names: list[str]) -> None:
+    """One CSR split: ids (links,) int32 grouped by set, per_set (sets,) lengths, one key per set."""
+    offsets = np.zeros(len(per_set) + 1, np.int64)
+    np.cumsum(per_set, out=offsets[1:])
+    np.save(out / f"{name}.ids.npy", ids.astype(np.int32))
+    np.save(out / f"{name}.offsets.npy", offsets)
+    write_lines(out / f"{name}.sets.txt", names)
 
 
 def _output_dir(path: str) -> Path:
@@ -206,15 +300,16 @@ def _replace_dir(work: Path, final: Path) -> None:
         work.rename(final)
 
 
-def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int):
-    """Keep the first occurrence of each (set, id); group links by set, file order within a set."""
+def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int, dedupe: bool = True):
+    """Keep the first occurrence of each (set, id); group links by set, file order within a set.
+    -> (set_of, id_of, repeated links: removed, or with dedupe=False kept and only counted)."""
     key = set_of.astype(np.int64) * n_keys + id_of
     order = np.argsort(key, kind="stable")
     first = np.ones(len(key), bool)
     first[1:] = key[order[1:]] != key[order[:-1]]
     del key
     duplicates = len(first) - int(first.sum())
-    if duplicates:
+    if duplicates and dedupe:
         keep = np.sort(order[first])
         set_of, id_of = set_of[keep], id_of[keep]
     del order, first
@@ -225,6 +320,8 @@ def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int):
 
 
 def format_summary(s: dict) -> str:
+    if s.get("split") == "leave-one-out":
+        return _format_loo_summary(s)
     rows = [
         ("sets", f"{s['sets']:,} ({s['train']['sets']:,} train / {s['test']['sets']:,} test)"),
         ("ids (vocabulary, from train)", f"{s['ids']:,}"),
@@ -242,3 +339,24 @@ def format_summary(s: dict) -> str:
     lines += [f"    e.g. {e}" for e in s.get("malformed_examples", [])]
     return "\n".join(lines)
 
+
+
+def _format_loo_summary(s: dict) -> str:
+    v, t = s["valid"], s["test"]
+    rows = [
+        ("sequences", f"{s['sets']:,} ({t['sets']:,} with a validation and a test target)"),
+        (f"sequences of < {s['min_sequence']} ids", f"{s['too_short_kept_for_training']:,} (kept whole for training "
+                                                    "only, no target)"),
+        ("ids (vocabulary, from train)", f"{s['ids']:,}"),
+        ("links", f"{s['links']:,} ({s['train']['links']:,} in training prefixes)"),
+        ("repeated ids within a sequence", f"{s['repeats_kept']:,} (kept: order and repeats as read)"),
+        ("targets unseen in train", f"{v['targets_unseen_in_train']:,} validation / {t['targets_unseen_in_train']:,} "
+                                    "test (misses for every method)"),
+        ("lines read", f"{s['lines']:,} ({s['comment_lines']:,} comments, {s['blank_lines']:,} blank)"),
+        ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
+        ("time", f"{s['seconds']} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"  {k:<{width}}  {v}" for k, v in rows]
+    lines += [f"    e.g. {e}" for e in s.get("malformed_examples", [])]
+    return "\n".join(lines)
