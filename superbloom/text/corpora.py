@@ -58,18 +58,19 @@ class CorpusStats:
 
 
 def detect_format(path: Path) -> str:
-    """auto: gcide for `*.dict(.dz)`, brown for a tar whose members are named like `ca01`, else txt."""
+    """auto: gcide for `*.dict(.dz)`, brown for a tar with members named like `ca01` among its first 50,
+    else txt."""
     name = path.name.lower()
     if name.endswith((".dict.dz", ".dict")):
         return "gcide"
     if path.is_file() and _is_tar(path):
-        try:
-            with tarfile.open(path, "r:*") as tf:
-                for member in tf:
+        try:  # the first 50 members decide (Brown's tar starts README, CONTENTS, cats.txt, ca01, ...)
+            with tarfile.open(path, "r|*") as tf:
+                for k, member in enumerate(tf):
                     if member.isfile() and _BROWN_MEMBER.match(Path(member.name).name):
                         return "brown"
-                    if member.isfile() and member.name.endswith(".txt"):
-                        return "txt"
+                    if k >= 50:
+                        break
         except (tarfile.TarError, OSError, EOFError) as e:
             raise InputError(f"{path}: not a readable tar archive ({e})") from None
     return "txt"

@@ -131,13 +131,16 @@ class NgramVocab:
         order = np.argsort(bigram_keys)
         self.bigram_keys = bigram_keys[order]  # (B,) sorted
         self.bigram_ids = bigram_ids[order].astype(np.int32)
+        self._lookup = pc.SetLookupOptions(pa.array(self.bigram_keys, pa.int64()))
 
     def bigram_id(self, keys: np.ndarray) -> np.ndarray:
         """(P,) keys -> (P,) vocabulary id, -1 where the bigram is not in the vocabulary."""
-        if not len(self.bigram_keys):
+        if not len(self.bigram_keys) or not len(keys):
             return np.full(len(keys), -1, np.int32)
-        pos = np.minimum(np.searchsorted(self.bigram_keys, keys), len(self.bigram_keys) - 1)
-        return np.where(self.bigram_keys[pos] == keys, self.bigram_ids[pos], -1).astype(np.int32)
+        # a hash lookup (Arrow, C++): 4M keys into 800K in 1.1 s, where np.searchsorted's binary
+        # search takes 2.4-3.7 s (cache misses)
+        pos = pc.index_in(pa.array(keys, pa.int64()), options=self._lookup).fill_null(-1).to_numpy()
+        return np.where(pos >= 0, self.bigram_ids[pos], -1).astype(np.int32)
 
 
 def greedy_encode(words: np.ndarray, sentence_lengths: np.ndarray, vocab: NgramVocab):
