@@ -340,3 +340,24 @@ def test_wikispeedia_articles_are_documents():
     stats = CorpusStats()
     n = sum(len(names) for names, _ in read_documents([path], "auto", stats, chunk_bytes=64 << 20))
     assert n == 4598 and stats.formats[str(path)] == "txt" and stats.repaired == 0
+
+
+# ---------------------------------------------------------------- queries with blanks (for fill)
+
+
+def test_text_encoder_tokenises_queries_like_the_training_data(corpus, tmp_path):
+    from superbloom.hashing import MASK_ELEM
+    from superbloom.text.encode import TextEncoder
+
+    prepare_text(TextPrepareConfig((str(corpus),), str(tmp_path / "out"), test_fraction=0.0), progress=False)
+    enc = TextEncoder.from_dataset(tmp_path / "out", max_words=20)
+    q = enc.encode("Miles Davis played with [MASK1], then New York [MASK2] zzz.")
+    assert q.words == ["miles_davis", "played", "with", "[MASK]", ",", "[UNK]", "new_york", "[MASK]", "[UNK]", "."]
+    assert q.blanks == [3, 7] and q.unknown == ["then", "zzz"] and (q.elements[q.blanks] == MASK_ELEM).all()
+    assert enc.encode("new [MASK] york").words == ["new", "[MASK]", "york"]  # no bigram across a blank
+    data = sb.Dataset(tmp_path / "out")
+    assert q.elements[0] == data.vocab.index["miles_davis"]
+    for bad, msg in [("", "empty text"), ("   ", "empty text"), ("no blank here", r"no \[MASK\]"),
+                     ("word " * 30 + "[MASK]", "too long")]:
+        with pytest.raises(ValueError, match=msg):
+            enc.encode(bad)
