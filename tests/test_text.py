@@ -19,7 +19,7 @@ from superbloom.cli import main
 from superbloom.readers import InputError
 from superbloom.text import TextConfig, TextPrepareConfig, prepare_text, read_documents, split_words
 from superbloom.text.corpora import CorpusStats, clean_brown, clean_gcide, detect_format
-from superbloom.text.ngrams import (UNK_ID, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode, pair_keys,
+from superbloom.text.ngrams import (UNK_ID, BigramCounter, bigram_mask, NgramVocab, choose_vocabulary, greedy_encode, pair_keys,
                                     split_keys)
 from superbloom.text.prepare import pack_segments
 
@@ -357,6 +357,8 @@ def test_text_encoder_tokenises_queries_like_the_training_data(corpus, tmp_path)
     assert enc.encode("new [MASK] york").words == ["new", "[MASK]", "york"]  # no bigram across a blank
     data = sb.Dataset(tmp_path / "out")
     assert q.elements[0] == data.vocab.index["miles_davis"]
+    kinds = bigram_mask(data.vocab.strings)
+    assert kinds[data.vocab.index["new_york"]] and not kinds[data.vocab.index["york"]] and not kinds[0]
     for bad, msg in [("", "empty text"), ("   ", "empty text"), ("no blank here", r"no \[MASK\]"),
                      ("word " * 30 + "[MASK]", "too long")]:
         with pytest.raises(ValueError, match=msg):

@@ -16,5 +16,5 @@ from .encode import EncodedText, TextEncoder
 from .prepare import TextPrepareConfig, format_text_summary, prepare_text
 from .tokenize import TextConfig, split_words
 
-__all__ = ["FORMATS", "SEPARATOR", "UNK", "UNK_ID", "CorpusStats", "EncodedText", "TextEncoder", "TextConfig", "TextPrepareConfig",
-           "format_text_summary", "prepare_text", "read_documents", "split_words"]
+__all__ = ["FORMATS", "SEPARATOR", "UNK", "UNK_ID", "CorpusStats", "EncodedText", "TextConfig", "TextEncoder",
+           "TextPrepareConfig", "format_text_summary", "prepare_text", "read_documents", "split_words"]

@@ -159,7 +159,8 @@ def _txt_documents(path: Path, stats: CorpusStats) -> Iterator[tuple[str, str]]:
         try:
             with open(path, "rb") as fh:
                 gz = fh.read(2) == b"\x1f\x8b"
-            data = gzip.open(path).read() if gz else path.read_bytes()
+            with (gzip.open(path) if gz else open(path, "rb")) as fh:
+                data = fh.read()
         except (OSError, EOFError) as e:
             raise InputError(f"{path}: read failed ({e})") from None
         if not data.strip():

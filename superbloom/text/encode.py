@@ -43,10 +43,17 @@ class TextEncoder:
 
     @classmethod
     def from_dataset(cls, path: str | Path, max_words: int = 512) -> "TextEncoder":
-        """The vocabulary and text settings of a directory written by prepare_text."""
-        meta = load_json(Path(path) / "meta.json")
+        """The vocabulary and text settings of a directory written by prepare_text (meta.json), or of a
+        model trained on one (train.py copies vocab.txt there and the data summary into config.json)."""
+        path = Path(path)
+        if (path / "meta.json").exists():
+            meta = load_json(path / "meta.json")
+        elif (path / "config.json").exists():
+            meta = load_json(path / "config.json").get("data", {})
+        else:
+            raise FileNotFoundError(f"{path}: neither a prepared dataset (meta.json) nor a model (config.json)")
         if "text" not in meta:
-            raise ValueError(f"{path}: not a prepare-text dataset (meta.json has no 'text' settings)")
+            raise ValueError(f"{path}: not prepared by prepare-text (its data summary has no 'text' settings)")
         t = meta["text"]
         cfg = TextConfig(**{k: t[k] for k in ("lowercase", "nfkc", "sentences") if k in t})
         return cls(Vocab.load(path), cfg, max_words)

@@ -178,3 +178,10 @@ def vocabulary_strings(words: pa.Array, unigrams: np.ndarray, bigram_keys: np.nd
 def word_mask(words: pa.Array) -> np.ndarray:
     """(U,) bool over the word dictionary: a word (may be part of a bigram), not punctuation."""
     return is_word(words)
+
+
+def bigram_mask(strings: pa.Array | list) -> np.ndarray:
+    """(V,) bool over vocabulary strings: the id is a bigram (`first_second`), for per-kind metrics."""
+    strings = pa.array(strings, pa.large_string()) if isinstance(strings, list) else strings
+    has = pc.match_substring(strings, SEPARATOR).to_numpy(zero_copy_only=False)
+    return has & (pc.utf8_length(strings).to_numpy(zero_copy_only=False) > 1)
