@@ -137,7 +137,7 @@ def main() -> None:
           "| words -> ints | seconds | words | words/s |", "|---|---|---|---|"]
     md += [f"| {r['method']} | {r['seconds'] if r['seconds'] is not None else 'not installed'} | "
            f"{r['words'] or 0:,} | {r['words_per_s'] or 0:,} |" for r in rows]
-    md += ["", "The Arrow row includes NFKC, the paragraph and sentence split and the [MASK]-free word split of "
+    md += ["", "The Arrow row includes NFKC, the paragraph and sentence split and the word split of "
                "tokenize.py; the others only normalise and split words (word counts differ slightly: the Python "
                "regex's `\\w` and the BERT pre-tokenizer's punctuation classes are not exactly tokenize.py's).", "",
            f"| counting {len(keys):,} adjacent pairs ({len(u):,} distinct) | seconds |", "|---|---|"]
