@@ -177,6 +177,9 @@ def test_vocabulary_counts_match_a_brute_force_count(corpus, tmp_path):
     assert s["documents"] == 4 and s["test"]["sets"] == 0
     # counts.npy: how often each id occurs in train.ids (after greedy bigram merging)
     assert data.counts.tolist() == np.bincount(data.train.ids, minlength=len(data.vocab)).tolist()
+    never = data.counts[1:] == 0  # `miles` (always inside `miles_davis`), `davis_was` (after `miles_davis`)
+    assert s["vocab"]["never_emitted_in_train"] == int(never.sum()) and never[data.vocab.index["miles"] - 1]
+    assert 0 < s["vocab"]["bigrams_never_emitted_in_train"] < never.sum() and never[data.vocab.index["davis_was"] - 1]
 
 
 def test_prepare_text_output_reads_as_a_dataset_in_text_order(corpus, tmp_path):

@@ -203,7 +203,11 @@ def prepare_text(cfg: TextPrepareConfig, progress: bool = True) -> dict:
                   "train_distinct_bigrams": int(len(bigram_keys)),
                   "min_bigram_count": cfg.min_bigram_count, "bigram_counts_exact": counter.exact,
                   "bigrams_pruned": counter.pruned,
-                  "smallest_count_kept": int(ngram_count[-1]) if len(ngram_count) else 0},
+                  "smallest_count_kept": int(ngram_count[-1]) if len(ngram_count) else 0,
+                  # n-grams of the vocabulary that greedy tokenisation never emits in train.ids (a bigram
+                  # whose left word is always taken by an overlapping pair first: `the_united states`)
+                  "never_emitted_in_train": int((train_counts[1:] == 0).sum()),
+                  "bigrams_never_emitted_in_train": int((train_counts[1:][is_bigram] == 0).sum())},
         "text": {**asdict(cfg.text), "tokenizer": "bert-basic (Arrow RE2): words = runs of letters, digits and "
                  "marks; every other non-space character is a token", "segment": cfg.segment,
                  "ordered": True},
@@ -277,7 +281,8 @@ def format_text_summary(s: dict) -> str:
                        f"(smallest count kept {v['smallest_count_kept']})"),
         ("training n-grams seen", f"{v['train_distinct_unigrams']:,} unigrams, {v['train_distinct_bigrams']:,} "
                                   f"bigrams{'' if v['bigram_counts_exact'] else ' (pruned: counts are lower bounds)'}"),
-        ("tokens (ids)", f"{s['links']:,} ({s['bigram_tokens']:,} bigram tokens)"),
+        ("tokens (ids)", f"{s['links']:,} ({s['bigram_tokens']:,} bigram tokens; {v['never_emitted_in_train']:,} "
+                         f"vocabulary n-grams never emitted in train)"),
         ("rows (segments)", f"{s['sets']:,} ({s['train']['sets']:,} train / {s['test']['sets']:,} test), "
                             f"up to {s['text']['segment'] or 'whole documents'} ids"),
         ("[UNK] tokens", f"{s['train']['unk']:,} train ({s['train']['unk_rate']:.3%}), {s['test']['unk']:,} test "
