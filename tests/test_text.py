@@ -366,3 +366,19 @@ def test_text_encoder_tokenises_queries_like_the_training_data(corpus, tmp_path)
                      ("word " * 30 + "[MASK]", "too long")]:
         with pytest.raises(ValueError, match=msg):
             enc.encode(bad)
+
+
+def test_output_directory_is_replaced_only_when_complete(corpus, tmp_path):
+    out = tmp_path / "out"
+    prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=5), progress=False)
+    (tmp_path / "no_text").mkdir()
+    with pytest.raises(InputError, match="no .txt files"):
+        prepare_text(TextPrepareConfig((str(tmp_path / "no_text"),), str(out)), progress=False)
+    assert sb.Dataset(out).n_ids == 6 and not (tmp_path / "out.partial").exists()  # the earlier dataset stays
+    prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=9), progress=False)
+    assert sb.Dataset(out).n_ids == 10
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("mine")
+    with pytest.raises(InputError, match="not a prepared dataset"):
+        prepare_text(TextPrepareConfig((str(corpus),), str(tmp_path / "other")), progress=False)
+    assert (tmp_path / "other" / "keep.txt").read_text() == "mine"
