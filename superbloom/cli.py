@@ -2,6 +2,7 @@
 
     superbloom demo                                   # the main job on the embedded Wikispeedia links
     superbloom prepare INPUT --format edges --out DATA_DIR
+    superbloom prepare-text CORPUS... --out DATA_DIR [--vocab-size 1000000]
     superbloom train DATA_DIR --out MODEL_DIR --time-budget 600 [--device auto|cpu|cuda]
     superbloom eval MODEL_DIR DATA_DIR [--json]
     superbloom prepare Beauty.txt --format lines --split leave-one-out --out DATA_DIR   # sequences
@@ -111,6 +112,31 @@ def _add_prepare(sub):
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_prepare)
+
+
+def _add_prepare_text(sub):
+    p = sub.add_parser("prepare-text", help="plain text -> unigram+bigram vocabulary and token-id sequences",
+                       description="Read plain-text corpora (a directory of .txt files, a tar of them, one file, "
+                                   "a GCIDE dictd dictionary or the tagged Brown corpus), normalise (NFKC), split "
+                                   "sentences and words, hold out documents for test (seeded), choose the most "
+                                   "frequent unigrams and bigrams of the training documents (paper sec. 4) and "
+                                   "write the dataset: rows are segments of whole sentences, ordered.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="corpus paths (read in order)")
+    p.add_argument("--out", required=True, help="output dataset directory")
+    p.add_argument("--format", choices=("auto", "txt", "gcide", "brown"), default="auto",
+                   help="auto (default): per input, gcide for *.dict(.dz), brown for a tar of ca01..cr09, else txt")
+    p.add_argument("--vocab-size", type=int, default=1_000_000,
+                   help="unigrams + bigrams kept, [UNK] on top (default 1,000,000)")
+    p.add_argument("--min-bigram-count", type=int, default=2, help="rarer bigrams are never kept (default 2)")
+    p.add_argument("--segment", type=int, default=128,
+                   help="ids per row, whole sentences packed; 0: one row per document (default 128)")
+    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
+                   help="lower-case the text (default: on)")
+    p.add_argument("--test-fraction", type=float, default=0.1, help="fraction of documents held out (default 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_prepare_text)
 
 
 def _add_train(sub):
@@ -394,8 +420,8 @@ def main(argv=None) -> int:
                     "Transformers for set completion over huge id vocabularies.")
     parser.add_argument("--version", action="version", version=f"superbloom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (_add_demo, _add_prepare, _add_train, _add_eval, _add_predict, _add_expand, _add_serve,
-                _add_synth):
+    for add in (_add_demo, _add_prepare, _add_prepare_text, _add_train, _add_eval, _add_predict, _add_expand,
+                _add_serve, _add_synth):
         add(sub)
     args = parser.parse_args(argv)
     words = sys.argv[1:] if argv is None else list(argv)
@@ -421,6 +447,16 @@ def cmd_prepare(args):
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split))
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
+
+
+def cmd_prepare_text(args):
+    from .text import TextConfig, TextPrepareConfig, format_text_summary, prepare_text
+
+    cfg = TextPrepareConfig(tuple(args.inputs), args.out, args.format, TextConfig(lowercase=args.lowercase),
+                            args.vocab_size, args.min_bigram_count, segment=args.segment,
+                            test_fraction=args.test_fraction, seed=args.seed)
+    summary = prepare_text(cfg, progress=not (args.quiet or args.json))
+    print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_text_summary(summary)}")
 
 
 def _head_config(args):

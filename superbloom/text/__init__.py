@@ -1,0 +1,20 @@
+"""Text pipeline (Superbloom sec. 4): plain-text corpora -> unigram+bigram vocabulary -> prepared
+token-id sequences that the core trains on (with positions on). Imports the core, never the reverse.
+
+    from superbloom.text import TextPrepareConfig, prepare_text
+    prepare_text(TextPrepareConfig(("plaintext_articles.tar.xz", "brown.tar.xz"), "data/text"))
+
+corpora.py   readers: .txt directory / tar / file, GCIDE (dictd), Brown (word/tag) -> document chunks
+tokenize.py  NFKC, sentences, words (Arrow kernels)
+ngrams.py    unigram + bigram counting, vocabulary choice, greedy tokenisation
+prepare.py   prepare_text(cfg) -> summary, writing the same dataset directory as superbloom.prepare
+encode.py    a sentence with [MASK] blanks -> element ids, tokenised as the training data (for fill)
+"""
+from .corpora import FORMATS, CorpusStats, read_documents
+from .ngrams import SEPARATOR, UNK, UNK_ID
+from .encode import EncodedText, TextEncoder
+from .prepare import TextPrepareConfig, format_text_summary, prepare_text
+from .tokenize import TextConfig, split_words
+
+__all__ = ["FORMATS", "SEPARATOR", "UNK", "UNK_ID", "CorpusStats", "EncodedText", "TextConfig", "TextEncoder",
+           "TextPrepareConfig", "format_text_summary", "prepare_text", "read_documents", "split_words"]

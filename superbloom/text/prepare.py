@@ -1,0 +1,311 @@
+"""prepare-text: plain-text corpora -> a prepared dataset of token-id sequences (Superbloom sec. 4).
+
+    superbloom prepare-text plaintext_articles.tar.xz gcide.dict.dz brown.tar.xz --out data/text
+
+Writes the same directory as `superbloom prepare` (prepare.py), so `superbloom.Dataset` reads it
+and the id model trains on it (with positions on: a row is an ordered sequence here):
+
+    DATA_DIR/vocab.txt, counts.npy     id 0 `[UNK]`, then unigrams and bigrams (`miles_davis`) by
+                                       decreasing training n-gram count; counts.npy holds how often
+                                       each id occurs in train.ids (what the heads, baselines and
+                                       deciles need), ngram_counts.npy the raw n-gram counts that
+                                       chose the vocabulary
+    DATA_DIR/{train,test}.offsets.npy, .ids.npy   int32 CSR: row = one segment of a document:
+                                       whole sentences packed up to `segment` ids (BERT's procedure;
+                                       a longer sentence is cut), or the whole document (segment 0)
+    DATA_DIR/{train,test}.sets.txt     row names `DOCUMENT#k` (k-th segment of the document)
+    DATA_DIR/meta.json                 summary (written last: marks completion), with the text
+                                       settings that `fill` must reuse to tokenise a query the same way
+
+Steps: stream documents (corpora.py) in chunks; NFKC, sentences and words with Arrow kernels
+(tokenize.py); words -> provisional ints per chunk (`dictionary_encode`, prepare.KeyEncoder), spilled
+to disk as uint32; one unification pass; then with NumPy: drop empty documents (counted), split
+documents train/test with a seeded permutation (all segments of a document on one side), count
+unigrams and bigrams of the training documents only (ngrams.py), choose the vocabulary, tokenise
+greedily (bigram, else word, else [UNK]; counted), pack segments, write. Memory: about 30 bytes per
+word plus 16 bytes per distinct training bigram.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from ..files import save_json, write_lines
+from ..prepare import KeyEncoder, _output_dir, _replace_dir
+from ..readers import InputError
+from ..vocab import Vocab
+from .corpora import CorpusStats, read_documents
+from .ngrams import (SEPARATOR, UNK, UNK_ID, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode,
+                     pair_keys, sentence_pairs, vocabulary_strings, word_mask)
+from .tokenize import TextConfig, split_words
+
+_BLOCK_TOKENS = 4 << 20  # words per counting / encoding block
+
+
+@dataclass(frozen=True)
+class TextPrepareConfig:
+    inputs: tuple[str, ...]
+    out: str
+    format: str = "auto"  # auto | txt | gcide | brown (auto: per input)
+    text: TextConfig = field(default_factory=TextConfig)
+    vocab_size: int = 1_000_000  # unigrams + bigrams kept ([UNK] comes on top)
+    min_bigram_count: int = 2
+    max_bigrams: int = 64_000_000  # distinct bigrams held while counting (16 bytes each)
+    segment: int = 128  # ids per row (whole sentences packed); 0: one row per document
+    test_fraction: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.inputs, (str, Path)):
+            object.__setattr__(self, "inputs", (str(self.inputs),))
+        if not self.inputs:
+            raise ValueError("no input given")
+        if not 0.0 <= self.test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
+        if self.vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {self.vocab_size}")
+        if self.segment < 0:
+            raise ValueError(f"segment must be >= 0 (0: whole documents), got {self.segment}")
+
+
+def prepare_text(cfg: TextPrepareConfig, progress: bool = True) -> dict:
+    """Run the whole text preparation; returns the summary also written to meta.json.
+
+    As `superbloom prepare`: the dataset is written into `OUT.partial` and moved into place when
+    complete (an earlier dataset in OUT stays loadable until then); an OUT holding other files is refused."""
+    t0 = time.time()
+    final = _output_dir(cfg.out)
+    work = final.with_name(final.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)  # left by an earlier attempt that was killed
+    work.mkdir(parents=True)
+    try:
+        summary = _prepare_text_into(cfg, work, t0, progress)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    _replace_dir(work, final)
+    return summary
+
+
+def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: bool) -> dict:
+    seconds = {}
+
+    # ---- 1. read, split into words, encode words as provisional ints (spilled)
+    stats = CorpusStats()
+    enc = KeyEncoder("word")
+    names: list[str] = []
+    sent_len, sent_doc = [], []
+    spill = out / ".words.tmp"
+    try:
+        with open(spill, "wb") as fw, tqdm(desc="reading", unit=" words", unit_scale=True,
+                                           disable=not progress) as bar:
+            for chunk_names, texts in read_documents(cfg.inputs, cfg.format, stats):
+                words = split_words(texts, cfg.text)
+                fw.write(enc.encode(words.tokens).tobytes())
+                sent_len.append(words.sentence_lengths)
+                sent_doc.append(words.sentence_doc + len(names))
+                names += chunk_names
+                bar.update(len(words.tokens))
+        seconds["read_and_split"] = time.time() - t0
+        t = time.time()
+        code_map, word_strings = enc.finish()
+        words = code_map[np.fromfile(spill, dtype=np.uint32)]  # (T,) int32 word ints
+        del code_map
+    finally:
+        spill.unlink(missing_ok=True)
+    sent_len = np.concatenate(sent_len) if sent_len else np.zeros(0, np.int64)
+    sent_doc = np.concatenate(sent_doc) if sent_doc else np.zeros(0, np.int64)
+    n_docs = len(names)
+    if len(words) == 0:
+        raise InputError(f"{', '.join(map(str, cfg.inputs))}: no words found ({n_docs} documents, "
+                         f"{stats.bytes:,} bytes); expected UTF-8 text")
+    seconds["unify_words"] = time.time() - t
+
+    # ---- 2. split documents (non-empty ones) train/test
+    doc_words = np.bincount(sent_doc, weights=sent_len, minlength=n_docs).astype(np.int64)
+    nonempty = np.flatnonzero(doc_words > 0)
+    rng = np.random.default_rng(cfg.seed)
+    is_test = np.zeros(n_docs, bool)
+    is_test[nonempty[rng.permutation(len(nonempty))[: int(round(cfg.test_fraction * len(nonempty)))]]] = True
+    sent_test = is_test[sent_doc]
+
+    # ---- 3. count unigrams and bigrams of the training documents
+    t = time.time()
+    train_words = np.repeat(~sent_test, sent_len)  # (T,) bool
+    unigram_counts = np.bincount(words[train_words], minlength=len(word_strings)).astype(np.int64)
+    is_word = word_mask(word_strings)  # (U,)
+    counter = BigramCounter(cfg.max_bigrams)
+    for a, b, s0, s1 in _blocks(sent_len):
+        w = words[a:b]
+        ok = sentence_pairs(b - a, sent_len[s0:s1])[:-1] & train_words[a:b - 1] & is_word[w[:-1]] & is_word[w[1:]]
+        i = np.flatnonzero(ok)
+        counter.add(pair_keys(w[i], w[i + 1]))
+    bigram_keys, bigram_counts = counter.result()
+    seconds["count"] = time.time() - t
+
+    # ---- 4. the vocabulary: [UNK] + top n-grams
+    t = time.time()
+    is_bigram, item, ngram_count = choose_vocabulary(unigram_counts, bigram_keys, bigram_counts, cfg.vocab_size,
+                                                     cfg.min_bigram_count)
+    ids = np.arange(1, len(item) + 1, dtype=np.int64)
+    uni_strings, big_strings = vocabulary_strings(word_strings, item[~is_bigram], item[is_bigram])
+    strings = np.empty(len(item), object)
+    strings[~is_bigram], strings[is_bigram] = uni_strings, big_strings
+    vocab_strings = [UNK] + strings.tolist()
+    del strings, uni_strings, big_strings
+    ngrams = NgramVocab(len(word_strings), item[~is_bigram], ids[~is_bigram], item[is_bigram], ids[is_bigram])
+    seconds["vocabulary"] = time.time() - t
+
+    # ---- 5. greedy tokenisation, block by block
+    t = time.time()
+    out_ids, out_len, n_bigram_tokens = [], [], 0
+    for a, b, s0, s1 in _blocks(sent_len):
+        i, ln, nb = greedy_encode(words[a:b], sent_len[s0:s1], ngrams)
+        out_ids.append(i)
+        out_len.append(ln)
+        n_bigram_tokens += nb
+    ids_all = np.concatenate(out_ids)
+    tok_len = np.concatenate(out_len)
+    del out_ids, out_len, words, train_words
+    seconds["tokenise"] = time.time() - t
+
+    # ---- 6. segments and the two splits
+    t = time.time()
+    seg_len, seg_doc = pack_segments(tok_len, sent_doc, n_docs, cfg.segment)
+    seg_rank = np.arange(len(seg_doc)) - np.searchsorted(seg_doc, seg_doc)  # k-th segment of its document
+    seg_test = is_test[seg_doc]
+    tok_test = np.repeat(seg_test, seg_len)
+    split = {}
+    for name, rows, tokens in (("train", ~seg_test, ~tok_test), ("test", seg_test, tok_test)):
+        ids = ids_all[tokens]
+        lengths = seg_len[rows]
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        np.save(out / f"{name}.ids.npy", ids.astype(np.int32))
+        np.save(out / f"{name}.offsets.npy", offsets)
+        docs = seg_doc[rows]
+        write_lines(out / f"{name}.sets.txt", [f"{names[d]}#{k}" for d, k in zip(docs.tolist(), seg_rank[rows].tolist())])
+        unk = int((ids == UNK_ID).sum())
+        split[name] = {"documents": int(len(np.unique(docs))), "sets": int(rows.sum()), "links": int(len(ids)),
+                       "mean_set_size": round(float(lengths.mean()), 2) if len(lengths) else 0.0,
+                       "words": int(doc_words[is_test == (name == "test")].sum()),
+                       "unk": unk, "unk_rate": round(unk / max(len(ids), 1), 5)}
+        if name == "train":
+            train_counts = np.bincount(ids, minlength=len(vocab_strings)).astype(np.int64)
+    Vocab(vocab_strings, train_counts).save(out)
+    np.save(out / "ngram_counts.npy", np.concatenate([[split["train"]["unk"]], ngram_count]).astype(np.int64))
+    seconds["write"] = time.time() - t
+
+    n_big = int(is_bigram.sum())
+    summary = {
+        "input": ", ".join(map(str, cfg.inputs)), "inputs": list(map(str, cfg.inputs)), "format": "text",
+        "formats": stats.formats, "seed": cfg.seed, "test_fraction": cfg.test_fraction,
+        "sets": int(len(seg_len)), "ids": len(vocab_strings), "links": int(len(ids_all)),
+        "train": split["train"], "test": split["test"],
+        "documents": int(len(nonempty)), "empty_documents": int(n_docs - len(nonempty)),
+        "sentences": int(len(sent_len)), "words": int(doc_words.sum()),
+        "bigram_tokens": n_bigram_tokens,
+        "unk": split["train"]["unk"] + split["test"]["unk"],
+        "vocab": {"size": len(vocab_strings), "unigrams": len(item) - n_big, "bigrams": n_big,
+                  "specials": [UNK], "unk_id": UNK_ID, "separator": SEPARATOR, "requested": cfg.vocab_size,
+                  "train_distinct_unigrams": int((unigram_counts > 0).sum()),
+                  "train_distinct_bigrams": int(len(bigram_keys)),
+                  "min_bigram_count": cfg.min_bigram_count, "bigram_counts_exact": counter.exact,
+                  "bigrams_pruned": counter.pruned,
+                  "smallest_count_kept": int(ngram_count[-1]) if len(ngram_count) else 0,
+                  # n-grams of the vocabulary that greedy tokenisation never emits in train.ids (a bigram
+                  # whose left word is always taken by an overlapping pair first: `the_united states`)
+                  "never_emitted_in_train": int((train_counts[1:] == 0).sum()),
+                  "bigrams_never_emitted_in_train": int((train_counts[1:][is_bigram] == 0).sum())},
+        "text": {**asdict(cfg.text), "tokenizer": "bert-basic (Arrow RE2): words = runs of letters, digits and "
+                 "marks; every other non-space character is a token", "segment": cfg.segment,
+                 "ordered": True},
+        "corpus": {"files": stats.files, "bytes": stats.bytes, "skipped_members": stats.skipped_members,
+                   "repaired_utf8_documents": stats.repaired, "repaired_examples": stats.examples},
+        "seconds_by_stage": {k: round(v, 2) for k, v in seconds.items()},
+        "seconds": round(time.time() - t0, 2),
+    }
+    save_json(out / "meta.json", summary)
+    return summary
+
+
+def _blocks(sent_len: np.ndarray):
+    """(token start, token end, sentence start, sentence end) of blocks of about _BLOCK_TOKENS words,
+    cut at sentence boundaries."""
+    ends = np.cumsum(sent_len)
+    s0, a = 0, 0
+    while s0 < len(sent_len):
+        s1 = max(int(np.searchsorted(ends, a + _BLOCK_TOKENS, side="right")), s0 + 1)
+        b = int(ends[s1 - 1])
+        yield a, b, s0, s1
+        s0, a = s1, b
+
+
+def pack_segments(sent_len: np.ndarray, sent_doc: np.ndarray, n_docs: int, segment: int):
+    """Rows of whole sentences, at most `segment` ids each (BERT's packing; a longer sentence is cut
+    into pieces of `segment`), never across documents -> (row lengths (R,), row document (R,)).
+
+    sent_len: (S,) ids per sentence, sent_doc: (S,) non-decreasing document of each sentence.
+    Vectorised over documents: round r packs the r-th row of every document at once."""
+    keep = sent_len > 0
+    sent_len, sent_doc = sent_len[keep], sent_doc[keep]
+    if len(sent_len) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if segment == 0:
+        lengths = np.bincount(sent_doc, weights=sent_len, minlength=n_docs).astype(np.int64)
+        docs = np.flatnonzero(lengths)
+        return lengths[docs], docs
+    cum = np.zeros(len(sent_len) + 1, np.int64)
+    np.cumsum(sent_len, out=cum[1:])
+    first = np.searchsorted(sent_doc, np.arange(n_docs + 1))  # (D + 1,) first sentence of each document
+    cur, end = first[:-1].copy(), first[1:]
+    starts = []
+    active = np.flatnonzero(cur < end)
+    while len(active):
+        c, e = cur[active], end[active]
+        starts.append(c)
+        nxt = np.searchsorted(cum, cum[c] + segment, side="right") - 1  # sentences c..nxt-1 fit
+        cur[active] = np.clip(nxt, c + 1, e)
+        active = active[cur[active] < e]
+    row_start = np.sort(np.concatenate(starts))  # (R0,) first sentence of each row
+    bounds = np.r_[cum[row_start], cum[-1]]
+    lengths = np.diff(bounds)
+    row_doc = sent_doc[row_start]
+    pieces = -(-lengths // segment)  # a row longer than `segment` is one long sentence: cut it
+    if (pieces > 1).any():
+        rep = np.repeat(np.arange(len(lengths)), pieces)
+        k = np.arange(len(rep)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        lengths = np.minimum(lengths[rep] - k * segment, segment)
+        row_doc = row_doc[rep]
+    return lengths.astype(np.int64), row_doc.astype(np.int64)
+
+
+def format_text_summary(s: dict) -> str:
+    v = s["vocab"]
+    rows = [
+        ("documents", f"{s['documents']:,} ({s['train']['documents']:,} train / {s['test']['documents']:,} test; "
+                      f"{s['empty_documents']:,} empty, dropped)"),
+        ("words", f"{s['words']:,} in {s['sentences']:,} sentences"),
+        ("vocabulary", f"{v['size']:,} = [UNK] + {v['unigrams']:,} unigrams + {v['bigrams']:,} bigrams "
+                       f"(smallest count kept {v['smallest_count_kept']})"),
+        ("training n-grams seen", f"{v['train_distinct_unigrams']:,} unigrams, {v['train_distinct_bigrams']:,} "
+                                  f"bigrams{'' if v['bigram_counts_exact'] else ' (pruned: counts are lower bounds)'}"),
+        ("tokens (ids)", f"{s['links']:,} ({s['bigram_tokens']:,} bigram tokens; {v['never_emitted_in_train']:,} "
+                         f"vocabulary n-grams never emitted in train)"),
+        ("rows (segments)", f"{s['sets']:,} ({s['train']['sets']:,} train / {s['test']['sets']:,} test), "
+                            f"up to {s['text']['segment'] or 'whole documents'} ids"),
+        ("[UNK] tokens", f"{s['train']['unk']:,} train ({s['train']['unk_rate']:.3%}), {s['test']['unk']:,} test "
+                         f"({s['test']['unk_rate']:.3%})"),
+        ("invalid UTF-8 repaired", f"{s['corpus']['repaired_utf8_documents']} documents"),
+        ("time", f"{s['seconds']} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"  {k:<{width}}  {v}" for k, v in rows]
+    lines += [f"    e.g. {e}" for e in s["corpus"].get("repaired_examples", [])]
+    return "\n".join(lines)
