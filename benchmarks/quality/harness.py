@@ -1,0 +1,385 @@
+"""Model quality over many set datasets (issue 16): the recipe vs popularity, co-occurrence and EASE.
+
+    /work/tools/benchlock .venv/bin/python -m benchmarks.quality.harness \\
+        --datasets wikispeedia,fb15k237,beauty --recipes default --steps 2000 --split test
+
+For every dataset: prepare it once (10% of the sets held out, seed 0, under runs/quality/data/),
+train a named recipe for a number of steps, rank the evaluation examples with the model and every
+baseline (the very same examples: superbloom.evaluate.make_examples, 5 held-out ids per set, context
+ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/common.py).
+
+Splits:
+  val   the held-out sets are carved from the *training* sets (10% of them, seed 1); the model and
+        the baselines are fitted on the other 90%. Every recipe choice is made here.
+  test  the prepared test sets; the model and baselines are fitted on all training sets.
+
+Results accumulate in benchmarks/results/quality.json (one row per dataset x split x method x
+recipe x steps, the newest run of a row replaces an older one) and quality_table.md. Each model row
+records its steps, training seconds, examples/s and the load average before and after it trained.
+Trained models go to runs/quality/models/ (git-ignored) with their metrics.jsonl learning curves.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.paper.datasets import DATA_ROOT, REPO
+from benchmarks.paper.datasets import strip_header as _strip_header
+from benchmarks.paper.report import paired
+from benchmarks.paper.report import rec_metrics as metrics
+from superbloom.metrics import hits_at
+from benchmarks.machine import machine_info, machine_line
+
+import superbloom as sb
+from superbloom.baselines import EASE_MAX_IDS, fit_baseline
+from superbloom.batches import MaskConfig
+from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
+from superbloom.evaluate import Examples, make_examples
+from superbloom.files import load_json
+from superbloom.metrics import target_ranks
+
+WORK = REPO / "runs" / "quality"
+RESULTS = REPO / "benchmarks" / "results"
+THREADS = 1  # torch threads: 1 is ~8x faster than 2 when other jobs share the 2 cores (OpenMP stalls; measured)
+# ../shared/data beside the checkout (a git worktree may sit one level deeper than /work/main)
+DATA = DATA_ROOT if DATA_ROOT.exists() or "SUPERBLOOM_SHARED_DATA" in os.environ else next(
+    (p / "shared" / "data" for p in REPO.parents if (p / "shared" / "data").exists()), DATA_ROOT)
+TARGETS_PER_SET = 5
+EVAL_SEED = 0
+VAL_SEED = 1
+BASELINES = ("popularity", "cooccurrence", "ease")
+
+
+# ------------------------------------------------------------------------------------ datasets
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # under DATA_ROOT
+    read: sb.ReadConfig
+    about: str
+    header: str | None = None
+
+
+EDGES_NEIGHBOURS = sb.ReadConfig("edges", set_column=0, id_column=2, undirected=True)
+SOURCES = {
+    "wikispeedia": Source("wikispeedia/links.tsv", sb.ReadConfig("edges"), "Wikispeedia: the links of a page"),
+    "fb15k237": Source("fb15k-237/train.txt.gz", EDGES_NEIGHBOURS, "FB15k-237 neighbour sets (both directions)"),
+    "wn18rr": Source("wn18rr/train.txt", EDGES_NEIGHBOURS, "WN18RR neighbour sets (both directions)"),
+    "beauty": Source("s3rec/Beauty.txt", sb.ReadConfig("lines"), "S3-Rec Amazon Beauty: a user's items"),
+    "toys": Source("s3rec/Toys_and_Games.txt", sb.ReadConfig("lines"), "S3-Rec Amazon Toys: a user's items"),
+    "lastfm": Source("s3rec/LastFM.txt", sb.ReadConfig("lines"), "S3-Rec LastFM: a user's artists"),
+    "video": Source("sasrec_video/Video.txt", sb.ReadConfig("lines"), "SASRec Amazon Video Games: a user's items"),
+    "bert4rec_beauty": Source("bert4rec_beauty/beauty.txt", sb.ReadConfig("lines"),
+                              "BERT4Rec Amazon Beauty: a user's items"),
+    "epinions": Source("epinions/epinions_ratings.tsv.gz", sb.ReadConfig("edges"),
+                       "Epinions: the items a user rated (long tail)",
+                       header="user\titem\tcategory\trating\thelpfulness\ttime"),
+}
+
+
+def dataset(name: str) -> sb.Dataset:
+    """Dataset `name` prepared once (seed 0, 10% of the sets held out) under runs/quality/data/."""
+    if name not in SOURCES:
+        raise SystemExit(f"unknown dataset {name!r}; choose from {sorted(SOURCES)}")
+    out = WORK / "data" / name
+    if (out / "meta.json").exists():
+        return sb.Dataset(out)
+    spec = SOURCES[name]
+    src = DATA / spec.path
+    if not src.exists():
+        raise SystemExit(f"dataset {name!r} needs {src}, which does not exist")
+    if spec.header is not None:
+        converted = WORK / "sources" / (name + ".tsv")
+        converted.parent.mkdir(parents=True, exist_ok=True)
+        if not converted.exists():
+            _strip_header(src, converted, spec.header)
+        src = converted
+    s = sb.prepare(sb.PrepareConfig(str(src), str(out), spec.read, 0.1, 0), progress=False)
+    print(f"prepared {name}: {s['ids']:,} ids, {s['train']['sets']:,} train / {s['test']['sets']:,} test sets")
+    return sb.Dataset(out)
+
+
+def split_dataset(name: str, split: str) -> sb.Dataset:
+    """split 'test': the prepared dataset; 'val': its training sets, 10% of them held out (seed 1),
+    written as a dataset directory of its own (same vocabulary; counts from its training part)."""
+    data = dataset(name)
+    if split == "test":
+        return data
+    if split != "val":
+        raise SystemExit(f"--split must be val or test, got {split!r}")
+    out = WORK / "data" / f"{name}-val"
+    if (out / "meta.json").exists():
+        return sb.Dataset(out)
+    out.mkdir(parents=True, exist_ok=True)
+    n = len(data.train)
+    is_val = np.zeros(n, bool)
+    is_val[np.random.default_rng(VAL_SEED).permutation(n)[: int(round(0.1 * n))]] = True
+    for part, rows in (("train", np.flatnonzero(~is_val)), ("test", np.flatnonzero(is_val))):
+        sets = data.train.subset(rows)
+        np.save(out / f"{part}.ids.npy", np.asarray(sets.ids, np.int32))
+        np.save(out / f"{part}.offsets.npy", sets.offsets)
+        if part == "train":
+            np.save(out / "counts.npy", np.bincount(np.asarray(sets.ids), minlength=data.n_ids).astype(np.int64))
+    for f in ("vocab.txt",):
+        shutil.copy(data.path / f, out / f)
+    meta = dict(data.meta, validation_of=name, val_seed=VAL_SEED,
+                train={"sets": int((~is_val).sum())}, test={"sets": int(is_val.sum())})
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return sb.Dataset(out)
+
+
+def examples(data: sb.Dataset) -> Examples:
+    return make_examples(data.test, 32, TARGETS_PER_SET, EVAL_SEED)
+
+
+# ------------------------------------------------------------------------------------ recipes
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every knob of one training recipe, flat. alpha = 0: chosen from the vocabulary (auto_alpha)."""
+    alpha: int = 2
+    m: int = 2
+    d: int = 128
+    layers: int = 2
+    heads: int = 4
+    d_ff: int = 512
+    dropout: float = 0.1
+    mask_rate: float = 0.5
+    element_dropout: float = 0.0
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup: int = 300
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    ema: float = 0.0
+    val_fraction: float = 0.05  # training sets carved off inside train() for the learning curve / BEST
+    eval_every: int = 250
+
+
+UNHASHED_MAX_IDS = 50_000  # alpha = 1 (no hashing) up to here: the id embedding is at most 50K x d
+
+
+def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
+    """alpha = 0 -> (1, 1), the unhashed model, when the vocabulary is small enough that hashing saves
+    no memory worth having; else (4, 2), the library default."""
+    if alpha:
+        return alpha, m
+    return (1, 1) if n_ids <= UNHASHED_MAX_IDS else (4, 2)
+
+
+RECIPES = {
+    "demo": Recipe(),  # today's demo recipe: alpha 2, m 2, d 128, 2 layers, dropout 0.1, mask 0.5
+    "a1": Recipe(alpha=1, m=1),
+    "a4": Recipe(alpha=4, m=2),
+    "a1_ema": Recipe(alpha=1, m=1, ema=0.999),
+    "a1_ed": Recipe(alpha=1, m=1, element_dropout=0.2),
+    "a1_ema_ed": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2),
+    "a1_ema_ed_d3": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, dropout=0.3),
+    "a1_ls": Recipe(alpha=1, m=1, label_smoothing=0.1),
+    "a2_ema_ed": Recipe(alpha=2, m=2, ema=0.999, element_dropout=0.2),
+    "a1_ema_ed4": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.4),
+    "a1_ema_ed_d2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, dropout=0.2),
+    "a1_ema_ed_m3": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.3),
+    "a1_ema_m3": Recipe(alpha=1, m=1, ema=0.999, mask_rate=0.3),
+}
+
+
+def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
+    """The ONE place that calls the library's training API (adapt here when TrainConfig changes)."""
+    alpha, m = auto_alpha(data.n_ids, recipe.alpha, recipe.m)
+    cfg = sb.TrainConfig(
+        data=str(data.path), out=str(out),
+        hash=sb.HashConfig(alpha=alpha, m=m),
+        model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
+                             dropout=recipe.dropout),
+        head=sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing),
+        mask=MaskConfig(mask_rate=recipe.mask_rate, element_dropout=recipe.element_dropout),
+        optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),
+        loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
+                           keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS),
+        val_fraction=recipe.val_fraction)
+    sb.train(cfg, progress=False, overwrite=True)
+
+
+# ------------------------------------------------------------------------------------ runs
+
+
+def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Dataset, ex: Examples) -> dict:
+    """Train (unless done) and rank `ex`. -> record with ranks (E,), steps, seconds, load."""
+    recipe = RECIPES[recipe_name]
+    run_dir = WORK / "models" / f"{name}-{split}" / f"{recipe_name}-{steps}"
+    done = run_dir / "done.json"
+    if not done.exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+        load_before = os.getloadavg()[0]
+        t0 = time.time()
+        train_model(recipe, data, run_dir, steps)
+        wall = time.time() - t0
+        state = load_json(latest_checkpoint(run_dir) / "state.json")
+        config = load_json(run_dir / "config.json")
+        torch.set_num_threads(THREADS)
+        t1 = time.time()
+        predictor = sb.load(run_dir)
+        ranking = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
+        ranks = target_ranks(ranking.ids.numpy(), ex.targets)
+        best = state.get("best", {})
+        record = {"recipe": recipe_name, "threads": THREADS, "config": asdict(recipe), "alpha": config["hash"]["alpha"],
+                  "m": config["hash"]["m"], "parameters": config["parameters"], "steps": state["step"],
+                  "best_step": best.get("step"), "train_seconds": round(state["seconds"], 1),
+                  "wall_seconds": round(wall, 1), "rank_seconds": round(time.time() - t1, 1),
+                  "examples_per_s": round(state["examples"] / max(state["seconds"], 1e-9), 1),
+                  "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+                  "inference_checkpoint": inference_checkpoint(run_dir).name}
+        np.save(run_dir / "ranks.npy", ranks.astype(np.int16))
+        done.write_text(json.dumps(record, indent=2) + "\n")
+    record = load_json(done)
+    record["ranks"] = np.load(run_dir / "ranks.npy")
+    record["dir"] = str(run_dir.relative_to(REPO))
+    return record
+
+
+def baseline_ranks(name: str, split: str, data: sb.Dataset, ex: Examples, which=BASELINES) -> dict:
+    out = {}
+    for b in which:
+        if b == "ease" and data.n_ids > EASE_MAX_IDS:
+            out[b] = {"skipped": f"EASE is dense: {data.n_ids:,} ids > {EASE_MAX_IDS:,}"}
+            continue
+        cache = WORK / "baselines" / f"{name}-{split}-{b}.npz"
+        if not cache.exists():
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            t0 = time.time()
+            base = fit_baseline(b, data.train, data.n_ids)
+            ranks = target_ranks(base.rank(ex.contexts, 20), ex.targets).astype(np.int16)
+            np.savez(cache, ranks=ranks, seconds=time.time() - t0)
+        z = np.load(cache)
+        out[b] = {"ranks": z["ranks"], "seconds": round(float(z["seconds"]), 1)}
+    return out
+
+
+def run(datasets: list[str], recipes: list[str], steps: int, split: str) -> list[dict]:
+    torch.set_num_threads(THREADS)
+    rows = []
+    for name in datasets:
+        data = split_dataset(name, split)
+        ex = examples(data)
+        base = baseline_ranks(name, split, data, ex)
+        groups = ex.set_rows
+        common = {"dataset": name, "split": split, "ids": data.n_ids, "train_sets": len(data.train),
+                  "examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum())}
+        for b, v in base.items():
+            row = dict(common, method=b)
+            row.update(v if "skipped" in v else dict(metrics(v["ranks"], groups), seconds=v["seconds"]))
+            row.pop("ranks", None)
+            rows.append(row)
+        for r in recipes:
+            rec = model_ranks(name, split, r, steps, data, ex)
+            row = dict(common, method="superbloom", **{k: v for k, v in rec.items() if k != "ranks"})
+            row.update(metrics(rec["ranks"], groups))
+            for b in ("cooccurrence", "ease"):
+                if "ranks" in base.get(b, {}):
+                    row[f"vs_{b}_rec@10"] = paired(hits_at(rec["ranks"], 10), hits_at(base[b]["ranks"], 10), groups)
+            rows.append(row)
+            print(f"{name} [{split}] {r} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
+                  f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
+                  f"EASE {rows_metric(rows, name, split, 'ease')})", flush=True)
+    return rows
+
+
+def rows_metric(rows, name, split, method, k=10):
+    for r in rows:
+        if r["dataset"] == name and r["split"] == split and r["method"] == method and f"rec@{k}" in r:
+            return f"{r[f'rec@{k}']:.4f}"
+    return "-"
+
+
+# ------------------------------------------------------------------------------------ results
+
+
+def row_key(r: dict) -> tuple:
+    return (r["dataset"], r["split"], r["method"], r.get("recipe"), r.get("steps"))
+
+
+def save(rows: list[dict]) -> None:
+    """Merge `rows` into quality.json (newer rows replace rows with the same key) and rewrite the table."""
+    path = RESULTS / "quality.json"
+    old = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    machine = machine_info()
+    stamp = {"machine": machine, "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    merged = {row_key(r): r for r in old["rows"]}
+    for r in rows:
+        merged[row_key(r)] = dict(r, **stamp)
+    out = {"protocol": {"targets_per_set": TARGETS_PER_SET, "segment": 32, "eval_seed": EVAL_SEED,
+                        "val": "10% of the training sets (seed 1) held out, models and baselines fitted on the rest",
+                        "test": "the prepared 10% test sets (seed 0)", "ci": "95% bootstrap over held-out sets",
+                        "torch_threads": THREADS},
+           "rows": sorted(merged.values(), key=lambda r: (r["dataset"], r["split"], r["method"] != "superbloom",
+                                                           r["method"], str(r.get("recipe")), r.get("steps") or 0))}
+    path.write_text(json.dumps(out, indent=2, default=_json) + "\n")
+    (RESULTS / "quality_table.md").write_text("\n".join(table(out["rows"]) + ["", machine_line(machine), ""]))
+
+
+def table(rows: list[dict]) -> list[str]:
+    cols = ["dataset", "split", "method", "recipe", "alpha", "params", "steps", "train s", "load",
+            "rec@1 [95% CI]", "rec@10 [95% CI]", "rec@20 [95% CI]", "rec@10 - EASE [95% CI]"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+
+    def ci(r, k):
+        return f"{r[f'rec@{k}']:.4f} [{r[f'rec@{k}_lo']:.3f}, {r[f'rec@{k}_hi']:.3f}]" if f"rec@{k}" in r else "-"
+
+    for r in rows:
+        d = r.get("vs_ease_rec@10")
+        lines.append("| " + " | ".join([
+            r["dataset"], r["split"], r["method"], str(r.get("recipe", "-")), str(r.get("alpha", "-")),
+            f"{r['parameters'] / 1e6:.2f}M" if r.get("parameters") else "-", str(r.get("steps", "-")),
+            f"{r['train_seconds']:.0f}" if r.get("train_seconds") else f"{r.get('seconds', 0):.0f} (fit)",
+            f"{r['load_before']:.1f}/{r['load_after']:.1f}" if "load_before" in r else "-",
+            ci(r, 1) if "rec@1" in r else r.get("skipped", "-"), ci(r, 10), ci(r, 20),
+            f"{d['diff']:+.4f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else "-"]) + " |")
+    return lines
+
+
+def _json(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o))
+
+
+def main(argv=None) -> None:
+    global THREADS
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default="wikispeedia,fb15k237,beauty")
+    p.add_argument("--recipes", default="demo")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--threads", type=int, default=THREADS,
+                   help="torch threads (1 is faster when other jobs share the 2 cores: no OpenMP stalls)")
+    a = p.parse_args(argv)
+    THREADS = a.threads
+    recipes = [r for r in a.recipes.split(",") if r]
+    for r in recipes:
+        if r not in RECIPES:
+            raise SystemExit(f"unknown recipe {r!r}; choose from {sorted(RECIPES)}")
+    rows = []
+    for name in [d for d in a.datasets.split(",") if d]:  # saved after each dataset
+        rows += run([name], recipes, a.steps, a.split)
+        save(rows)
+    print("\n".join(table(rows)))
+
+
+if __name__ == "__main__":
+    main()
