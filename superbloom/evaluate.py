@@ -25,15 +25,13 @@ import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
-from tqdm.auto import tqdm
 
 from .baselines import EASE_MAX_IDS, _topk_excluding, fit_baseline
-from .batches import query_batch
 from .dataset import Dataset
 from .decode import DecodeConfig
 from .metrics import hits_at, mean_ci, sequence_summary, summarize, target_ranks
 from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (re-exported: train.py)
+from .predictor import rank_contexts
 from .ranking import Ranking
 
 PROTOCOLS = ("auto", "sets", "leave-one-out")
@@ -72,25 +70,14 @@ def make_protocol(cfg: EvalConfig, data: Dataset, positions: int = 0):
     return LeaveOneOut(cfg.split, n, cfg.exclude_history, cfg.max_sets, cfg.seed)
 
 
-@torch.no_grad()
 def rank_excluding(predictor, contexts: np.ndarray, exclude: np.ndarray | None, k: int,
                    decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False) -> Ranking:
     """Top-k ids of the model for contexts (Q, c) (order kept: the query [MASK] follows the last
     known id), never returning the ids of `exclude` (Q, X) (-1 padded; None: nothing excluded).
     predictor.rank excludes the context itself; a sequence protocol needs another set."""
-    model, hashing = predictor.model, predictor.hashing
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    parts = []
-    for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
-        ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
-        hidden = model.target_hidden(query_batch(ctx, hashing).to(device))  # (q, m, d)
-        ex = None if exclude is None or exclude.shape[1] == 0 else \
-            torch.from_numpy(np.asarray(exclude[a:a + batch_size], np.int64)).to(device)
-        parts.append(model.head.topk(hidden, k, exclude=ex, decode=decode).cpu())
-    model.train(was_training)
-    return Ranking.concat(parts) if parts else Ranking.empty(k)
+    none = np.zeros((len(contexts), 0), np.int64)
+    return rank_contexts(predictor.model, predictor.hashing, contexts, k, decode, batch_size, progress,
+                         exclude=none if exclude is None else exclude)
 
 
 def rank_baseline(base, contexts: np.ndarray, exclude: np.ndarray, k: int, last: int = 0) -> np.ndarray:

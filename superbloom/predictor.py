@@ -29,17 +29,22 @@ from .vocab import Vocab
 
 @torch.no_grad()
 def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: int,
-                  decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False) -> Ranking:
-    """Top-k ids for each context row (Q, c) of ids (-1 padded); context ids are never returned.
+                  decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False,
+                  exclude: np.ndarray | None = None) -> Ranking:
+    """Top-k ids for each context row (Q, c) of ids (-1 padded). Never returned: the ids of `exclude`
+    (Q, X), -1 padded, or by default (None) the context ids themselves.
     Runs on the model's device; the Ranking comes back on the CPU."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
+    exclude = contexts if exclude is None else exclude
     parts = []
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
+        ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
         hidden = model.target_hidden(query_batch(ctx, hashing).to(device))  # (q, m, d)
-        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ctx).to(device), decode=decode).cpu())
+        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
+                                     decode=decode).cpu())
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 

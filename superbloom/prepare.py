@@ -115,12 +115,18 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     or a kill part-way leaves OUT as it was (an earlier dataset there stays loadable until replaced)."""
     t0 = time.time()
     check_input(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
-    final = _output_dir(cfg.out)
+    return write_staged(cfg.out, lambda work: _prepare_into(cfg, work, t0, progress))
+
+
+def write_staged(out: str, build) -> dict:
+    """Run build(work_dir) -> summary in `OUT.partial` and move the result to OUT only when complete
+    (an earlier dataset in OUT stays loadable until then; an OUT holding other files is refused)."""
+    final = _output_dir(out)
     work = final.with_name(final.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)  # left by an earlier attempt that was killed
     work.mkdir(parents=True)
     try:
-        summary = _prepare_into(cfg, work, t0, progress)
+        summary = build(work)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -27,7 +27,6 @@ word plus 16 bytes per distinct training bigram.
 """
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ..files import save_json, write_lines
-from ..prepare import KeyEncoder, _output_dir, _replace_dir
+from ..prepare import KeyEncoder, write_staged
 from ..readers import InputError
 from ..vocab import Vocab
 from .corpora import CorpusStats, read_documents
@@ -80,17 +79,7 @@ def prepare_text(cfg: TextPrepareConfig, progress: bool = True) -> dict:
     As `superbloom prepare`: the dataset is written into `OUT.partial` and moved into place when
     complete (an earlier dataset in OUT stays loadable until then); an OUT holding other files is refused."""
     t0 = time.time()
-    final = _output_dir(cfg.out)
-    work = final.with_name(final.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)  # left by an earlier attempt that was killed
-    work.mkdir(parents=True)
-    try:
-        summary = _prepare_text_into(cfg, work, t0, progress)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    _replace_dir(work, final)
-    return summary
+    return write_staged(cfg.out, lambda work: _prepare_text_into(cfg, work, t0, progress))
 
 
 def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: bool) -> dict:
