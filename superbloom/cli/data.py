@@ -1,0 +1,127 @@
+"""Commands that write datasets: prepare (sets / sequences), prepare-text (corpora), synth."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..prepare import SPLITS, PrepareConfig
+from ..readers import FORMATS, ReadConfig
+from ..synth import SYNTH_FORMATS, SynthConfig
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, default_of, number
+
+
+def register(sub):
+    for add in (_add_prepare, _add_prepare_text, _add_synth):
+        add(sub)
+
+
+def _add_prepare(sub):
+    d = lambda name: default_of(PrepareConfig, name)  # noqa: E731
+    r = lambda name: default_of(ReadConfig, name)  # noqa: E731
+    p = sub.add_parser("prepare", help="split sets, build the vocabulary, write a memory-mapped dataset",
+                       description="Read links, split the sets into train/test (seeded), build the vocabulary "
+                                   "from the training sets and write a compact memory-mappable dataset.")
+    p.add_argument("input", help="input file (.gz allowed for text formats)")
+    p.add_argument("--format", choices=FORMATS, default=r("format"),
+                   help="edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
+                        "parquet: two columns (default: %(default)s)")
+    p.add_argument("--out", required=True, help="output dataset directory")
+    p.add_argument("--test-fraction", type=FRACTION, default=d("test_fraction"),
+                   help="fraction of sets held out (default %(default)s)")
+    p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="split seed (default %(default)s)")
+    p.add_argument("--split", choices=SPLITS, default=d("split"),
+                   help="sets: hold out whole sets (--test-fraction); leave-one-out: each set is a sequence in "
+                        "the order read, repeats kept, its last id the test target, the one before the "
+                        "validation target (sequences of < 3 ids: training only, counted) (default %(default)s)")
+    p.add_argument("--set-column", type=NONNEG_INT, default=r("set_column"),
+                   help="edges/parquet: column of the set key (default %(default)s)")
+    p.add_argument("--id-column", type=NONNEG_INT, default=r("id_column"),
+                   help="edges/parquet: column of the id (default %(default)s; 2 for head/relation/tail triples)")
+    p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
+                                                             "(neighbour sets of a graph)")
+    p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_prepare)
+
+
+def _add_prepare_text(sub):
+    p = sub.add_parser("prepare-text", help="plain text -> unigram+bigram vocabulary and token-id sequences",
+                       description="Read plain-text corpora (a directory of .txt files, a tar of them, one file, "
+                                   "a GCIDE dictd dictionary or the tagged Brown corpus), normalise (NFKC), split "
+                                   "sentences and words, hold out documents for test (seeded), choose the most "
+                                   "frequent unigrams and bigrams of the training documents (paper sec. 4) and "
+                                   "write the dataset: rows are segments of whole sentences, ordered.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="corpus paths (read in order)")
+    p.add_argument("--out", required=True, help="output dataset directory")
+    p.add_argument("--format", choices=("auto", "txt", "gcide", "brown"), default="auto",
+                   help="auto (default): per input, gcide for *.dict(.dz), brown for a tar of ca01..cr09, else txt")
+    p.add_argument("--vocab-size", type=int, default=1_000_000,
+                   help="unigrams + bigrams kept, [UNK] on top (default 1,000,000)")
+    p.add_argument("--min-bigram-count", type=int, default=2, help="rarer bigrams are never kept (default 2)")
+    p.add_argument("--segment", type=int, default=128,
+                   help="ids per row, whole sentences packed; 0: one row per document (default 128)")
+    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
+                   help="lower-case the text (default: on)")
+    p.add_argument("--test-fraction", type=float, default=0.1, help="fraction of documents held out (default 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_prepare_text)
+
+
+def _add_synth(sub):
+    d = lambda name: default_of(SynthConfig, name)  # noqa: E731
+    p = sub.add_parser("synth", help="write a SYNTHETIC links file with planted topics (any size, bounded memory)",
+                       description="Write synthetic links: ids with Zipf popularity grouped into latent topics, "
+                                   "each set drawn from a few topics, so that a model can learn something. "
+                                   "Seeded (the same arguments give the same bytes) and streamed in chunks; the "
+                                   "file records that it is synthetic and how it was made. The generative model "
+                                   "is described in superbloom/synth.py.")
+    p.add_argument("--out", required=True, help="output file (edges: .gz/.bz2/.zst compress by extension)")
+    p.add_argument("--ids", type=number(int, 8), default=d("ids"), help="vocabulary size (default %(default)s)")
+    p.add_argument("--links", type=POS_INT, default=d("links"), help="links (rows) written, exactly (default %(default)s)")
+    p.add_argument("--topics", type=POS_INT, default=d("topics"),
+                   help="latent topics, at most --ids; each id belongs to one (default %(default)s)")
+    p.add_argument("--topics-per-set", type=POS_INT, default=d("topics_per_set"),
+                   help="a set mixes 1..this many topics, at most --topics (default %(default)s)")
+    p.add_argument("--mean-set-size", type=number(float, 2.0), default=d("mean_set_size"),
+                   help="mean ids per set, >= 2 and at most --ids / 4 (default %(default)s)")
+    p.add_argument("--zipf", type=NONNEG, default=d("zipf"),
+                   help="popularity exponent: id r has weight (r + topics)^-zipf; 0: uniform (default %(default)s)")
+    p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="generator seed (default %(default)s)")
+    p.add_argument("--format", choices=SYNTH_FORMATS, default=d("format"),
+                   help="parquet: columns set (int64), id (int32), read by `prepare --format parquet`; "
+                        "edges: set<TAB>id lines after '#' comment lines (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_synth)
+
+
+def cmd_prepare(args):
+    from ..prepare import format_summary, prepare
+
+    read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
+                      undirected=args.undirected, skip_malformed=args.skip_malformed)
+    summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
+                                    seed=args.seed, split=args.split))
+    print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
+
+
+def cmd_prepare_text(args):
+    from ..text import TextConfig, TextPrepareConfig, format_text_summary, prepare_text
+
+    cfg = TextPrepareConfig(tuple(args.inputs), args.out, args.format, TextConfig(lowercase=args.lowercase),
+                            args.vocab_size, args.min_bigram_count, segment=args.segment,
+                            test_fraction=args.test_fraction, seed=args.seed)
+    summary = prepare_text(cfg, progress=not (args.quiet or args.json))
+    print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_text_summary(summary)}")
+
+
+def cmd_synth(args):
+    from ..synth import format_summary, synth
+
+    cfg = SynthConfig(out=args.out, ids=args.ids, links=args.links, topics=args.topics,
+                      topics_per_set=args.topics_per_set, mean_set_size=args.mean_set_size, zipf=args.zipf,
+                      seed=args.seed, format=args.format)
+    summary = synth(cfg, progress=not (args.quiet or args.json))
+    print(json.dumps(summary, indent=2) if args.json else f"wrote {args.out}\n{format_summary(summary)}")

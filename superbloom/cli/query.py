@@ -1,0 +1,182 @@
+"""Commands that use a trained model: eval, predict, expand, serve."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..evaluate import PROTOCOLS, EvalConfig
+from ..expand import STRATEGIES, ExpandConfig
+from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_device_arg, decode_config, default_of,
+                    finite, number)
+
+
+def register(sub):
+    for add in (_add_eval, _add_predict, _add_expand, _add_serve):
+        add(sub)
+
+
+def _add_eval(sub):
+    e = lambda name: default_of(EvalConfig, name)  # noqa: E731
+    p = sub.add_parser("eval", help="the paper's protocol on the held-out sets, with baselines",
+                       description="For each held-out set: a random segment of up to 32 ids, one random id held "
+                                   "out, the rest is the context (excluded from the ranking). Reports rec@1/10/20, "
+                                   "MRR and NDCG@10 for the model and for baselines on the same examples.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("data", help="prepared dataset directory (the one the model was trained on)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--seed", type=NONNEG_INT, default=e("seed"), help="example sampling seed (default %(default)s)")
+    p.add_argument("--targets-per-set", type=POS_INT, default=e("targets_per_set"),
+                   help="held-out ids per set (default %(default)s)")
+    p.add_argument("--max-sets", type=NONNEG_INT, default=e("max_sets"),
+                   help="use at most N held-out sets, 0: all (default %(default)s)")
+    p.add_argument("--depth", type=POS_INT, default=e("depth"), help="ids retrieved per example (default %(default)s)")
+    g = p.add_argument_group("sequence recommendation (datasets from prepare --split leave-one-out)")
+    g.add_argument("--protocol", choices=PROTOCOLS, default=e("protocol"),
+                   help="sets: the paper's held-out sets; leave-one-out: each user's last id (test) or the one "
+                        "before (valid) ranked against all ids from the history before it; auto: the dataset's "
+                        "split (default %(default)s)")
+    g.add_argument("--split", choices=("valid", "test"), default=e("split"),
+                   help="leave-one-out: which targets (validation picks a checkpoint; test is touched once) "
+                        "(default %(default)s)")
+    g.add_argument("--context-len", type=POS_INT, default=e("context_len"),
+                   help="leave-one-out: the most recent history ids in the context, in order (at most the "
+                        "model's --positions - 1) (default %(default)s)")
+    g.add_argument("--exclude-history", dest="exclude_history", action="store_true", default=e("exclude_history"),
+                   help="leave-one-out: never rank an id of the user's history (default)")
+    g.add_argument("--no-exclude-history", dest="exclude_history", action="store_false",
+                   help="leave-one-out: rank every id, the user's history included")
+    g.add_argument("--cooc-last", type=NONNEG_INT, default=e("cooc_last"),
+                   help="leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all "
+                        "(default %(default)s)")
+    p.add_argument("--baselines", default=",".join(e("baselines")),
+                   help="comma-separated: popularity, cooccurrence, ease; or 'none' (default %(default)s)")
+    p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
+                                                                             "(default %(default)s)")
+    p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
+    add_device_arg(p)
+    add_decode_args(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_predict(sub):
+    p = sub.add_parser("predict", help="top-k ids for a context of ids",
+                       description="Predict the missing ids of a set from the given ids (as they appear in the "
+                                   "data, e.g. Copenhagen, or URL-decoded).")
+    p.add_argument("model", help="model directory")
+    p.add_argument("ids", nargs="+", help="context ids")
+    p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
+    p.add_argument("--json", action="store_true")
+    add_device_arg(p)
+    add_decode_args(p)
+    p.set_defaults(func=cmd_predict)
+
+
+def _add_expand(sub):
+    x = lambda name: default_of(ExpandConfig, name)  # noqa: E731
+    p = sub.add_parser("expand", help="grow a set one predicted id at a time",
+                       description="Set expansion: predict, add the best (or a sampled) id to the set, predict "
+                                   "again; each added id joins the context of the next prediction.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("ids", nargs="+", help="seed ids")
+    p.add_argument("--steps", type=POS_INT, default=x("steps"), help="ids to add (default %(default)s)")
+    p.add_argument("--strategy", choices=STRATEGIES, default=x("strategy"), help="argmax, or sample from "
+                   "softmax(score / temperature) over the top k (default %(default)s)")
+    p.add_argument("--temperature", type=POSITIVE, default=x("temperature"),
+                   help="sample: temperature (default %(default)s)")
+    p.add_argument("--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
+    p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
+    p.add_argument("--json", action="store_true")
+    add_device_arg(p)
+    add_decode_args(p)
+    p.set_defaults(func=cmd_expand)
+
+
+def _add_serve(sub):
+    from ..serve import ServeConfig
+
+    p = sub.add_parser("serve", help="HTTP API and web page for a model",
+                       description="Serve a model: JSON API (docs at /docs) and a web page at /. "
+                                   "The model is loaded once; concurrent requests are batched.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    p.add_argument("--port", type=PORT, default=8000, help="port (default %(default)s)")
+    p.add_argument("--threads", type=NONNEG_INT, default=1,
+                   help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
+                        "threads spin and stall when the cores are shared with the server itself)")
+    for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
+                      ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
+                      ("max_batch", "queries per model call")]:
+        p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=default_of(ServeConfig, name),
+                       help=f"{hlp} (default %(default)s)")
+    for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
+                      ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
+                      ("head_timeout", "seconds to receive a request's line and headers")]:
+        p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
+                       default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    add_device_arg(p)
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_eval(args):
+    from ..dataset import Dataset
+    from ..evaluate import evaluate, format_report
+    from ..predictor import load
+
+    baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
+    cfg = EvalConfig(seed=args.seed, targets_per_set=args.targets_per_set, depth=args.depth, decode=decode_config(args),
+                     baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets,
+                     protocol=args.protocol, split=args.split, context_len=args.context_len,
+                     exclude_history=args.exclude_history, cooc_last=args.cooc_last)
+    result = evaluate(load(args.model, args.threads, args.device), Dataset(args.data), cfg, progress=not args.json)
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+
+
+def cmd_predict(args):
+    from ..predictor import load
+
+    model = load(args.model, device=args.device)
+    if args.k > len(model.vocab):
+        print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
+              f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
+    pred = model.predict(args.ids, args.k, decode_config(args))  # no known id: a ValueError, like the API's 422
+    if args.json:  # the shape of POST /v1/predict's answer
+        print(json.dumps(model.prediction_json(pred), indent=2))
+        return
+    if pred.unknown:
+        print(f"unknown ids (ignored): {', '.join(pred.unknown)}")
+    print(f"context: {', '.join(model.vocab.display(i) for i in model.vocab.lookup(pred.context)[0])}")
+    print(f"top-{args.k} ({'certified exact' if pred.exact else 'approximate'}, beam {pred.beam}):")
+    for r, (i, s) in enumerate(pred.items, 1):
+        print(f"  {r:>3}. {model.vocab.display(model.vocab.get(i)):<40} {s:9.3f}")
+
+
+def cmd_expand(args):
+    from ..expand import expand
+    from ..predictor import load
+
+    model = load(args.model, device=args.device)
+    cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
+                       seed=args.seed, decode=decode_config(args))
+    out = expand(model, args.ids, cfg)
+    if args.json:  # the shape of POST /v1/expand's answer
+        added = [dict(id=a.id, display=model.vocab.display(model.vocab.get(a.id)), score=finite(a.score),
+                      exact=a.exact) for a in out.added]
+        print(json.dumps({"seed": out.seed, "unknown": out.unknown, "added": added}, indent=2))
+        return
+    if out.unknown:
+        print(f"unknown ids (ignored): {', '.join(out.unknown)}")
+    shown = lambda i: model.vocab.display(model.vocab.get(i))  # noqa: E731
+    print(f"seed: {', '.join(map(shown, out.seed))}")
+    print(f"added ({args.strategy}{f', temperature {args.temperature}' if args.strategy == 'sample' else ''}):")
+    for r, a in enumerate(out.added, 1):
+        print(f"  {r:>3}. {shown(a.id):<40} {a.score:9.3f}{'' if a.exact else '  (approximate)'}")
+
+
+def cmd_serve(args):
+    from ..serve import ServeConfig, serve
+
+    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
+             "head_timeout"]
+    cfg = ServeConfig(**{n: getattr(args, n) for n in names})
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device)

@@ -1,0 +1,179 @@
+"""The train command and the TrainConfig it builds (resume: the saved settings plus the flags typed now)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..batches import MaskConfig
+from ..device import DEVICE_CHOICES
+from ..hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
+from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
+from ..heads.hierarchical import HierarchicalConfig
+from ..heads.sampled import SampledConfig
+from ..heads.superbloom import SuperbloomConfig
+from ..model import ModelConfig
+from ..optim import OPTIMIZERS, OptimConfig
+from ..train import LoopConfig, TrainConfig
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of, number
+
+
+def register(sub):
+    _add_train(sub)
+
+
+def _add_train(sub):
+    p = sub.add_parser("train", help="train a model on a prepared dataset",
+                       description="Masked training of a Superbloom model. Stops at --steps, --epochs or "
+                                   "--time-budget, whichever comes first; checkpoints are resumable.")
+    p.add_argument("data", help="prepared dataset directory")
+    p.add_argument("--out", required=True, help="model directory to write")
+    h = lambda name: default_of(HashConfig, name)  # noqa: E731
+    g = p.add_argument_group("hashing")
+    g.add_argument("--alpha", type=NONNEG_INT, default=h("alpha"),
+                   help="ids per hash bucket; 0: chosen from the vocabulary size (unhashed up to "
+                        f"{UNHASHED_MAX_IDS:,} ids, else {AUTO_ALPHA}) (default %(default)s)")
+    g.add_argument("--m", type=POS_INT, default=h("m"), help="hash functions per id (default %(default)s)")
+    g.add_argument("--hash-seed", type=NONNEG_INT, default=h("seed"), help="hash maps seed (default %(default)s)")
+    g.add_argument("--coherent", type=NONNEG_INT, default=h("coherent"),
+                   help="how many of the m maps are coherent: similar ids (training co-occurrence) share a "
+                        "bucket (appendix C); the rest are random (default %(default)s)")
+    md = lambda name: default_of(ModelConfig, name)  # noqa: E731
+    g = p.add_argument_group("model")
+    g.add_argument("--d", type=POS_INT, default=md("d"), help="embedding / hidden size (default %(default)s)")
+    g.add_argument("--heads", type=POS_INT, default=md("heads"), help="attention heads (default %(default)s)")
+    g.add_argument("--d-ff", type=POS_INT, default=md("d_ff"), help="feed-forward size (default %(default)s)")
+    g.add_argument("--layers", type=POS_INT, default=md("layers"), help="Transformer layers (default %(default)s)")
+    g.add_argument("--dropout", type=FRACTION, default=md("dropout"),
+                   help="dropout on embeddings and residual branches (default %(default)s)")
+    g.add_argument("--attn-dropout", type=FRACTION, default=md("attn_dropout"),
+                   help="dropout on attention weights (default %(default)s)")
+    g.add_argument("--positions", type=NONNEG_INT, default=md("positions"),
+                   help="learned position embeddings for ordered data, up to this many elements "
+                        "(default %(default)s: a set)")
+    g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
+    g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
+                   help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
+    g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
+    g.add_argument("--head", choices=sorted(HEADS), default=SuperbloomConfig.name,
+                   help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
+                        "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
+                        "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding) "
+                        "(default %(default)s)")
+    g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
+                   help="superbloom: softmax j over map j's tokens only")
+    g.add_argument("--label-smoothing", type=FRACTION, default=None,
+                   help=f"superbloom, full (default {default_of(SuperbloomConfig, 'label_smoothing')})")
+    g.add_argument("--samples", type=POS_INT, default=None,
+                   help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')})")
+    g.add_argument("--proposal", choices=PROPOSALS, default=None,
+                   help=f"sampled: proposal distribution (default {default_of(SampledConfig, 'proposal')})")
+    g.add_argument("--tree", choices=TREES, default=None, help="hierarchical: tree built from the training counts "
+                                                             f"(default {default_of(HierarchicalConfig, 'tree')})")
+    mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
+    g = p.add_argument_group("training examples (sec. 3.1)")
+    g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
+    g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
+                   help="fraction of a segment's ids masked, at least one (default %(default)s)")
+    g.add_argument("--element-dropout", type=FRACTION, default=mk("element_dropout"),
+                   help="probability that an unmasked context id is dropped from a training example "
+                        "(default %(default)s)")
+    o = lambda name: default_of(OptimConfig, name)  # noqa: E731
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"),
+                   help="adamw, or adapsgd (no learning rate: --lr and --warmup are not used) (default %(default)s)")
+    g.add_argument("--lr", type=POSITIVE, default=o("lr"), help="peak learning rate (default %(default)s)")
+    g.add_argument("--warmup", type=NONNEG_INT, default=o("warmup"), help="warm-up steps (default %(default)s)")
+    g.add_argument("--weight-decay", type=NONNEG, default=o("weight_decay"), help="weight decay (default %(default)s)")
+    g.add_argument("--clip", type=NONNEG, default=o("clip"), help="gradient norm clip, 0: none (default %(default)s)")
+    lp = lambda name: default_of(LoopConfig, name)  # noqa: E731
+    g = p.add_argument_group("loop")
+    g.add_argument("--batch-size", type=POS_INT, default=lp("batch_size"),
+                   help="sets per step, over all processes (default %(default)s)")
+    g.add_argument("--steps", type=NONNEG_INT, default=0, help="stop after N steps (0: no limit; default 0)")
+    g.add_argument("--epochs", type=NONNEG, default=0.0, help="stop after N passes over the training sets (default 0)")
+    g.add_argument("--time-budget", type=NONNEG, default=0.0, help="stop after N seconds of training (default 0); "
+                   "give at least one of --steps, --epochs, --time-budget")
+    g.add_argument("--eval-every", "--eval-every-steps", dest="eval_every", type=NONNEG_INT, default=lp("eval_every"),
+                   metavar="STEPS", help="validate every this many STEPS, 0: only at the end (default %(default)s)")
+    g.add_argument("--checkpoint-every", "--checkpoint-every-seconds", dest="checkpoint_every", type=NONNEG,
+                   default=lp("checkpoint_every"), metavar="SECONDS",
+                   help="SECONDS between checkpoints (default %(default)s)")
+    g.add_argument("--val-fraction", type=FRACTION, default=default_of(TrainConfig, "val_fraction"),
+                   help="training sets held out for validation, at most 2000 (default %(default)s)")
+    g.add_argument("--seed", type=NONNEG_INT, default=lp("seed"), help="training seed (default %(default)s)")
+    g.add_argument("--threads", type=NONNEG_INT, default=lp("threads"),
+                   help="torch CPU threads, 0: torch's default (default %(default)s)")
+    g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
+    g.add_argument("--ema", type=FRACTION, default=lp("ema"),
+                   help="> 0: validate and keep as BEST an exponential moving average of the weights with this "
+                        "decay, e.g. 0.999 (default %(default)s: none)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest complete checkpoint, with its saved settings; "
+                        "flags given now may change the optimisation and loop settings (recorded), not the model")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the model in --out with a new run (the old one is kept until the new run has a "
+                        "complete checkpoint)")
+    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
+                   help="serve the last weights instead of those with the best validation rec@10")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+
+def _head_config(args):
+    """The --head's config from the head settings given; a setting of another head is an error."""
+    given = {n: getattr(args, n) for n in ("per_hash_softmax", "label_smoothing", "samples", "proposal", "tree")
+             if getattr(args, n) is not None}
+    wrong = [n for n in given if n not in head_settings(args.head)]
+    if wrong:
+        raise ValueError(f"--{wrong[0].replace('_', '-')} is not a setting of the {args.head} head "
+                         f"(its settings: {', '.join('--' + s.replace('_', '-') for s in head_settings(args.head)) or 'none'})")
+    return head_config(args.head, **given)
+
+
+def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
+    """The TrainConfig of the command line; with `base` (a resumed run's saved config) only the flags
+    in `given` (those typed on the command line) replace its settings."""
+    def pick(dest, saved):
+        return getattr(args, dest) if base is None or dest in given else saved
+
+    b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
+    head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
+    return TrainConfig(
+        data=args.data, out=args.out,
+        hash=HashConfig(alpha=pick("alpha", b.hash.alpha), m=pick("m", b.hash.m), seed=pick("hash_seed", b.hash.seed),
+                        coherent=pick("coherent", b.hash.coherent)),
+        model=ModelConfig(d=pick("d", b.model.d), heads=pick("heads", b.model.heads), d_ff=pick("d_ff", b.model.d_ff),
+                          layers=pick("layers", b.model.layers), dropout=pick("dropout", b.model.dropout),
+                          attn_dropout=pick("attn_dropout", b.model.attn_dropout),
+                          positions=pick("positions", b.model.positions),
+                          norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
+                          attention=pick("attention", b.model.attention)),
+        head=_head_config(args) if base is None or head_flags & given else b.head,
+        mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
+                        p_mask=b.mask.p_mask, p_random=b.mask.p_random,
+                        element_dropout=pick("element_dropout", b.mask.element_dropout)),
+        optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
+                          warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
+                          clip=pick("clip", b.optim.clip)),
+        loop=LoopConfig(batch_size=pick("batch_size", b.loop.batch_size), steps=pick("steps", b.loop.steps),
+                        epochs=pick("epochs", b.loop.epochs), time_budget=pick("time_budget", b.loop.time_budget),
+                        eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),
+                        checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
+                        seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
+                        device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
+        val_fraction=pick("val_fraction", b.val_fraction))
+
+
+def cmd_train(args):
+    from ..checkpoint import latest_checkpoint
+    from ..files import load_json
+    from ..train import train
+
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
+        saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
+        cfg = train_config_from_args(args, saved, args.given)
+    else:
+        cfg = train_config_from_args(args)
+    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
+    print(f"model written to {out}")
