@@ -89,10 +89,13 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
+    objective: str = "masked"  # a name in OBJECTIVES: how examples are made and the model validated
 
     def __post_init__(self):
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; choose one of {', '.join(sorted(OBJECTIVES))}")
 
     def to_dict(self) -> dict:
         """JSON-able, the head with its name (config.json's "train")."""
@@ -107,7 +110,7 @@ class TrainConfig:
                    head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
                    optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
                    loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
-                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL))
+                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"))
 
 
 _FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default
@@ -156,6 +159,34 @@ def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, t
         return summarize(target_ranks(ranking.ids.numpy(), val.targets))
 
     return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT)
+
+
+@dataclass(frozen=True)
+class ObjectiveInputs:
+    """What train() hands an objective builder: the built model and everything it was built from."""
+    model: nn.Module
+    hashing: BloomHash
+    data: Dataset
+    train_rows: np.ndarray  # rows of data.train to train on
+    val_rows: np.ndarray  # rows of data.train held out for validation
+    cfg: TrainConfig
+    model_cfg: ModelConfig  # the model's settings (a resumed run's saved ones)
+    device: torch.device
+
+
+def masked(x: ObjectiveInputs) -> Objective:
+    """The default: masked training over sets (sec. 3.1), BEST by rec@10 on held-out training sets."""
+    cfg = x.cfg
+    # many held-out ids per validation set: a steadier score to pick the BEST checkpoint with
+    val = (make_examples(x.data.train.subset(x.val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.loop.seed)
+           if len(x.val_rows) else None)
+    return masked_set_objective(x.model, x.hashing, x.data.train, x.train_rows, val, cfg.mask, cfg.loop.batch_size,
+                                cfg.loop.seed, x.device, merge=not x.model_cfg.positions)
+
+
+# name -> builder; another objective (next-item, text MLM, ...) is one more entry here, chosen by
+# TrainConfig.objective (`train --objective NAME`), with the same loop, checkpoints and devices
+OBJECTIVES: dict[str, Callable[[ObjectiveInputs], Objective]] = {"masked": masked}
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -417,7 +448,7 @@ class RunDir:
 
 
 # settings a resumed run must keep: they define the model and its data (the rest may change)
-ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction")
+ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction", "objective")
 
 
 def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
@@ -521,11 +552,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
               f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
         if run.staged:
             print(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
-    # many held-out ids per validation set: a steadier score to pick the BEST checkpoint with
-    val = (make_examples(data.train.subset(val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.loop.seed)
-           if len(val_rows) else None)
-    obj = masked_set_objective(model, hashing, data.train, train_rows, val, cfg.mask, cfg.loop.batch_size,
-                               cfg.loop.seed, d.device, merge=not mcfg.positions)
+    obj = OBJECTIVES[cfg.objective](ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
     try:
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress)
     finally:

@@ -91,3 +91,41 @@ def test_weight_average_is_validated_kept_and_resumed(tmp_path):
     best = Regression()
     load_weights(best, inference_checkpoint(tmp_path / "whole"))
     assert not torch.equal(best.w.weight, whole.w.weight)  # the average, not the last weights
+
+
+def test_train_uses_the_registered_objective(tmp_path, monkeypatch):
+    """train() builds its objective from train.OBJECTIVES[cfg.objective]: a registered one is used, with
+    the model and data train() built; an unknown name is refused before anything is written."""
+    import pytest
+
+    import superbloom as sb
+    import importlib
+
+    train_mod = importlib.import_module("superbloom.train")  # (superbloom.train is also the function)
+    from superbloom.model import ModelConfig
+    from superbloom.prepare import PrepareConfig, prepare
+    from superbloom.readers import ReadConfig
+
+    prepare(PrepareConfig(input=str(sb.embedded_dataset()), out=str(tmp_path / "data"),
+                          read=ReadConfig(format="edges")), progress=False)
+    seen = {}
+
+    def counting(x):
+        seen["inputs"] = x
+        obj = train_mod.masked(x)
+        seen["batches"] = 0
+
+        def batch(rows, rng):
+            seen["batches"] += 1
+            return obj.batch(rows, rng)
+        return train_mod.Objective(obj.model, obj.n_examples, obj.epoch, batch, obj.validate, obj.select)
+
+    monkeypatch.setitem(train_mod.OBJECTIVES, "counting", counting)
+    cfg = train_mod.TrainConfig(data=str(tmp_path / "data"), out=str(tmp_path / "model"), objective="counting",
+                                model=ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                                loop=train_mod.LoopConfig(steps=3, batch_size=16, eval_every=0))
+    train_mod.train(cfg, progress=False)
+    assert seen["batches"] == 3 and seen["inputs"].cfg is cfg
+    assert json.loads((tmp_path / "model" / "config.json").read_text())["train"]["objective"] == "counting"
+    with pytest.raises(ValueError, match="unknown objective 'nope'"):
+        train_mod.TrainConfig(data="d", out="o", objective="nope")

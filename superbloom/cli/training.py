@@ -12,7 +12,7 @@ from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
 from ..model import ModelConfig
 from ..optim import OPTIMIZERS, OptimConfig
-from ..train import LoopConfig, TrainConfig
+from ..train import OBJECTIVES, LoopConfig, TrainConfig
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of, number
 
 
@@ -70,6 +70,9 @@ def _add_train(sub):
                                                              f"(default {default_of(HierarchicalConfig, 'tree')})")
     mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
     g = p.add_argument_group("training examples (sec. 3.1)")
+    g.add_argument("--objective", choices=sorted(OBJECTIVES), default=default_of(TrainConfig, "objective"),
+                   help="how training examples are made and the model validated: masked = the paper's masked "
+                        "set completion (default %(default)s)")
     g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
@@ -160,7 +163,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
                         device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
-        val_fraction=pick("val_fraction", b.val_fraction))
+        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective))
 
 
 def cmd_train(args):
