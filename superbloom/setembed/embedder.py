@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import unquote
 
 import numpy as np
 import torch
@@ -113,7 +114,12 @@ class Embedder:
 
     def embed_ids(self, known: Sequence[np.ndarray]) -> np.ndarray:
         """Known int ids per set -> (Q, d) float32 unit vectors."""
-        return embed_sets(self.net, self.hashing, SetArray.from_lists([np.asarray(k) for k in known]))
+        return self.embed_sets(SetArray.from_lists([np.asarray(k) for k in known]))
+
+    def embed_sets(self, sets: SetArray) -> np.ndarray:
+        """Sets of the model's int ids (-1: unknown, skipped) -> (S, d) float32 unit vectors (zero for
+        a set with no known id)."""
+        return embed_sets(self.net, self.hashing, sets)
 
     def embed_many(self, contexts: Sequence[Sequence[str]]) -> np.ndarray:
         """String ids per set -> (Q, d) float32 unit vectors."""
@@ -176,6 +182,24 @@ def _bank_size(ckpt: Path) -> int:
 
     with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
         return int(f.get_slice("net.bank.vectors").get_shape()[0])
+
+
+def similar_json(s: Similar) -> dict:
+    """A Similar as JSON: the shape of POST /v1/similar's answer."""
+    return {"similar": [{"set": k, "display": display(k), "score": round(x, 6)} for k, x in s.items],
+            "context": s.context, "unknown": s.unknown}
+
+
+def classify_json(c: Classified) -> dict:
+    """A Classified as JSON: the shape of POST /v1/classify's answer."""
+    return {"label": c.label, "rejected": c.label is None, "confidence": round(c.confidence, 6), "method": c.method,
+            "scores": [{"label": n, "score": round(x, 6)} for n, x in c.scores], "context": c.context,
+            "unknown": c.unknown}
+
+
+def display(key: str) -> str:
+    """A set key for people: URL-decoded, spaces for underscores."""
+    return unquote(key).replace("_", " ")
 
 
 def load_embedder(model_dir: str | Path, threads: int = 0, device: str = "auto") -> Embedder:

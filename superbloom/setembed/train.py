@@ -50,7 +50,7 @@ from ..hashing import BloomHash, HashConfig
 from ..losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
 from ..model import ModelConfig, count_parameters
 from ..optim import OptimConfig
-from ..train import LoopConfig, Objective, RunDir, fit, split_validation
+from ..train import LoopConfig, Objective, RunDir, _truncate_metrics, fit, split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from .labels import load_labels
 from .model import EmbedConfig, SetEmbedder, embed_sets, set_tokens
@@ -315,6 +315,15 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
             "labels": table.names if table else [], "label_summary": table.summary() if table else None,
             "data": data.meta, "parameters": n_params,
             "classifier_parameters": count_parameters(net.classifier) if net.classifier is not None else 0})
+    if d.main and ckpt is not None:
+        _truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
+        now = cfg.to_dict()
+        changed = [f"{s}.{k} {v!r} -> {now[s][k]!r}" for s in ("optim", "loop") for k, v in saved["train"][s].items()
+                   if now[s].get(k) != v]
+        if changed:
+            print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
+            save_json(out / "config.json", dict(saved, train=now, resumes=saved.get("resumes", []) +
+                                                [{"from": ckpt.name, "changed": changed}]))
     if d.main:
         print(f"set embedding ({cfg.embed.objective}): {n_params:,} parameters (d={cfg.model.d}, "
               f"{cfg.model.layers} layers); {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens; "
