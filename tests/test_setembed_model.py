@@ -193,3 +193,28 @@ def test_supervised_objective_needs_known_keys(wiki_data, tmp_path):
     bad.write_text("not_a_page\tX\n")
     with pytest.raises(ValueError, match="none of its set keys"):
         embed_train(run_cfg(wiki_data, tmp_path / "m", "softmax", bad), progress=False)
+
+
+def test_torchrun_two_ranks_update_one_bank(labelled, tmp_path):
+    """Under torchrun each rank embeds its share of a batch; the NCA bank takes every rank's rows
+    (all-gathered), so after one step of batch 16 sixteen bank rows have moved, not eight."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    from superbloom.checkpoint import latest_checkpoint
+
+    data, labels = labelled
+    out = tmp_path / "m"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29571",
+           "-m", "superbloom", "--", "embed-train", str(data.path), "--out", str(out), "--objective", "nca",
+           "--labels", str(labels), "--steps", "1", "--batch-size", "16", "--d", "16", "--heads", "2", "--d-ff", "32",
+           "--pool-heads", "2", "--alpha", "8", "--eval-every", "0", "--threads", "1", "--quiet"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bank = load_file(str(latest_checkpoint(out) / "model.safetensors"))["net.bank.vectors"]
+    start = torch.nn.functional.normalize(torch.randn(bank.shape, generator=torch.Generator().manual_seed(0)), dim=1)
+    moved = (bank - start).norm(dim=1) > 1e-6
+    assert int(moved.sum()) == 16
+    assert load_embedder(out).classify(["Paris"]).label is not None
