@@ -163,7 +163,9 @@ def report() -> None:
         lines += [f"Curves: coverage_embed_{view}.png.", ""]
     sweep = [r for r in runs.values() if r["name"].startswith("sweep")]
     if sweep:
-        view, objective = sweep[0]["view"], sweep[0]["objective"]
+        view, objective, steps = sweep[0]["view"], sweep[0]["objective"], sweep[0]["steps"]
+        sweep += [r for r in runs.values() if not r["name"].startswith("sweep") and r["layers"] == sweep[0]["layers"]
+                  and (r["view"], r["objective"], r["steps"]) == (view, objective, steps)]  # the main run's size
         best = max(accuracy_of(r) for r in sweep)
         ok = [r for r in sweep if accuracy_of(r) >= best - 0.02]
         small = min(ok, key=lambda r: r["parameters"])
@@ -207,7 +209,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--max-len", type=int, default=256)
     ap.add_argument("--sweep", default="", help="objective for (c): d and alpha from --sizes")
-    ap.add_argument("--sizes", default="64:4,32:4,16:4,16:16,8:16,4:32", help="d:alpha pairs of the sweep")
+    ap.add_argument("--sizes", default="32:4,16:4,16:16,8:16,4:32", help="d:alpha pairs of the sweep")
     ap.add_argument("--report", action="store_true", help="tables and curves from embed.json (no training)")
     ap.add_argument("--tsne", default="", help="run name whose page vectors get a t-SNE plot")
     a = ap.parse_args()
