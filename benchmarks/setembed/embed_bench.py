@@ -42,7 +42,7 @@ MODELS = WORK / "models"
 
 
 def run(view: str, objective: str, steps: int, d: int, alpha: int, layers: int, seed: int = 0,
-        max_len: int = 256, name: str | None = None) -> dict:
+        max_len: int = 256, evals: int = 2, name: str | None = None) -> dict:
     p = load_pages(view)
     name = name or f"{view}-{objective}-d{d}-a{alpha}-l{layers}-s{steps}"
     cfg = EmbedTrainConfig(
@@ -51,7 +51,7 @@ def run(view: str, objective: str, steps: int, d: int, alpha: int, layers: int, 
         hash=HashConfig(alpha=alpha, m=2, seed=seed),
         model=ModelConfig(d=d, heads=min(4, d // 2) or 1, d_ff=2 * d, layers=layers, dropout=0.1),
         optim=OptimConfig(lr=1e-3, warmup=100, weight_decay=0.01),
-        loop=LoopConfig(steps=steps, batch_size=64, eval_every=max(1, steps // 2), checkpoint_every=600, seed=seed,
+        loop=LoopConfig(steps=steps, batch_size=64, eval_every=steps // evals if evals > 1 else 0, checkpoint_every=600, seed=seed,
                         threads=1),
         val_fraction=0.1)
     t0 = time.time()
@@ -66,7 +66,7 @@ def run(view: str, objective: str, steps: int, d: int, alpha: int, layers: int, 
     embed_s = time.time() - t1
     train_v = emb.vectors.numpy()  # the index: every training page, BEST weights
     r = {"name": name, "view": view, "objective": objective, "steps": steps, "d": d, "alpha": alpha, "layers": layers,
-         "seed": seed, "parameters": config["parameters"], "classifier_parameters": config["classifier_parameters"],
+         "seed": seed, "max_len": max_len, "validations": evals, "parameters": config["parameters"], "classifier_parameters": config["classifier_parameters"],
          "tokens": int(emb.hashing.n_tokens), "train_seconds": round(latest["seconds"], 1),
          "wall_seconds": round(wall, 1), "index_seconds": config["index"]["seconds"],
          "embed_test_seconds": round(embed_s, 1), "best_step": best.get("step"), "best_validation": best.get("best"),
@@ -122,7 +122,11 @@ def report() -> None:
         if not rs:
             continue
         b = base[view]
-        lines += [f"## {view}", "", "### (a) unsupervised: kNN category agreement", "",
+        settings = sorted({(r.get("max_len", 256), r.get("validations", 2)) for r in rs})
+        lines += [f"## {view}", "", "Pages longer than max_len ids are embedded as the mean of chunks; BEST is the best "
+                  "of the validations on held-out training pages: " +
+                  "; ".join(f"max_len {m}, {v} validation(s)" for m, v in settings) + ".", "",
+                  "### (a) unsupervised: kNN category agreement", "",
                   "| method | steps | parameters | precision@10 | kNN-10 accuracy | kNN macro-F1 | train s |",
                   "|---|---|---|---|---|---|---|",
                   f"| chance | | | {pct(b['chance_precision@10'])} | | | |"]
@@ -207,7 +211,8 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--alpha", type=int, default=4)
     ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--max-len", type=int, default=256)
+    ap.add_argument("--max-len", type=int, default=256, help="inference chunks (words: 128, see README)")
+    ap.add_argument("--evals", type=int, default=2, help="validations per run (1: at the end only; BEST = last)")
     ap.add_argument("--sweep", default="", help="objective for (c): d and alpha from --sizes")
     ap.add_argument("--sizes", default="32:4,16:4,16:16,8:16,4:32", help="d:alpha pairs of the sweep")
     ap.add_argument("--report", action="store_true", help="tables and curves from embed.json (no training)")
@@ -226,12 +231,12 @@ def main() -> None:
     if a.sweep:
         for pair in a.sizes.split(","):
             d, alpha = map(int, pair.split(":"))
-            records.append(run(a.view, a.sweep, a.steps, d, alpha, a.layers, max_len=a.max_len,
+            records.append(run(a.view, a.sweep, a.steps, d, alpha, a.layers, max_len=a.max_len, evals=a.evals,
                                name=f"sweep-{a.view}-{a.sweep}-d{d}-a{alpha}-s{a.steps}"))
             save(records[-1:], info, session=False)  # kept if a later run is cut off
     else:
         for objective in a.objectives.split(","):
-            records.append(run(a.view, objective, a.steps, a.d, a.alpha, a.layers, max_len=a.max_len))
+            records.append(run(a.view, objective, a.steps, a.d, a.alpha, a.layers, max_len=a.max_len, evals=a.evals))
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     info["seconds"] = round(time.time() - t0, 1)
     info["runs"] = [r["name"] for r in records]
