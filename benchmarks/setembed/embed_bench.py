@@ -136,7 +136,8 @@ def report() -> None:
                          f"{pct(u['knn']['accuracy'])} | {pct(u['knn']['macro_f1'])} | |")
         for r in sorted(rs, key=lambda r: r["objective"]):
             ci = r[f"precision@{K}_ci"]
-            lines.append(f"| {r['objective']} d={r['d']} alpha={r['alpha']} | {r['steps']} | {r['parameters']:,} | "
+            uses = " (trained with labels)" if r["objective"] in ("nca", "softmax") else " (no labels)"
+            lines.append(f"| {r['objective']}{uses} d={r['d']} alpha={r['alpha']} | {r['steps']} | {r['parameters']:,} | "
                          f"{pct(r[f'precision@{K}'])} [{pct(ci[0])}, {pct(ci[1])}] | {pct(r['knn']['accuracy'])} | "
                          f"{pct(r['knn']['macro_f1'])} | {r['train_seconds']} |")
         lines += ["", "### (b) supervised: page -> category", "",
