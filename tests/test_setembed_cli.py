@@ -141,3 +141,26 @@ def test_http_without_an_embedder_is_404(tiny_predictor):
     with TestClient(create_app(tiny_predictor)) as c:
         r = c.post("/v1/similar", json={"context": ["Paris"]})
     assert r.status_code == 404 and "--embed" in r.json()["message"]
+
+
+def test_http_fuzz_no_5xx(client):
+    """Generated bodies (near-valid, any JSON, raw bytes) for both routes: never a 5xx, every 4xx
+    has a message (the strategies of tests/test_serve_fuzz.py)."""
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.test_serve_fuzz import body_request
+
+    c = client[0]
+    seen = {}
+    for path, props in (("/v1/similar", ["context", "k"]), ("/v1/classify", ["context", "reject", "method", "k"])):
+        @settings(max_examples=80, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+        @given(body_request(props))
+        def one(kwargs):
+            r = c.post(path, **kwargs)
+            seen[path, r.status_code] = seen.get((path, r.status_code), 0) + 1
+            assert r.status_code < 500, (path, kwargs, r.text)
+            if r.status_code >= 400:
+                assert r.json()["message"], r.text
+        one()
+    for path in ("/v1/similar", "/v1/classify"):
+        assert seen.get((path, 200), 0) >= 5 and seen.get((path, 422), 0) >= 5, seen
