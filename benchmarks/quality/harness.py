@@ -163,6 +163,7 @@ class Recipe:
     weight_decay: float = 0.0
     label_smoothing: float = 0.0
     ema: float = 0.0
+    init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.warmstart)
     val_fraction: float = 0.05  # training sets carved off inside train() for the learning curve / BEST
     eval_every: int = 250
 
@@ -192,6 +193,9 @@ RECIPES = {
     "a1_ema_ed_d2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, dropout=0.2),
     "a1_ema_ed_m3": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.3),
     "a1_ema_m3": Recipe(alpha=1, m=1, ema=0.999, mask_rate=0.3),
+    "a1_ema_ed_w256": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, d=256, d_ff=1024),
+    "a1_ema_ed_cooc": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence"),
+    "a1_ema_ed_m2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.2),
 }
 
 
@@ -208,7 +212,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),
         loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
                            keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS),
-        val_fraction=recipe.val_fraction)
+        val_fraction=recipe.val_fraction, init=recipe.init)
     sb.train(cfg, progress=False, overwrite=True)
 
 

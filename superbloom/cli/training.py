@@ -13,6 +13,7 @@ from ..heads.superbloom import SuperbloomConfig
 from ..model import ModelConfig
 from ..optim import OPTIMIZERS, OptimConfig
 from ..train import OBJECTIVES, LoopConfig, TrainConfig
+from ..warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of, number
 
 
@@ -49,6 +50,10 @@ def _add_train(sub):
     g.add_argument("--positions", type=NONNEG_INT, default=md("positions"),
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
+    g.add_argument("--init", choices=sorted(INITS), default=default_of(TrainConfig, "init"),
+                   help="a new run's token embedding: normal (random, as the paper) or cooccurrence (rank-d "
+                        "factors of the training sets' co-occurrence; rare ids start near the ids they co-occur "
+                        "with) (default %(default)s)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
@@ -163,7 +168,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
                         device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
-        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective))
+        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective),
+        init=pick("init", b.init))
 
 
 def cmd_train(args):
