@@ -34,7 +34,7 @@ class MaskConfig:
     mask_rate: float = 0.5  # the paper: 0.15; 0.5 learns faster on small data (benchmarks/results/recipe.md)
     p_mask: float = 0.8  # of masked elements: fed as [MASK]
     p_random: float = 0.1  # ... fed as a random id (the rest: unchanged)
-    element_dropout: float = 0.0  # each unmasked context element dropped (fed as padding) with this probability
+    element_dropout: float = 0.2  # each unmasked context element dropped (fed as padding) with this probability
 
     def __post_init__(self):
         if self.n < 2:

@@ -47,7 +47,7 @@ from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig, make_optimizer, set_lr
 from .predictor import rank_contexts
-from .warmstart import INITS, initialise
+from .warmstart import INITS, initialise, resolve_init
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class LoopConfig:
     seed: int = 0
     threads: int = 0  # torch CPU threads (0: torch's default)
     device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
-    ema: float = 0.0  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
+    ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
 
     def __post_init__(self):
         if not 0.0 <= self.ema < 1.0:
@@ -91,7 +91,7 @@ class TrainConfig:
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
     objective: str = "masked"  # a name in OBJECTIVES: how examples are made and the model validated
-    init: str = "normal"  # how a new run's token embedding starts (warmstart.INITS): normal | cooccurrence
+    init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
 
     def __post_init__(self):
         if not 0.0 <= self.val_fraction < 1.0:
@@ -532,9 +532,10 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     n_params = count_parameters(model)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
     init = None
-    if ckpt is None and cfg.init != "normal":  # a new run's start, from the training rows only (validation unseen)
+    init_name = resolve_init(cfg.init, data.n_ids, cfg.objective)
+    if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
         t0 = time.time()
-        init = initialise(cfg.init, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
+        init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
         if init is not None:
             init["seconds"] = round(time.time() - t0, 2)
     model.to(d.device)

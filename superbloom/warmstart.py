@@ -1,5 +1,7 @@
 """How a new model's token embedding starts: random (the paper) or from co-occurrence factors.
 
+    auto          the default: cooccurrence for the masked set model up to COOC_INIT_MAX_IDS ids,
+                  else normal
     normal        N(0, 0.02) rows, as BERT and the paper
     cooccurrence  each id's row of a rank-d factorisation of the cosine co-occurrence matrix of the
                   training sets (coherent.cooccurrence_embeddings, the same factors the coherent
@@ -26,6 +28,10 @@ from .coherent import cooccurrence_embeddings
 from .dataset import SetArray
 from .hashing import BloomHash
 
+# 'auto' uses the co-occurrence start up to this many ids: the factorisation holds a few (N, d + 16)
+# float64 blocks (500K ids, d = 128: ~0.6 GB each); beyond, the random start
+COOC_INIT_MAX_IDS = 500_000
+
 
 def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArray, n_ids: int,
                       seed: int = 0) -> dict:
@@ -49,9 +55,17 @@ def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArra
             "tokens": int(hashing.n_tokens)}
 
 
+def resolve_init(name: str, n_ids: int, objective: str) -> str:
+    """'auto' -> 'cooccurrence' for the masked set model up to COOC_INIT_MAX_IDS ids, else 'normal'
+    (other objectives keep the paper's random start: nothing measured them with this one)."""
+    if name != "auto":
+        return name
+    return "cooccurrence" if objective == "masked" and n_ids <= COOC_INIT_MAX_IDS else "normal"
+
+
 def initialise(name: str, model: nn.Module, hashing: BloomHash, sets: SetArray, n_ids: int, seed: int) -> dict | None:
     """Apply init `name` to a freshly built model (INITS). -> summary, or None for the random start."""
-    if name not in INITS:
+    if name not in INITS or INITS[name] is None:
         raise ValueError(f"unknown init {name!r}; choose one of {', '.join(sorted(INITS))}")
     return INITS[name](model, hashing, sets, n_ids, seed)
 
@@ -65,6 +79,7 @@ def _token_embedding(model: nn.Module) -> nn.Embedding:
 
 
 INITS = {
+    "auto": None,  # resolve_init: cooccurrence for the masked set model up to COOC_INIT_MAX_IDS ids, else normal
     "normal": lambda model, hashing, sets, n_ids, seed: None,
     "cooccurrence": lambda model, hashing, sets, n_ids, seed: cooccurrence_init(_token_embedding(model), hashing,
                                                                                 sets, n_ids, seed),

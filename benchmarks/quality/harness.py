@@ -156,6 +156,8 @@ class Recipe:
     d_ff: int = 512
     dropout: float = 0.1
     mask_rate: float = 0.5
+    p_mask: float = 0.8  # of the masked ids: fed as [MASK] (p_random: a random id; the rest unchanged)
+    p_random: float = 0.1
     element_dropout: float = 0.0
     batch_size: int = 64
     lr: float = 3e-3
@@ -195,6 +197,14 @@ RECIPES = {
     "a1_ema_m3": Recipe(alpha=1, m=1, ema=0.999, mask_rate=0.3),
     "a1_ema_ed_w256": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, d=256, d_ff=1024),
     "a1_ema_ed_cooc": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence"),
+    "a1_ema_ed_pm1": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, p_mask=1.0, p_random=0.0),
+    "a1_ema_ed_m7": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.7),
+    "a1_ema_m7": Recipe(alpha=1, m=1, ema=0.999, mask_rate=0.7),
+    "a1_ema_ed_cooc_w256": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence", d=256,
+                                  d_ff=1024),
+    "a1_ema_ed_cooc_pm6": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence", p_mask=0.6,
+                                 p_random=0.2),
+    "a1_ema_cooc": Recipe(alpha=1, m=1, ema=0.999, init="cooccurrence"),
     "a1_ema_ed_m2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.2),
 }
 
@@ -208,7 +218,8 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
         head=sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing),
-        mask=MaskConfig(mask_rate=recipe.mask_rate, element_dropout=recipe.element_dropout),
+        mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
+                        element_dropout=recipe.element_dropout),
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),
         loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
                            keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS),

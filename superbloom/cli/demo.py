@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 from ..evaluate import EvalConfig
-from ..hashing import HashConfig
 from ..prepare import PrepareConfig
 from ..readers import ReadConfig
 from ..train import LoopConfig, TrainConfig
@@ -36,8 +35,10 @@ DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "
 
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
-    model (m = 2, alpha = 2) for --time-budget seconds, evaluate it on the held-out pages next to the
-    popularity, co-occurrence and EASE baselines, and print the top-10 predictions for a few contexts."""
+    model with the library's default recipe (for 4,093 ids: unhashed, co-occurrence start, element
+    dropout, weight averaging; benchmarks/results/quality.md) for --time-budget seconds, evaluate it on
+    the held-out pages next to the popularity, co-occurrence and EASE baselines, and print the top-10
+    predictions for a few contexts."""
     from ..dataset import Dataset
     from ..evaluate import evaluate, format_report
     from ..predictor import load
@@ -54,7 +55,7 @@ def cmd_demo(args):
                       progress=not args.quiet)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
-    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), hash=HashConfig(alpha=2, m=2),
+    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"),
                       loop=LoopConfig(time_budget=args.time_budget, device=args.device))
     train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print("\n== 3/4 evaluate on the held-out pages")

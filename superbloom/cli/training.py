@@ -51,9 +51,10 @@ def _add_train(sub):
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
     g.add_argument("--init", choices=sorted(INITS), default=default_of(TrainConfig, "init"),
-                   help="a new run's token embedding: normal (random, as the paper) or cooccurrence (rank-d "
-                        "factors of the training sets' co-occurrence; rare ids start near the ids they co-occur "
-                        "with) (default %(default)s)")
+                   help="a new run's token embedding: normal (random, as the paper), cooccurrence (rank-d "
+                        "factors of the training sets' co-occurrence: rare ids start near the ids they co-occur "
+                        "with), auto (cooccurrence for the masked set model up to 500,000 ids, else normal) "
+                        "(default %(default)s)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
