@@ -21,7 +21,7 @@ def test_masking_statistics(rng):
     n_ids = 1000
     segs = rng.integers(0, n_ids, (20000, 32))
     segs[:, 20:] = PAD_ELEM  # segments of 20
-    elems, targets = mask_segments(segs, n_ids, MaskConfig(mask_rate=0.15), rng)  # the paper's rate
+    elems, targets = mask_segments(segs, n_ids, MaskConfig(mask_rate=0.15, p_mask=0.8, p_random=0.1), rng)  # BERT, the paper
     masked = targets >= 0
     assert (masked.sum(1) == 3).all()  # round(0.15 * 20) = 3, exactly
     assert not masked[:, 20:].any()  # never padding

@@ -21,7 +21,6 @@ Trained models go to runs/quality/models/ (git-ignored) with their metrics.jsonl
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -170,19 +169,19 @@ class Recipe:
     eval_every: int = 250
 
 
-UNHASHED_MAX_IDS = 50_000  # alpha = 1 (no hashing) up to here: the id embedding is at most 50K x d
-
-
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
-    """alpha = 0 -> (1, 1), the unhashed model, when the vocabulary is small enough that hashing saves
-    no memory worth having; else (4, 2), the library default."""
-    if alpha:
-        return alpha, m
-    return (1, 1) if n_ids <= UNHASHED_MAX_IDS else (4, 2)
+    """alpha = 0 -> the library's choice for this vocabulary (HashConfig.resolve)."""
+    h = sb.HashConfig(alpha=alpha, m=m).resolve(n_ids)
+    return h.alpha, h.m
 
 
 RECIPES = {
-    "demo": Recipe(),  # today's demo recipe: alpha 2, m 2, d 128, 2 layers, dropout 0.1, mask 0.5
+    # the library's defaults (superbloom.TrainConfig()): alpha auto, co-occurrence start, element dropout 0.2, EMA
+    "default": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                      val_fraction=0.02, eval_every=500),
+    # the default before the masking change (80/10/10): the first test runs of this session
+    "default_pm8": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", val_fraction=0.02, eval_every=500),
+    "demo": Recipe(),  # the demo's recipe before issue 16: alpha 2, m 2, d 128, 2 layers, dropout 0.1, mask 0.5
     "a1": Recipe(alpha=1, m=1),
     "a4": Recipe(alpha=4, m=2),
     "a1_ema": Recipe(alpha=1, m=1, ema=0.999),
