@@ -1,0 +1,166 @@
+"""The text model (paper sec. 4): BERT masking of text rows, the text-mlm objective with every head,
+the text evaluation protocol and its baselines, fill-in-the-blank (library, CLI, HTTP)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import superbloom as sb
+from superbloom.batches import MaskConfig
+from superbloom.cli import main
+from superbloom.dataset import SetArray
+from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+from superbloom.text import TextPrepareConfig, prepare_text
+from superbloom.text.mlm import masked_rows, mask_tokens, text_batch
+from superbloom.text.ngrams import UNK_ID
+
+PEOPLE = ["miles davis", "john coltrane", "charlie parker", "bill evans", "duke ellington"]
+PLACES = ["new york", "paris", "copenhagen", "los angeles"]
+TEMPLATES = ["{p} played jazz in {q} .", "{p} was born in {q} .", "{p} recorded an album with {r} .",
+             "the trumpet of {p} was heard in {q} ."]
+
+
+@pytest.fixture(scope="module")
+def text_data(tmp_path_factory) -> Path:
+    """A small generated corpus (60 documents of templated sentences), prepared by prepare-text."""
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("textcorpus")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for d in range(60):
+        sents = []
+        for _ in range(12):
+            t = TEMPLATES[rng.integers(len(TEMPLATES))]
+            p, r = rng.choice(len(PEOPLE), 2, replace=False)
+            sents.append(t.format(p=PEOPLE[p], q=PLACES[rng.integers(len(PLACES))], r=PEOPLE[r]).capitalize())
+        (corpus / f"doc{d:02d}.txt").write_text(" ".join(sents) + "\n", encoding="utf-8")
+    out = root / "data"
+    prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=10_000, segment=32, test_fraction=0.2),
+                 progress=False)
+    return out
+
+
+TINY = ["--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--batch-size", "16", "--threads", "1",
+        "--quiet", "--positions", "32"]
+
+
+@pytest.fixture(scope="module")
+def text_model(text_data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("textmodel") / "model"
+    assert main(["train", str(text_data), "--out", str(out), "--objective", "text-mlm", "--alpha", "4", "--m", "2",
+                 "--steps", "40", "--eval-every", "20", "--lr", "3e-3", "--segment", "32", *TINY]) == 0
+    return out
+
+
+# ---------------------------------------------------------------- masking
+
+
+def test_mask_tokens_counts_never_unk_and_80_10_10():
+    rng = np.random.default_rng(1)
+    segs = rng.integers(1, 1000, (4000, 40))
+    segs[:, 30:] = PAD_ELEM
+    segs[:, :3] = UNK_ID
+    elems, targets = mask_tokens(segs, 1000, MaskConfig(n=40, mask_rate=0.15), rng, segs != UNK_ID)
+    chosen = targets >= 0
+    assert (chosen.sum(1) == round(0.15 * 27)).all()  # 27 maskable tokens per row
+    assert not chosen[:, :3].any() and not chosen[:, 30:].any()  # never [UNK], never padding
+    assert (targets[chosen] == segs[chosen]).all()
+    assert (elems[~chosen] == segs[~chosen]).all()  # in place: every other token untouched
+    fed = elems[chosen]
+    as_mask, same = (fed == MASK_ELEM).mean(), (fed == segs[chosen]).mean()
+    assert abs(as_mask - 0.8) < 0.02 and 0.08 < same < 0.13  # 10% unchanged (+ random draws of the same id)
+    assert abs(1 - as_mask - same - 0.1) < 0.02  # 10% random
+
+
+def test_a_row_gets_at_least_one_target_and_none_without_maskable_tokens():
+    segs = np.array([[5, 6, PAD_ELEM], [UNK_ID, UNK_ID, PAD_ELEM]])
+    _, targets = mask_tokens(segs, 10, MaskConfig(n=3, mask_rate=0.15), np.random.default_rng(0), segs != UNK_ID)
+    assert (targets[0] >= 0).sum() == 1 and (targets[1] < 0).all()
+
+
+def test_text_batch_has_positions_and_no_merging():
+    rows = SetArray.from_lists([[1, 2, 3, 4, 5, 6, 7, 8], [9, 9, 9, 9]])
+    hashing = BloomHash.build(12, HashConfig(alpha=3, m=2))
+    b = text_batch(rows, np.array([0, 1]), hashing, MaskConfig(n=8, mask_rate=0.5, p_mask=1.0, p_random=0.0),
+                   np.random.default_rng(0))
+    assert b.tokens.shape == (2, 16) and (b.mult[0] == 1).all()  # 8 elements each, nothing merged
+    assert torch.equal(b.positions[0], torch.arange(8).repeat_interleave(2))
+    assert b.n_targets == 4 + 2  # half of each row
+    elem = b.tokens.view(2, 8, 2)[:, :, 0].reshape(-1)[b.target_elem]
+    assert (elem == hashing.encode(np.array([[MASK_ELEM]]))[0, 0]).all()  # every target fed as [MASK] in place
+
+
+def test_masked_rows_are_seeded_and_in_place(text_data):
+    data = sb.Dataset(text_data)
+    a = masked_rows(data.test, np.arange(10), 32, 0.15, 0)
+    b = masked_rows(data.test, np.arange(10), 32, 0.15, 0)
+    assert np.array_equal(a.elems, b.elems) and np.array_equal(a.targets, b.targets)
+    r, c, t = a.flat()
+    assert (a.elems[r, c] == MASK_ELEM).all() and len(t) == a.n_targets
+    seg = np.asarray(data.test[int(a.rows[r[0]])])
+    assert seg[c[0]] == t[0]  # the target sits at its own column
+
+
+# ---------------------------------------------------------------- training
+
+
+def test_text_mlm_defaults_are_berts(text_data, tmp_path):
+    from superbloom.cli import Parser
+    from superbloom.cli.training import register, train_config_from_args
+
+    parser = Parser()
+    sub = parser.add_subparsers(dest="command")
+    register(sub)
+    args = parser.parse_args(["train", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1"])
+    cfg = train_config_from_args(args)
+    assert (cfg.mask.n, cfg.mask.mask_rate) == (128, 0.15)
+    args = parser.parse_args(["train", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1",
+                              "--segment", "64", "--mask-rate", "0.2"])
+    cfg = train_config_from_args(args)
+    assert (cfg.mask.n, cfg.mask.mask_rate) == (64, 0.2)
+    args = parser.parse_args(["train", str(text_data), "--out", "x", "--steps", "1"])
+    assert train_config_from_args(args).mask.n == 32  # the set objective keeps its defaults
+
+
+def test_text_mlm_without_positions_is_a_clear_error(text_data, tmp_path, capsys):
+    args = ["train", str(text_data), "--out", str(tmp_path / "m"), "--objective", "text-mlm", "--steps", "1",
+            "--d", "16", "--heads", "2", "--d-ff", "16", "--layers", "1", "--quiet"]
+    assert main(args) == 2
+    assert "--positions 32" in capsys.readouterr().err  # rows of <= 32 tokens (prepared with segment 32)
+    assert main(args + ["--positions", "16"]) == 2
+    assert "shorter than the examples (32 tokens" in capsys.readouterr().err
+
+
+def test_text_mlm_on_a_set_dataset_is_a_clear_error(wiki_data, tmp_path, capsys):
+    assert main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--objective", "text-mlm",
+                 "--positions", "128", "--steps", "1", "--quiet"]) == 2
+    assert "prepare-text" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("head", [["--head", "superbloom", "--alpha", "4", "--m", "2"],
+                                  ["--head", "full", "--alpha", "1", "--m", "1"],
+                                  ["--head", "sampled", "--alpha", "1", "--m", "1", "--samples", "20"],
+                                  ["--head", "hierarchical", "--alpha", "1", "--m", "1"],
+                                  ["--head", "full", "--alpha", "4", "--m", "2"]])
+def test_every_head_trains_on_text(text_data, tmp_path, head):
+    out = tmp_path / "m"
+    assert main(["train", str(text_data), "--out", str(out), "--objective", "text-mlm", "--steps", "4",
+                 "--eval-every", "2", *head, *TINY]) == 0
+    logs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    val = [x for x in logs if "val_rec@10" in x]
+    assert len(val) == 3 and all(0.0 <= x["val_rec@10"] <= 1.0 for x in val)
+    assert (out / "BEST").exists()
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["train"]["objective"] == "text-mlm" and cfg["model"]["positions"] == 32
+
+
+def test_the_model_learns_the_templates(text_model):
+    logs = [json.loads(x) for x in (text_model / "metrics.jsonl").read_text().splitlines()]
+    val = [x["val_rec@10"] for x in logs if "val_rec@10" in x]
+    assert val[-1] > 0.3, val  # the templates make most tokens predictable from their neighbours
+
+
