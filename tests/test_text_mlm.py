@@ -15,6 +15,7 @@ from superbloom.cli import main
 from superbloom.dataset import SetArray
 from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.text import TextPrepareConfig, prepare_text
+from superbloom.text.evaluate import BigramContext, frequency_deciles, neighbours, unigram_topk
 from superbloom.text.mlm import masked_rows, mask_tokens, text_batch
 from superbloom.text.ngrams import UNK_ID
 
@@ -162,5 +163,57 @@ def test_the_model_learns_the_templates(text_model):
     logs = [json.loads(x) for x in (text_model / "metrics.jsonl").read_text().splitlines()]
     val = [x["val_rec@10"] for x in logs if "val_rec@10" in x]
     assert val[-1] > 0.3, val  # the templates make most tokens predictable from their neighbours
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def test_bigram_baseline_matches_a_brute_force_count():
+    rows = SetArray.from_lists([[1, 2, 3], [1, 2, 4], [1, 3], [5, 2, 3], [UNK_ID, 3]])
+    counts = np.bincount(rows.ids, minlength=6)
+    base = BigramContext(rows, counts)
+    after = np.zeros((6, 6))
+    for s in ([1, 2, 3], [1, 2, 4], [1, 3], [5, 2, 3]):
+        for a, b in zip(s[:-1], s[1:]):
+            after[a, b] += 1
+    p_after = after / np.maximum(after.sum(1, keepdims=True), 1)
+    p_before = after.T / np.maximum(after.T.sum(1, keepdims=True), 1)
+    assert np.allclose(base.after.toarray(), p_after) and np.allclose(base.before.toarray(), p_before)
+    top = base.rank(np.array([1, -1, 2, -1]), np.array([3, 4, -1, -1]), 3)
+    # left 1 -> {2: 2/3, 3: 1/3}; right 3 <- {2: 2/3, 1: 1/3}: 2 first, then 3 and 1 tie at 1/3 (count breaks it)
+    assert top[0].tolist() == [2, 3, 1]
+    assert top[1][0] == 2  # only 2 precedes 4
+    assert top[2][0] == 3  # after 2: 3 (2/3) before 4 (1/3)
+    assert top[3].tolist() == unigram_topk(counts, 3).tolist()  # no neighbour: the frequency list
+    assert UNK_ID not in top
+
+
+def test_neighbours_skip_masks_and_padding():
+    from superbloom.text.mlm import MaskedRows
+    e = np.array([[4, MASK_ELEM, MASK_ELEM, 7, PAD_ELEM], [MASK_ELEM, UNK_ID, 3, 2, 1]])
+    t = np.array([[-1, 5, 6, -1, -1], [8, -1, -1, -1, -1]])
+    left, right = neighbours(MaskedRows(e, t, np.array([0, 1])))
+    assert left.tolist() == [4, -1, -1] and right.tolist() == [-1, 7, -1]
+
+
+def test_frequency_deciles_are_equal_groups_rarest_first():
+    d = frequency_deciles(np.array([50, 1, 7, 3, 9, 100, 2, 8, 4, 6]))
+    assert d.tolist() == [8, 0, 5, 2, 7, 9, 1, 6, 3, 4]
+
+
+def test_eval_text_protocol_with_baselines(text_model, text_data, capsys):
+    assert main(["eval", str(text_model), str(text_data), "--json", "--threads", "1"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["protocol"]["protocol"] == "text" and r["protocol"]["context_excluded"] is False
+    assert r["protocol"]["n"] == 32  # the model's training segments
+    assert set(r["baselines"]) == {"unigram", "bigram"}
+    assert sum(x["examples"] for x in r["by_kind"].values()) == r["examples"] > 0
+    assert sum(x["examples"] for x in r["by_decile"]) == r["examples"]
+    for m in [r] + list(r["baselines"].values()):
+        assert m["rec@1"] <= m["rec@10"] <= m["rec@20"] and m["rec@10_lo"] <= m["rec@10"] <= m["rec@10_hi"]
+    # the templates: the neighbouring token tells far more than the frequency list
+    assert r["baselines"]["bigram"]["rec@1"] > r["baselines"]["unigram"]["rec@1"] + 0.2
+    assert main(["eval", str(text_model), str(text_data), "--threads", "1"]) == 0
+    assert "bigram baseline" in capsys.readouterr().out
 
 
