@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 import superbloom as sb
 from superbloom.batches import MaskConfig
@@ -16,6 +17,7 @@ from superbloom.dataset import SetArray
 from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.text import TextPrepareConfig, prepare_text
 from superbloom.text.evaluate import BigramContext, frequency_deciles, neighbours, unigram_topk
+from superbloom.text.fill import Filler
 from superbloom.text.mlm import masked_rows, mask_tokens, text_batch
 from superbloom.text.ngrams import UNK_ID
 
@@ -217,3 +219,54 @@ def test_eval_text_protocol_with_baselines(text_model, text_data, capsys):
     assert "bigram baseline" in capsys.readouterr().out
 
 
+# ---------------------------------------------------------------- fill in the blank
+
+
+def test_fill_library_ranks_every_blank(text_model):
+    f = Filler.load(text_model, threads=1)
+    r = f.fill("Miles Davis played jazz in [MASK] . [MASK1] was born in Paris .", k=5)
+    assert r.tokens[0] == "miles_davis" and r.tokens.count("[MASK]") == 2  # bigrams as in training
+    assert len(r.blanks) == 2 and all(len(b.fillers) == 5 for b in r.blanks)
+    assert all(b.exact in (True, False) for b in r.blanks)
+    scores = [s for _, s in r.blanks[0].fillers]
+    assert scores == sorted(scores, reverse=True)
+    assert "[UNK]" not in [t for b in r.blanks for t, _ in b.fillers]
+
+
+def test_fill_cli_json_and_text(text_model, capsys):
+    assert main(["fill", str(text_model), "John Coltrane recorded an album with [MASK] .", "--k", "3", "--json",
+                 "--threads", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    blank = out["results"][0]["blanks"][0]
+    assert len(blank["fillers"]) == 3 and {"token", "display", "score"} <= set(blank["fillers"][0])
+    assert main(["fill", str(text_model), "Zzyzx played [MASK] .", "--threads", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "[MASK]:" in text and "zzyzx" in text  # the unknown word is listed
+
+
+@pytest.mark.parametrize("text, message", [("Miles Davis played jazz .", "no [MASK]"), ("   ", "empty text"),
+                                           ("jazz " * 600 + "[MASK]", "too long")])
+def test_fill_bad_input_is_a_clear_error(text_model, capsys, text, message):
+    assert main(["fill", str(text_model), text, "--threads", "1"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_fill_on_a_set_model_is_a_clear_error(tiny_model, capsys):
+    assert main(["fill", str(tiny_model), "a [MASK]"]) == 2
+    assert "not a text model" in capsys.readouterr().err
+
+
+def test_http_fill(text_model, tiny_model):
+    from superbloom.serve import create_app
+
+    with TestClient(create_app(sb.load(text_model, threads=1))) as client:
+        r = client.post("/v1/fill", json={"text": "Charlie Parker was born in [MASK] .", "k": 4})
+        assert r.status_code == 200, r.text
+        assert len(r.json()["blanks"][0]["fillers"]) == 4
+        assert client.get("/v1/model").json()["data"]["text"]["lowercase"] is True  # the page's text mode
+        r = client.post("/v1/fill", json={"text": "no blank here", "k": 4})
+        assert r.status_code == 422 and "no [MASK]" in r.json()["message"]
+        assert client.post("/v1/fill", json={"text": "x [MASK]", "k": 0}).status_code == 422
+        assert client.post("/v1/fill", json={"text": "x " * 20_000 + "[MASK]"}).status_code == 422
+    with TestClient(create_app(sb.load(tiny_model, threads=1))) as client:
+        assert client.post("/v1/fill", json={"text": "a [MASK]"}).status_code in (404, 405)  # not a text model
