@@ -190,6 +190,13 @@ def test_bigram_baseline_matches_a_brute_force_count():
     assert UNK_ID not in top
 
 
+def test_bigram_baseline_keeps_the_most_likely_neighbours_per_token():
+    rows = SetArray.from_lists([[1, 2], [1, 2], [1, 3], [1, 4], [1, 4], [1, 4]])
+    base = BigramContext(rows, np.bincount(rows.ids, minlength=5), keep=2)
+    assert np.allclose(base.after.toarray()[1], [0, 0, 2 / 6, 0, 3 / 6])  # 3 (1/6) cut: third most likely
+    assert base.rank(np.array([1]), np.array([-1]), 2)[0].tolist() == [4, 2]
+
+
 def test_neighbours_skip_masks_and_padding():
     from superbloom.text.mlm import MaskedRows
     e = np.array([[4, MASK_ELEM, MASK_ELEM, 7, PAD_ELEM], [MASK_ELEM, UNK_ID, 3, 2, 1]])

@@ -13,7 +13,8 @@ not chosen, so the rates are over in-vocabulary tokens.
 Two baselines rank the same masked positions:
   unigram   the most frequent training tokens (counts.npy), the same list for every position
   bigram    the neighbouring tokens: p(w | left) + p(w | right) from counts of adjacent token pairs in
-            the training rows, where a neighbour is a known token (not [MASK], padding or [UNK]);
+            the training rows, where a neighbour is a known token (not [MASK], padding or [UNK]), each
+            p( . | neighbour) cut to its 1,000 most likely tokens;
             ties and the tail are broken by unigram frequency (a position with no usable neighbour
             gets the unigram list)
 
@@ -83,13 +84,10 @@ def adjacent_pairs(rows: SetArray, n_ids: int) -> sp.csr_matrix:
 class BigramContext:
     """p(w | left neighbour) + p(w | right neighbour) from adjacent training pairs (module docstring)."""
 
-    def __init__(self, rows: SetArray, counts: np.ndarray):
+    def __init__(self, rows: SetArray, counts: np.ndarray, keep: int = 1000):
         n = len(counts)
-        self.after = adjacent_pairs(rows, n)  # (N, N) [a, b]: b follows a
-        self.before = self.after.T.tocsr()  # (N, N) [c, b]: b precedes c
-        for m in (self.after, self.before):  # rows -> conditional probabilities
-            tot = np.asarray(m.sum(1)).ravel()
-            m.data /= np.repeat(np.maximum(tot, 1), np.diff(m.indptr)).astype(np.float32)
+        after = adjacent_pairs(rows, n)  # (N, N) [a, b]: b follows a
+        self.after, self.before = (_conditional(m, keep) for m in (after, after.T.tocsr()))  # [c, b]: b precedes c
         c = np.asarray(counts, np.float64)
         self.tiebreak = (1e-6 * c / max(c.max(), 1)).astype(np.float64)  # < any probability difference
         self.tiebreak[UNK_ID] = -1.0
@@ -122,6 +120,20 @@ class BigramContext:
             top[cr[sel], rank_in_row[sel]] = ci[sel]
             out.append(top)
         return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+
+
+def _conditional(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
+    """Counts (N, N) -> p(column | row), each row cut to its `keep` most likely columns (the rest of a
+    row's mass is too small to reach a top-20 next to them; it keeps the ranking of frequent
+    neighbours such as `the` cheap)."""
+    tot = np.asarray(m.sum(1)).ravel()
+    lengths = np.diff(m.indptr)
+    row = np.repeat(np.arange(m.shape[0]), lengths)
+    p = m.data / np.repeat(np.maximum(tot, 1), lengths)
+    order = np.lexsort((m.indices, -p, row))  # by row, most likely first
+    rank = np.arange(len(order)) - m.indptr[row[order]]
+    sel = order[rank < keep]
+    return sp.csr_matrix((p[sel].astype(np.float32), (row[sel], m.indices[sel])), shape=m.shape)
 
 
 def _rows(m: sp.csr_matrix, ids: np.ndarray) -> sp.csr_matrix:
