@@ -184,7 +184,8 @@ def breakdown(ranks: np.ndarray, groups: np.ndarray, bigram: np.ndarray, decile:
 
 def evaluate_text(predictor, data: Dataset, cfg, progress: bool = True, return_ranks: bool = False) -> dict:
     """The text protocol (module docstring): the model and both baselines on the same masked tokens.
-    cfg: evaluate.EvalConfig (max_sets, seed, depth, decode, batch_size are used); segments are as long
+    cfg: evaluate.EvalConfig (max_sets, seed, depth, decode, batch_size are used; any `baselines`: the two
+    text baselines, none: no baseline); segments are as long
     as the model's training segments (config.json), at most its positions."""
     trained = predictor.config.get("train", {}).get("mask", {})  # segments as long as the model trained on
     n = int(trained.get("n", TEXT_MASK.n))
@@ -204,14 +205,15 @@ def evaluate_text(predictor, data: Dataset, cfg, progress: bool = True, return_r
     groups = ex.rows[rows]
     per_method = {"model": target_ranks(ranking.ids.numpy(), targets)}
     base_seconds = {}
-    t0 = time.time()
-    per_method["unigram"] = target_ranks(np.broadcast_to(unigram_topk(counts, cfg.depth), (len(targets), cfg.depth)),
-                                         targets)
-    base_seconds["unigram"] = time.time() - t0
-    t0 = time.time()
-    left, right = neighbours(ex)
-    per_method["bigram"] = target_ranks(BigramContext(data.train, counts).rank(left, right, cfg.depth), targets)
-    base_seconds["bigram"] = time.time() - t0
+    if cfg.baselines:  # any baseline asked for (`eval --baselines none`: none): the two text baselines
+        t0 = time.time()
+        per_method["unigram"] = target_ranks(
+            np.broadcast_to(unigram_topk(counts, cfg.depth), (len(targets), cfg.depth)), targets)
+        base_seconds["unigram"] = time.time() - t0
+        t0 = time.time()
+        left, right = neighbours(ex)
+        per_method["bigram"] = target_ranks(BigramContext(data.train, counts).rank(left, right, cfg.depth), targets)
+        base_seconds["bigram"] = time.time() - t0
     result = breakdown(per_method["model"], groups, bigram, decile)
     edges = [int(np.min(counts[targets][decile == q])) for q in range(10) if (decile == q).any()]
     result.update({
@@ -223,7 +225,7 @@ def evaluate_text(predictor, data: Dataset, cfg, progress: bool = True, return_r
             k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
             for k, v in cfg.decode.__dict__.items()}},
         "baselines": {name: breakdown(per_method[name], groups, bigram, decile) | {"seconds": round(base_seconds[name], 2)}
-                      for name in ("unigram", "bigram")},
+                      for name in base_seconds},
     })
     if return_ranks:
         result["_ranks"] = per_method
