@@ -157,7 +157,8 @@ def text_mlm(x):
     def batch(which: np.ndarray, rng: np.random.Generator):
         return text_batch(rows, which, x.hashing, mask, rng).to(x.device)
 
-    val = masked_rows(rows, x.val_rows[:VAL_ROWS], mask.n, mask.mask_rate, seed) if len(x.val_rows) else None
+    picked = np.sort(np.random.default_rng([seed, 5]).permutation(x.val_rows)[:VAL_ROWS])  # across documents
+    val = masked_rows(rows, picked, mask.n, mask.mask_rate, seed) if len(picked) else None
 
     def validate() -> dict:
         ranking = rank_masked(x.model, x.hashing, val, 20)
