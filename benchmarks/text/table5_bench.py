@@ -144,7 +144,13 @@ def main():
     ap.add_argument("--time-cap", type=float, default=0.0, help="seconds of training per model at most (a safety "
                     "cap: a model that hits it has fewer steps, reported as steps_done)")
     ap.add_argument("--name", default="table5")
+    ap.add_argument("--rewrite", action="store_true", help="only rewrite NAME.md from NAME.json (no training)")
     args = ap.parse_args()
+    if args.rewrite:
+        saved = json.loads((ROOT / "benchmarks" / "results" / "text" / f"{args.name}.json").read_text())
+        args = argparse.Namespace(**{**saved["settings"], "rewrite": True})
+        report(saved["results"], args, time.time() - saved["total_s"], saved["load_before"], saved)
+        return
     t0, load0 = time.time(), os.getloadavg()
     results = []
     for name in args.configs.split(","):  # results are written after every model (a cut run keeps them)
@@ -152,7 +158,19 @@ def main():
         report(results, args, t0, load0)
 
 
-def report(results: list[dict], args, t0: float, load0) -> None:
+def verdict(results: list[dict]) -> str:
+    """Which models the rec@10 intervals separate from the unigram-frequency list (computed, not written)."""
+    base = results[0]["eval"]["baselines"].get("unigram")
+    if not base:
+        return ""
+    lo, hi = base["rec@10_lo"], base["rec@10_hi"]
+    same = [r["name"] for r in results if r["eval"]["rec@10_lo"] <= hi and r["eval"]["rec@10_hi"] >= lo]
+    return (f"rec@10 interval overlapping the unigram-frequency baseline's [{lo:.1%}, {hi:.1%}]: "
+            f"{', '.join(same) or 'none'}; above it: "
+            f"{', '.join(r['name'] for r in results if r['eval']['rec@10_lo'] > hi) or 'none'}.")
+
+
+def report(results: list[dict], args, t0: float, load0, saved: dict | None = None) -> None:
     e = results[0]["eval"]
     meta = json.loads((Path(args.data) / "meta.json").read_text())
     result = {"benchmark": "table5", "machine": machine_info() | {"torch_threads_children": 1},
@@ -160,16 +178,20 @@ def report(results: list[dict], args, t0: float, load0) -> None:
               "examples": e["examples"], "test_rows": e["rows"], "protocol": e["protocol"],
               "load_before": load0, "load_after": os.getloadavg(), "total_s": round(time.time() - t0, 1),
               "results": results, "fill_sentences": FILL}
+    if saved:  # --rewrite: the run's own record, not this moment's
+        result.update({k: saved[k] for k in ("machine", "load_after", "total_s")})
     md = [f"# Table 4/5 at CPU scale: hashed vs unhashed masked LM on the 1M unigram+bigram vocabulary",
           "",
           f"{meta['ids']:,} ids (Wikispeedia + GCIDE + Brown, prepare-text defaults). Every model: {args.steps} steps of "
-          f"{args.batch_size} rows (segments of <= 128 tokens, 15% masked, 80/10/10, positions on), {args.layers} "
+          f"{args.batch_size} rows "
+          + (f"(or fewer: training capped at {args.time_cap:.0f} s per model, see the steps column) " if args.time_cap else "")
+          + f"(segments of <= 128 tokens, 15% masked, 80/10/10, positions on), {args.layers} "
           f"layers, AdamW lr {args.lr} (warm-up {args.warmup}), one torch thread, each in its own process. "
           f"Evaluation: {e['examples']:,} masked tokens of {e['rows']} held-out test rows, the same for every "
           "model and baseline (masked in place, all fed as [MASK], nothing excluded); intervals resample rows.",
-          ""] + table(results) + [
+          ""] + table(results) + ["", verdict(results)] + [
           "", f"Load average (1/5/15 min) before {[round(x, 2) for x in load0]}, after "
-              f"{[round(x, 2) for x in os.getloadavg()]}; per model: " + "; ".join(
+              f"{[round(x, 2) for x in result['load_after']]}; per model: " + "; ".join(
               f"{r['name']} {[round(x, 2) for x in r['load_before']]} -> {[round(x, 2) for x in r['load_after']]}"
               for r in results) + ".", ""]
     md.append("## Fill in the blank (appendix E sentences)")
