@@ -271,6 +271,8 @@ def test_http_fill(text_model, tiny_model):
         assert r.status_code == 200, r.text
         assert len(r.json()["blanks"][0]["fillers"]) == 4
         assert client.get("/v1/model").json()["data"]["text"]["lowercase"] is True  # the page's text mode
+        page = client.get("/").text
+        assert 'id="fillcard" hidden' in page and '"/v1/fill"' in page and "m.data.text" in page
         r = client.post("/v1/fill", json={"text": "no blank here", "k": 4})
         assert r.status_code == 422 and "no [MASK]" in r.json()["message"]
         assert client.post("/v1/fill", json={"text": "x [MASK]", "k": 0}).status_code == 422
