@@ -97,6 +97,16 @@ def test_text_batch_has_positions_and_no_merging():
     assert (elem == hashing.encode(np.array([[MASK_ELEM]]))[0, 0]).all()  # every target fed as [MASK] in place
 
 
+def test_element_dropout_on_text_keeps_targets_and_positions():
+    rows = SetArray.from_lists([list(range(1, 41))])
+    hashing = BloomHash.build(50, HashConfig(alpha=1, m=1))
+    b = text_batch(rows, np.array([0]), hashing, MaskConfig(n=40, mask_rate=0.25, element_dropout=0.5),
+                   np.random.default_rng(0))
+    assert b.n_targets == 10 and not b.pad.view(-1)[b.target_elem].any()  # targets are never dropped
+    assert 5 < int(b.pad.sum()) < 26  # about half of the 30 context tokens became padding
+    assert torch.equal(b.positions[0], torch.arange(40))  # in place
+
+
 def test_masked_rows_are_seeded_and_in_place(text_data):
     data = sb.Dataset(text_data)
     a = masked_rows(data.test, np.arange(10), 32, 0.15, 0)
@@ -120,7 +130,7 @@ def test_text_mlm_defaults_are_berts(text_data, tmp_path):
     register(sub)
     args = parser.parse_args(["train", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1"])
     cfg = train_config_from_args(args)
-    assert (cfg.mask.n, cfg.mask.mask_rate) == (128, 0.15)
+    assert (cfg.mask.n, cfg.mask.mask_rate, cfg.mask.element_dropout) == (128, 0.15, 0.0)
     args = parser.parse_args(["train", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1",
                               "--segment", "64", "--mask-rate", "0.2"])
     cfg = train_config_from_args(args)

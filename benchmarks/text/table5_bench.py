@@ -61,7 +61,7 @@ cfg = sb.TrainConfig(data=a["data"], out=a["out"], hash=sb.HashConfig(alpha=c["a
     model=sb.ModelConfig(d=c["d"], heads=c["heads"], d_ff=c["d_ff"], layers=a["layers"], positions=128),
     head=head, mask=TEXT_MASK, optim=sb.OptimConfig(lr=a["lr"], warmup=a["warmup"]),
     loop=sb.LoopConfig(steps=a["steps"], time_budget=a["time_cap"], batch_size=a["batch_size"], eval_every=0,
-                       threads=1, seed=0, checkpoint_every=1e9, device="cpu"),
+                       threads=1, seed=0, checkpoint_every=1e9, device="cpu", ema=0.0),
     val_fraction=0.0, objective="text-mlm")  # no validation: the LATEST weights are evaluated
 load0 = os.getloadavg()
 t = time.time()

@@ -135,7 +135,7 @@ def _head_config(args):
 
 def _mask_default(args, name: str, dest: str = ""):
     """MaskConfig field `name` of a new run: the flag `dest` as typed, else for --objective text-mlm
-    BERT's 128 tokens and 0.15 (text/mlm.py TEXT_MASK), else the flag's default."""
+    BERT's settings (text/mlm.py TEXT_MASK: 128 tokens, 15%, no element dropout), else the flag's default."""
     dest = dest or name
     typed = dest in args.given if hasattr(args, "given") else getattr(args, dest) != default_of(MaskConfig, name)
     if args.objective == "text-mlm" and not typed:
@@ -166,7 +166,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
         mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),
                         mask_rate=pick("mask_rate", b.mask.mask_rate) if base else _mask_default(args, "mask_rate"),
                         p_mask=b.mask.p_mask, p_random=b.mask.p_random,
-                        element_dropout=pick("element_dropout", b.mask.element_dropout)),
+                        element_dropout=pick("element_dropout", b.mask.element_dropout) if base
+                        else _mask_default(args, "element_dropout")),
         optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
                           warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
                           clip=pick("clip", b.optim.clip)),

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..batches import MaskConfig, epoch_batches, sample_segments, to_batch
+from ..batches import MaskConfig, drop_elements, epoch_batches, sample_segments, to_batch
 from ..dataset import SetArray
 from ..decode import DecodeConfig
 from ..hashing import MASK_ELEM, PAD_ELEM, BloomHash
 from ..metrics import summarize, target_ranks
 from .ngrams import UNK_ID
 
-TEXT_MASK = MaskConfig(n=128, mask_rate=0.15)  # BERT's procedure: the defaults of --objective text-mlm
+TEXT_MASK = MaskConfig(n=128, mask_rate=0.15, element_dropout=0.0)  # BERT's: the defaults of --objective text-mlm
 SELECT = "rec@10"  # validation metric that picks BEST
 VAL_ROWS = 256  # held-out training rows validated (about 15% of ~100 tokens each: ~4,000 masked tokens)
 
@@ -87,6 +87,8 @@ def text_batch(rows: SetArray, which: np.ndarray, hashing: BloomHash, cfg: MaskC
     whole row when rows were prepared with --segment <= n), BERT masking, positions, no merging."""
     segs = sample_segments(rows, which, cfg.n, rng)  # (B, w)
     elems, targets = mask_tokens(segs, hashing.n_ids, cfg, rng, segs != UNK_ID)
+    if cfg.element_dropout:  # word dropout, if asked for: context tokens become padding, positions kept
+        elems = drop_elements(elems, targets, cfg.element_dropout, rng)
     return to_batch(elems, targets, hashing, merge=False)
 
 
