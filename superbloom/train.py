@@ -192,6 +192,7 @@ def masked(x: ObjectiveInputs) -> Objective:
 # name -> builder; another objective (next-item, text MLM, ...) is one more entry here, chosen by
 # TrainConfig.objective (`train --objective NAME`), with the same loop, checkpoints and devices
 OBJECTIVES: dict[str, Callable[[ObjectiveInputs], Objective]] = {"masked": masked}
+OBJECTIVES["text-mlm"] = lambda x: __import__("superbloom.text.mlm", fromlist=["_"]).text_mlm(x)  # sec. 4
 
 
 # ------------------------------------------------------------------------------ the loop

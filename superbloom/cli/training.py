@@ -78,7 +78,8 @@ def _add_train(sub):
     g = p.add_argument_group("training examples (sec. 3.1)")
     g.add_argument("--objective", choices=sorted(OBJECTIVES), default=default_of(TrainConfig, "objective"),
                    help="how training examples are made and the model validated: masked = the paper's masked "
-                        "set completion (default %(default)s)")
+                        "set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs --positions; "
+                        "--segment 128 and --mask-rate 0.15 unless given) (default %(default)s)")
     g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
@@ -138,6 +139,17 @@ def _head_config(args):
     return head_config(args.head, **given)
 
 
+def _mask_default(args, name: str, dest: str = ""):
+    """MaskConfig field `name` of a new run: the flag `dest` as typed, else for --objective text-mlm
+    BERT's settings (text/mlm.py TEXT_MASK: 128 tokens, 15%, no element dropout), else the flag's default."""
+    dest = dest or name
+    typed = dest in args.given if hasattr(args, "given") else getattr(args, dest) != default_of(MaskConfig, name)
+    if args.objective == "text-mlm" and not typed:
+        from ..text.mlm import TEXT_MASK
+        return getattr(TEXT_MASK, name)
+    return getattr(args, dest)
+
+
 def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
     """The TrainConfig of the command line; with `base` (a resumed run's saved config) only the flags
     in `given` (those typed on the command line) replace its settings."""
@@ -157,9 +169,11 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
                           attention=pick("attention", b.model.attention)),
         head=_head_config(args) if base is None or head_flags & given else b.head,
-        mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
+        mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),
+                        mask_rate=pick("mask_rate", b.mask.mask_rate) if base else _mask_default(args, "mask_rate"),
                         p_mask=b.mask.p_mask, p_random=b.mask.p_random,
-                        element_dropout=pick("element_dropout", b.mask.element_dropout)),
+                        element_dropout=pick("element_dropout", b.mask.element_dropout) if base
+                        else _mask_default(args, "element_dropout")),
         optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
                           warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
                           clip=pick("clip", b.optim.clip)),
