@@ -67,7 +67,7 @@ def test_mask_tokens_counts_never_unk_and_80_10_10():
     segs = rng.integers(1, 1000, (4000, 40))
     segs[:, 30:] = PAD_ELEM
     segs[:, :3] = UNK_ID
-    elems, targets = mask_tokens(segs, 1000, MaskConfig(n=40, mask_rate=0.15), rng, segs != UNK_ID)
+    elems, targets = mask_tokens(segs, 1000, MaskConfig(n=40, mask_rate=0.15, p_mask=0.8, p_random=0.1), rng, segs != UNK_ID)
     chosen = targets >= 0
     assert (chosen.sum(1) == round(0.15 * 27)).all()  # 27 maskable tokens per row
     assert not chosen[:, :3].any() and not chosen[:, 30:].any()  # never [UNK], never padding
@@ -289,3 +289,18 @@ def test_http_fill(text_model, tiny_model):
         assert client.post("/v1/fill", json={"text": "x " * 20_000 + "[MASK]"}).status_code == 422
     with TestClient(create_app(sb.load(tiny_model, threads=1))) as client:
         assert client.post("/v1/fill", json={"text": "a [MASK]"}).status_code in (404, 405)  # not a text model
+
+
+def test_text_mlm_cli_defaults_are_berts_masking():
+    """train --objective text-mlm: BERT's 80/10/10 (not the set model's default masking) unless changed."""
+    import argparse
+
+    from superbloom.cli import main  # noqa: F401  (the parser is built by main)
+    from superbloom.cli.training import _mask_default
+    from superbloom.text.mlm import TEXT_MASK
+
+    args = argparse.Namespace(objective="text-mlm", given=set())
+    assert _mask_default(args, "p_mask", fixed=0.6) == TEXT_MASK.p_mask == 0.8
+    assert _mask_default(args, "p_random", fixed=0.2) == TEXT_MASK.p_random == 0.1
+    args.objective = "masked"
+    assert _mask_default(args, "p_mask", fixed=0.6) == 0.6

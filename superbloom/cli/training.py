@@ -139,15 +139,19 @@ def _head_config(args):
     return head_config(args.head, **given)
 
 
-def _mask_default(args, name: str, dest: str = ""):
+def _mask_default(args, name: str, dest: str = "", fixed=None):
     """MaskConfig field `name` of a new run: the flag `dest` as typed, else for --objective text-mlm
-    BERT's settings (text/mlm.py TEXT_MASK: 128 tokens, 15%, no element dropout), else the flag's default."""
+    BERT's settings (text/mlm.py TEXT_MASK: 128 tokens, 15%, 80/10/10, no element dropout), else the
+    flag's default. A field without a flag (`fixed`: its value) only takes text-mlm's setting."""
     dest = dest or name
-    typed = dest in args.given if hasattr(args, "given") else getattr(args, dest) != default_of(MaskConfig, name)
+    if fixed is not None:
+        typed = False
+    else:
+        typed = dest in args.given if hasattr(args, "given") else getattr(args, dest) != default_of(MaskConfig, name)
     if args.objective == "text-mlm" and not typed:
         from ..text.mlm import TEXT_MASK
         return getattr(TEXT_MASK, name)
-    return getattr(args, dest)
+    return fixed if fixed is not None else getattr(args, dest)
 
 
 def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
@@ -171,7 +175,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),
                         mask_rate=pick("mask_rate", b.mask.mask_rate) if base else _mask_default(args, "mask_rate"),
-                        p_mask=b.mask.p_mask, p_random=b.mask.p_random,
+                        p_mask=b.mask.p_mask if base else _mask_default(args, "p_mask", fixed=b.mask.p_mask),
+                        p_random=b.mask.p_random if base else _mask_default(args, "p_random", fixed=b.mask.p_random),
                         element_dropout=pick("element_dropout", b.mask.element_dropout) if base
                         else _mask_default(args, "element_dropout")),
         optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),

@@ -31,7 +31,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..dataset import Dataset, SetArray
-from ..decode import DecodeConfig
 from ..hashing import PAD_ELEM
 from ..metrics import KS, hits_at, mrr, ndcg_at, summarize_ci, target_ranks
 from .mlm import TEXT_MASK, MaskedRows, masked_rows, rank_masked

@@ -33,7 +33,7 @@ from ..hashing import MASK_ELEM, PAD_ELEM, BloomHash
 from ..metrics import summarize, target_ranks
 from .ngrams import UNK_ID
 
-TEXT_MASK = MaskConfig(n=128, mask_rate=0.15, element_dropout=0.0)  # BERT's: the defaults of --objective text-mlm
+TEXT_MASK = MaskConfig(n=128, mask_rate=0.15, p_mask=0.8, p_random=0.1, element_dropout=0.0)  # BERT's: the defaults of --objective text-mlm
 SELECT = "rec@10"  # validation metric that picks BEST
 VAL_ROWS = 256  # held-out training rows validated (about 15% of ~100 tokens each: ~4,000 masked tokens)
 
