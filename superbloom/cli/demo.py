@@ -9,7 +9,7 @@ from ..evaluate import EvalConfig
 from ..prepare import PrepareConfig
 from ..readers import ReadConfig
 from ..train import LoopConfig, TrainConfig
-from .flags import POSITIVE, add_device_arg
+from .flags import NONNEG_INT, POSITIVE, add_device_arg
 
 
 def register(sub):
@@ -23,6 +23,8 @@ def _add_demo(sub):
     p.add_argument("--time-budget", type=POSITIVE, default=720.0, help="training seconds (default %(default)s)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
     add_device_arg(p)
+    p.add_argument("--threads", type=NONNEG_INT, default=0,
+                   help="torch CPU threads, 0: torch's default (default 0; 1 is faster when other jobs share the cores)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
 
@@ -56,7 +58,7 @@ def cmd_demo(args):
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
     cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"),
-                      loop=LoopConfig(time_budget=args.time_budget, device=args.device))
+                      loop=LoopConfig(time_budget=args.time_budget, device=args.device, threads=args.threads))
     train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model", device=args.device)
