@@ -34,7 +34,7 @@ from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa:
 from .predictor import rank_contexts
 from .ranking import Ranking
 
-PROTOCOLS = ("auto", "sets", "leave-one-out")
+PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in place (text/evaluate.py)
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,9 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
              return_ranks: bool = False) -> dict:
     """Metrics of the model and the baselines on the same examples (see module docstring)."""
     check_vocabulary(predictor.vocab, data)
+    if cfg.protocol == "text" or (cfg.protocol == "auto" and "text" in data.meta):  # paper sec. 4
+        from .text.evaluate import evaluate_text
+        return evaluate_text(predictor, data, cfg, progress, return_ranks)
     if (data.split if cfg.protocol == "auto" else cfg.protocol) == "leave-one-out":
         return evaluate_sequences(predictor, data, cfg, progress, return_ranks)
     ex = SetHoldout(cfg.n, cfg.targets_per_set, cfg.seed, cfg.max_sets).examples(data)
@@ -195,6 +198,9 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
 
 def format_report(result: dict) -> str:
     """A table a person can read: one row per method."""
+    if result["protocol"].get("protocol") == "text":
+        from .text.evaluate import format_text_report
+        return format_text_report(result)
     if result["protocol"].get("protocol") == "leave-one-out":
         return _format_sequence_report(result)
     cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]

@@ -38,7 +38,7 @@ AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
 
 @dataclass(frozen=True)
 class HashConfig:
-    alpha: int = 4  # ids per bucket; 0: chosen from the vocabulary size (resolve)
+    alpha: int = 0  # ids per bucket; 0 (default): chosen from the vocabulary size (resolve)
     m: int = 2  # hash maps (tokens per id)
     seed: int = 0
     coherent: int = 0  # how many of the m maps are coherent (appendix C, coherent.py); they come first

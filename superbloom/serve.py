@@ -5,6 +5,7 @@
     POST /v1/predict   {"context": ["Copenhagen"], "k": 10, "exact": false}
     POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
                         "random_seed": 0}
+    POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
     GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
     GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
     POST /v1/similar, /v1/classify   set embeddings (setembed/http.py; serve --embed EMBED_DIR)
@@ -468,6 +469,8 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
                 "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
                 "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
 
+    if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
+        app.include_router(__import__("superbloom.text.routes", fromlist=["_"]).fill_router(predictor, config))
     app.include_router(setembed_router(config))  # /v1/similar, /v1/classify: app.state.embedder (serve --embed)
 
     @app.get("/health", summary="liveness, with batching counters")
@@ -503,7 +506,7 @@ def _offline_docs(app: FastAPI) -> str:
 
 def _data_summary(meta: dict) -> dict:
     keys = ("input", "format", "sets", "ids", "links", "train", "test", "test_fraction", "seed",
-            "test_ids_unseen_in_train", "duplicates_removed")
+            "test_ids_unseen_in_train", "duplicates_removed", "text")
     return {k: meta[k] for k in keys if k in meta}
 
 

@@ -47,6 +47,7 @@ from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig, make_optimizer, set_lr
 from .predictor import rank_contexts
+from .warmstart import INITS, initialise, resolve_init
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class LoopConfig:
     seed: int = 0
     threads: int = 0  # torch CPU threads (0: torch's default)
     device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
-    ema: float = 0.0  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
+    ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
 
     def __post_init__(self):
         if not 0.0 <= self.ema < 1.0:
@@ -90,10 +91,13 @@ class TrainConfig:
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
     objective: str = "masked"  # a name in OBJECTIVES: how examples are made and the model validated
+    init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
 
     def __post_init__(self):
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.init not in INITS:
+            raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INITS))}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.objective!r}; choose one of {', '.join(sorted(OBJECTIVES))}")
 
@@ -110,7 +114,8 @@ class TrainConfig:
                    head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
                    optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
                    loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
-                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"))
+                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"),
+                   init=t.get("init", "normal"))
 
 
 _FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default
@@ -187,6 +192,7 @@ def masked(x: ObjectiveInputs) -> Objective:
 # name -> builder; another objective (next-item, text MLM, ...) is one more entry here, chosen by
 # TrainConfig.objective (`train --objective NAME`), with the same loop, checkpoints and devices
 OBJECTIVES: dict[str, Callable[[ObjectiveInputs], Objective]] = {"masked": masked}
+OBJECTIVES["text-mlm"] = lambda x: __import__("superbloom.text.mlm", fromlist=["_"]).text_mlm(x)  # sec. 4
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -448,7 +454,7 @@ class RunDir:
 
 
 # settings a resumed run must keep: they define the model and its data (the rest may change)
-ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction", "objective")
+ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction", "objective", "init")
 
 
 def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
@@ -525,8 +531,15 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts)
     n_params = count_parameters(model)
-    model.to(d.device)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
+    init = None
+    init_name = resolve_init(cfg.init, data.n_ids, cfg.objective)
+    if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
+        t0 = time.time()
+        init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
+        if init is not None:
+            init["seconds"] = round(time.time() - t0, 2)
+    model.to(d.device)
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
@@ -538,7 +551,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         save_json(run.path / "config.json", {
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": cfg.to_dict(), "data": data.meta, "parameters": n_params,
-            "hash_build_seconds": round(hash_seconds, 2)})
+            "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {})})
     if d.main and ckpt is not None:
         _truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
         if changed:
@@ -550,6 +563,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
               f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
               f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
               f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
+        if init:
+            print(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
+                  f"{init['tokens']:,} tokens in {init['seconds']} s")
         if run.staged:
             print(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
     obj = OBJECTIVES[cfg.objective](ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))

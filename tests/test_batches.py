@@ -21,7 +21,7 @@ def test_masking_statistics(rng):
     n_ids = 1000
     segs = rng.integers(0, n_ids, (20000, 32))
     segs[:, 20:] = PAD_ELEM  # segments of 20
-    elems, targets = mask_segments(segs, n_ids, MaskConfig(mask_rate=0.15), rng)  # the paper's rate
+    elems, targets = mask_segments(segs, n_ids, MaskConfig(mask_rate=0.15, p_mask=0.8, p_random=0.1), rng)  # BERT, the paper
     masked = targets >= 0
     assert (masked.sum(1) == 3).all()  # round(0.15 * 20) = 3, exactly
     assert not masked[:, 20:].any()  # never padding
@@ -43,7 +43,7 @@ def test_at_least_one_masked(rng):
 def test_training_batch_tokens(rng):
     h = BloomHash.build(50, HashConfig(5, 2))
     sets = SetArray.from_lists([list(range(10)), list(range(20, 25))])
-    b = training_batch(sets, np.array([0, 1]), h, MaskConfig(mask_rate=0.15), rng, merge=False)
+    b = training_batch(sets, np.array([0, 1]), h, MaskConfig(mask_rate=0.15, element_dropout=0.0), rng, merge=False)
     assert b.tokens.shape == (2, 20) and b.pad.shape == (2, 20) and b.mult.shape == (2, 10)
     assert b.pad[1, 10:].all() and not b.pad[1, :10].any()
     assert b.positions[0, :4].tolist() == [0, 0, 1, 1]

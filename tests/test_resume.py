@@ -112,13 +112,13 @@ def test_resume_refuses_architecture_changes_and_records_the_others(wiki_data, m
     before = digest(model)
     assert train(wiki_data, model, "--steps", "5", "--resume", "--alpha", "8", "--layers", "2") == 2
     err = capsys.readouterr().err
-    assert "--resume cannot change the model or its data" in err and "hash.alpha 4 -> 8" in err
+    assert "--resume cannot change the model or its data" in err and "hash.alpha 1 -> 8" in err
     assert "model.layers 1 -> 2" in err and digest(model) == before
     assert train(wiki_data, model, "--steps", "5", "--resume", "--lr", "0.001") == 0
     out = capsys.readouterr().out
     assert "resuming from step-000000003" in out and "optim.lr 0.003 -> 0.001" in out
     cfg = load_json(model / "config.json")
-    assert cfg["train"]["optim"]["lr"] == 0.001 and cfg["hash"]["alpha"] == 4
+    assert cfg["train"]["optim"]["lr"] == 0.001 and cfg["hash"]["alpha"] == 1
     assert cfg["resumes"][0]["from"] == "step-000000003"
     assert any("optim.lr" in c for c in cfg["resumes"][0]["changed"])
     assert load_json(latest_checkpoint(model) / "state.json")["step"] == 5

@@ -21,7 +21,6 @@ Trained models go to runs/quality/models/ (git-ignored) with their metrics.jsonl
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -156,6 +155,8 @@ class Recipe:
     d_ff: int = 512
     dropout: float = 0.1
     mask_rate: float = 0.5
+    p_mask: float = 0.8  # of the masked ids: fed as [MASK] (p_random: a random id; the rest unchanged)
+    p_random: float = 0.1
     element_dropout: float = 0.0
     batch_size: int = 64
     lr: float = 3e-3
@@ -163,23 +164,24 @@ class Recipe:
     weight_decay: float = 0.0
     label_smoothing: float = 0.0
     ema: float = 0.0
+    init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.warmstart)
     val_fraction: float = 0.05  # training sets carved off inside train() for the learning curve / BEST
     eval_every: int = 250
 
 
-UNHASHED_MAX_IDS = 50_000  # alpha = 1 (no hashing) up to here: the id embedding is at most 50K x d
-
-
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
-    """alpha = 0 -> (1, 1), the unhashed model, when the vocabulary is small enough that hashing saves
-    no memory worth having; else (4, 2), the library default."""
-    if alpha:
-        return alpha, m
-    return (1, 1) if n_ids <= UNHASHED_MAX_IDS else (4, 2)
+    """alpha = 0 -> the library's choice for this vocabulary (HashConfig.resolve)."""
+    h = sb.HashConfig(alpha=alpha, m=m).resolve(n_ids)
+    return h.alpha, h.m
 
 
 RECIPES = {
-    "demo": Recipe(),  # today's demo recipe: alpha 2, m 2, d 128, 2 layers, dropout 0.1, mask 0.5
+    # the library's defaults (superbloom.TrainConfig()): alpha auto, co-occurrence start, element dropout 0.2, EMA
+    "default": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                      val_fraction=0.02, eval_every=500),
+    # the default before the masking change (80/10/10): the first test runs of this session
+    "default_pm8": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", val_fraction=0.02, eval_every=500),
+    "demo": Recipe(),  # the demo's recipe before issue 16: alpha 2, m 2, d 128, 2 layers, dropout 0.1, mask 0.5
     "a1": Recipe(alpha=1, m=1),
     "a4": Recipe(alpha=4, m=2),
     "a1_ema": Recipe(alpha=1, m=1, ema=0.999),
@@ -192,6 +194,17 @@ RECIPES = {
     "a1_ema_ed_d2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, dropout=0.2),
     "a1_ema_ed_m3": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.3),
     "a1_ema_m3": Recipe(alpha=1, m=1, ema=0.999, mask_rate=0.3),
+    "a1_ema_ed_w256": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, d=256, d_ff=1024),
+    "a1_ema_ed_cooc": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence"),
+    "a1_ema_ed_pm1": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, p_mask=1.0, p_random=0.0),
+    "a1_ema_ed_m7": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.7),
+    "a1_ema_m7": Recipe(alpha=1, m=1, ema=0.999, mask_rate=0.7),
+    "a1_ema_ed_cooc_w256": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence", d=256,
+                                  d_ff=1024),
+    "a1_ema_ed_cooc_pm6": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="cooccurrence", p_mask=0.6,
+                                 p_random=0.2),
+    "a1_ema_cooc": Recipe(alpha=1, m=1, ema=0.999, init="cooccurrence"),
+    "a1_ema_ed_m2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.2),
 }
 
 
@@ -204,11 +217,12 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
         head=sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing),
-        mask=MaskConfig(mask_rate=recipe.mask_rate, element_dropout=recipe.element_dropout),
+        mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
+                        element_dropout=recipe.element_dropout),
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),
         loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
                            keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS),
-        val_fraction=recipe.val_fraction)
+        val_fraction=recipe.val_fraction, init=recipe.init)
     sb.train(cfg, progress=False, overwrite=True)
 
 

@@ -6,11 +6,10 @@ import time
 from pathlib import Path
 
 from ..evaluate import EvalConfig
-from ..hashing import HashConfig
 from ..prepare import PrepareConfig
 from ..readers import ReadConfig
 from ..train import LoopConfig, TrainConfig
-from .flags import POSITIVE, add_device_arg
+from .flags import NONNEG_INT, POSITIVE, add_device_arg
 
 
 def register(sub):
@@ -24,6 +23,8 @@ def _add_demo(sub):
     p.add_argument("--time-budget", type=POSITIVE, default=720.0, help="training seconds (default %(default)s)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
     add_device_arg(p)
+    p.add_argument("--threads", type=NONNEG_INT, default=0,
+                   help="torch CPU threads, 0: torch's default (default 0; 1 is faster when other jobs share the cores)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
 
@@ -36,8 +37,10 @@ DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "
 
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
-    model (m = 2, alpha = 2) for --time-budget seconds, evaluate it on the held-out pages next to the
-    popularity, co-occurrence and EASE baselines, and print the top-10 predictions for a few contexts."""
+    model with the library's default recipe (for 4,093 ids: unhashed, co-occurrence start, element
+    dropout, weight averaging; benchmarks/results/quality.md) for --time-budget seconds, evaluate it on
+    the held-out pages next to the popularity, co-occurrence and EASE baselines, and print the top-10
+    predictions for a few contexts."""
     from ..dataset import Dataset
     from ..evaluate import evaluate, format_report
     from ..predictor import load
@@ -54,8 +57,8 @@ def cmd_demo(args):
                       progress=not args.quiet)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
-    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"), hash=HashConfig(alpha=2, m=2),
-                      loop=LoopConfig(time_budget=args.time_budget, device=args.device))
+    cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"),
+                      loop=LoopConfig(time_budget=args.time_budget, device=args.device, threads=args.threads))
     train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model", device=args.device)

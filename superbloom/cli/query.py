@@ -33,8 +33,9 @@ def _add_eval(sub):
     g = p.add_argument_group("sequence recommendation (datasets from prepare --split leave-one-out)")
     g.add_argument("--protocol", choices=PROTOCOLS, default=e("protocol"),
                    help="sets: the paper's held-out sets; leave-one-out: each user's last id (test) or the one "
-                        "before (valid) ranked against all ids from the history before it; auto: the dataset's "
-                        "split (default %(default)s)")
+                        "before (valid) ranked against all ids from the history before it; text: 15%% of the tokens of "
+                        "test rows masked in place (--max-sets rows, 0: 2000), unigram and bigram-context baselines; "
+                        "auto: the dataset's split, text for a prepare-text dataset (default %(default)s)")
     g.add_argument("--split", choices=("valid", "test"), default=e("split"),
                    help="leave-one-out: which targets (validation picks a checkpoint; test is touched once) "
                         "(default %(default)s)")

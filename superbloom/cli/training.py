@@ -13,6 +13,7 @@ from ..heads.superbloom import SuperbloomConfig
 from ..model import ModelConfig
 from ..optim import OPTIMIZERS, OptimConfig
 from ..train import OBJECTIVES, LoopConfig, TrainConfig
+from ..warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of, number
 
 
@@ -49,6 +50,11 @@ def _add_train(sub):
     g.add_argument("--positions", type=NONNEG_INT, default=md("positions"),
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
+    g.add_argument("--init", choices=sorted(INITS), default=default_of(TrainConfig, "init"),
+                   help="a new run's token embedding: normal (random, as the paper), cooccurrence (rank-d "
+                        "factors of the training sets' co-occurrence: rare ids start near the ids they co-occur "
+                        "with), auto (cooccurrence for the masked set model up to 500,000 ids, else normal) "
+                        "(default %(default)s)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
@@ -72,7 +78,8 @@ def _add_train(sub):
     g = p.add_argument_group("training examples (sec. 3.1)")
     g.add_argument("--objective", choices=sorted(OBJECTIVES), default=default_of(TrainConfig, "objective"),
                    help="how training examples are made and the model validated: masked = the paper's masked "
-                        "set completion (default %(default)s)")
+                        "set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs --positions; "
+                        "--segment 128 and --mask-rate 0.15 unless given) (default %(default)s)")
     g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
@@ -132,6 +139,21 @@ def _head_config(args):
     return head_config(args.head, **given)
 
 
+def _mask_default(args, name: str, dest: str = "", fixed=None):
+    """MaskConfig field `name` of a new run: the flag `dest` as typed, else for --objective text-mlm
+    BERT's settings (text/mlm.py TEXT_MASK: 128 tokens, 15%, 80/10/10, no element dropout), else the
+    flag's default. A field without a flag (`fixed`: its value) only takes text-mlm's setting."""
+    dest = dest or name
+    if fixed is not None:
+        typed = False
+    else:
+        typed = dest in args.given if hasattr(args, "given") else getattr(args, dest) != default_of(MaskConfig, name)
+    if args.objective == "text-mlm" and not typed:
+        from ..text.mlm import TEXT_MASK
+        return getattr(TEXT_MASK, name)
+    return fixed if fixed is not None else getattr(args, dest)
+
+
 def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
     """The TrainConfig of the command line; with `base` (a resumed run's saved config) only the flags
     in `given` (those typed on the command line) replace its settings."""
@@ -151,9 +173,12 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
                           attention=pick("attention", b.model.attention)),
         head=_head_config(args) if base is None or head_flags & given else b.head,
-        mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
-                        p_mask=b.mask.p_mask, p_random=b.mask.p_random,
-                        element_dropout=pick("element_dropout", b.mask.element_dropout)),
+        mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),
+                        mask_rate=pick("mask_rate", b.mask.mask_rate) if base else _mask_default(args, "mask_rate"),
+                        p_mask=b.mask.p_mask if base else _mask_default(args, "p_mask", fixed=b.mask.p_mask),
+                        p_random=b.mask.p_random if base else _mask_default(args, "p_random", fixed=b.mask.p_random),
+                        element_dropout=pick("element_dropout", b.mask.element_dropout) if base
+                        else _mask_default(args, "element_dropout")),
         optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
                           warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
                           clip=pick("clip", b.optim.clip)),
@@ -163,7 +188,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
                         device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
-        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective))
+        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective),
+        init=pick("init", b.init))
 
 
 def cmd_train(args):

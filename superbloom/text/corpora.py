@@ -21,7 +21,6 @@ cp1252 bytes) are decoded as cp1252 and counted, never silently.
 """
 from __future__ import annotations
 
-import base64
 import gzip
 import re
 import tarfile

@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 from tqdm.auto import tqdm
 
 from ..files import save_json, write_lines
