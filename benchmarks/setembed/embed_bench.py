@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -81,6 +82,13 @@ def run(view: str, objective: str, steps: int, d: int, alpha: int, layers: int, 
     return r
 
 
+def dumps(data) -> str:
+    """JSON, indented, with lists of numbers (the coverage curves) on one line each."""
+    text = json.dumps(data, indent=1)
+    return re.sub(r"\[\n\s*([-+0-9.eE]+(?:,\n\s*[-+0-9.eE]+)*)\n\s*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",\n")) + "]", text) + "\n"
+
+
 def save(records: list[dict], info: dict, session: bool = True) -> None:
     """Merge the records into embed.json (a run of the same name is replaced); a finished session's
     machine and load go to its "sessions" list."""
@@ -90,7 +98,7 @@ def save(records: list[dict], info: dict, session: bool = True) -> None:
         data["runs"][r["name"]] = dict(r, machine=info)
     if session:
         data["sessions"].append(info)
-    OUT_JSON.write_text(json.dumps(data, indent=1) + "\n")
+    OUT_JSON.write_text(dumps(data))
 
 
 # ------------------------------------------------------------------------------ report
