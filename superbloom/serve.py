@@ -8,6 +8,7 @@
     POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
     GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
     GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
+    POST /v1/similar, /v1/classify   set embeddings (setembed/http.py; serve --embed EMBED_DIR)
     GET  /health
 
 The model is loaded once. Requests never run the model on the event loop: one worker thread
@@ -53,6 +54,7 @@ from .decode import DecodeConfig
 from .expand import ExpandConfig, expand
 from .predictor import Predictor
 from .ranking import Ranking
+from .setembed.http import router as setembed_router
 from .vocab import Vocab
 
 
@@ -469,6 +471,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
 
     if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
         app.include_router(__import__("superbloom.text.routes", fromlist=["_"]).fill_router(predictor, config))
+    app.include_router(setembed_router(config))  # /v1/similar, /v1/classify: app.state.embedder (serve --embed)
 
     @app.get("/health", summary="liveness, with batching counters")
     async def health():
@@ -544,11 +547,14 @@ def timed_h11(head_timeout: float):
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
-          threads: int = 1, access_log: bool = True, device: str = "auto") -> None:
+          threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None) -> None:
     """Load the model once (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
-    threads (0: torch's default, one per core)."""
+    threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar, /v1/classify."""
     import uvicorn
 
     app = create_app(Predictor.load(model_dir, threads, device), config)
+    if embed:
+        from .setembed.embedder import load_embedder
+        app.state.embedder = load_embedder(embed, threads, device)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info",
                 timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))

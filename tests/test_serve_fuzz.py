@@ -24,6 +24,8 @@ NEAR_VALID = {  # values a client plausibly sends for each body field, edges inc
     "k": st.integers(-3, 60), "steps": st.integers(-3, 12), "random_seed": st.integers(-5, 2 ** 64),
     "temperature": st.floats(-1, 200) | st.sampled_from([float("nan"), float("inf"), 0.0, 1e-300]) | st.integers(-1, 3),
     "exact": st.booleans(), "strategy": st.sampled_from(["argmax", "sample", "ARGMAX", ""]),
+    "reject": st.floats(-1, 2) | st.sampled_from([float("nan"), 0.8, 1]),  # /v1/classify (setembed/http.py)
+    "method": st.sampled_from(["auto", "knn", "head", "svm"]),
 }
 
 

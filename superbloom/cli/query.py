@@ -115,6 +115,8 @@ def _add_serve(sub):
         p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
                        default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.add_argument("--embed", metavar="EMBED_DIR", default=None,
+                   help="also serve a set embedding (superbloom embed-train) at /v1/similar and /v1/classify")
     add_device_arg(p)
     p.set_defaults(func=cmd_serve)
 
@@ -180,4 +182,5 @@ def cmd_serve(args):
     names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
-    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device)
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,
+          embed=args.embed)

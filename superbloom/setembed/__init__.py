@@ -5,9 +5,12 @@ classification with confidence rejection.
 
 This subpackage imports the core (the encoder, datasets, losses); the core never imports it.
 
-    pool.py    AttentionPool: a learned query token attends over the encoder's hidden states
-    knn.py     exact chunked top-k by cosine, kNN votes, rejection, coverage curve, scores
-    labels.py  a two-column labels file (set key, label) aligned to a prepared dataset's sets
+    pool.py      AttentionPool: a learned query token attends over the encoder's hidden states
+    model.py     SetEmbedder: the set encoder + AttentionPool (+ classifier head, NCA memory bank)
+    train.py     embed_train: the uniformity / nca / softmax objectives on train.fit's loop
+    embedder.py  Embedder: a trained model's vectors, similar sets, classification with rejection
+    knn.py       exact chunked top-k by cosine, kNN votes, rejection, coverage curve, scores
+    labels.py    a two-column labels file (set key, label) aligned to a prepared dataset's sets
 
 The losses (alignment, uniformity, NCA with a memory bank, label smoothing) are in
 superbloom/losses.py.
@@ -15,6 +18,10 @@ superbloom/losses.py.
 from .knn import classify, coverage_curve, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from .labels import LabelTable, load_labels, read_label_pairs
 from .pool import AttentionPool
+from .model import EmbedConfig, SetEmbedder, embed_sets
+from .train import EmbedTrainConfig, embed_train
+from .embedder import Classified, Embedder, Similar, load_embedder
 
-__all__ = ["AttentionPool", "LabelTable", "classify", "coverage_curve", "knn_votes", "label_agreement",
+__all__ = ["AttentionPool", "Classified", "EmbedConfig", "EmbedTrainConfig", "Embedder", "LabelTable", "SetEmbedder",
+           "Similar", "embed_sets", "embed_train", "load_embedder", "classify", "coverage_curve", "knn_votes", "label_agreement",
            "load_labels", "multilabel_scores", "read_label_pairs", "topk_cosine"]

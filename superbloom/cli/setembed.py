@@ -1,0 +1,271 @@
+"""Set-embedding commands (issue 13): embed-train, embed, similar, classify.
+
+    superbloom embed-train DATA --out MODEL --objective nca --labels labels.tsv --steps 1000
+    superbloom embed MODEL DATA --out vectors.parquet            # set key, split, vector
+    superbloom similar MODEL Jazz Miles_Davis --k 10 [--json]     # the nearest training sets
+    superbloom classify MODEL Jazz Miles_Davis --reject 0.8 [--json]
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..device import DEVICE_CHOICES
+from ..optim import OPTIMIZERS
+from ..setembed.embedder import METHODS
+from ..setembed.model import OBJECTIVES
+from ..setembed.train import EmbedTrainConfig
+from ..setembed.embedder import display
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, default_of, number
+
+DEFAULT = EmbedTrainConfig(data="", out="")  # the defaults embed-train's flags show
+
+# flag destination -> (section of EmbedTrainConfig, field): how a resumed run's saved settings meet the typed flags
+FIELDS = {
+    "labels": (None, "labels"), "val_fraction": (None, "val_fraction"),
+    "objective": ("embed", "objective"), "segment": ("embed", "segment"), "pool_heads": ("embed", "pool_heads"),
+    "uniformity_t": ("embed", "uniformity_t"), "uniformity_weight": ("embed", "uniformity_weight"),
+    "temperature": ("embed", "temperature"), "momentum": ("embed", "momentum"), "smoothing": ("embed", "smoothing"),
+    "logit_scale": ("embed", "logit_scale"), "max_len": ("embed", "max_len"),
+    "alpha": ("hash", "alpha"), "m": ("hash", "m"), "hash_seed": ("hash", "seed"),
+    "d": ("model", "d"), "heads": ("model", "heads"), "d_ff": ("model", "d_ff"), "layers": ("model", "layers"),
+    "dropout": ("model", "dropout"),
+    "optimizer": ("optim", "name"), "lr": ("optim", "lr"), "warmup": ("optim", "warmup"),
+    "weight_decay": ("optim", "weight_decay"), "clip": ("optim", "clip"),
+    "batch_size": ("loop", "batch_size"), "steps": ("loop", "steps"), "epochs": ("loop", "epochs"),
+    "time_budget": ("loop", "time_budget"), "eval_every": ("loop", "eval_every"), "keep_best": ("loop", "keep_best"),
+    "checkpoint_every": ("loop", "checkpoint_every"), "seed": ("loop", "seed"), "threads": ("loop", "threads"),
+    "device": ("loop", "device"), "ema": ("loop", "ema"),
+}
+
+
+def _default(dest: str):
+    section, name = FIELDS[dest]
+    return getattr(DEFAULT if section is None else getattr(DEFAULT, section), name)
+
+
+def register(sub):
+    for add in (_add_embed_train, _add_embed, _add_similar, _add_classify):
+        add(sub)
+
+
+def _add_embed_train(sub):
+    p = sub.add_parser("embed-train", help="train a set embedding (one vector per set) and its index",
+                       description="Train the set encoder + attention pool to give one unit vector per set: "
+                                   "uniformity (alignment + uniformity of two halves of a set; no labels), nca "
+                                   "(neighbourhood component analysis with a memory bank; needs --labels) or "
+                                   "softmax (a label-smoothed classifier head; needs --labels). Stops at --steps, "
+                                   "--epochs or --time-budget; checkpoints are resumable. Writes an index of every "
+                                   "training set's vector for `similar` and `classify`.")
+    p.add_argument("data", help="prepared dataset directory (superbloom prepare)")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--objective", choices=OBJECTIVES, default=_default("objective"),
+                   help="what the vector is trained for (default %(default)s)")
+    p.add_argument("--labels", default="", metavar="FILE",
+                   help="two columns per line, set key and label (several lines for several labels); needed by nca "
+                        "and softmax, used for validation by uniformity")
+    g = p.add_argument_group("hashing")
+    g.add_argument("--alpha", type=NONNEG_INT, default=_default("alpha"),
+                   help="ids per hash bucket, 0: chosen from the vocabulary size (default %(default)s)")
+    g.add_argument("--m", type=POS_INT, default=_default("m"), help="hash functions per id (default %(default)s)")
+    g.add_argument("--hash-seed", type=NONNEG_INT, default=_default("hash_seed"), help="(default %(default)s)")
+    g = p.add_argument_group("model")
+    g.add_argument("--d", type=POS_INT, default=_default("d"), help="vector size (default %(default)s)")
+    g.add_argument("--heads", type=POS_INT, default=_default("heads"), help="attention heads (default %(default)s)")
+    g.add_argument("--d-ff", type=POS_INT, default=_default("d_ff"), help="feed-forward size (default %(default)s)")
+    g.add_argument("--layers", type=POS_INT, default=_default("layers"), help="Transformer layers (default %(default)s)")
+    g.add_argument("--dropout", type=FRACTION, default=_default("dropout"), help="(default %(default)s)")
+    g.add_argument("--pool-heads", type=POS_INT, default=_default("pool_heads"),
+                   help="heads of the attention pool (default %(default)s)")
+    g = p.add_argument_group("objective settings")
+    g.add_argument("--segment", type=number(int, 2), default=_default("segment"),
+                   help="ids per training example: a random run of the set (default %(default)s)")
+    g.add_argument("--uniformity-t", type=POSITIVE, default=_default("uniformity_t"),
+                   help="uniformity: t in log mean exp(-t d^2) (default %(default)s)")
+    g.add_argument("--uniformity-weight", type=NONNEG, default=_default("uniformity_weight"),
+                   help="uniformity: its weight next to alignment (default %(default)s)")
+    g.add_argument("--temperature", type=POSITIVE, default=_default("temperature"),
+                   help="nca: cosine / temperature (default %(default)s)")
+    g.add_argument("--momentum", type=FRACTION, default=_default("momentum"),
+                   help="nca: memory bank momentum (default %(default)s)")
+    g.add_argument("--smoothing", type=FRACTION, default=_default("smoothing"),
+                   help="softmax: label smoothing (default %(default)s)")
+    g.add_argument("--logit-scale", type=POSITIVE, default=_default("logit_scale"),
+                   help="softmax: logits = scale x classifier(unit vector) (default %(default)s)")
+    g.add_argument("--max-len", type=POS_INT, default=_default("max_len"),
+                   help="inference: a longer set is the mean of chunks of at most this many ids (default %(default)s)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=_default("optimizer"), help="(default %(default)s)")
+    g.add_argument("--lr", type=POSITIVE, default=_default("lr"), help="peak learning rate (default %(default)s)")
+    g.add_argument("--warmup", type=NONNEG_INT, default=_default("warmup"), help="warm-up steps (default %(default)s)")
+    g.add_argument("--weight-decay", type=NONNEG, default=_default("weight_decay"), help="(default %(default)s)")
+    g.add_argument("--clip", type=NONNEG, default=_default("clip"), help="gradient norm clip, 0: none (default %(default)s)")
+    g = p.add_argument_group("loop")
+    g.add_argument("--batch-size", type=number(int, 2), default=_default("batch_size"),
+                   help="sets per step, over all processes (default %(default)s)")
+    g.add_argument("--steps", type=NONNEG_INT, default=_default("steps"),
+                   help="stop after N steps, 0: no limit (default %(default)s)")
+    g.add_argument("--epochs", type=NONNEG, default=_default("epochs"), help="stop after N passes (default %(default)s)")
+    g.add_argument("--time-budget", type=NONNEG, default=_default("time_budget"),
+                   help="stop after N seconds (default %(default)s)")
+    g.add_argument("--eval-every", type=NONNEG_INT, default=_default("eval_every"), metavar="STEPS",
+                   help="validate every STEPS, 0: only at the end (default %(default)s)")
+    g.add_argument("--checkpoint-every", type=NONNEG, default=_default("checkpoint_every"), metavar="SECONDS",
+                   help="(default %(default)s)")
+    g.add_argument("--val-fraction", type=FRACTION, default=_default("val_fraction"),
+                   help="training sets held out for validation, at most 2000 (default %(default)s)")
+    g.add_argument("--seed", type=NONNEG_INT, default=_default("seed"), help="(default %(default)s)")
+    g.add_argument("--threads", type=NONNEG_INT, default=_default("threads"),
+                   help="torch CPU threads, 0: torch's default (default %(default)s)")
+    g.add_argument("--device", default=_default("device"), help=f"{DEVICE_CHOICES} (default %(default)s)")
+    g.add_argument("--ema", type=FRACTION, default=_default("ema"),
+                   help="> 0: validate and keep as BEST an average of the weights with this decay (default %(default)s)")
+    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
+                   help="index and serve the last weights, not those with the best validation score")
+    g.add_argument("--resume", action="store_true", help="continue the run in --out (flags given now may change the "
+                   "optimisation and loop, not the model, labels or split)")
+    g.add_argument("--overwrite", action="store_true", help="replace the model in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_embed_train)
+
+
+def _add_model_args(p):
+    p.add_argument("model", help="set-embedding model directory (superbloom embed-train)")
+
+
+def _add_embed(sub):
+    p = sub.add_parser("embed", help="write one vector per set of a prepared dataset (Parquet)",
+                       description="Embed the sets of a prepared dataset with a trained set embedding and write "
+                                   "a Parquet file with columns set (key), split and vector (float32 list).")
+    _add_model_args(p)
+    p.add_argument("data", help="prepared dataset directory (its ids are looked up by string in the model's vocabulary)")
+    p.add_argument("--out", required=True, help="Parquet file to write")
+    p.add_argument("--split", choices=("train", "test", "all"), default="all", help="(default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_device_arg(p)
+    p.set_defaults(func=cmd_embed)
+
+
+def _add_similar(sub):
+    p = sub.add_parser("similar", help="the training sets nearest to a set of ids",
+                       description="Embed the given ids as one set and list the k training sets with the highest "
+                                   "cosine (exact search over the model's index).")
+    _add_model_args(p)
+    p.add_argument("ids", nargs="+", help="ids of the set (as stored or URL-decoded)")
+    p.add_argument("--k", type=POS_INT, default=10, help="sets to return (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the answer of POST /v1/similar")
+    add_device_arg(p)
+    p.set_defaults(func=cmd_similar)
+
+
+def _add_classify(sub):
+    p = sub.add_parser("classify", help="the label of a set of ids, rejected under a confidence",
+                       description="Embed the given ids as one set and predict its label: the classifier head "
+                                   "(softmax models) or the similarity-weighted votes of the k nearest labelled "
+                                   "training sets. A prediction with confidence under --reject is rejected.")
+    _add_model_args(p)
+    p.add_argument("ids", nargs="+", help="ids of the set")
+    p.add_argument("--reject", type=number(float, 0.0, 1.0, what="a confidence in [0, 1]"), default=0.0,
+                   help="reject a prediction whose confidence is under this, e.g. 0.8 (default %(default)s: never)")
+    p.add_argument("--method", choices=METHODS, default="auto",
+                   help="head (softmax models), knn, or auto: head when the model has one (default %(default)s)")
+    p.add_argument("--k", type=POS_INT, default=10, help="knn: neighbours that vote (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the answer of POST /v1/classify")
+    add_device_arg(p)
+    p.set_defaults(func=cmd_classify)
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def embed_config_from_args(args, base: EmbedTrainConfig | None = None, given: set[str] = frozenset()) -> EmbedTrainConfig:
+    """The EmbedTrainConfig of the command line; with `base` (a resumed run's saved config) only the
+    flags typed (`given`) replace its settings."""
+    start = base or EmbedTrainConfig(data=args.data, out=args.out)  # the dataclasses' defaults
+    changes: dict = {s: {} for s in (None, "embed", "hash", "model", "optim", "loop")}
+    for dest, (section, name) in FIELDS.items():
+        if base is None or dest in given:
+            changes[section][name] = getattr(args, dest)
+    top = changes.pop(None)
+    return dataclasses.replace(start, data=args.data, out=args.out, **top,
+                               **{s: dataclasses.replace(getattr(start, s), **c) for s, c in changes.items()})
+
+
+def cmd_embed_train(args):
+    from ..checkpoint import latest_checkpoint
+    from ..files import load_json
+    from ..setembed.train import embed_train
+
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    base = None  # a resumed run: its saved settings, and the flags typed now
+    if args.resume and latest_checkpoint(args.out) is not None:
+        base = EmbedTrainConfig.from_dict(load_json(Path(args.out) / "config.json")["train"])
+    cfg = embed_config_from_args(args, base, args.given)
+    out = embed_train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
+    print(f"set embedding written to {out}")
+
+
+def cmd_embed(args):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..dataset import Dataset, SetArray
+    from ..files import atomic_path
+    from ..setembed.embedder import load_embedder
+
+    emb = load_embedder(args.model, device=args.device)
+    data = Dataset(args.data)
+    # the dataset's ids -> the model's, by string (one lookup per distinct id; any dataset whose ids the model knows)
+    remap = np.array([-1 if (i := emb.vocab.get(s)) is None else i for s in data.vocab.strings] + [-1], np.int64)
+    keys, splits, vectors, empty = [], [], [], 0
+    for split in (("train", "test") if args.split == "all" else (args.split,)):
+        sets = getattr(data, split)
+        mapped = remap[np.asarray(sets.ids, np.int64)]  # (links,); -1 (unseen in training) stays -1
+        v = emb.embed_sets(SetArray(np.asarray(sets.offsets), mapped))
+        empty += int((np.abs(v).sum(1) == 0).sum())
+        keys += data.set_names(split)
+        splits += [split] * len(v)
+        vectors.append(v)
+    v = np.concatenate(vectors) if vectors else np.zeros((0, emb.net.d), np.float32)
+    table = pa.table({"set": keys, "split": splits,
+                      "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.ravel(), pa.float32()), v.shape[1])})
+    with atomic_path(args.out) as tmp:
+        pq.write_table(table, tmp)
+    summary = {"out": str(args.out), "sets": len(keys), "d": int(v.shape[1]), "sets_without_known_ids": empty}
+    print(json.dumps(summary, indent=2) if args.json else
+          f"wrote {len(keys):,} vectors of size {v.shape[1]} to {args.out}"
+          + (f" ({empty} sets have no id the model knows: zero vectors)" if empty else ""))
+
+
+def cmd_similar(args):
+    from ..setembed.embedder import load_embedder, similar_json
+
+    emb = load_embedder(args.model, device=args.device)
+    s = emb.similar(args.ids, args.k)
+    if args.json:
+        print(json.dumps(similar_json(s), indent=2))
+        return
+    if s.unknown:
+        print(f"unknown ids (ignored): {', '.join(s.unknown)}")
+    print(f"the {len(s.items)} training sets nearest to {{{', '.join(map(display, s.context))}}} (cosine):")
+    for r, (k, x) in enumerate(s.items, 1):
+        print(f"  {r:>3}. {display(k):<40} {x:7.3f}")
+
+
+def cmd_classify(args):
+    from ..setembed.embedder import classify_json, load_embedder
+
+    emb = load_embedder(args.model, device=args.device)
+    c = emb.classify(args.ids, args.reject, args.method, args.k)
+    if args.json:
+        print(json.dumps(classify_json(c), indent=2))
+        return
+    if c.unknown:
+        print(f"unknown ids (ignored): {', '.join(c.unknown)}")
+    verdict = (f"{c.label}" if c.label is not None else f"rejected (confidence {c.confidence:.3f} < {args.reject})")
+    print(f"label: {verdict}  [{c.method}, confidence {c.confidence:.3f}]")
+    for n, x in c.scores:
+        print(f"  {n:<30} {x:.3f}")
