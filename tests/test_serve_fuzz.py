@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from superbloom.serve import ServeConfig, create_app
 
-BUDGET = {"/v1/predict": 250, "/v1/expand": 150, "/v1/entities": 150}  # requests per operation
+BUDGET = {"/v1/predict": 250, "/v1/expand": 300, "/v1/entities": 150}  # requests per operation
 OTHERS = 25  # per operation without parameters (random query strings)
 IDS = ["Copenhagen", "Jazz", "Miles_Davis", "People's_Republic_of_China", "Paris", "Nope", "", "%", "%C3%85"]
 
