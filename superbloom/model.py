@@ -38,6 +38,7 @@ class ModelConfig:
     norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
     embedding: str = "hashed"  # input embedding (embeddings.py)
     attention: str = "softmax"  # softmax | kernel (kernel_attention.py: linear in the set size)
+    causal: bool = False  # True: element i attends to elements <= i only (next-item models, sequence.py)
 
     def __post_init__(self):
         for name in ("d", "heads", "d_ff", "layers"):
@@ -53,6 +54,8 @@ class ModelConfig:
             raise ValueError(f"attention must be one of {sorted(ATTENTIONS)}, got {self.attention!r}")
         if self.embedding not in INPUTS:
             raise ValueError(f"embedding must be one of {sorted(INPUTS)}, got {self.embedding!r}")
+        if self.causal and self.attention != "softmax":
+            raise ValueError(f"causal attention needs attention='softmax', got {self.attention!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
@@ -127,9 +130,24 @@ class SetEncoder(nn.Module):
         if mult is not None and bool((mult > 1).any()):
             bias = torch.log(mult.to(x.dtype)).repeat_interleave(self.m, dim=1)  # (B, T), log 0 = -inf
             keep = bias[:, None, None, :]  # (B, 1, 1, T) additive
+        if self.cfg.causal:
+            keep = causal_keep(keep, self.m)  # (B, 1, T, T)
         for block in self.blocks:
             x = block(x, keep)
         return self.norm(x)
+
+
+def causal_keep(keep: torch.Tensor, m: int) -> torch.Tensor:
+    """A padding mask (B, 1, 1, T) (bool: False -> -inf, or additive) restricted to earlier elements:
+    token t (of element t // m) sees token s only if s // m <= t // m (the m tokens of one element see
+    each other). -> (B, 1, T, T). With left-aligned sequences every real token sees itself, so no
+    real row is all -inf."""
+    t = keep.shape[-1]
+    elem = torch.arange(t, device=keep.device) // m
+    later = elem[None, :] > elem[:, None]  # (T, T) True where the key is a later element
+    if keep.dtype == torch.bool:
+        return keep & ~later
+    return keep.masked_fill(later, float("-inf"))
 
 
 def _init(module: nn.Module) -> None:

@@ -47,6 +47,7 @@ from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig, make_optimizer, set_lr
 from .predictor import rank_contexts
+from .sequence import BUILDERS as SEQUENCE_BUILDERS, check_objective
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class TrainConfig:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.objective!r}; choose one of {', '.join(sorted(OBJECTIVES))}")
+        check_objective(self.objective, self.model, self.mask)
 
     def to_dict(self) -> dict:
         """JSON-able, the head with its name (config.json's "train")."""
@@ -187,6 +189,7 @@ def masked(x: ObjectiveInputs) -> Objective:
 # name -> builder; another objective (next-item, text MLM, ...) is one more entry here, chosen by
 # TrainConfig.objective (`train --objective NAME`), with the same loop, checkpoints and devices
 OBJECTIVES: dict[str, Callable[[ObjectiveInputs], Objective]] = {"masked": masked}
+OBJECTIVES.update(SEQUENCE_BUILDERS)  # next-item (causal, SASRec-style), masked-sequence (BERT4Rec-style)
 
 
 # ------------------------------------------------------------------------------ the loop

@@ -49,6 +49,8 @@ def _add_train(sub):
     g.add_argument("--positions", type=NONNEG_INT, default=md("positions"),
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
+    g.add_argument("--causal", action="store_true",
+                   help="causal attention: each id sees the ids before it only (implied by --objective next-item)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
@@ -72,7 +74,10 @@ def _add_train(sub):
     g = p.add_argument_group("training examples (sec. 3.1)")
     g.add_argument("--objective", choices=sorted(OBJECTIVES), default=default_of(TrainConfig, "objective"),
                    help="how training examples are made and the model validated: masked = the paper's masked "
-                        "set completion (default %(default)s)")
+                        "set completion; for ordered data (sequence.py, needs --positions >= --segment): next-item = "
+                        "causal, every position predicts the next id (SASRec-style), masked-sequence = masked with "
+                        "positions plus last-id examples (BERT4Rec-style); both validate leave-one-out "
+                        "(default %(default)s)")
     g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
@@ -139,6 +144,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
         return getattr(args, dest) if base is None or dest in given else saved
 
     b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
+    objective = pick("objective", b.objective)
     head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
     return TrainConfig(
         data=args.data, out=args.out,
@@ -149,7 +155,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           attn_dropout=pick("attn_dropout", b.model.attn_dropout),
                           positions=pick("positions", b.model.positions),
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
-                          attention=pick("attention", b.model.attention)),
+                          attention=pick("attention", b.model.attention),
+                          causal=bool(pick("causal", b.model.causal)) or objective == "next-item"),
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n), mask_rate=pick("mask_rate", b.mask.mask_rate),
                         p_mask=b.mask.p_mask, p_random=b.mask.p_random,
@@ -163,7 +170,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
                         device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
-        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective))
+        val_fraction=pick("val_fraction", b.val_fraction), objective=objective)
 
 
 def cmd_train(args):
