@@ -212,3 +212,40 @@ def test_cli_next_item_implies_causal_and_predicts_in_order(tmp_path, capsys):
     assert r["hr@10"] > r["baselines"]["popularity"]["hr@10"]
     assert main(["train", data, "--out", str(tmp_path / "bad"), "--objective", "next-item", "--steps", "1"]) == 2
     assert "--positions" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- prepare: user-item lines (BERT4Rec's files)
+
+
+def test_edges_with_a_space_delimiter_read_user_item_lines(tmp_path, capsys):
+    (tmp_path / "beauty.txt").write_text("1 1\n1 2\n2 3\n1 3\n2 1\n1 4\n2 2\n")  # `user item`, per user in order
+    assert main(["prepare", str(tmp_path / "beauty.txt"), "--format", "edges", "--delimiter", "space",
+                 "--split", "leave-one-out", "--out", str(tmp_path / "d"), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["links"] == 7 and s["too_short_kept_for_training"] == 0
+    data = sb.Dataset(tmp_path / "d")
+    names = data.vocab.strings
+    assert [[names[i] for i in data.train[r]] for r in range(2)] == [["1", "2"], ["3"]]
+    assert [names[i] if i >= 0 else None for i in data.targets("valid")] == ["3", "1"]
+    assert [names[i] if i >= 0 else None for i in data.targets("test")] == [None, "2"]  # 4 unseen
+    # a line with another field count names its line and the delimiter
+    (tmp_path / "bad.txt").write_text("1 1\n1 2 3\n")
+    assert main(["prepare", str(tmp_path / "bad.txt"), "--delimiter", " ", "--out", str(tmp_path / "e")]) == 2
+    assert "bad.txt:2: expected 2 space-separated fields, got 3" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["prepare", str(tmp_path / "bad.txt"), "--delimiter", "ab", "--out", str(tmp_path / "e")])
+    assert exit_.value.code == 2 and "--delimiter: expected tab, space" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="delimiter must be one character"):
+        sb.ReadConfig(delimiter="\n")
+
+
+def test_bert4rec_beauty_reads_as_edges_and_as_lines_alike(tmp_path):
+    from conftest import shared_file
+
+    path = shared_file("bert4rec_beauty", "beauty.txt")
+    a = sb.prepare(sb.PrepareConfig(str(path), str(tmp_path / "a"), read=sb.ReadConfig(format="edges", delimiter=" "),
+                                    split="leave-one-out"), progress=False)
+    b = sb.prepare(sb.PrepareConfig(str(path), str(tmp_path / "b"), read=sb.ReadConfig(format="lines"),
+                                    split="leave-one-out"), progress=False)
+    assert a["sets"] == b["sets"] == 40_226 and a["links"] == b["links"] == 353_962
+    assert a["ids"] == b["ids"] and a["train"] == b["train"]
