@@ -182,6 +182,23 @@ def test_sequence_objective_learns_order_and_validates_leave_one_out(tmp_path, o
         assert model.predict(["i3", "i7"], 1).items[0][0] == "i8"
 
 
+def test_hashed_next_item_model_and_http_predict_keep_order(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from superbloom.serve import create_app
+
+    data = cycles(tmp_path)
+    cfg = small(data, tmp_path / "m", "next-item", steps=200)
+    cfg = TrainConfig(**{**cfg.__dict__, "hash": HashConfig(alpha=2, m=2), "head": head_config("superbloom")})
+    out = train(cfg, progress=False)
+    model = sb.load(out, threads=1)
+    assert model.hashing.m == 2 and model.hashing.n_tokens < 2 * 20
+    with TestClient(create_app(model)) as client:
+        top = lambda ctx: client.post("/v1/predict", json={"context": ctx, "k": 1}).json()["predictions"][0]["id"]  # noqa: E731
+        assert top(["i1", "i2", "i3"]) == "i4" and top(["i5", "i6", "i7"]) == "i8"
+        assert top(["i7", "i3"]) == "i4" and top(["i3", "i7"]) == "i8"  # the order is used
+
+
 def test_next_item_validation_targets_are_the_second_to_last(tmp_path):
     from superbloom.sequence import validation_examples
     from superbloom.train import ObjectiveInputs
