@@ -4,6 +4,9 @@ Tokens -> embeddings (no position embeddings: the input is a *set*; learned posi
 opt-in for ordered data) -> L blocks of multi-head attention and a ReLU feed-forward network, each
 with a residual connection and layer normalisation -> hidden states (B, T, d).
 
+`ModelConfig.causal` (next-item models, sequence.py) additionally masks every later element, so
+element i sees elements <= i only (causal_keep; tested in tests/test_sequence_train.py).
+
 Padding is masked in attention with -inf (PyTorch's scaled_dot_product_attention with a boolean
 mask), so padded tokens get exactly zero attention weight and cannot change any real output
 (the blog's "properly handle padded input"; tested in tests/test_model.py).
