@@ -82,7 +82,8 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
 
 def run_one(name: str, args) -> dict:
     data_dir = prepared(name)
-    setting = f"{args.objective}-{args.head}-a{args.alpha}m{args.m}-d{args.d}L{args.layers}-{args.steps}steps"
+    setting = (f"{args.objective}-{args.head}-a{args.alpha}m{args.m}-d{args.d}L{args.layers}-lr{args.lr:g}"
+               f"-drop{args.dropout:g}-b{args.batch_size}-{args.steps}steps")
     out = WORK / "models" / name / setting
     cfg = config(name, data_dir, out, args)
     load_before = load_average()
@@ -117,17 +118,18 @@ def run_one(name: str, args) -> dict:
 
 def table(entries: list[dict]) -> list[str]:
     lines = ["| dataset | setting | users | steps | train s | model HR@10 [95% CI] | NDCG@10 | HR@10 no excl. | "
-             "popularity HR@10 | co-occurrence HR@10 | published HR@10 | beats bar? | load before/after |",
-             "|" + "---|" * 13]
+             "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
+             "|" + "---|" * 14]
     for e in entries:
         b = e["baselines"]
         pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
         m = e["model"]
+        ease = f"{b['ease']['hr@10']:.4f}" if "ease" in b else "-"
         lines.append(
             f"| {e['dataset']} | {e['setting']} | {e['users']:,} | {e['steps']} | {e['train_seconds']:.0f} | "
             f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['ndcg@10']:.4f} | "
             f"{e['model_no_exclusion']['hr@10']:.4f} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
-            f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {pub} | "
+            f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {ease} | {pub} | "
             f"{'yes' if e['beats_bar'] else 'no'} ({e['bar']}) | {e['load_average_before'][0]} / "
             f"{e['load_average_after'][0]} |")
     return lines
@@ -144,10 +146,10 @@ def main() -> None:
     p.add_argument("--d", type=int, default=64)
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--dropout", type=float, default=0.3)
+    p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--window", type=int, default=50, help="ids per training window = positions")
     p.add_argument("--mask-rate", type=float, default=0.2)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--lr", type=float, default=5e-3)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=128)
