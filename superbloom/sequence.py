@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .batches import Batch, MaskConfig, epoch_batches, mask_segments, query_batch, sample_segments, to_batch
+from .batches import (Batch, MaskConfig, drop_elements, epoch_batches, mask_segments, query_batch, sample_segments,
+                      to_batch)
 from .dataset import SetArray
 from .hashing import MASK_ELEM, PAD_ELEM, BloomHash
 from .metrics import sequence_summary, target_ranks
@@ -90,7 +91,6 @@ def masked_sequence_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, 
         elems[last] = np.where(only[last], MASK_ELEM, segs[last])
         targets[last] = np.where(only[last], segs[last], -1)
     if cfg.element_dropout:
-        from .batches import drop_elements
         elems = drop_elements(elems, targets, cfg.element_dropout, rng)
     return to_batch(elems, targets, hashing, merge=False)
 
@@ -176,7 +176,8 @@ def _objective(x: "ObjectiveInputs", rows: np.ndarray, make_batch, n_context: in
                          f"({cfg.loop.batch_size}); lower --batch-size")
 
     def epoch(e: int) -> list[np.ndarray]:  # a function of (seed, epoch) only
-        return epoch_batches(rows, lengths, cfg.loop.batch_size, cfg.mask.n, np.random.default_rng([cfg.loop.seed, 2, e]))
+        rng = np.random.default_rng([cfg.loop.seed, 2, e])
+        return epoch_batches(rows, lengths, cfg.loop.batch_size, cfg.mask.n, rng)
 
     def batch(r: np.ndarray, rng: np.random.Generator):
         return make_batch(r, rng).to(x.device)

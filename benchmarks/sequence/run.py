@@ -174,7 +174,8 @@ def main() -> None:
               "Test targets (the last id of each user), ranked against every id; the user's whole history "
               "excluded from the ranking (S3-Rec's convention; the model without exclusion in its own column). "
               "Targets never seen in the training prefixes count as misses for every method. BEST checkpoint "
-              "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with and without exclusion), never used to choose anything. "
+              "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with "
+              "and without exclusion), never used to choose anything. "
               "1 torch thread, CPU; `load` = 1-minute load average of the shared 2-core machine before / after.",
               "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
         (RESULTS / f"{args.name}.md").write_text("\n".join(md))
