@@ -4,6 +4,9 @@ Tokens -> embeddings (no position embeddings: the input is a *set*; learned posi
 opt-in for ordered data) -> L blocks of multi-head attention and a ReLU feed-forward network, each
 with a residual connection and layer normalisation -> hidden states (B, T, d).
 
+`ModelConfig.causal` (next-item models, sequence.py) additionally masks every later element, so
+element i sees elements <= i only (causal_keep; tested in tests/test_sequence_train.py).
+
 Padding is masked in attention with -inf (PyTorch's scaled_dot_product_attention with a boolean
 mask), so padded tokens get exactly zero attention weight and cannot change any real output
 (the blog's "properly handle padded input"; tested in tests/test_model.py).
@@ -38,6 +41,7 @@ class ModelConfig:
     norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
     embedding: str = "hashed"  # input embedding (embeddings.py)
     attention: str = "softmax"  # softmax | kernel (kernel_attention.py: linear in the set size)
+    causal: bool = False  # True: element i attends to elements <= i only (next-item models, sequence.py)
 
     def __post_init__(self):
         for name in ("d", "heads", "d_ff", "layers"):
@@ -53,6 +57,8 @@ class ModelConfig:
             raise ValueError(f"attention must be one of {sorted(ATTENTIONS)}, got {self.attention!r}")
         if self.embedding not in INPUTS:
             raise ValueError(f"embedding must be one of {sorted(INPUTS)}, got {self.embedding!r}")
+        if self.causal and self.attention != "softmax":
+            raise ValueError(f"causal attention needs attention='softmax', got {self.attention!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
@@ -127,9 +133,24 @@ class SetEncoder(nn.Module):
         if mult is not None and bool((mult > 1).any()):
             bias = torch.log(mult.to(x.dtype)).repeat_interleave(self.m, dim=1)  # (B, T), log 0 = -inf
             keep = bias[:, None, None, :]  # (B, 1, 1, T) additive
+        if self.cfg.causal:
+            keep = causal_keep(keep, self.m)  # (B, 1, T, T)
         for block in self.blocks:
             x = block(x, keep)
         return self.norm(x)
+
+
+def causal_keep(keep: torch.Tensor, m: int) -> torch.Tensor:
+    """A padding mask (B, 1, 1, T) (bool: False -> -inf, or additive) restricted to earlier elements:
+    token t (of element t // m) sees token s only if s // m <= t // m (the m tokens of one element see
+    each other). -> (B, 1, T, T). With left-aligned sequences every real token sees itself, so no
+    real row is all -inf."""
+    t = keep.shape[-1]
+    elem = torch.arange(t, device=keep.device) // m
+    later = elem[None, :] > elem[:, None]  # (T, T) True where the key is a later element
+    if keep.dtype == torch.bool:
+        return keep & ~later
+    return keep.masked_fill(later, float("-inf"))
 
 
 def _init(module: nn.Module) -> None:

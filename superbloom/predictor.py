@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .batches import query_batch
+from .sequence import ordered_query_batch
 from .checkpoint import inference_checkpoint, load_weights
 from .decode import DecodeConfig
 from .device import resolve_device
@@ -33,16 +33,18 @@ def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: 
                   exclude: np.ndarray | None = None) -> Ranking:
     """Top-k ids for each context row (Q, c) of ids (-1 padded). Never returned: the ids of `exclude`
     (Q, X), -1 padded, or by default (None) the context ids themselves.
-    Runs on the model's device; the Ranking comes back on the CPU."""
+    Runs on the model's device; the Ranking comes back on the CPU. Order matters for a model with
+    positions (oldest id first): a causal one scores its newest element (sequence.ordered_query_batch)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     exclude = contexts if exclude is None else exclude
+    model_cfg = getattr(getattr(model, "encoder", None), "cfg", None)
     parts = []
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
-        hidden = model.target_hidden(query_batch(ctx, hashing).to(device))  # (q, m, d)
+        hidden = model.target_hidden(ordered_query_batch(ctx, hashing, model_cfg).to(device))  # (q, m, d)
         parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
                                      decode=decode).cpu())
     model.train(was_training)

@@ -2,7 +2,9 @@
 
 Formats (DESIGN.md, "raw ids"):
   edges    one link per line, tab separated (`set<TAB>id`, more columns allowed; pick them with
-           `set_column` / `id_column`), `#` comment lines, CRLF tolerated (Wikispeedia, KG triples)
+           `set_column` / `id_column`), `#` comment lines, CRLF tolerated (Wikispeedia, KG triples);
+           another one-character `delimiter` (e.g. " " for BERT4Rec's `user item` lines, "," for CSV
+           without quoting) splits the same way, every occurrence a field boundary
   lines    one set per line, whitespace separated: `set id id ...` (the S3-Rec files)
   jsonl    one JSON object per line: {"set": ..., "ids": [...]}
   parquet  one row per link, two columns (set, id); an id column of lists is exploded
@@ -52,12 +54,22 @@ class ReadConfig:
     skip_malformed: bool = False  # count and skip malformed lines instead of failing
     set_field: str = "set"  # jsonl keys
     ids_field: str = "ids"
+    delimiter: str = "\t"  # edges: the one character between fields
+
 
     def __post_init__(self):
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
         if self.set_column == self.id_column:
             raise ValueError("set_column and id_column must differ")
+        if len(self.delimiter) != 1 or self.delimiter in "\n\r#\x1f":
+            raise ValueError(f"delimiter must be one character, not a newline, '#' or 0x1f, got {self.delimiter!r}")
+
+    @property
+    def fields(self) -> str:
+        """How the edge fields are separated, for messages."""
+        return {"\t": "tab", " ": "space", ",": "comma", ";": "semicolon", "|": "bar"}.get(
+            self.delimiter, repr(self.delimiter)) + "-separated"
 
 
 @dataclass
@@ -87,7 +99,7 @@ def read_links(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = None
     head = check_input(path, cfg)
     stats = stats if stats is not None else ReadStats()
     if cfg.format == "edges":
-        chunks = _read_edges(path, cfg, stats, _first_data_columns(head))
+        chunks = _read_edges(path, cfg, stats, _first_data_columns(head, cfg.delimiter))
     else:
         reader = {"lines": _read_lines, "jsonl": _read_jsonl, "parquet": _read_parquet}[cfg.format]
         chunks = reader(path, cfg, stats)
@@ -272,11 +284,11 @@ def _content_lines(path: Path, stats: ReadStats, fmt: str):
         yield lineno, col
 
 
-def _first_data_columns(head: str) -> int | None:
-    """Tab-separated fields on the first line of `head` that is neither blank nor a comment."""
+def _first_data_columns(head: str, delimiter: str = "\t") -> int | None:
+    """Fields on the first line of `head` that is neither blank nor a comment."""
     for line in head.splitlines():
         if line.strip() and not line.startswith("#"):
-            return line.count("\t") + 1
+            return line.rstrip("\r").count(delimiter) + 1
     return None
 
 
@@ -287,7 +299,7 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
     need = max(cfg.set_column, cfg.id_column) + 1
     ncols = ncols or need
     if ncols < need:
-        raise InputError(f"{path}: expected at least {need} tab-separated fields per line, the first data "
+        raise InputError(f"{path}: expected at least {need} {cfg.fields} fields per line, the first data "
                          f"line has {ncols}")
     skipped: list[int] = []  # physical numbers of lines the parser skipped (for exact line numbers)
     failure: list[str] = []
@@ -298,7 +310,7 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
             stats.comments += text.startswith("#")
             stats.blank += not text.startswith("#")
         else:
-            msg = f"{path}:{row.number}: expected {ncols} tab-separated fields, got {row.actual_columns}"
+            msg = f"{path}:{row.number}: expected {ncols} {cfg.fields} fields, got {row.actual_columns}"
             if not cfg.skip_malformed:
                 failure.append(msg + " (pass --skip-malformed to skip and count such lines)")
                 return "error"
@@ -311,7 +323,7 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
     names = [f"c{i}" for i in range(ncols)]
     keep = list(dict.fromkeys([names[0], names[cfg.set_column], names[cfg.id_column]]))  # c0: comments
     read = pcsv.ReadOptions(column_names=names, block_size=_BLOCK_BYTES, use_threads=False)
-    parse = pcsv.ParseOptions(delimiter="\t", quote_char=False, escape_char=False, ignore_empty_lines=False,
+    parse = pcsv.ParseOptions(delimiter=cfg.delimiter, quote_char=False, escape_char=False, ignore_empty_lines=False,
                               newlines_in_values=False, invalid_row_handler=invalid_row)
     convert = pcsv.ConvertOptions(column_types={n: pa.string() for n in keep}, include_columns=keep,
                                   strings_can_be_null=False, quoted_strings_can_be_null=False)

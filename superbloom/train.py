@@ -47,6 +47,7 @@ from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig, make_optimizer, set_lr
 from .predictor import rank_contexts
+from .sequence import BUILDERS as SEQUENCE_BUILDERS, check_objective
 from .warmstart import INITS, initialise, resolve_init
 
 
@@ -100,6 +101,7 @@ class TrainConfig:
             raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INITS))}")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.objective!r}; choose one of {', '.join(sorted(OBJECTIVES))}")
+        check_objective(self.objective, self.model, self.mask)
 
     def to_dict(self) -> dict:
         """JSON-able, the head with its name (config.json's "train")."""
@@ -193,6 +195,7 @@ def masked(x: ObjectiveInputs) -> Objective:
 # TrainConfig.objective (`train --objective NAME`), with the same loop, checkpoints and devices
 OBJECTIVES: dict[str, Callable[[ObjectiveInputs], Objective]] = {"masked": masked}
 OBJECTIVES["text-mlm"] = lambda x: __import__("superbloom.text.mlm", fromlist=["_"]).text_mlm(x)  # sec. 4
+OBJECTIVES.update(SEQUENCE_BUILDERS)  # next-item (causal, SASRec-style), masked-sequence (BERT4Rec-style)
 
 
 # ------------------------------------------------------------------------------ the loop

@@ -37,11 +37,22 @@ def _add_prepare(sub):
                    help="edges/parquet: column of the set key (default %(default)s)")
     p.add_argument("--id-column", type=NONNEG_INT, default=r("id_column"),
                    help="edges/parquet: column of the id (default %(default)s; 2 for head/relation/tail triples)")
+    p.add_argument("--delimiter", type=_delimiter, default=r("delimiter"), metavar="CHAR",
+                   help="edges: the character between fields: tab (default), space, comma, or any one character "
+                        "(e.g. --delimiter space for 'user item' lines)")
     p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
                                                              "(neighbour sets of a graph)")
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_prepare)
+
+
+def _delimiter(text: str) -> str:
+    """--delimiter: a name (tab, space, comma, semicolon) or one character."""
+    named = {"tab": "\t", "\\t": "\t", "space": " ", "comma": ",", "semicolon": ";"}.get(text.lower(), text)
+    if len(named) != 1 or named in "\n\r#\x1f":
+        raise argparse.ArgumentTypeError(f"expected tab, space, comma, semicolon or one character, got {text!r}")
+    return named
 
 
 def _add_prepare_text(sub):
@@ -101,7 +112,7 @@ def cmd_prepare(args):
     from ..prepare import format_summary, prepare
 
     read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
-                      undirected=args.undirected, skip_malformed=args.skip_malformed)
+                      undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split))
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")

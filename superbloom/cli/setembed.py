@@ -17,7 +17,7 @@ from ..setembed.embedder import METHODS
 from ..setembed.model import OBJECTIVES
 from ..setembed.train import EmbedTrainConfig
 from ..setembed.embedder import display
-from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, default_of, number
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
 
 DEFAULT = EmbedTrainConfig(data="", out="")  # the defaults embed-train's flags show
 

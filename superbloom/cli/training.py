@@ -55,6 +55,8 @@ def _add_train(sub):
                         "factors of the training sets' co-occurrence: rare ids start near the ids they co-occur "
                         "with), auto (cooccurrence for the masked set model up to 500,000 ids, else normal) "
                         "(default %(default)s)")
+    g.add_argument("--causal", action="store_true",
+                   help="causal attention: each id sees the ids before it only (implied by --objective next-item)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
@@ -78,8 +80,11 @@ def _add_train(sub):
     g = p.add_argument_group("training examples (sec. 3.1)")
     g.add_argument("--objective", choices=sorted(OBJECTIVES), default=default_of(TrainConfig, "objective"),
                    help="how training examples are made and the model validated: masked = the paper's masked "
-                        "set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs --positions; "
-                        "--segment 128 and --mask-rate 0.15 unless given) (default %(default)s)")
+                        "set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs "
+                        "--positions; --segment 128 and --mask-rate 0.15 unless given); for ordered data (sequence.py, "
+                        "needs --positions >= --segment): next-item = causal, every position predicts the next id "
+                        "(SASRec-style), masked-sequence = masked with positions plus last-id examples (BERT4Rec-style); "
+                        "both validate leave-one-out (default %(default)s)")
     g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
@@ -139,18 +144,31 @@ def _head_config(args):
     return head_config(args.head, **given)
 
 
+# masking settings of objectives other than the set model's (whose defaults are MaskConfig's):
+# BERT's 80/10/10 and no element dropout for text (text/mlm.py TEXT_MASK: also 128 tokens, 15%)
+# and for the BERT4Rec-style sequence objective (dropping ids from a sequence changes its order)
+BERT_MASKING = {"p_mask": 0.8, "p_random": 0.1, "element_dropout": 0.0}
+
+
+def _objective_mask_defaults(objective: str) -> dict:
+    if objective == "text-mlm":
+        from ..text.mlm import TEXT_MASK
+        return {f: getattr(TEXT_MASK, f) for f in ("n", "mask_rate", "p_mask", "p_random", "element_dropout")}
+    return BERT_MASKING if objective in ("masked-sequence", "next-item") else {}
+
+
 def _mask_default(args, name: str, dest: str = "", fixed=None):
-    """MaskConfig field `name` of a new run: the flag `dest` as typed, else for --objective text-mlm
-    BERT's settings (text/mlm.py TEXT_MASK: 128 tokens, 15%, 80/10/10, no element dropout), else the
-    flag's default. A field without a flag (`fixed`: its value) only takes text-mlm's setting."""
+    """MaskConfig field `name` of a new run: the flag `dest` as typed, else the objective's own
+    setting (_objective_mask_defaults), else the flag's default. A field without a flag (`fixed`:
+    its value) only takes the objective's setting."""
     dest = dest or name
     if fixed is not None:
         typed = False
     else:
         typed = dest in args.given if hasattr(args, "given") else getattr(args, dest) != default_of(MaskConfig, name)
-    if args.objective == "text-mlm" and not typed:
-        from ..text.mlm import TEXT_MASK
-        return getattr(TEXT_MASK, name)
+    own = _objective_mask_defaults(args.objective)
+    if name in own and not typed:
+        return own[name]
     return fixed if fixed is not None else getattr(args, dest)
 
 
@@ -161,6 +179,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
         return getattr(args, dest) if base is None or dest in given else saved
 
     b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
+    objective = pick("objective", b.objective)
     head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
     return TrainConfig(
         data=args.data, out=args.out,
@@ -171,7 +190,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           attn_dropout=pick("attn_dropout", b.model.attn_dropout),
                           positions=pick("positions", b.model.positions),
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
-                          attention=pick("attention", b.model.attention)),
+                          attention=pick("attention", b.model.attention),
+                          causal=bool(pick("causal", b.model.causal)) or objective == "next-item"),
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),
                         mask_rate=pick("mask_rate", b.mask.mask_rate) if base else _mask_default(args, "mask_rate"),
@@ -188,8 +208,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
                         device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
-        val_fraction=pick("val_fraction", b.val_fraction), objective=pick("objective", b.objective),
-        init=pick("init", b.init))
+        val_fraction=pick("val_fraction", b.val_fraction), objective=objective, init=pick("init", b.init))
 
 
 def cmd_train(args):

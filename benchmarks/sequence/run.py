@@ -1,0 +1,185 @@
+"""Sequence recommendation against the published full-ranking numbers (issue 12).
+
+    /work/tools/benchlock .venv/bin/python -m benchmarks.sequence.run --datasets beauty --steps 3000
+
+For each dataset: `prepare --split leave-one-out` (last id = test target, the one before =
+validation target), train a next-item (causal, SASRec-style) or masked-sequence (BERT4Rec-style)
+model for --steps steps with 1 torch thread, the BEST checkpoint picked by validation NDCG@10 on
+the validation targets, then ONE evaluation on the test targets: full ranking over every id, the
+user's history excluded (S3-Rec's convention; also the model without exclusion), popularity and
+item co-occurrence (from the newest id) on the very same examples. Results are merged into
+benchmarks/results/sequence.{json,md} (one entry per dataset and setting), with the machine, the
+load average before and after, the steps and the seconds.
+
+Published HR@10 (leave-one-out, full ranking; S3-Rec table, arXiv 2508.06450 for eSASRec,
+Klenitskiy & Vasilev 2023 for BERT4Rec's Beauty) are in PUBLISHED below.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+import superbloom as sb
+from superbloom.batches import MaskConfig
+from superbloom.evaluate import EvalConfig, evaluate
+from superbloom.hashing import HashConfig
+from superbloom.heads import head_config
+from superbloom.model import ModelConfig
+from superbloom.optim import OptimConfig
+from superbloom.train import LoopConfig, TrainConfig, train
+
+from ..machine import machine_info, machine_line
+
+DATA = Path(os.environ.get("SUPERBLOOM_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "data"
+WORK = Path("runs/sequence")
+RESULTS = Path("benchmarks/results")
+
+DATASETS = {  # name -> (file, read config)
+    "beauty": ("s3rec/Beauty.txt", sb.ReadConfig(format="lines")),
+    "toys": ("s3rec/Toys_and_Games.txt", sb.ReadConfig(format="lines")),
+    "lastfm": ("s3rec/LastFM.txt", sb.ReadConfig(format="lines")),
+    "bert4rec_beauty": ("bert4rec_beauty/beauty.txt", sb.ReadConfig(format="edges", delimiter=" ")),
+}
+PUBLISHED = {  # HR@10, leave-one-out, full ranking
+    "beauty": {"SASRec": 0.0605, "S3-Rec": 0.0647, "eSASRec": 0.0928},
+    "toys": {"SASRec": 0.0675, "S3-Rec": 0.0700, "eSASRec": 0.0939},
+    "lastfm": {"SASRec": 0.0688, "S3-Rec": 0.0743},
+    "bert4rec_beauty": {"BERT4Rec": 0.0338, "SASRec (full softmax)": 0.0533},
+}
+BAR = {"beauty": "SASRec", "toys": "SASRec", "lastfm": "SASRec", "bert4rec_beauty": "SASRec (full softmax)"}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def prepared(name: str) -> Path:
+    out = WORK / "data" / name
+    if not (out / "meta.json").exists():
+        file, read = DATASETS[name]
+        sb.prepare(sb.PrepareConfig(str(DATA / file), str(out), read=read, split="leave-one-out"), progress=False)
+    return out
+
+
+def config(name: str, data: Path, out: Path, args) -> TrainConfig:
+    causal = args.objective == "next-item"
+    head = head_config(args.head, **({"samples": args.samples} if args.head == "sampled" else {}))
+    return TrainConfig(
+        data=str(data), out=str(out), hash=HashConfig(alpha=args.alpha, m=args.m), head=head,
+        model=ModelConfig(d=args.d, heads=args.heads, d_ff=4 * args.d, layers=args.layers, dropout=args.dropout,
+                          positions=args.window, causal=causal),
+        mask=MaskConfig(n=args.window, mask_rate=args.mask_rate), objective=args.objective,
+        optim=OptimConfig(lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay),
+        loop=LoopConfig(batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every, threads=1,
+                        seed=args.seed, checkpoint_every=1e9, device="cpu"))
+
+
+def run_one(name: str, args) -> dict:
+    data_dir = prepared(name)
+    setting = (f"{args.objective}-{args.head}-a{args.alpha}m{args.m}-d{args.d}L{args.layers}-lr{args.lr:g}"
+               f"-drop{args.dropout:g}-b{args.batch_size}-{args.steps}steps")
+    out = WORK / "models" / name / setting
+    cfg = config(name, data_dir, out, args)
+    load_before = load_average()
+    t0 = time.time()
+    train(cfg, progress=False, overwrite=True)
+    train_s = time.time() - t0
+    vals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
+    model, data = sb.load(out, threads=1, device="cpu"), sb.Dataset(data_dir)
+    t0 = time.time()
+    r = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
+                                         baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
+                 progress=False)
+    free = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
+                                            exclude_history=False, baselines=()), progress=False)
+    eval_s = time.time() - t0
+    keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi")
+    pick = lambda d: {k: round(d[k], 4) for k in keys}  # noqa: E731
+    return {
+        "dataset": name, "setting": setting, "file": DATASETS[name][0], "users": r["examples"],
+        "ids": data.n_ids, "targets_unseen": r["targets_unseen"], "targets_in_history": r["targets_in_history"],
+        "model": pick(r), "model_no_exclusion": pick(free),
+        "baselines": {b: pick(v) for b, v in r["baselines"].items() if "skipped" not in v},
+        "published_hr@10": PUBLISHED[name], "bar": BAR[name],
+        "beats_bar": r["hr@10"] > PUBLISHED[name][BAR[name]],
+        "validation": [{k: v[k] for k in ("step", "val_hr@10", "val_ndcg@10")} for v in vals],
+        "best_step": max(vals, key=lambda v: v["val_ndcg@10"])["step"] if vals else None,
+        "steps": args.steps, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
+        "load_average_before": load_before, "load_average_after": load_average(),
+        "train_config": cfg.to_dict(), "protocol": r["protocol"],
+    }
+
+
+def table(entries: list[dict]) -> list[str]:
+    lines = ["| dataset | setting | users | steps | train s | model HR@10 [95% CI] | NDCG@10 | HR@10 no excl. | "
+             "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
+             "|" + "---|" * 14]
+    for e in entries:
+        b = e["baselines"]
+        pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
+        m = e["model"]
+        ease = f"{b['ease']['hr@10']:.4f}" if "ease" in b else "-"
+        lines.append(
+            f"| {e['dataset']} | {e['setting']} | {e['users']:,} | {e['steps']} | {e['train_seconds']:.0f} | "
+            f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['ndcg@10']:.4f} | "
+            f"{e['model_no_exclusion']['hr@10']:.4f} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
+            f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {ease} | {pub} | "
+            f"{'yes' if e['beats_bar'] else 'no'} ({e['bar']}) | {e['load_average_before'][0]} / "
+            f"{e['load_average_after'][0]} |")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default="beauty,toys,lastfm,bert4rec_beauty")
+    p.add_argument("--objective", default="next-item", choices=["next-item", "masked-sequence"])
+    p.add_argument("--head", default="sampled")
+    p.add_argument("--samples", type=int, default=1024)
+    p.add_argument("--alpha", type=int, default=1)
+    p.add_argument("--m", type=int, default=1)
+    p.add_argument("--d", type=int, default=64)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--window", type=int, default=50, help="ids per training window = positions")
+    p.add_argument("--mask-rate", type=float, default=0.2)
+    p.add_argument("--lr", type=float, default=5e-3)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--baselines", default="popularity,cooccurrence")
+    p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    path = RESULTS / f"{args.name}.json"
+    saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+    for name in args.datasets.split(","):
+        e = run_one(name, args)
+        print(json.dumps({k: e[k] for k in ("dataset", "setting", "model", "baselines", "train_seconds",
+                                            "eval_seconds", "load_average_before", "load_average_after")}))
+        saved["entries"] = [x for x in saved["entries"] if (x["dataset"], x["setting"]) != (name, e["setting"])] + [e]
+        saved["machine"] = machine_info()
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(saved, indent=2) + "\n")
+        md = ["# Sequence recommendation: leave-one-out, full ranking (issue 12)", "",
+              "Test targets (the last id of each user), ranked against every id; the user's whole history "
+              "excluded from the ranking (S3-Rec's convention; the model without exclusion in its own column). "
+              "Targets never seen in the training prefixes count as misses for every method. BEST checkpoint "
+              "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with "
+              "and without exclusion), never used to choose anything. "
+              "1 torch thread, CPU; `load` = 1-minute load average of the shared 2-core machine before / after.",
+              "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
+        (RESULTS / f"{args.name}.md").write_text("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
