@@ -113,6 +113,9 @@ def _add_serve(sub):
                       ("head_timeout", "seconds to receive a request's line and headers")]:
         p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
                        default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
+    p.add_argument("--workers", type=POS_INT, default=1,
+                   help="server processes on the one port, sharing the memory-mapped weights; the kernel gives "
+                        "each new connection to one of them (default %(default)s)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     add_device_arg(p)
     p.set_defaults(func=cmd_serve)
@@ -179,4 +182,5 @@ def cmd_serve(args):
     names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
-    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device)
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,
+          workers=args.workers)
