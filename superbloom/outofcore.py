@@ -79,18 +79,22 @@ def prepare_out_of_core(cfg, out: Path, t0: float, progress: bool) -> dict:
     scratch = out / ".outofcore"
     scratch.mkdir()
     try:
+        times = {"start": time.time()}
         stats = _spill(cfg, scratch / "links.parquet", progress)
+        times["read_and_spill"] = time.time()
         con = duckdb.connect(str(scratch / "work.duckdb"), config={
             "memory_limit": f"{limit // 2 ** 20}MiB", "temp_directory": str(scratch / "tmp"),
             "preserve_insertion_order": False, "threads": max(1, min(os.cpu_count() or 1, 4))})
         try:
-            summary = _build(con, cfg, out, scratch / "links.parquet", stats, progress)
+            summary = _build(con, cfg, out, scratch / "links.parquet", stats, progress, times)
         finally:
             con.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    summary.update(memory_limit_bytes=limit, engine=f"duckdb {duckdb.__version__}",
-                   seconds=round(time.time() - t0, 2))
+    marks = list(times.items())
+    summary["outofcore"] = {"engine": f"duckdb {duckdb.__version__}", "memory_limit_bytes": limit,
+                            "stage_seconds": {k: round(t - marks[i][1], 2) for i, (k, t) in enumerate(marks[1:])}}
+    summary["seconds"] = round(time.time() - t0, 2)
     save_json(out / "meta.json", summary)
     return summary
 
@@ -110,7 +114,8 @@ def _spill(cfg, path: Path, progress: bool) -> ReadStats:
     return stats
 
 
-def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool) -> dict:
+def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, times: dict) -> dict:
+    """Steps 2-5 of the module docstring; `times` gets the time at the end of each step."""
     scan = f"read_parquet('{spill}', file_row_number = true)"
     step = tqdm(total=5, desc="out-of-core", disable=not progress)
     for table, col, what in (("set_keys", "s", "set"), ("id_keys", "i", "id")):
@@ -122,6 +127,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool) -
         if bad:
             raise InputError(f"{what} key {bad[0][0]!r} contains a line break; keys must be one line")
         step.update()
+        times[f"{what}_keys"] = time.time()
     n_sets = con.execute("SELECT count(*) FROM set_keys").fetchall()[0][0]
     n_keys = con.execute("SELECT count(*) FROM id_keys").fetchall()[0][0]
     # links as ints; the first occurrence of each (set, id) kept
@@ -129,6 +135,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool) -
                 "JOIN set_keys sk ON r.s = sk.key JOIN id_keys ik ON r.i = ik.key GROUP BY sk.k, ik.k")
     step.update()
     n_links = con.execute("SELECT count(*) FROM uniq").fetchall()[0][0]
+    times["links_deduplicated"] = time.time()
 
     rng = np.random.default_rng(cfg.seed)  # the split of prepare.py, on per-set arrays
     is_test = np.zeros(n_sets, bool)
@@ -147,6 +154,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool) -
     np.save(out / "counts.npy", counts[vocab_keys].astype(np.int64))
     del id_strings
     step.update()
+    times["split_and_vocabulary"] = time.time()
 
     split = {}
     for name, chosen in (("train", ~is_test), ("test", is_test)):
@@ -170,6 +178,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool) -
         split[name] = {"sets": int(chosen.sum()), "links": int(offsets[-1]),
                        "mean_set_size": round(float(per_set.mean()), 2) if len(per_set) else 0.0}
         step.update()
+        times[f"write_{name}"] = time.time()
     unseen_links, unseen_ids = con.execute(
         "SELECT count(*), count(DISTINCT i) FROM uniq JOIN set_split USING (s) JOIN remap USING (i) "
         "WHERE test AND v < 0").fetchall()[0]

@@ -50,7 +50,7 @@ def assert_same_dataset(a, b, sa, sb_):
             assert (a / name).read_bytes() == (b / name).read_bytes(), name
     meta_a, meta_b = (json.loads((d / "meta.json").read_text()) for d in (a, b))
     for m in (meta_a, meta_b, sa, sb_):
-        for k in ("seconds", "engine", "memory_limit_bytes"):
+        for k in ("seconds", "outofcore"):
             m.pop(k, None)
     assert meta_a == meta_b and sa == sb_
 
@@ -134,7 +134,7 @@ def test_cli_flag(tmp_path, capsys):
     code, out, err = cli(["prepare", str(tmp_path / "in.tsv"), "--out", str(tmp_path / "d"), "--memory-limit", "64MB",
                           "--json"], capsys)
     assert code == 0, err
-    assert json.loads(out)["engine"].startswith("duckdb") and sb.Dataset(tmp_path / "d").n_ids == 5
+    assert json.loads(out)["outofcore"]["engine"].startswith("duckdb") and sb.Dataset(tmp_path / "d").n_ids == 5
     code, _, err = cli(["prepare", str(tmp_path / "in.tsv"), "--out", str(tmp_path / "e"), "--memory-limit", "lots"],
                        capsys)
     assert code == 2 and "--memory-limit" in err and "expected a size" in err and not (tmp_path / "e").exists()
