@@ -84,7 +84,24 @@ def __getattr__(name: str):
     """`TimedH11Protocol`: serve.py's h11 protocol with the configured head timeout, made on import in
     each worker (uvicorn pickles its config for the spawned workers; a class made in a function cannot be)."""
     if name == "TimedH11Protocol":
+        import socket
+
         from .serve import timed_h11
 
-        return timed_h11(_settings()["config"]["head_timeout"])
+        class NoDelayH11Protocol(timed_h11(_settings()["config"]["head_timeout"])):
+            """TCP_NODELAY on every connection. asyncio sets it only on sockets whose `proto` is
+            IPPROTO_TCP, and the listening socket the workers get from uvicorn's supervisor has proto
+            0, so without this a response's head and body writes meet Nagle's algorithm and the
+            client's delayed ACK: ~40 ms per keep-alive request (measured: 48 ms vs 7 ms)."""
+
+            def connection_made(self, transport):
+                sock = transport.get_extra_info("socket")
+                if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                    try:
+                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    except OSError:
+                        pass
+                super().connection_made(transport)
+
+        return NoDelayH11Protocol
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
