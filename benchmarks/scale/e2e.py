@@ -160,7 +160,8 @@ def stage_synth(args, work: Path, state: State) -> None:
     if "synth" in state and not args.force:
         return
     state["synth"] = measure([sys.executable, "-m", "superbloom", "synth", "--ids", str(args.ids), "--links",
-                              str(args.links), "--out", str(work / "links.parquet"), "--quiet", "--json"])
+                              str(args.links), "--zipf", str(args.zipf), "--out", str(work / "links.parquet"),
+                              "--quiet", "--json"])
 
 
 def stage_prepare(args, work: Path, state: State) -> None:
@@ -289,8 +290,8 @@ def report(args, work: Path, state: State) -> None:
 def markdown(result: dict) -> list[str]:
     s, st = result["settings"], result["stages"]
     md = ["# End to end at the paper's vocabulary size (SYNTHETIC data)", "",
-          f"`benchmarks/scale/e2e.py`: `superbloom synth --ids {s['ids']:,} --links {s['links']:,}` (SYNTHETIC: "
-          "Zipf popularity, 1000 planted topics, 1..3 per set, mean set size 87) -> `prepare --memory-limit "
+          f"`benchmarks/scale/e2e.py`: `superbloom synth --ids {s['ids']:,} --links {s['links']:,} --zipf {s['zipf']}` "
+          "(SYNTHETIC: Zipf popularity, 1000 planted topics, 1..3 per set, mean set size 87) -> `prepare --memory-limit "
           f"{s['memory_limit']}` (out of core) -> `train` x 3 heads at {s['steps']} steps of {s['batch_size']} sets "
           f"(segment {s['segment']}, warm-up {s['warmup']}, {s['threads']} torch threads) -> `eval` on "
           f"{s['eval_sets']:,} held-out sets ({'exact' if s['exact'] else 'beam'} decoding) -> `serve` with 1 and 2 "
@@ -357,6 +358,7 @@ def main() -> None:
     ap.add_argument("--stages", default="synth,prepare,train,eval,serve")
     ap.add_argument("--ids", type=lambda x: int(float(x)), default=5_300_000)
     ap.add_argument("--links", type=lambda x: int(float(x)), default=100_000_000)
+    ap.add_argument("--zipf", type=float, default=1.1, help="synth popularity exponent (lower: more of the ids drawn)")
     ap.add_argument("--memory-limit", default="4GB")
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
