@@ -107,8 +107,10 @@ class Connection:
             self.writer.close()
 
 
-async def run_level(url: str, ctxs: list[list[str]], concurrency: int, duration: float, k: int) -> dict:
-    """Closed loop: `concurrency` connections, each sending its next request when the last one returns."""
+async def run_level(url: str, ctxs: list[list[str]], concurrency: int, duration: float, k: int,
+                    exact: bool = False) -> dict:
+    """Closed loop: `concurrency` connections, each sending its next request when the last one returns
+    (exact: certified exact decoding requested)."""
     latencies, errors, samples = [], [], []
     host, port = url.split("//")[1].split(":")
     before = httpx.get(url + "/health").json()
@@ -118,7 +120,7 @@ async def run_level(url: str, ctxs: list[list[str]], concurrency: int, duration:
         conn, i = Connection(host, int(port)), w
         try:
             while time.perf_counter() < stop:
-                body = {"context": ctxs[i % len(ctxs)], "k": k}
+                body = {"context": ctxs[i % len(ctxs)], "k": k, **({"exact": True} if exact else {})}
                 i += concurrency
                 t0 = time.perf_counter()
                 try:

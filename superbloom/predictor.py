@@ -65,8 +65,10 @@ class Predictor:
         self.model, self.hashing, self.vocab, self.config = model.eval(), hashing, vocab, config
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Predictor":
-        """The model directory's inference checkpoint (BEST, else LATEST) on `device` (device.py)."""
+    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> "Predictor":
+        """The model directory's inference checkpoint (BEST, else LATEST) on `device` (device.py). On the
+        CPU with mmap=True the weights are views of the memory-mapped checkpoint file, shared by every
+        process that maps it (mapped.py); else they are read into memory."""
         model_dir = Path(model_dir)
         ckpt = inference_checkpoint(model_dir)
         if ckpt is None:
@@ -77,9 +79,15 @@ class Predictor:
         config = load_json(model_dir / "config.json")
         hashing = BloomHash.load(model_dir / "hashing.safetensors")
         vocab = Vocab.load(model_dir)
+        dev = resolve_device(device)
         model = build_model(ModelConfig.from_dict(config["model"]), head_config_from_dict(config["head"]), hashing,
-                            vocab.counts).to(resolve_device(device))
-        load_weights(model, ckpt)
+                            vocab.counts).to(dev)
+        if mmap and dev.type == "cpu":
+            from .mapped import map_weights
+
+            map_weights(model, ckpt)
+        else:
+            load_weights(model, ckpt)
         config["checkpoint"] = ckpt.name
         return cls(model, hashing, vocab, config)
 
@@ -126,5 +134,5 @@ class Predictor:
                 "exact": pred.exact, "beam": pred.beam, "context": pred.context, "unknown": pred.unknown}
 
 
-def load(model_dir: str | Path, threads: int = 0, device: str = "auto") -> Predictor:
-    return Predictor.load(model_dir, threads, device)
+def load(model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> Predictor:
+    return Predictor.load(model_dir, threads, device, mmap)

@@ -66,6 +66,7 @@ class PrepareConfig:
     test_fraction: float = 0.1
     seed: int = 0
     split: str = "sets"  # "sets": random hold-out of whole sets; "leave-one-out": last ids of sequences
+    memory_limit: str | None = None  # e.g. "4GB" or "auto": out of core with DuckDB (outofcore.py); None: in memory
 
     def __post_init__(self):
         if self.split not in SPLITS:
@@ -115,6 +116,11 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     or a kill part-way leaves OUT as it was (an earlier dataset there stays loadable until replaced)."""
     t0 = time.time()
     check_input(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
+    if cfg.memory_limit is not None:  # out of core, the same files (outofcore.py)
+        from .outofcore import check_config, prepare_out_of_core
+
+        check_config(cfg)  # a bad limit or split fails before `out` is touched
+        return write_staged(cfg.out, lambda work: prepare_out_of_core(cfg, work, t0, progress))
     return write_staged(cfg.out, lambda work: _prepare_into(cfg, work, t0, progress))
 
 

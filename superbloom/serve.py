@@ -547,10 +547,20 @@ def timed_h11(head_timeout: float):
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
-          threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None) -> None:
+          threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None,
+          workers: int = 1) -> None:
     """Load the model once (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
-    threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar, /v1/classify."""
+    threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar,
+    /v1/classify. workers > 1: that many processes (workers.py)."""
     import uvicorn
+
+    if workers > 1:
+        from .workers import serve_workers
+
+        if embed:
+            raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
+
+        return serve_workers(model_dir, host, port, config, threads, access_log, device, workers)
 
     app = create_app(Predictor.load(model_dir, threads, device), config)
     if embed:

@@ -43,6 +43,10 @@ def _add_prepare(sub):
     p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
                                                              "(neighbour sets of a graph)")
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
+    p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE",
+                   help="prepare out of core (DuckDB, spilling to OUT.partial) within about SIZE (4GB, 500MB, "
+                        "2GiB, or auto: 40%% of RAM) plus ~60 bytes per distinct set and id; the same files as "
+                        "the default in-memory path (~40 bytes per link); --split sets only")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_prepare)
 
@@ -53,6 +57,16 @@ def _delimiter(text: str) -> str:
     if len(named) != 1 or named in "\n\r#\x1f":
         raise argparse.ArgumentTypeError(f"expected tab, space, comma, semicolon or one character, got {text!r}")
     return named
+
+
+def _memory_limit(text: str) -> str:
+    from ..outofcore import parse_memory_limit
+
+    try:
+        parse_memory_limit(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def _add_prepare_text(sub):
@@ -114,7 +128,7 @@ def cmd_prepare(args):
     read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
-                                    seed=args.seed, split=args.split))
+                                    seed=args.seed, split=args.split, memory_limit=args.memory_limit))
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
 
 

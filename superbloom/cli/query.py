@@ -114,6 +114,9 @@ def _add_serve(sub):
                       ("head_timeout", "seconds to receive a request's line and headers")]:
         p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
                        default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
+    p.add_argument("--workers", type=POS_INT, default=1,
+                   help="server processes on the one port, sharing the memory-mapped weights; the kernel gives "
+                        "each new connection to one of them (default %(default)s)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.add_argument("--embed", metavar="EMBED_DIR", default=None,
                    help="also serve a set embedding (superbloom embed-train) at /v1/similar and /v1/classify")
@@ -183,4 +186,4 @@ def cmd_serve(args):
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,
-          embed=args.embed)
+          embed=args.embed, workers=args.workers)

@@ -1,0 +1,391 @@
+"""Benchmark: the whole pipeline at the paper's vocabulary size on this CPU machine (issue 14), on
+SYNTHETIC data: synth -> prepare (out of core) -> train (superbloom, full softmax, sampled softmax;
+equal steps) -> eval (exact decoding) -> serve (1 and 2 workers, memory-mapped weights).
+
+    /work/tools/benchlock .venv/bin/python -m benchmarks.scale.e2e --stages synth,prepare
+    /work/tools/benchlock .venv/bin/python -m benchmarks.scale.e2e --stages train,eval
+    /work/tools/benchlock .venv/bin/python -m benchmarks.scale.e2e --stages serve
+    .venv/bin/python -m benchmarks.scale.e2e --report            # results/scale/e2e.{json,md} from the state
+
+Every stage is a child process (the CLI where one exists) measured by GNU time: wall seconds and
+peak RSS (max resident set of the child). Stages can be run in separate invocations (each one short
+enough for the lock); what was measured is kept in WORK/state.json and a stage already done is not
+re-run unless --force. The serve stage measures the server's process tree itself: RSS and PSS
+(/proc/PID/smaps_rollup: a page shared by k processes counts 1/k in each) of every process, summed,
+after loading and after the load, and the closed-loop load of benchmarks/load.py at each concurrency.
+
+Table 2 at this size: the three heads with the same steps, batch and recipe; parameter counts
+matched the way benchmarks/paper/t2_heads.py matches them (full softmax: the width whose count is
+closest to superbloom's; sampled softmax: 4x that width, 2.5% of the ids drawn per step). Every
+method ranks the very same held-out examples; brackets are 95% bootstrap intervals over held-out
+sets, and paired differences are bootstrapped on the same examples.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parents[1] / "results" / "scale"
+KS = (1, 10, 20)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def measure(cmd: list[str], out: Path | None = None) -> dict:
+    """Run `cmd` under GNU time -> {seconds, peak_rss_mb, load_before, load_after, stdout (json if any)}."""
+    tfile = Path(f"/tmp/e2e-time-{os.getpid()}")
+    load_before = os.getloadavg()
+    log("$ " + " ".join(a if len(a) < 80 else a.strip().splitlines()[0] + " ..." for a in cmd))
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(tfile), *cmd], capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    wall, kb = tfile.read_text().split()[-2:]
+    tfile.unlink()
+    rec = {"seconds": round(float(wall), 1), "peak_rss_mb": round(int(kb) / 1024),
+           "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()]}
+    text = proc.stdout.strip()
+    if text.startswith("{") or text.startswith("["):
+        rec["output"] = json.loads(text)
+    log(f"  {rec['seconds']} s, peak RSS {rec['peak_rss_mb']} MB")
+    return rec
+
+
+class State:
+    def __init__(self, work: Path):
+        self.path = work / "state.json"
+        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def __contains__(self, k):
+        return k in self.data
+
+    def __getitem__(self, k):
+        return self.data[k]
+
+    def __setitem__(self, k, v):
+        self.data[k] = v
+        self.path.write_text(json.dumps(self.data, indent=1, default=str))
+
+
+# ------------------------------------------------------------------------------------ stages
+
+
+def heads(args, work: Path) -> dict:
+    """{name: (train flags, parameters)}: superbloom alpha=50 m=2, and the two softmax heads matched
+    to its parameter count as in benchmarks/paper/t2_heads.py."""
+    import superbloom as sb
+    from benchmarks.paper.runs import count_params, matched_width, model_config
+
+    data = sb.Dataset(work / "data")
+    layers = args.layers
+    sbm = model_config(args.d, layers)
+    target = count_params(data, sb.HashConfig(50, 2), sbm, sb.SuperbloomConfig())
+    full, full_p = matched_width(data, target, sb.HashConfig(1, 1), layers, sb.FullConfig(), widths=(2, 4, 8, 16, 32))
+    samples = max(1, round(0.025 * data.n_ids))
+    wide = model_config(4 * full.d, layers, heads=4 if (4 * full.d) % 4 == 0 else 2)
+    wide_p = count_params(data, sb.HashConfig(1, 1), wide, sb.SampledConfig(samples=samples))
+
+    def flags(m, extra):
+        return ["--d", str(m.d), "--heads", str(m.heads), "--d-ff", str(m.d_ff), "--layers", str(m.layers), *extra]
+
+    return {
+        "superbloom": (flags(sbm, ["--alpha", "50", "--m", "2", "--head", "superbloom"]), target),
+        "full softmax": (flags(full, ["--alpha", "1", "--m", "1", "--head", "full"]), full_p),
+        "sampled softmax": (flags(wide, ["--alpha", "1", "--m", "1", "--head", "sampled", "--samples", str(samples)]),
+                            wide_p),
+    }
+
+
+def stage_train(args, work: Path, state: State) -> None:
+    for name, (flags, params) in heads(args, work).items():
+        key = f"train/{name}"
+        if key in state and not args.force:
+            continue
+        out = work / "models" / name.split()[0]
+        cmd = [sys.executable, "-m", "superbloom", "train", str(work / "data"), "--out", str(out), "--overwrite",
+               *flags, "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--warmup", str(args.warmup),
+               "--segment", str(args.segment), "--eval-every", "0", "--val-fraction", "0", "--threads", str(args.threads),
+               "--checkpoint-every", "1e9", "--quiet"]
+        rec = measure(cmd)
+        st = json.loads(next((out / "checkpoints").glob("step-*")).joinpath("state.json").read_text())
+        cfg = json.loads((out / "config.json").read_text())
+        rec.update(parameters=cfg.get("parameters", params), flags=flags, steps=st["step"], examples=st["examples"],
+                   train_seconds=round(st["seconds"], 1),
+                   examples_per_s=round(st["examples"] / max(st["seconds"], 1e-9), 1),
+                   hash_build_seconds=cfg.get("hash_build_seconds"))
+        state[key] = rec
+
+
+EVAL_CHILD = """
+import json, sys, time, numpy as np, torch
+import superbloom as sb
+from superbloom.evaluate import EvalConfig, evaluate
+model, data, out, max_sets, exact, baselines, threads = sys.argv[1:8]
+torch.set_num_threads(int(threads))
+t0 = time.time()
+p = sb.load(model)
+load_s = time.time() - t0
+cfg = EvalConfig(seed=0, max_sets=int(max_sets), decode=sb.DecodeConfig(exact=exact == "1"),
+                 baselines=tuple(b for b in baselines.split(",") if b), depth=20)
+r = evaluate(p, sb.Dataset(data), cfg, progress=False, return_ranks=True)
+ex = r.pop("_examples"); ranks = r.pop("_ranks")
+np.savez(out, set_rows=ex.set_rows, targets=ex.targets, **{k: v for k, v in ranks.items()})
+r["load_seconds"] = round(load_s, 2)
+print(json.dumps(r))
+"""
+
+
+def stage_eval(args, work: Path, state: State) -> None:
+    for i, name in enumerate(("superbloom", "full softmax", "sampled softmax")):
+        key = f"eval/{name}"
+        if key in state and not args.force:
+            continue
+        model = work / "models" / name.split()[0]
+        base = "popularity" if i == 0 else ""
+        rec = measure([sys.executable, "-c", EVAL_CHILD, str(model), str(work / "data"),
+                       str(work / f"ranks-{name.split()[0]}.npz"), str(args.eval_sets), "1" if args.exact else "0",
+                       base, str(args.threads)])
+        state[key] = rec
+
+
+def stage_synth(args, work: Path, state: State) -> None:
+    if "synth" in state and not args.force:
+        return
+    state["synth"] = measure([sys.executable, "-m", "superbloom", "synth", "--ids", str(args.ids), "--links",
+                              str(args.links), "--zipf", str(args.zipf), "--out", str(work / "links.parquet"),
+                              "--quiet", "--json"])
+
+
+def stage_prepare(args, work: Path, state: State) -> None:
+    if "prepare" in state and not args.force:
+        return
+    state["prepare"] = measure([sys.executable, "-m", "superbloom", "prepare", str(work / "links.parquet"), "--format",
+                                "parquet", "--out", str(work / "data"), "--memory-limit", args.memory_limit, "--json"])
+
+
+def tree_memory(pid: int) -> dict:
+    """RSS and PSS (MB) of a process and its descendants, summed, and per process."""
+    pids, frontier = [pid], [pid]
+    while frontier:
+        p = frontier.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            kids = []
+        pids += [int(k) for k in kids]
+        frontier += [int(k) for k in kids]
+    per = {}
+    for p in pids:
+        try:
+            rows = dict(line.split(":", 1) for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines()[1:])
+            per[p] = {"rss_mb": round(int(rows["Rss"].split()[0]) / 1024), "pss_mb": round(int(rows["Pss"].split()[0]) / 1024)}
+        except OSError:
+            pass
+    return {"rss_mb": sum(v["rss_mb"] for v in per.values()), "pss_mb": sum(v["pss_mb"] for v in per.values()),
+            "processes": per}
+
+
+def stage_serve(args, work: Path, state: State) -> None:
+    import asyncio
+
+    import httpx
+
+    from benchmarks.load import contexts, free_port, run_level
+
+    model = work / "models" / "superbloom"
+    ctxs = contexts(work / "data", model, 2000)
+    for workers in (int(w) for w in args.workers.split(",")):
+        key = f"serve/{workers}"
+        if key in state and not args.force:
+            continue
+        port = free_port()
+        logf = work / f"serve-{workers}.log"
+        t0 = time.time()
+        proc = subprocess.Popen([sys.executable, "-m", "superbloom", "serve", str(model), "--port", str(port),
+                                 "--no-access-log", "--workers", str(workers)], stdout=logf.open("w"),
+                                stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            seen = set()
+            while len(seen) < workers:  # new connections until every worker has loaded and answered
+                try:
+                    r = httpx.post(url + "/v1/predict", json={"context": ctxs[0], "k": 10}, timeout=60)
+                    seen.add(r.headers.get("x-superbloom-worker", "single"))
+                except httpx.HTTPError:
+                    if proc.poll() is not None:
+                        sys.exit(f"server exited: {logf.read_text()[-3000:]}")
+                    time.sleep(0.5)
+                if time.time() - t0 > 600:
+                    sys.exit("server did not start in 600 s")
+            rec = {"workers": workers, "ready_seconds": round(time.time() - t0, 1), "memory_loaded": tree_memory(proc.pid),
+                   "levels": []}
+            log(f"serve {workers} worker(s) ready in {rec['ready_seconds']} s: {rec['memory_loaded']['rss_mb']} MB RSS, "
+                f"{rec['memory_loaded']['pss_mb']} MB PSS")
+            for exact in (False, True):
+                for c in (int(x) for x in args.concurrency.split(",")):
+                    lvl = asyncio.run(run_level(url, ctxs, c, args.duration, 10, exact=exact))
+                    lvl["exact"] = exact
+                    if workers > 1:
+                        lvl["mean_batch"] = None  # /health counts one worker's batches only
+                    rec["levels"].append(lvl)
+                    log(f"  exact={exact} c={c}: {lvl['requests_per_s']} req/s p50 {lvl['p50_ms']} ms "
+                        f"p99 {lvl['p99_ms']} ms errors {lvl['errors']}")
+            rec["memory_after_load"] = tree_memory(proc.pid)
+            state[key] = rec
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def report(args, work: Path, state: State) -> None:
+    from benchmarks.machine import machine_info, write_results
+    from superbloom.metrics import hits_at, mean_ci, paired_difference
+
+    rows, paired = [], {}
+    ranks = {}
+    if (work / "ranks-superbloom.npz").exists():
+        z = {n: np.load(work / f"ranks-{n}.npz") for n in ("superbloom", "full", "sampled")
+             if (work / f"ranks-{n}.npz").exists()}
+        groups = z["superbloom"]["set_rows"]
+        for n, arr in z.items():
+            assert np.array_equal(arr["targets"], z["superbloom"]["targets"]), "different examples"
+            ranks[{"superbloom": "superbloom", "full": "full softmax", "sampled": "sampled softmax"}[n]] = arr["model"]
+        if "popularity" in z["superbloom"].files:
+            ranks["popularity"] = z["superbloom"]["popularity"]
+        for name, r in ranks.items():
+            row = {"method": name}
+            for k in KS:
+                m, lo, hi = mean_ci(hits_at(r, k), groups)
+                row[f"rec@{k}"], row[f"rec@{k}_lo"], row[f"rec@{k}_hi"] = round(m, 4), round(lo, 4), round(hi, 4)
+            tr, ev = state.data.get(f"train/{name}", {}), state.data.get(f"eval/{name}", {})
+            row.update({k: tr.get(k) for k in ("parameters", "steps", "examples", "train_seconds", "examples_per_s")})
+            row["train_peak_rss_mb"] = tr.get("peak_rss_mb")
+            out = ev.get("output", {})
+            row.update(eval_seconds=ev.get("seconds"), eval_peak_rss_mb=ev.get("peak_rss_mb"),
+                       certified_exact=out.get("certified_exact"), mean_beam=out.get("mean_beam"),
+                       queries_per_second=out.get("queries_per_second"), examples_evaluated=out.get("examples"))
+            rows.append(row)
+        for other in ("full softmax", "sampled softmax", "popularity"):
+            if other in ranks:
+                paired[f"superbloom - {other}"] = {
+                    f"rec@{k}": {kk: round(vv, 4) for kk, vv in
+                                 paired_difference(hits_at(ranks["superbloom"], k), hits_at(ranks[other], k),
+                                                   groups).items()} for k in KS}
+    result = {"benchmark": "e2e", "synthetic": True, "settings": vars(args) | {"work": str(work)},
+              "stages": state.data, "table2": rows, "paired": paired, "machine": machine_info()}
+    write_results(RESULTS, args.name, result, markdown(result))
+
+
+def markdown(result: dict) -> list[str]:
+    s, st = result["settings"], result["stages"]
+    md = ["# End to end at the paper's vocabulary size (SYNTHETIC data)", "",
+          f"`benchmarks/scale/e2e.py`: `superbloom synth --ids {s['ids']:,} --links {s['links']:,} --zipf {s['zipf']}` "
+          "(SYNTHETIC: Zipf popularity, 1000 planted topics, 1..3 per set, mean set size 87) -> `prepare --memory-limit "
+          f"{s['memory_limit']}` (out of core) -> `train` x 3 heads at {s['steps']} steps of {s['batch_size']} sets "
+          f"(segment {s['segment']}, warm-up {s['warmup']}, {s['threads']} torch threads) -> `eval` on "
+          f"{s['eval_sets']:,} held-out sets ({'exact' if s['exact'] else 'beam'} decoding) -> `serve` with 1 and 2 "
+          "workers. Every stage is a child process; seconds are its wall time and peak RSS its own maximum "
+          "resident set (GNU time). All figures below are MEASURED on this run unless marked otherwise.", "",
+          "## Stages", "", "| stage | seconds | peak RSS | load before / after | what |", "|---|---|---|---|---|"]
+
+    def row(name, rec, what):
+        md.append(f"| {name} | {rec['seconds']} | {rec['peak_rss_mb']:,} MB | {rec['load_before'][0]} / "
+                  f"{rec['load_after'][0]} | {what} |")
+
+    if "synth" in st:
+        o = st["synth"].get("output", {})
+        row("synth", st["synth"], f"{o.get('links', 0):,} links, {o.get('sets', 0):,} sets, {o.get('ids_drawn', 0):,} ids drawn")
+    if "prepare" in st:
+        o = st["prepare"].get("output", {})
+        stages = ", ".join(f"{k} {v} s" for k, v in o.get("outofcore", {}).get("stage_seconds", {}).items())
+        row("prepare (out of core)", st["prepare"], f"{o.get('links', 0):,} links after dedupe, {o.get('ids', 0):,} ids "
+            f"in the vocabulary, {o.get('sets', 0):,} sets; {stages}")
+    for k, v in st.items():
+        if k.startswith("train/"):
+            row(k, v, f"{v['parameters']:,} parameters, {v['steps']} steps, {v['examples_per_s']} examples/s")
+    for k, v in st.items():
+        if k.startswith("eval/"):
+            o = v.get("output", {})
+            row(k, v, f"{o.get('examples', 0):,} examples, {o.get('queries_per_second')} queries/s, certified exact "
+                      f"{o.get('certified_exact')}, model load {o.get('load_seconds')} s")
+    if result["table2"]:
+        md += ["", "## Table 2 at this vocabulary size (equal steps, same examples)", "",
+               "| method | parameters | steps | examples/s | train peak RSS | rec@1 | rec@10 | rec@20 |",
+               "|---|---|---|---|---|---|---|---|"]
+        for r in result["table2"]:
+            cells = " | ".join(f"{r[f'rec@{k}']:.4f} [{r[f'rec@{k}_lo']:.4f}, {r[f'rec@{k}_hi']:.4f}]" for k in KS)
+            p = f"{r['parameters']:,}" if r.get("parameters") else "-"
+            rss = f"{r['train_peak_rss_mb']:,} MB" if r.get("train_peak_rss_mb") else "-"
+            md.append(f"| {r['method']} | {p} | {r.get('steps') or '-'} | {r.get('examples_per_s') or '-'} | {rss} | {cells} |")
+        md += ["", "Paired differences (95% CI over held-out sets):", "", "| comparison | rec@1 | rec@10 | rec@20 |",
+               "|---|---|---|---|"]
+        for key, v in result["paired"].items():
+            md.append(f"| {key} | " + " | ".join(f"{v[f'rec@{k}']['diff']:+.4f} [{v[f'rec@{k}']['lo']:+.4f}, "
+                                                 f"{v[f'rec@{k}']['hi']:+.4f}]" for k in KS) + " |")
+    serve = [v for k, v in st.items() if k.startswith("serve/")]
+    if serve:
+        md += ["", "## Serving the superbloom model (memory-mapped weights)", "",
+               "| workers | exact | concurrency | requests/s | p50 ms | p99 ms | errors |", "|---|---|---|---|---|---|---|"]
+        for v in serve:
+            for lvl in v["levels"]:
+                md.append(f"| {v['workers']} | {lvl['exact']} | {lvl['concurrency']} | {lvl['requests_per_s']} | "
+                          f"{lvl['p50_ms']} | {lvl['p99_ms']} | {lvl['errors']} |")
+        md += ["", "| workers | ready after | RSS summed (loaded / after load) | PSS summed (loaded / after load) |",
+               "|---|---|---|---|"]
+        for v in serve:
+            a, b = v["memory_loaded"], v["memory_after_load"]
+            md.append(f"| {v['workers']} | {v['ready_seconds']} s | {a['rss_mb']:,} / {b['rss_mb']:,} MB | "
+                      f"{a['pss_mb']:,} / {b['pss_mb']:,} MB |")
+    if s.get("note"):
+        md += ["", s["note"]]
+    return md
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default="/tmp/superbloom-e2e")
+    ap.add_argument("--stages", default="synth,prepare,train,eval,serve")
+    ap.add_argument("--ids", type=lambda x: int(float(x)), default=5_300_000)
+    ap.add_argument("--links", type=lambda x: int(float(x)), default=100_000_000)
+    ap.add_argument("--zipf", type=float, default=1.1, help="synth popularity exponent (lower: more of the ids drawn)")
+    ap.add_argument("--memory-limit", default="4GB")
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--segment", type=int, default=32)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--eval-sets", type=int, default=1000)
+    ap.add_argument("--exact", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--force", action="store_true", help="re-run stages already in the state")
+    ap.add_argument("--report", action="store_true", help="only write the results from the state")
+    ap.add_argument("--note", default="")
+    ap.add_argument("--name", default="e2e", help="results file name under benchmarks/results/scale/")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    state = State(work)
+    if not args.report:
+        for name in args.stages.split(","):
+            {"synth": stage_synth, "prepare": stage_prepare, "train": stage_train, "eval": stage_eval,
+             "serve": stage_serve}[name](args, work, state)
+    report(args, work, state)
+
+
+if __name__ == "__main__":
+    main()
