@@ -83,13 +83,18 @@ class Ease(Baseline):
         super().__init__(train, n_ids)
         if n_ids > EASE_MAX_IDS:
             raise ValueError(f"EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} limit")
+        from scipy.linalg import inv
+
         x = train.incidence(n_ids)
-        g = (x.T @ x).toarray().astype(np.float64)
+        # float64 N x N, inverted and scaled in place: peak ~1.5 N^2 x 8 bytes (+ the float32 result),
+        # was ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md)
+        g = (x.T @ x).astype(np.float64).toarray()
         g[np.diag_indices(n_ids)] += lam
-        p = np.linalg.inv(g)
-        b = -p / np.diag(p)[None, :]
-        b[np.diag_indices(n_ids)] = 0.0
-        self.b = b.astype(np.float32)
+        p = inv(g, overwrite_a=True, check_finite=False)
+        del g
+        p /= -np.diag(p)[None, :]  # B = -P / diag(P)
+        p[np.diag_indices(n_ids)] = 0.0
+        self.b = p.astype(np.float32)
 
     def scores(self, contexts):
         return _context_matrix(contexts, self.n_ids) @ self.b
