@@ -98,9 +98,11 @@ def sample_segments(sets: SetArray, rows: np.ndarray, n: int, rng: np.random.Gen
     return np.where(valid, np.asarray(sets.ids[idx.ravel()]).reshape(idx.shape), PAD_ELEM).astype(np.int64)
 
 
-def mask_segments(segs: np.ndarray, n_ids: int, cfg: MaskConfig, rng: np.random.Generator):
-    """Choose and corrupt masked elements. (B, n) ids -> (input elements (B, n), targets (B, n))."""
-    valid = segs >= 0
+def mask_segments(segs: np.ndarray, n_ids: int, cfg: MaskConfig, rng: np.random.Generator,
+                  maskable: np.ndarray | None = None):
+    """Choose and corrupt masked elements. (B, n) ids -> (input elements (B, n), targets (B, n)).
+    Only ids >= 0 (and, where given, `maskable` (B, n) True) can be chosen; a row with none has no target."""
+    valid = segs >= 0 if maskable is None else (segs >= 0) & maskable
     n_valid = valid.sum(1)
     n_mask = np.maximum(1, np.rint(cfg.mask_rate * n_valid)).astype(np.int64)
     n_mask = np.minimum(n_mask, n_valid)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..batches import MaskConfig, drop_elements, epoch_batches, sample_segments, to_batch
+from ..batches import MaskConfig, drop_elements, epoch_batches, mask_segments, sample_segments, to_batch
 from ..dataset import SetArray
 from ..decode import DecodeConfig
-from ..hashing import MASK_ELEM, PAD_ELEM, BloomHash
+from ..hashing import PAD_ELEM, BloomHash
 from ..metrics import summarize, target_ranks
 from .ngrams import UNK_ID
 
@@ -67,19 +67,7 @@ def mask_tokens(segs: np.ndarray, n_ids: int, cfg: MaskConfig, rng: np.random.Ge
     count), at least one, are chosen uniformly; each chosen token is fed as MASK_ELEM with
     probability p_mask, as a uniform random id with p_random, else unchanged. A row with no
     maskable token has no target."""
-    ok = segs >= 0 if maskable is None else (segs >= 0) & maskable
-    n_ok = ok.sum(1)
-    n_mask = np.minimum(np.maximum(1, np.rint(cfg.mask_rate * n_ok)).astype(np.int64), n_ok)  # (B,)
-    keys = np.where(ok, rng.random(segs.shape), np.inf)
-    rank = np.argsort(np.argsort(keys, axis=1), axis=1)  # (B, w) rank of each token's random key
-    chosen = rank < n_mask[:, None]
-    targets = np.where(chosen, segs, -1)
-    u = rng.random(segs.shape)
-    as_mask = chosen & (u < cfg.p_mask)
-    as_random = chosen & (u >= cfg.p_mask) & (u < cfg.p_mask + cfg.p_random)
-    elems = np.where(as_mask, MASK_ELEM, segs)
-    elems = np.where(as_random, rng.integers(0, n_ids, segs.shape), elems)
-    return elems, targets
+    return mask_segments(segs, n_ids, cfg, rng, maskable)  # the set model's masking, restricted to `maskable`
 
 
 def text_batch(rows: SetArray, which: np.ndarray, hashing: BloomHash, cfg: MaskConfig, rng: np.random.Generator):
