@@ -5,6 +5,9 @@ model (evaluate.py):
   cooccurrence  item-item cosine of the set-incidence matrix: score(c) = sum_{i in context} cos(i, c)
   ease          EASE (Steck, WWW 2019): closed-form linear item-item model, B = I - P / diag(P) with
                 P = (X^T X + lambda I)^-1; dense, so only for vocabularies up to `EASE_MAX_IDS`
+  puresvd       PureSVD (Cremonesi et al., RecSys 2010): score = x V V^T with V the top-r right
+                singular vectors of the set-incidence matrix; N x r parameters, the linear model with
+                about as many parameters as ours (r = 128, the default d), where EASE has N^2
 
 Each has `rank(contexts, k) -> (E, k)` ids (context ids excluded, ties broken by popularity).
 """
@@ -100,7 +103,23 @@ class Ease(Baseline):
         return _context_matrix(contexts, self.n_ids) @ self.b
 
 
-BASELINES = {"popularity": Popularity, "cooccurrence": Cooccurrence, "ease": Ease}
+class PureSVD(Baseline):
+    name = "puresvd"
+
+    def __init__(self, train: SetArray, n_ids: int, rank: int = 128):
+        super().__init__(train, n_ids)
+        from scipy.sparse.linalg import svds
+
+        x = train.incidence(n_ids).astype(np.float64)
+        r = max(1, min(rank, min(x.shape) - 1))
+        _, _, vt = svds(x, k=r, random_state=0)  # (r, N)
+        self.v = np.ascontiguousarray(vt.T.astype(np.float32))  # (N, r)
+
+    def scores(self, contexts):
+        return (_context_matrix(contexts, self.n_ids) @ self.v) @ self.v.T
+
+
+BASELINES = {"popularity": Popularity, "cooccurrence": Cooccurrence, "ease": Ease, "puresvd": PureSVD}
 
 
 def fit_baseline(name: str, train: SetArray, n_ids: int) -> Baseline:

@@ -55,7 +55,7 @@ DATA = DATA_ROOT if DATA_ROOT.exists() or "SUPERBLOOM_SHARED_DATA" in os.environ
 TARGETS_PER_SET = 5
 EVAL_SEED = 0
 VAL_SEED = 1
-BASELINES = ("popularity", "cooccurrence", "ease")
+BASELINES = ("popularity", "cooccurrence", "ease", "puresvd")
 
 
 # ------------------------------------------------------------------------------------ datasets
@@ -205,6 +205,17 @@ RECIPES = {
                                  p_random=0.2),
     "a1_ema_cooc": Recipe(alpha=1, m=1, ema=0.999, init="cooccurrence"),
     "a1_ema_ed_m2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, mask_rate=0.2),
+    # session 4: variations of the default (the short purchase histories are where it loses)
+    "default_b256": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                           val_fraction=0.02, eval_every=500, batch_size=256),
+    "default_w256": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                           val_fraction=0.02, eval_every=500, d=256, d_ff=1024),
+    "default_pm4": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.4, p_random=0.3,
+                          val_fraction=0.02, eval_every=500),
+    "default_l1": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                         val_fraction=0.02, eval_every=500, layers=1),
+    "default_w512": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                           val_fraction=0.02, eval_every=500, d=512, d_ff=1024, heads=8),
 }
 
 
@@ -293,6 +304,8 @@ def run(datasets: list[str], recipes: list[str], steps: int, split: str) -> list
                   "examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum())}
         for b, v in base.items():
             row = dict(common, method=b)
+            if b in BASELINE_PARAMETERS and "skipped" not in v:
+                row["parameters"] = BASELINE_PARAMETERS[b](data.n_ids)
             row.update(v if "skipped" in v else dict(metrics(v["ranks"], groups), seconds=v["seconds"]))
             row.pop("ranks", None)
             rows.append(row)
@@ -300,14 +313,19 @@ def run(datasets: list[str], recipes: list[str], steps: int, split: str) -> list
             rec = model_ranks(name, split, r, steps, data, ex)
             row = dict(common, method="superbloom", **{k: v for k, v in rec.items() if k != "ranks"})
             row.update(metrics(rec["ranks"], groups))
-            for b in ("cooccurrence", "ease"):
+            for b in ("cooccurrence", "ease", "puresvd"):
                 if "ranks" in base.get(b, {}):
                     row[f"vs_{b}_rec@10"] = paired(hits_at(rec["ranks"], 10), hits_at(base[b]["ranks"], 10), groups)
             rows.append(row)
             print(f"{name} [{split}] {r} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
                   f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
-                  f"EASE {rows_metric(rows, name, split, 'ease')})", flush=True)
+                  f"EASE {rows_metric(rows, name, split, 'ease')}, "
+                  f"PureSVD {rows_metric(rows, name, split, 'puresvd')})", flush=True)
     return rows
+
+
+# parameters of the linear baselines: EASE's dense N x N matrix, PureSVD's N x 128 factors
+BASELINE_PARAMETERS = {"ease": lambda n: n * n, "puresvd": lambda n: n * 128}
 
 
 def rows_metric(rows, name, split, method, k=10):
@@ -377,7 +395,7 @@ def main(argv=None) -> None:
     global THREADS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="wikispeedia,fb15k237,beauty")
-    p.add_argument("--recipes", default="demo")
+    p.add_argument("--recipes", default="default")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--split", default="val", choices=("val", "test"))
     p.add_argument("--threads", type=int, default=THREADS,

@@ -1,0 +1,65 @@
+"""The classical baselines against brute-force references on hand-made sets."""
+import numpy as np
+import pytest
+
+from superbloom.baselines import fit_baseline
+from superbloom.dataset import SetArray
+
+SETS = [[0, 1, 2], [0, 1], [1, 2, 3], [3, 4], [3, 4, 5], [0, 2], [4, 5]]
+N = 7  # id 6 never occurs
+
+
+def dense(sets, n):
+    x = np.zeros((len(sets), n))
+    for r, s in enumerate(sets):
+        x[r, s] = 1.0
+    return x
+
+
+def test_popularity_ranks_by_count_and_excludes_context():
+    b = fit_baseline("popularity", SetArray.from_lists(SETS), N)
+    got = b.rank(np.array([[1, -1]]), 3)[0]
+    counts = dense(SETS, N).sum(0)
+    counts[1] = -1
+    assert list(got) == list(np.argsort(-counts, kind="stable")[:3])
+
+
+def test_cooccurrence_is_the_cosine_sum():
+    b = fit_baseline("cooccurrence", SetArray.from_lists(SETS), N)
+    x = dense(SETS, N)
+    c = x.T @ x
+    cos = c / np.sqrt(np.outer(np.maximum(np.diag(c), 1), np.maximum(np.diag(c), 1)))
+    np.fill_diagonal(cos, 0)
+    np.testing.assert_allclose(b.scores(np.array([[0, 3]])), cos[[0]] + cos[[3]], rtol=1e-6)
+
+
+def test_ease_matches_the_closed_form():
+    lam = 2.0
+    from superbloom.baselines import Ease
+
+    b = Ease(SetArray.from_lists(SETS), N, lam=lam)
+    x = dense(SETS, N)
+    p = np.linalg.inv(x.T @ x + lam * np.eye(N))
+    ref = np.eye(N) - p / np.diag(p)[None, :]
+    np.testing.assert_allclose(b.b, ref, atol=1e-6)
+
+
+def test_puresvd_projects_onto_the_top_singular_space():
+    from superbloom.baselines import PureSVD
+
+    x = dense(SETS, N)
+    rank = 3
+    b = PureSVD(SetArray.from_lists(SETS), N, rank=rank)
+    assert b.v.shape == (N, rank)
+    _, _, vt = np.linalg.svd(x)
+    proj = vt[:rank].T @ vt[:rank]  # the reference projection onto the top-3 right singular vectors
+    got = b.scores(np.array([[0, 1, -1], [3, 4, 5]]))
+    np.testing.assert_allclose(got, dense([[0, 1], [3, 4, 5]], N) @ proj, atol=1e-5)
+    # ranking works and never returns a context id
+    top = b.rank(np.array([[0, 1, -1]]), 3)[0]
+    assert 0 not in top and 1 not in top
+
+
+def test_unknown_baseline_is_named():
+    with pytest.raises(ValueError, match="unknown baseline"):
+        fit_baseline("nope", SetArray.from_lists(SETS), N)
