@@ -63,3 +63,22 @@ def test_puresvd_projects_onto_the_top_singular_space():
 def test_unknown_baseline_is_named():
     with pytest.raises(ValueError, match="unknown baseline"):
         fit_baseline("nope", SetArray.from_lists(SETS), N)
+
+
+def test_spd_inverse_in_place_matches_numpy():
+    from superbloom.baselines import spd_inverse
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2100, 40))
+    g = a @ a.T + 3.0 * np.eye(2100)  # > one 1024 block, so the blocked mirror is exercised
+    ref = np.linalg.inv(g)
+    got = spd_inverse(g)
+    assert np.shares_memory(got, g)  # no N x N copy
+    np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
+
+
+def test_spd_inverse_rejects_an_indefinite_matrix():
+    from superbloom.baselines import spd_inverse
+
+    with pytest.raises(ValueError, match="not positive definite"):
+        spd_inverse(np.array([[1.0, 2.0], [2.0, 1.0]]))
