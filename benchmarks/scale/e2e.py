@@ -108,7 +108,7 @@ def heads(args, work: Path) -> dict:
 def stage_train(args, work: Path, state: State) -> None:
     for name, (flags, params) in heads(args, work).items():
         key = f"train/{name}"
-        if key in state and not args.force:
+        if (key in state and not args.force) or (args.only and name.split()[0] not in args.only.split(",")):
             continue
         out = work / "models" / name.split()[0]
         cmd = [sys.executable, "-m", "superbloom", "train", str(work / "data"), "--out", str(out), "--overwrite",
@@ -381,6 +381,7 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=0.0, help="> 0: train each head for this many seconds "
                     "(equal wall clock, the paper's Table 2 question) instead of --steps")
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--only", default="", help="train only these heads (superbloom,full,sampled; default all)")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--segment", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=50)

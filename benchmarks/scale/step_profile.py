@@ -98,3 +98,25 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def report(rows: list[dict], note: str) -> None:
+    """benchmarks/results/scale/step_profile.{json,md} from the printed rows (one JSON line each)."""
+    from pathlib import Path
+
+    from benchmarks.machine import machine_info, write_results
+
+    parts = ("batch", "forward", "backward", "clip", "optimizer", "ema_update")
+    md = ["# One training step at 5.1M ids, by part (issue 14)", "",
+          "`benchmarks/scale/step_profile.py`: the model `train` builds per head (e2e.py's matched widths), batches of "
+          "4 sets of random Zipf ids, seconds per step by part averaged over the steps after the first, 2 torch "
+          "threads. MEASURED (under the load averages given: other people's unlocked work shared the 2 cores).", "",
+          "| head | parameters | AdamW kernel | " + " | ".join(parts) + " | step with EMA | step without EMA |",
+          "|---|---|---|" + "---|" * (len(parts) + 2)]
+    for r in rows:
+        md.append(f"| {r['head']} | {r['parameters']:,} | {'fused' if r['fused'] else 'reference'} | "
+                  + " | ".join(f"{r[p]:.3f}" for p in parts)
+                  + f" | {r['seconds_per_step']:.2f} | {r['seconds_per_step'] - r['ema_update']:.2f} |")
+    md += ["", note]
+    write_results(Path(__file__).parents[1] / "results" / "scale", "step_profile",
+                  {"benchmark": "step_profile", "rows": rows, "note": note, "machine": machine_info()}, md)
