@@ -302,7 +302,8 @@ def markdown(result: dict) -> list[str]:
           f" of {s['batch_size']} sets, lr {s.get('lr', 3e-3)} "
           f"(segment {s['segment']}, warm-up {s['warmup']}, {s['threads']} torch threads) -> `eval` on "
           f"{s['eval_sets']:,} held-out sets ({'exact' if s['exact'] else 'beam'} decoding) -> `serve` with 1 and 2 "
-          "workers. Every stage is a child process; seconds are its wall time and peak RSS its own maximum "
+          "workers" + ("" if any(k.startswith("train/") for k in st) else " (here only synth and prepare were run)") +
+          ". Every stage is a child process; seconds are its wall time and peak RSS its own maximum "
           "resident set (GNU time). All figures below are MEASURED on this run unless marked otherwise.", "",
           "## Stages", "", "| stage | seconds | peak RSS | load before / after | what |", "|---|---|---|---|---|"]
 
@@ -342,12 +343,12 @@ def markdown(result: dict) -> list[str]:
                                                  f"{v[f'rec@{k}']['hi']:+.4f}]" for k in KS) + " |")
     curves = {k: v["loss_curve"] for k, v in st.items() if k.startswith("train/") and v.get("loss_curve")}
     if curves:
-        md += ["", "## Training loss (running mean, logged every 50 steps)", "",
-               "| head | " + " | ".join(["first", "1/4", "1/2", "3/4", "last"]) + " |", "|---|---|---|---|---|---|"]
+        md += ["", "## Training loss (running mean, logged every 50 steps; at most 8 points shown)", "",
+               "| head | loss (step, seconds) |", "|---|---|"]
         for k, c in curves.items():
-            pick = [c[min(len(c) - 1, int(f * (len(c) - 1)))] for f in (0, 0.25, 0.5, 0.75, 1.0)]
-            md.append(f"| {k[6:]} | " + " | ".join(f"{r['loss']:.3f} (step {r['step']}, {r['seconds']:.0f} s)"
-                                                    for r in pick) + " |")
+            pick = [c[i] for i in sorted({round(f * (len(c) - 1) / 7) for f in range(8)})]
+            md.append(f"| {k[6:]} | " + ", ".join(f"{r['loss']:.3f} ({r['step']}, {r['seconds']:.0f} s)" for r in pick)
+                      + " |")
     serve = [v for k, v in st.items() if k.startswith("serve/")]
     if serve:
         md += ["", "## Serving the superbloom model (memory-mapped weights)", "",
