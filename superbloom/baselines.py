@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from .dataset import SetArray
 
 EASE_MAX_IDS = 25_000
+SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
 
 
 def _context_matrix(contexts: np.ndarray, n_ids: int) -> sp.csr_matrix:
@@ -68,12 +69,18 @@ def spd_inverse(g: np.ndarray) -> np.ndarray:
 
 class Baseline:
     name = "baseline"
-    batch = 256
+    max_batch = 256
 
     def __init__(self, train: SetArray, n_ids: int):
         self.n_ids = n_ids
         counts = np.bincount(np.asarray(train.ids), minlength=n_ids).astype(np.float64)
         self.tiebreak = 1e-6 * counts / max(1.0, counts.max())  # popularity breaks ties
+
+    @property
+    def batch(self) -> int:
+        """Contexts scored at once: each is a dense float64 row over every id, copied ~3 times on the
+        way to its top-k, so rows are capped at SCORE_BYTES of scores (at 5.1M ids: 3 rows, not 256)."""
+        return max(1, min(self.max_batch, SCORE_BYTES // (8 * max(1, self.n_ids))))
 
     def scores(self, contexts: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -85,10 +92,35 @@ class Baseline:
 
 
 class Popularity(Baseline):
+    """Rank by training count. `rank` never builds a dense score row: the top-k excluding X ids are
+    among the k + X most popular, so it reads those from one popularity order (O(N) memory once,
+    O(E (k + X) X) per call; 5.1M ids: ~80 MB instead of the 13.5 GB of the dense path,
+    benchmarks/results/scale/). Ties in count go to the lower id."""
+
     name = "popularity"
+
+    def __init__(self, train: SetArray, n_ids: int):
+        super().__init__(train, n_ids)
+        self.order = np.argsort(-self.tiebreak, kind="stable")  # (N,) most popular first
 
     def scores(self, contexts):
         return np.zeros((len(contexts), self.n_ids))
+
+    def top_excluding(self, exclude: np.ndarray, k: int) -> np.ndarray:
+        """The k most popular ids not in each row of `exclude` (E, X) (-1 padded) -> (E, k)."""
+        exclude = np.asarray(exclude, dtype=np.int64).reshape(len(exclude), -1)
+        k = min(k, self.n_ids)
+        out = []
+        for a in range(0, len(exclude), 1024):
+            ex = exclude[a:a + 1024]
+            cand = self.order[:k + ex.shape[1]]  # (C,): enough that k of them are never excluded
+            hit = (cand[None, :, None] == ex[:, None, :]).any(2)  # (e, C)
+            first = np.argsort(hit, axis=1, kind="stable")[:, :k]  # the first k candidates not excluded
+            out.append(cand[first])
+        return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+
+    def rank(self, contexts: np.ndarray, k: int) -> np.ndarray:
+        return self.top_excluding(contexts, k)
 
 
 class Cooccurrence(Baseline):

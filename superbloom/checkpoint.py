@@ -155,7 +155,10 @@ def load_optimizer(optimizer, ckpt: Path) -> None:
     for key, value in list(tensors.items()) + list(meta["scalars"].items()):
         idx, name = key.split(".", 1)
         state.setdefault(int(idx), {})[name] = value
+    kernels = [{k: g[k] for k in ("fused", "foreach") if k in g} for g in optimizer.param_groups]
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    for g, k in zip(optimizer.param_groups, kernels):  # the kernel is this run's choice (optim.use_fused)
+        g.update(k)
 
 
 def _optimizer_state(optimizer) -> tuple[dict, dict]:

@@ -83,6 +83,8 @@ def rank_excluding(predictor, contexts: np.ndarray, exclude: np.ndarray | None, 
 def rank_baseline(base, contexts: np.ndarray, exclude: np.ndarray, k: int, last: int = 0) -> np.ndarray:
     """A fitted baseline's top-k (E, k) for contexts (E, c) (right-aligned: newest last), scored from
     the last `last` context columns (0: all), never returning the ids of `exclude` (E, X)."""
+    if hasattr(base, "top_excluding"):  # popularity: no dense scores (baselines.Popularity)
+        return base.top_excluding(exclude, k)
     scored = contexts[:, -last:] if last and contexts.shape[1] > last else contexts
     out = [_topk_excluding(base.scores(scored[a:a + base.batch]) + base.tiebreak, exclude[a:a + base.batch], k)
            for a in range(0, len(contexts), base.batch)]

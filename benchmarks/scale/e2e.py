@@ -14,7 +14,8 @@ re-run unless --force. The serve stage measures the server's process tree itself
 (/proc/PID/smaps_rollup: a page shared by k processes counts 1/k in each) of every process, summed,
 after loading and after the load, and the closed-loop load of benchmarks/load.py at each concurrency.
 
-Table 2 at this size: the three heads with the same steps, batch and recipe; parameter counts
+Table 2 at this size: the three heads with the same steps (or, with --time-budget, the same training
+seconds: the paper's question), batch and recipe; parameter counts
 matched the way benchmarks/paper/t2_heads.py matches them (full softmax: the width whose count is
 closest to superbloom's; sampled softmax: 4x that width, 2.5% of the ids drawn per step). Every
 method ranks the very same held-out examples; brackets are 95% bootstrap intervals over held-out
@@ -107,11 +108,12 @@ def heads(args, work: Path) -> dict:
 def stage_train(args, work: Path, state: State) -> None:
     for name, (flags, params) in heads(args, work).items():
         key = f"train/{name}"
-        if key in state and not args.force:
+        if (key in state and not args.force) or (args.only and name.split()[0] not in args.only.split(",")):
             continue
         out = work / "models" / name.split()[0]
         cmd = [sys.executable, "-m", "superbloom", "train", str(work / "data"), "--out", str(out), "--overwrite",
-               *flags, "--steps", str(args.steps), "--batch-size", str(args.batch_size), "--warmup", str(args.warmup),
+               *flags, *(["--time-budget", str(args.time_budget)] if args.time_budget else ["--steps", str(args.steps)]),
+               "--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--lr", str(args.lr),
                "--segment", str(args.segment), "--eval-every", "0", "--val-fraction", "0", "--threads", str(args.threads),
                "--checkpoint-every", "1e9", "--quiet"]
         rec = measure(cmd)
@@ -120,7 +122,10 @@ def stage_train(args, work: Path, state: State) -> None:
         rec.update(parameters=cfg.get("parameters", params), flags=flags, steps=st["step"], examples=st["examples"],
                    train_seconds=round(st["seconds"], 1),
                    examples_per_s=round(st["examples"] / max(st["seconds"], 1e-9), 1),
-                   hash_build_seconds=cfg.get("hash_build_seconds"))
+                   hash_build_seconds=cfg.get("hash_build_seconds"), time_budget=args.time_budget,
+                   loss_curve=[{k: r[k] for k in ("step", "loss", "seconds")} for r in map(
+                       json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+                   if (out / "metrics.jsonl").exists() else [])
         state[key] = rec
 
 
@@ -292,10 +297,13 @@ def markdown(result: dict) -> list[str]:
     md = ["# End to end at the paper's vocabulary size (SYNTHETIC data)", "",
           f"`benchmarks/scale/e2e.py`: `superbloom synth --ids {s['ids']:,} --links {s['links']:,} --zipf {s['zipf']}` "
           "(SYNTHETIC: Zipf popularity, 1000 planted topics, 1..3 per set, mean set size 87) -> `prepare --memory-limit "
-          f"{s['memory_limit']}` (out of core) -> `train` x 3 heads at {s['steps']} steps of {s['batch_size']} sets "
+          f"{s['memory_limit']}` (out of core) -> `train` x 3 heads for "
+          f"{str(s.get('time_budget')) + ' s (equal wall clock)' if s.get('time_budget') else str(s['steps']) + ' steps'}"
+          f" of {s['batch_size']} sets, lr {s.get('lr', 3e-3)} "
           f"(segment {s['segment']}, warm-up {s['warmup']}, {s['threads']} torch threads) -> `eval` on "
           f"{s['eval_sets']:,} held-out sets ({'exact' if s['exact'] else 'beam'} decoding) -> `serve` with 1 and 2 "
-          "workers. Every stage is a child process; seconds are its wall time and peak RSS its own maximum "
+          "workers" + ("" if any(k.startswith("train/") for k in st) else " (here only synth and prepare were run)") +
+          ". Every stage is a child process; seconds are its wall time and peak RSS its own maximum "
           "resident set (GNU time). All figures below are MEASURED on this run unless marked otherwise.", "",
           "## Stages", "", "| stage | seconds | peak RSS | load before / after | what |", "|---|---|---|---|---|"]
 
@@ -320,7 +328,7 @@ def markdown(result: dict) -> list[str]:
             row(k, v, f"{o.get('examples', 0):,} examples, {o.get('queries_per_second')} queries/s, certified exact "
                       f"{o.get('certified_exact')}, model load {o.get('load_seconds')} s")
     if result["table2"]:
-        md += ["", "## Table 2 at this vocabulary size (equal steps, same examples)", "",
+        md += ["", "## Table 2 at this vocabulary size (same examples; equal " + ("wall clock" if s.get("time_budget") else "steps") + ")", "",
                "| method | parameters | steps | examples/s | train peak RSS | rec@1 | rec@10 | rec@20 |",
                "|---|---|---|---|---|---|---|---|"]
         for r in result["table2"]:
@@ -333,6 +341,14 @@ def markdown(result: dict) -> list[str]:
         for key, v in result["paired"].items():
             md.append(f"| {key} | " + " | ".join(f"{v[f'rec@{k}']['diff']:+.4f} [{v[f'rec@{k}']['lo']:+.4f}, "
                                                  f"{v[f'rec@{k}']['hi']:+.4f}]" for k in KS) + " |")
+    curves = {k: v["loss_curve"] for k, v in st.items() if k.startswith("train/") and v.get("loss_curve")}
+    if curves:
+        md += ["", "## Training loss (running mean, logged every 50 steps; at most 8 points shown)", "",
+               "| head | loss (step, seconds) |", "|---|---|"]
+        for k, c in curves.items():
+            pick = [c[i] for i in sorted({round(f * (len(c) - 1) / 7) for f in range(8)})]
+            md.append(f"| {k[6:]} | " + ", ".join(f"{r['loss']:.3f} ({r['step']}, {r['seconds']:.0f} s)" for r in pick)
+                      + " |")
     serve = [v for k, v in st.items() if k.startswith("serve/")]
     if serve:
         md += ["", "## Serving the superbloom model (memory-mapped weights)", "",
@@ -363,6 +379,10 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--time-budget", type=float, default=0.0, help="> 0: train each head for this many seconds "
+                    "(equal wall clock, the paper's Table 2 question) instead of --steps")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--only", default="", help="train only these heads (superbloom,full,sampled; default all)")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--segment", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=50)
