@@ -11,7 +11,8 @@ either). Each new id takes, in every map, one of the least-filled buckets (water
 ids raise the fullest bucket as little as possible; ties broken at random, seeded, and each map's
 choices shuffled independently, so the new ids' m-tuples are independent like a random map's). A
 new id whose m-tuple equals another id's (a full collision: the two could never be told apart) is
-moved, in the last map, to the least-filled bucket that makes its tuple unique; old ids never move.
+moved, in the last map (or if need be another), to the least-filled bucket that makes its tuple
+unique; old ids never move.
 
 The new model directory keeps every weight table's shape, byte for byte (the checkpoints are copied
 as they are: safetensors, never pickle); its hash maps (n_buckets kept, buckets now holding alpha
@@ -93,17 +94,24 @@ def read_new_ids(path: str | Path, vocab: Vocab) -> tuple[list[str], dict]:
 # ------------------------------------------------------------------------------ bucket assignment
 
 
-def signature_keys(buckets: np.ndarray, n_buckets: int) -> np.ndarray:
-    """One int64 per id, equal for equal m-tuples: exact mixed radix n_buckets when it fits in 62
-    bits, else a multiplicative hash (a hash tie only costs a needless move). (m, N) -> (N,).
-    key = prefix + last-map bucket in both cases (`place_apart` relies on it)."""
-    m = buckets.shape[0]
+def _multipliers(m: int, n_buckets: int) -> tuple[np.ndarray, bool]:
+    """The factor each map's bucket is multiplied by in a signature key, and whether keys are exact."""
     exact = float(n_buckets) ** m < 2.0 ** 62
-    key = np.zeros(buckets.shape[1], np.int64)
+    step = [np.int64(n_buckets) if exact else np.int64(0x9E3779B97F4A7C15 - (1 << 64) + 2 * j) for j in range(m)]
+    w = np.ones(m, np.int64)
     with np.errstate(over="ignore"):
-        for j, row in enumerate(buckets):
-            key = key * (n_buckets if exact else np.int64(0x9E3779B97F4A7C15 - (1 << 64) + 2 * j)) + row
-    return key
+        for j in range(m - 2, -1, -1):
+            w[j] = w[j + 1] * step[j + 1]
+    return w, exact
+
+
+def signature_keys(buckets: np.ndarray, n_buckets: int) -> np.ndarray:
+    """One int64 per id, equal for equal m-tuples: sum_j bucket_j * w_j, exact (mixed radix
+    n_buckets) when it fits in 62 bits, else wrapping with odd multipliers, a hash (a hash tie only
+    costs a needless move). Linear in every bucket, so changing one is one add. (m, N) -> (N,)."""
+    w, _ = _multipliers(buckets.shape[0], n_buckets)
+    with np.errstate(over="ignore"):
+        return (buckets.astype(np.int64) * w[:, None]).sum(0)
 
 
 def least_filled(fill: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -118,9 +126,10 @@ def least_filled(fill: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarr
 
 
 def place_apart(buckets: np.ndarray, n_old: int, n_buckets: int, rng: np.random.Generator) -> int:
-    """Make every m-tuple unique by moving new ids (columns >= n_old) in the last map, in place:
-    each new id whose tuple another id already has goes to the least-filled last-map bucket that
-    gives it an unused tuple. Old ids never move. -> how many new ids moved.
+    """Make every m-tuple unique by moving new ids (columns >= n_old), in place: each new id whose
+    tuple another id already has goes, in the last map (or, if no bucket there frees it, the one
+    before, ...), to the least-filled bucket that gives it an unused tuple. Old ids never move.
+    -> how many new ids moved.
 
     A random tuple collides with probability ~ N / n_buckets^m (m = 2, 4,000 ids in 920 buckets:
     ~0.5%), so only a handful of ids move; the loop is over those, not over all ids."""
@@ -129,30 +138,33 @@ def place_apart(buckets: np.ndarray, n_old: int, n_buckets: int, rng: np.random.
         return 0
     if dup.min() < n_old:
         raise ValueError("the model's own hash maps give two ids the same buckets; it cannot be extended")
-    last = buckets[-1]
-    fill = np.bincount(last, minlength=n_buckets)
+    m = buckets.shape[0]
+    w, _ = _multipliers(m, n_buckets)
+    fill = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
     key = signature_keys(buckets, n_buckets)
-    with np.errstate(over="ignore"):
-        prefix = key - last
     used = np.sort(key)
-    added: set[int] = set()
+    added: list[int] = []
     tiebreak = rng.random(n_buckets)
     for i in dup.tolist():
-        order = np.lexsort((tiebreak, fill))  # least-filled first (ties: the seeded random order)
-        with np.errstate(over="ignore"):
-            cand = prefix[i] + order  # (nb,) the tuple i would get in each bucket
-        pos = np.searchsorted(used, cand)
-        taken = (pos < len(used)) & (used[np.minimum(pos, len(used) - 1)] == cand)
-        taken |= np.isin(cand, np.fromiter(added, np.int64, len(added)))
-        free = np.flatnonzero(~taken)
-        if free.size == 0:
-            raise ValueError(f"no bucket of the last map gives new id {i} a tuple of its own; too many ids "
-                             f"for {n_buckets:,} buckets per map")
-        b = int(order[free[0]])
-        fill[last[i]] -= 1
-        fill[b] += 1
-        last[i] = b
-        added.add(int(cand[free[0]]))
+        for j in range(m - 1, -1, -1):
+            order = np.lexsort((tiebreak, fill[j]))  # map j's buckets, least-filled first (ties: seeded)
+            with np.errstate(over="ignore"):
+                cand = key[i] + (order - buckets[j, i]).astype(np.int64) * w[j]  # (nb,) i's key in each bucket
+            pos = np.searchsorted(used, cand)
+            taken = (pos < len(used)) & (used[np.minimum(pos, len(used) - 1)] == cand)
+            taken |= np.isin(cand, np.asarray(added, np.int64))
+            free = np.flatnonzero(~taken)
+            if free.size:
+                b = int(order[free[0]])
+                fill[j, buckets[j, i]] -= 1
+                fill[j, b] += 1
+                buckets[j, i] = b
+                key[i] = cand[free[0]]
+                added.append(int(key[i]))
+                break
+        else:
+            raise ValueError(f"no bucket of any map gives new id {i} a tuple of its own: too many ids for "
+                             f"{n_buckets:,} buckets per map and m={m}")
     return int(dup.size)
 
 
