@@ -1,6 +1,12 @@
 """Benchmark: growing the id vocabulary of a trained model (`superbloom extend`, issue 15) on Wikispeedia.
 
-    /work/tools/benchlock .venv/bin/python -m benchmarks.extend_bench      # ~5 minutes on 2 cores
+    /work/tools/benchlock .venv/bin/python -m benchmarks.extend_bench
+    /work/tools/benchlock .venv/bin/python -m benchmarks.extend_bench --steps 20 --finetune-steps 10 --d 32 --layers 1
+
+Cost: 2 x (steps + finetune-steps) training steps plus 6 rankings of ~4,000 examples. Under a load
+average of 6-7 on the 2-core machine, d = 64 / 2 layers ran at 2.4 s a step with 2 threads (an
+attempt stopped at step 200 of 400); the 20 + 10-step pipeline check (results/extend_smoke.md) took
+98 s. Prefer --threads 1 when the cores are shared.
 
 The embedded Wikispeedia links are prepared as the demo prepares them (sets = pages, 10% of the pages
 held out as test sets). Then 10% of the vocabulary's ids (seeded) are held out from training: they
@@ -106,12 +112,12 @@ def evaluate_groups(model_dir: Path, full: Dataset, examples, new_mask: np.ndarr
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=800, help="first training, steps")
-    ap.add_argument("--finetune-steps", type=int, default=300, help="fine-tune after extend, steps")
+    ap.add_argument("--steps", type=int, default=400, help="first training, steps")
+    ap.add_argument("--finetune-steps", type=int, default=200, help="fine-tune after extend, steps")
     ap.add_argument("--held-out", type=float, default=0.10, help="fraction of the ids held out of training")
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reference", action="store_true", help="also train on the full data from the start")
     ap.add_argument("--variants", default="table,dynamic")
     ap.add_argument("--out", default="benchmarks/results")
