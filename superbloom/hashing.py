@@ -14,6 +14,8 @@ told apart); alpha = 1, m = 1 is the identity map, i.e. the unhashed model.
 Elements fed to `encode` are ids >= 0 or special markers < 0: PAD_ELEM = -1, MASK_ELEM = -2, ...
 The inverse index (map j, bucket b) -> ids is a dense (m, n_buckets, alpha) int32 array padded
 with -1, since every bucket but the last holds exactly alpha ids; decoding reads it directly.
+A vocabulary grown by `superbloom extend` (extend.py) keeps its n_buckets and token space; its
+buckets then hold alpha or a few more ids, and the inverse is as wide as the fullest bucket.
 """
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ class BloomHash:
         buckets = np.ascontiguousarray(buckets, dtype=np.int32)  # (m, N) local bucket per id
         self.m, self.n_ids = buckets.shape
         self.alpha = int(alpha)
-        self.n_buckets = -(-self.n_ids // self.alpha)
+        # an extended vocabulary (extend.py) keeps the buckets it was built with: the inverse says how many
+        self.n_buckets = -(-self.n_ids // self.alpha) if inverse is None else int(inverse.shape[1])
         self.buckets = buckets
         self.n_special_tokens = len(SPECIALS) * self.m
         self.offsets = self.n_special_tokens + self.n_buckets * np.arange(self.m, dtype=np.int64)
@@ -150,7 +153,8 @@ class BloomHash:
     def save(self, path: str | Path) -> None:
         with atomic_path(path) as tmp:
             save_file({"buckets": self.buckets, "inverse": self.inverse}, str(tmp),
-                      metadata={"alpha": str(self.alpha), "m": str(self.m), "n_ids": str(self.n_ids)})
+                      metadata={"alpha": str(self.alpha), "m": str(self.m), "n_ids": str(self.n_ids),
+                                "n_buckets": str(self.n_buckets)})
 
     @classmethod
     def load(cls, path: str | Path) -> "BloomHash":

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .embeddings import INPUTS, build_embedding
+from .embeddings import INPUTS, DynamicIdInput, build_embedding
 from .hashing import BloomHash
 from .heads import HeadConfig, build_head
 from .kernel_attention import ATTENTIONS
@@ -42,6 +42,7 @@ class ModelConfig:
     embedding: str = "hashed"  # input embedding (embeddings.py)
     attention: str = "softmax"  # softmax | kernel (kernel_attention.py: linear in the set size)
     causal: bool = False  # True: element i attends to elements <= i only (next-item models, sequence.py)
+    dynamic: bool = False  # True: + the dynamic embedding of each id's string (embeddings.DynamicIdInput)
 
     def __post_init__(self):
         for name in ("d", "heads", "d_ff", "layers"):
@@ -107,8 +108,10 @@ class Block(nn.Module):
 class SetEncoder(nn.Module):
     """Elements of m tokens each -> hidden states. `embed` maps tokens (B, T) -> (B, T, d)."""
 
-    def __init__(self, cfg: ModelConfig, embed: nn.Module, m: int):
+    def __init__(self, cfg: ModelConfig, embed: nn.Module, m: int, dynamic: nn.Module | None = None):
         super().__init__()
+        if cfg.dynamic and dynamic is None:
+            raise ValueError("ModelConfig.dynamic needs the dynamic input module (build_model(..., vocab=strings))")
         self.cfg, self.m = cfg, m
         self.embed = embed
         self.pos = nn.Embedding(cfg.positions, cfg.d) if cfg.positions else None
@@ -116,6 +119,7 @@ class SetEncoder(nn.Module):
         self.norm = nn.LayerNorm(cfg.d) if cfg.norm_first else nn.Identity()
         self.drop = nn.Dropout(cfg.dropout)
         self.apply(_init)
+        self.dynamic = dynamic  # after _init: DynamicIdInput sets its own scale
 
     def forward(self, tokens: torch.Tensor, pad: torch.Tensor, positions: torch.Tensor | None = None,
                 mult: torch.Tensor | None = None):
@@ -124,6 +128,8 @@ class SetEncoder(nn.Module):
         mult (B, T / m): element multiplicities (batches.merge_masks); an element standing for c
         identical ones gets a log(c) attention bias, which is exactly what c copies would get."""
         x = self.embed(tokens)  # (B, T, d)
+        if self.dynamic is not None:
+            x = x + self.dynamic(tokens)  # (B, T, d): the id strings' dynamic embeddings (zeros at specials)
         if self.pos is not None:
             if positions is None:
                 raise ValueError("this model uses position embeddings; pass positions")
@@ -188,7 +194,13 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def build_model(model_cfg: ModelConfig, head_cfg: HeadConfig, hashing: BloomHash, counts=None) -> SetModel:
-    """Encoder + the configured head, sharing the token embedding; sizes come from `hashing`."""
-    encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m)
+def build_model(model_cfg: ModelConfig, head_cfg: HeadConfig, hashing: BloomHash, counts=None,
+                vocab=None) -> SetModel:
+    """Encoder + the configured head, sharing the token embedding; sizes come from `hashing`.
+    `vocab` (the id strings, (N,)) is needed by a model with the dynamic input (model_cfg.dynamic)."""
+    if model_cfg.dynamic and vocab is None:
+        raise ValueError("this model has the dynamic input embedding (model.dynamic): build it with the id "
+                         "strings, build_model(..., vocab=Vocab.strings)")
+    dynamic = DynamicIdInput(hashing, vocab, model_cfg.d) if model_cfg.dynamic else None
+    encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m, dynamic)
     return SetModel(encoder, build_head(head_cfg, encoder.embed, hashing, counts))

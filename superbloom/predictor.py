@@ -81,7 +81,7 @@ class Predictor:
         vocab = Vocab.load(model_dir)
         dev = resolve_device(device)
         model = build_model(ModelConfig.from_dict(config["model"]), head_config_from_dict(config["head"]), hashing,
-                            vocab.counts).to(dev)
+                            vocab.counts, vocab.strings).to(dev)
         if mmap and dev.type == "cpu":
             from .mapped import map_weights
 

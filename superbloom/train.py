@@ -47,7 +47,9 @@ from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig, make_optimizer, set_lr
 from .predictor import rank_contexts
+from .remap import align_dataset, format_alignment
 from .sequence import BUILDERS as SEQUENCE_BUILDERS, check_objective
+from .vocab import Vocab
 from .warmstart import INITS, initialise, resolve_init
 
 
@@ -528,13 +530,16 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig.from_dict(saved["model"])
         head_cfg = head_config_from_dict(saved["head"])
         hashing = BloomHash.load(out / "hashing.safetensors")
+        aligned = align_dataset(data, Vocab.load(out))  # data prepared with another vocabulary (remap.py)
+        if aligned is not None and d.main:
+            print("resume: " + format_alignment(aligned))
     else:
         hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
         t0 = time.time()
         hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None)
         hash_seconds = time.time() - t0
     torch.manual_seed(cfg.loop.seed)
-    model = build_model(mcfg, head_cfg, hashing, data.counts)
+    model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
     n_params = count_parameters(model)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
     init = None

@@ -58,6 +58,10 @@ def _add_train(sub):
     g.add_argument("--causal", action="store_true",
                    help="causal attention: each id sees the ids before it only (implied by --objective next-item)")
     g.add_argument("--post-ln", action="store_true", help="post-LN blocks as in the paper (default: pre-LN)")
+    g.add_argument("--dynamic-embedding", action="store_true",
+                   help="add to each id's token embeddings the dynamic embedding of its string (MD5 -> 64 trits -> "
+                        "a learned 64 x d projection): an id the table never trained, e.g. one added by "
+                        "`superbloom extend`, still gets an input of its own")
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
     g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
@@ -191,7 +195,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           positions=pick("positions", b.model.positions),
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
                           attention=pick("attention", b.model.attention),
-                          causal=bool(pick("causal", b.model.causal)) or objective == "next-item"),
+                          causal=bool(pick("causal", b.model.causal)) or objective == "next-item",
+                          dynamic=bool(pick("dynamic_embedding", b.model.dynamic))),
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),
                         mask_rate=pick("mask_rate", b.mask.mask_rate) if base else _mask_default(args, "mask_rate"),
