@@ -23,6 +23,10 @@ unstated part: a parameter-free mean over the non-padded positions (padding cann
 its keys are masked in attention and its rows are left out of the mean). There is no residual
 path around the attention and no feed-forward block, as in the blog's "single attention layer".
 
+Kernelized attention is "kernel-auto" by default: the same quadratic kernel as "kernel", in its
+O(T^2 dh) explicit form when that is cheaper (kernel_attention.py). With one head of d = 100 the
+linear form has F = 10,101 features per position and took 11 s per step at T = 256 (batch 32).
+
 Reused, not rewritten: model.Attention (both attentions, padding masked exactly),
 losses.smoothed_cross_entropy, dynamic.DynamicEmbedding, and train.train_step (one optimizer
 step for every optimizer: AdamW with its warm-up schedule and clipping, or AdapSGD with its
@@ -57,7 +61,7 @@ EMBEDDINGS = ("dynamic", "table")
 class TextClassConfig:
     d: int = 100  # embedding size (the blog's 100)
     heads: int = 10  # attention heads; must divide d (no parameters depend on it)
-    attention: str = "kernel"  # kernel (the blog's) | softmax
+    attention: str = "kernel-auto"  # the blog's kernel (kernel_attention.py; -auto: its cheaper form) | softmax
     embedding: str = "dynamic"  # dynamic (64 * d parameters) | table ((V + 1) * d)
     smoothing: float = 0.1  # label smoothing of the loss
     dropout: float = 0.0  # on the input embeddings (the blog: none)

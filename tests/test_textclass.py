@@ -46,7 +46,7 @@ def test_heads_must_divide_d_and_the_error_lists_the_choices():
         TextClassConfig(embedding="hashed")
 
 
-@pytest.mark.parametrize("attention", ["kernel", "softmax"])
+@pytest.mark.parametrize("attention", ["kernel-auto", "softmax"])
 def test_heads_add_no_parameters_at_d100(attention):
     counts = {h: TextClassifier(TextClassConfig(d=100, heads=h, attention=attention), 15).n_parameters
               for h in (1, 5, 10, 20, 50)}
@@ -75,7 +75,7 @@ def test_inputs_table_rows_unknown_is_row_0_and_dynamic_trits():
 # ------------------------------------------------------------------------------ padding
 
 
-@pytest.mark.parametrize("attention", ["kernel", "softmax"])
+@pytest.mark.parametrize("attention", ["kernel", "kernel-auto", "softmax"])
 @pytest.mark.parametrize("embedding", ["dynamic", "table"])
 def test_padding_with_any_content_does_not_change_the_logits(attention, embedding):
     torch.manual_seed(0)
@@ -96,7 +96,7 @@ def test_padding_with_any_content_does_not_change_the_logits(attention, embeddin
 
 
 @pytest.mark.parametrize("optim", ["adamw", "adapsgd"])
-@pytest.mark.parametrize("attention", ["kernel", "softmax"])
+@pytest.mark.parametrize("attention", ["kernel-auto", "softmax"])
 def test_learns_a_separable_toy_task(optim, attention):
     torch.manual_seed(0)
     docs = toy_docs(24)
