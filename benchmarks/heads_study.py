@@ -140,7 +140,7 @@ def report(path: Path = RESULTS / f"{NAME}.json") -> None:
         "learning rate; weight decay 0), no other regularisation; d = 100, every H starts from the same weights "
         "and sees the same batches.", "",
         f"Data: {st['kept']:,} articles with a category ({st['multi_label']} list several top-level categories: "
-        f"the first listed is the label; {st['dropped_no_category']} without a category dropped), the "
+        f"the first listed is the label; {st['dropped_no_label']} without a category dropped), the "
         f"\"Related subjects\" header that names the category cut from all {st['headers_cut']:,}; the first "
         f"{st['max_words']} words of each article. Seeded split 80/10/10 by article; "
         f"{next(iter(runs.values()))['train_articles']:,} training articles (a seeded sample of the 80%: the "

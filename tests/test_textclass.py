@@ -166,7 +166,7 @@ def test_wikispeedia_articles_load_with_labels_and_no_header():
     directory = shared_file("wikispeedia", "plaintext_articles.tar.xz").parent
     docs = load_wikispeedia(directory, max_words=64, limit=50)
     s = docs.stats
-    assert s["kept"] >= 50 and s["headers_cut"] == s["articles"]
+    assert s["kept"] >= 50 and s["headers_cut"] == s["documents"]
     assert docs.lengths.max() <= 64 and s["multi_label"] >= 1
     assert docs.label_names[docs.labels[docs.names.index("%C3%85land")]] == "Countries"  # first listed
     first = [list(docs.words[docs.doc_ids(i)][:8]) for i in range(len(docs))]

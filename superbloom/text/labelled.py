@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -136,44 +137,71 @@ def first_words(texts: pa.Array, max_words: int, cfg: TextConfig = TextConfig())
     return tokens, np.bincount(doc[short], minlength=len(texts)).astype(np.int64)
 
 
-def load_wikispeedia(directory: str | Path, max_words: int = 256, limit: int = 0) -> LabelledDocs:
-    """plaintext_articles.tar.xz + categories.tsv -> LabelledDocs (rules in the module docstring),
-    in archive order. limit > 0: stop after about that many articles (tests)."""
-    directory = Path(directory)
+def label_table(path: str | Path) -> dict[str, list[str]]:
+    """A two-column labels file (document name, label; setembed/labels.py's format) -> name -> its
+    labels in file order."""
+    from ..setembed.labels import read_label_pairs
+
+    out: dict[str, list[str]] = {}
+    for key, label in read_label_pairs(path):
+        labels = out.setdefault(key, [])
+        if label not in labels:
+            labels.append(label)
+    return out
+
+
+def read_labelled(paths, labels: dict[str, list[str]], max_words: int = 256, wikispeedia: bool = False,
+                  limit: int = 0) -> LabelledDocs:
+    """Text files (text/corpora.py's "txt" inputs: directories, tars, files) + name -> labels ->
+    LabelledDocs, in input order. A document's name is its file name without ".txt" (matched as
+    written, else URL-decoded); its label is the first of its labels. wikispeedia: cut the
+    label-naming header and the trailer first. limit > 0: stop after about that many documents."""
     if max_words < 1:
         raise ValueError(f"max_words must be >= 1, got {max_words}")
-    cats = top_level_categories(directory / "categories.tsv")
+    decoded = {unquote(k): v for k, v in labels.items() if "%" in k}
     names, chunks, counts, headers = [], [], [], 0
-    for chunk_names, texts in read_documents([directory / "plaintext_articles.tar.xz"], "txt",
-                                             chunk_bytes=1 << 20 if limit else 8 << 20):
-        texts, had = strip_wikispeedia(texts)
-        headers += had
+    for chunk_names, texts in read_documents(list(paths), "txt", chunk_bytes=1 << 20 if limit else 8 << 20):
+        if wikispeedia:
+            texts, had = strip_wikispeedia(texts)
+            headers += had
         tokens, n = first_words(texts, max_words)
-        names += [Path(p).stem for p in chunk_names]  # URL-encoded page names, as categories.tsv
+        names += [Path(p).name[:-4] if p.endswith(".txt") else Path(p).name for p in chunk_names]
         chunks.append(tokens)
         counts.append(n)
         if limit and len(names) >= limit:
             break
+    cats = [labels.get(p) or labels.get(unquote(p)) or decoded.get(p) or [] for p in names]
     n_words = np.concatenate(counts)
     enc = pc.dictionary_encode(pa.chunked_array(chunks, pa.large_string())).combine_chunks()
     ids = enc.indices.to_numpy().astype(np.int64)
     words = np.array(enc.dictionary.to_pylist(), object)
-    keep = np.array([bool(cats.get(p)) for p in names]) & (n_words > 0)
+    keep = np.array([bool(c) for c in cats]) & (n_words > 0)
+    if not keep.any():
+        raise InputError(f"none of the {len(names)} documents (e.g. {', '.join(names[:3])}) has both a label "
+                         "and a word; document names are file names without .txt")
     ids = ids[np.repeat(keep, n_words)]
     kept = [p for p, k in zip(names, keep) if k]
-    first = [cats[p][0] for p in kept]
+    first = [c[0] for c, k in zip(cats, keep) if k]
     freq = Counter(first)
     label_names = sorted(freq, key=lambda s: (-freq[s], s))
     lab = {s: i for i, s in enumerate(label_names)}
-    multi = [p for p in kept if len(cats[p]) > 1]
-    stats = {"articles": len(names), "kept": len(kept), "max_words": max_words,
-             "dropped_no_category": sum(1 for p in names if not cats.get(p)),
-             "dropped_no_words": int(sum(1 for p, n in zip(names, n_words) if cats.get(p) and n == 0)),
-             "headers_cut": headers, "label_rule": "first listed top-level category",
-             "multi_label": len(multi), "multi_label_examples": multi[:5],
+    multi = [p for p, c, k in zip(names, cats, keep) if k and len(c) > 1]
+    stats = {"documents": len(names), "kept": len(kept), "max_words": max_words,
+             "dropped_no_label": sum(1 for c in cats if not c),
+             "dropped_no_words": int(sum(1 for c, n in zip(cats, n_words) if c and n == 0)),
+             "label_rule": "first listed label", "multi_label": len(multi), "multi_label_examples": multi[:5],
              "class_counts": {s: freq[s] for s in label_names}, "words": int(len(ids)), "vocabulary": len(words)}
+    if wikispeedia:
+        stats["headers_cut"] = headers
     return LabelledDocs(kept, words, np.concatenate([[0], np.cumsum(n_words[keep])]).astype(np.int64), ids,
                         np.array([lab[s] for s in first], np.int64), label_names, stats)
+
+
+def load_wikispeedia(directory: str | Path, max_words: int = 256, limit: int = 0) -> LabelledDocs:
+    """plaintext_articles.tar.xz + categories.tsv -> LabelledDocs (rules in the module docstring)."""
+    directory = Path(directory)
+    return read_labelled([directory / "plaintext_articles.tar.xz"], top_level_categories(directory / "categories.tsv"),
+                         max_words, wikispeedia=True, limit=limit)
 
 
 def split_rows(n: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1),
