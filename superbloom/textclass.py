@@ -39,14 +39,17 @@ Hessian steps, clipping at 1 inside the optimizer).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn as nn
+from safetensors.torch import load_file, save_file
 
 from .dynamic import DynamicEmbedding, trits
+from .files import load_json, read_lines, save_json, write_lines
 from .kernel_attention import ATTENTIONS
 from .losses import smoothed_cross_entropy
 from .model import Attention, count_parameters
@@ -237,3 +240,40 @@ def train_classifier(model: TextClassifier, docs: LabelledDocs, train_rows: np.n
         if on_epoch is not None:
             on_epoch(rec)
     return history
+
+
+# ------------------------------------------------------------------------------ model directories
+#
+#   DIR/config.json        "textclass" (TextClassConfig), "labels" (class names), plus what the trainer adds
+#   DIR/model.safetensors  the weights
+#   DIR/vocab.txt          the table embedding's words, row 1 first (absent for the dynamic embedding)
+
+
+def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequence[str], extra: dict | None = None) -> Path:
+    """Write a model directory that `load_classifier` rebuilds the model from."""
+    if len(label_names) != model.n_classes:
+        raise ValueError(f"{len(label_names)} label names for a model of {model.n_classes} classes")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
+    if model.cfg.embedding == "table":
+        write_lines(out / "vocab.txt", model.vocab)
+    save_json(out / "config.json", {"textclass": asdict(model.cfg), "labels": list(label_names),
+                                    "parameters": model.n_parameters, **(extra or {})})
+    return out
+
+
+def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], dict]:
+    """A directory of `save_classifier` -> (model in eval mode, class names, its config.json)."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
+                                "model.safetensors, written by `superbloom textclass-train`)")
+    config = load_json(model_dir / "config.json")
+    if "textclass" not in config:
+        raise ValueError(f"{model_dir}/config.json has no 'textclass' section: not a text classifier")
+    cfg = TextClassConfig(**config["textclass"])
+    vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
+    model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)
+    model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
+    return model.eval(), list(config["labels"]), config

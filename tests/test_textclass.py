@@ -171,3 +171,19 @@ def test_wikispeedia_articles_load_with_labels_and_no_header():
     assert docs.label_names[docs.labels[docs.names.index("%C3%85land")]] == "Countries"  # first listed
     first = [list(docs.words[docs.doc_ids(i)][:8]) for i in range(len(docs))]
     assert not any("subjects" in w for w in first), "the 'Related subjects' header leaked"
+
+
+@pytest.mark.parametrize("embedding", ["dynamic", "table"])
+def test_save_and_load_give_the_same_predictions(tmp_path, embedding):
+    from superbloom.textclass import load_classifier, save_classifier
+
+    torch.manual_seed(0)
+    docs = toy_docs(8)
+    model = TextClassifier(TextClassConfig(d=8, heads=2, embedding=embedding), 2, vocab=list(docs.words))
+    save_classifier(model, tmp_path / "m", docs.label_names, {"max_words": 5})
+    again, names, config = load_classifier(tmp_path / "m")
+    q = [["cat", "saw", "unseen"], ["the"]]
+    np.testing.assert_allclose(again.predict(q), model.predict(q), rtol=1e-6)
+    assert names == docs.label_names and config["max_words"] == 5
+    with pytest.raises(ValueError, match="3 label names for a model of 2 classes"):
+        save_classifier(model, tmp_path / "n", ["a", "b", "c"])
