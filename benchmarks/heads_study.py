@@ -90,7 +90,7 @@ def run(docs: LabelledDocs, train: np.ndarray, test: np.ndarray, attention: str,
     cfg = TextClassConfig(d=100, heads=heads, attention=attention, embedding=embedding, smoothing=0.1)
     vocab = np.unique(docs.ids[np.concatenate([np.arange(docs.offsets[r], docs.offsets[r + 1]) for r in train])])
     model = TextClassifier(cfg, len(docs.label_names), vocab=list(docs.words[vocab]))  # table: training words
-    name = name or f"{attention}-h{heads}-{embedding}-{optim}"
+    name = name or f"{attention}-h{heads}-{embedding}-{optim}" + (f"-s{seed}" if seed != SEED else "")
     load0, t0 = load_average(), time.time()
     hist = train_classifier(model, docs, train, TrainTextConfig(epochs=epochs, batch_size=BATCH, seed=seed,
                                                                  optim=OptimConfig(name=optim)),
@@ -101,7 +101,7 @@ def run(docs: LabelledDocs, train: np.ndarray, test: np.ndarray, attention: str,
                                                      flush=True))
     wall = time.time() - t0
     steps = sum(h["steps"] for h in hist)
-    return {"name": name, "attention": attention, "heads": heads, "head_dims": 100 // heads, "embedding": embedding,
+    return {"name": name, "seed": seed, "attention": attention, "heads": heads, "head_dims": 100 // heads, "embedding": embedding,
             "optimizer": optim, "optim_config": vars(OptimConfig(name=optim)), "parameters": model.n_parameters,
             "embedding_parameters": sum(p.numel() for p in model.embed.parameters()), "epochs": epochs,
             "train_articles": len(train), "test_articles": len(test), "history": hist,
@@ -151,7 +151,7 @@ def report(path: Path = RESULTS / f"{NAME}.json") -> None:
         "articles; loss includes the smoothing term.", ""]
     for att in ("kernel-auto", "softmax"):
         rs = {r["heads"]: r for r in runs.values() if r["attention"] == att and r["embedding"] == "dynamic"
-              and r["optimizer"] == "adapsgd"}
+              and r["optimizer"] == "adapsgd" and r.get("seed", SEED) == SEED}
         if not rs:
             continue
         title = "kernelized (quadratic kernel, as the blog)" if att != "softmax" else "softmax"
@@ -167,9 +167,26 @@ def report(path: Path = RESULTS / f"{NAME}.json") -> None:
                          f"{e1['examples']} | {e5['errors']} of {e5['examples']} | {pct(e1['eval']['accuracy'])} | "
                          f"{pct(e5['eval']['accuracy'])} | {r['seconds_per_step']:.3f} | {b[0]} | {b[1]} | {b[2]} |")
         lines.append("")
+    other = sorted({r.get("seed", SEED) for r in runs.values()} - {SEED})
+    if other:
+        lines += ["## Another seed (initial weights and batch order; same split)", "",
+                  "| attention | heads | " + " | ".join(f"errors ep 5, seed {s}" for s in [SEED] + other) + " | "
+                  + " | ".join(f"test acc ep 5, seed {s}" for s in [SEED] + other) + " |",
+                  "|---|---|" + "---|" * (2 * (1 + len(other)))]
+        for att in ("kernel-auto", "softmax"):
+            for h in HEADS:
+                rs = [next((r for r in runs.values() if r["attention"] == att and r["heads"] == h and
+                            r["embedding"] == "dynamic" and r["optimizer"] == "adapsgd" and r.get("seed", SEED) == s),
+                           None) for s in [SEED] + other]
+                if rs[0] is None:
+                    continue
+                lines.append(f"| {att} | {h} | " + " | ".join(str(r["history"][-1]["errors"]) if r else "-" for r in rs)
+                             + " | " + " | ".join(pct(r["test_accuracy"]) if r else "-" for r in rs) + " |")
+        lines.append("")
     lines += ["## Runs", "", "| run | wall s | load at start | load at end |", "|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['wall_seconds']} | {r['load_average_start']} | {r['load_average_end']} |"
               for r in runs.values() if r["optimizer"] == "adapsgd" and r["embedding"] == "dynamic"]
+    lines += ["", "Other runs of this model (optimizers, table embeddings): [adapsgd_text_setembed.md](adapsgd_text_setembed.md)."]
     lines += ["", "## What it shows", "", data.get("conclusion", "(not written yet)"), ""]
     lines += [f"Session {i + 1}: " + machine_line(s["machine"]) + f" Uptime: {s['uptime']}" for i, s in
               enumerate(sessions)]
@@ -181,6 +198,7 @@ def main() -> None:
     ap.add_argument("--attention", default="kernel-auto", help="kernel-auto | kernel | softmax")
     ap.add_argument("--heads", default=",".join(map(str, HEADS)))
     ap.add_argument("--epochs", type=int, default=EPOCHS)
+    ap.add_argument("--seed", type=int, default=SEED, help="initial weights and batch order (the split stays seed 0)")
     ap.add_argument("--report", action="store_true", help="only rewrite heads_study.md from the JSON")
     a = ap.parse_args()
     if a.report:
@@ -192,7 +210,7 @@ def main() -> None:
     train, test = splits(docs)
     print(f"{len(docs)} articles, {len(train)} training, {len(test)} test; uptime: {info['uptime']}", flush=True)
     t0 = time.time()
-    records = [run(docs, train, test, a.attention, int(h), epochs=a.epochs) for h in a.heads.split(",")]
+    records = [run(docs, train, test, a.attention, int(h), epochs=a.epochs, seed=a.seed) for h in a.heads.split(",")]
     info["wall_seconds"] = round(time.time() - t0, 1)
     info["uptime_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     data = merge(records, info, docs.stats)
