@@ -20,7 +20,8 @@ Defaults, untouched: AdamW = OptimConfig(name="adamw") for the text classifier (
 warm-up steps then inverse square root, clipping 1, no weight decay) and the set embedding's own
 default (EmbedTrainConfig: lr 1e-3, 100 warm-up steps, weight decay 0.01); AdapSGD =
 OptimConfig(name="adapsgd") (no learning rate, Hessian every 5 steps, clipping 1, weight decay 0).
-Time per step is measured in the same process, 1 torch thread, and the load is recorded.
+Time per step is measured in the same process, 1 torch thread, and the load is recorded. The set
+embedding is scored with its final weights (no weight averaging: LoopConfig.ema = 0 for both).
 """
 from __future__ import annotations
 
@@ -147,13 +148,17 @@ def main() -> None:
     torch.set_num_threads(1)
     data = json.loads(path.read_text()) if path.exists() else {}
     data.update(machine=machine_info(), uptime=subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    def save():
+        data["uptime_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        report(path)
+
     if a.part in ("all", "text"):
         data["text"] = text_runs()
+        save()  # kept even if the set-embedding part fails
     if a.part in ("all", "setembed"):
         data["setembed"] = setembed_runs()
-    data["uptime_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    report(path)
+        save()
 
 
 if __name__ == "__main__":
