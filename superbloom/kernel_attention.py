@@ -109,6 +109,32 @@ def kernel_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
                       for i in range(0, q.shape[2], chunk)], dim=2)
 
 
+def kernel_attention_explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                              keep: torch.Tensor | None = None) -> torch.Tensor:
+    """The same kernel attention in its O(T^2 dh) form: the (B, h, T, T) weights
+    w_j (1 + q_i.k_j / sqrt(dh))^2 built explicitly, then normalised per query. Cheaper than the
+    linear form while T is below about F = 1 + dh + dh^2 (one head of d = 100: F = 10,101, so at
+    T = 256 about 40x fewer flops); equal to it up to rounding (tests/test_kernel_attention.py)."""
+    b, _, t, dh = k.shape
+    w = key_weights(keep, b, t, k.dtype)  # (B, 1, T, 1)
+    s = (1 + q @ k.transpose(-2, -1) * dh ** -0.5) ** 2  # (B, h, T, T)
+    if w is not None:
+        s = s * w.transpose(-2, -1)  # (B, 1, 1, T): padded keys weigh 0
+    den = s.sum(-1, keepdim=True)  # (B, h, T, 1)
+    return (s @ v) / torch.where(den > 0, den, 1)  # all keys padded: 0 / 0 -> 0
+
+
+def kernel_attention_auto(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Kernel attention in whichever form costs fewer multiply-adds for this T and dh: explicit
+    (about 2 T^2 dh) or linear (about 2 T F (dh + 1)). The heads study (benchmarks/heads_study.py)
+    needs it: one head of d = 100 in the linear form took 11 s per training step at T = 256."""
+    t, dh = k.shape[-2], k.shape[-1]
+    if t * dh < (1 + dh + dh * dh) * (dh + 1):
+        return kernel_attention_explicit(q, k, v, keep)
+    return kernel_attention(q, k, v, keep)
+
+
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None = None,
                       dropout_p: float = 0.0) -> torch.Tensor:
     """The encoder's attention (model.py) with the same signature, for side-by-side use."""
@@ -117,4 +143,5 @@ def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: t
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p)
 
 
-ATTENTIONS = {"softmax": softmax_attention, "kernel": kernel_attention}
+# kernel-auto: the same kernel as "kernel", computed in its cheaper form for the set size at hand
+ATTENTIONS = {"softmax": softmax_attention, "kernel": kernel_attention, "kernel-auto": kernel_attention_auto}

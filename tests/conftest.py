@@ -2,6 +2,7 @@
 trained on the links, and `superbloom serve` running it on a loopback port."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import torch
 
 import superbloom as sb
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# ../shared/data beside the checkout; SUPERBLOOM_SHARED_DATA points elsewhere (a worktree in /work/wt/NAME)
+SHARED_DATA = Path(os.environ.get("SUPERBLOOM_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 # The devices the contract tables and property tests run on: always the CPU, and CUDA where torch
 # sees a GPU (tests/test_cuda.py holds the tests that need one and skips, saying so, without it).

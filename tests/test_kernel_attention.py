@@ -114,3 +114,19 @@ def test_same_signature_as_softmax_and_bad_masks():
         kernel_attention(q, k, v, torch.ones(2, 1, 7, 7, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"\(B, T\) = \(2, 7\)"):
         kernel_attention(q, k, v, torch.ones(2, 6, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("dh,t", [(2, 9), (2, 40), (4, 7), (10, 30)])  # (2, 40): auto takes the linear form
+def test_explicit_and_auto_forms_equal_the_linear_form_with_padding_and_multiplicities(dh, t):
+    from superbloom.kernel_attention import kernel_attention_auto, kernel_attention_explicit
+
+    q, k, v = qkv(b=3, h=2, t=t, dh=dh, seed=dh)
+    keep = torch.ones(3, t, dtype=torch.bool)
+    keep[1, t // 2:] = False
+    keep[2] = False  # a fully padded row: 0, not NaN, in every form
+    mult = torch.log(torch.tensor([1.0, 2.0, 3.0]).repeat(t)[:t]).expand(3, t).clone()  # additive log-weights
+    for mask in (keep, keep[:, None, None, :], mult):
+        ref = kernel_attention(q, k, v, mask)
+        for fn in (kernel_attention_explicit, kernel_attention_auto):
+            torch.testing.assert_close(fn(q, k, v, mask), ref, rtol=1e-9, atol=1e-10)
+    assert torch.equal(kernel_attention_explicit(q, k, v, keep)[2], torch.zeros_like(q[2]))

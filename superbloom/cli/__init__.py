@@ -13,12 +13,14 @@
     superbloom fill MODEL_DIR "Miles Davis is a jazz musician, he is similar to [MASK] ."   # text models
     superbloom embed-train DATA_DIR --out EMBED_DIR --objective nca --labels labels.tsv   # set vectors
     superbloom similar EMBED_DIR Jazz Miles_Davis [--k 10]; superbloom classify EMBED_DIR Jazz --reject 0.8
+    superbloom textclass-train corpus/ --labels labels.tsv --out TC_DIR; superbloom textclass TC_DIR "some text"
     superbloom synth --ids 5300000 --links 462000000 --out links.parquet   # SYNTHETIC links, planted topics
     superbloom extend MODEL_DIR new_ids.txt --out NEW_DIR   # new ids, no table resized
 
 One module per group of commands, each with register(sub): data.py (prepare, prepare-text,
 synth), training.py (train), query.py (eval, predict, expand, serve), text.py (fill), demo.py,
-setembed.py (embed-train, embed, similar, classify), extend.py (extend); flags.py holds the
+setembed.py (embed-train, embed, similar, classify), textclass.py (textclass-train, textclass),
+extend.py (extend); flags.py holds the
 typed flags they share. A new command is a new module listed in COMMAND_GROUPS.
 
 Every numeric flag is checked when the command line is parsed (exit 2 with a one-line message
@@ -32,10 +34,10 @@ import sys
 
 from .. import __version__
 from ..readers import InputError
-from . import data, demo, extend, query, setembed, text, training
+from . import data, demo, extend, query, setembed, text, textclass, training
 from .training import train_config_from_args  # noqa: F401  (public: tests and scripts build configs)
 
-COMMAND_GROUPS = (demo, data, training, query, text, setembed, extend)
+COMMAND_GROUPS = (demo, data, training, query, text, setembed, textclass, extend)
 __all__ = ["main", "train_config_from_args", "COMMAND_GROUPS"]
 
 

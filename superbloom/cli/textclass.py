@@ -1,0 +1,142 @@
+"""Text classifier commands (issue 15): textclass-train, textclass.
+
+    superbloom textclass-train corpus/ --labels labels.tsv --out MODEL [--embedding dynamic|table]
+        [--attention kernel-auto|kernel|softmax] [--heads 10] [--optimizer adapsgd|adamw] [--epochs 5]
+    superbloom textclass-train --wikispeedia ../shared/data/wikispeedia --out MODEL   # article -> category
+    superbloom textclass MODEL "the jazz trumpeter recorded an album" [--top 3] [--json]
+
+The model is superbloom/textclass.py (the blog's heads-study network: word embeddings, one
+attention layer, mean pool, linear classes); documents are read by text/labelled.py.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..kernel_attention import ATTENTIONS
+from ..optim import OPTIMIZERS, OptimConfig
+from ..text.labelled import first_words, label_table, load_wikispeedia, read_labelled, split_rows
+from ..textclass import (EMBEDDINGS, TextClassConfig, TextClassifier, TrainTextConfig, load_classifier,
+                         save_classifier, train_classifier)
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
+
+MODEL, OPTIM, TRAIN = TextClassConfig(), OptimConfig(name="adapsgd"), TrainTextConfig()
+
+
+def register(sub):
+    p = sub.add_parser("textclass-train", help="train a text classifier (words -> one attention layer -> class)",
+                       description="Train the blog's small text classifier: word embeddings (dynamic: MD5 trits, "
+                                   "nothing out of vocabulary, 64 x d weights; or a table over the training words), "
+                                   "one attention layer with --heads heads (no extra parameters), a mean pool and a "
+                                   "linear classifier, label smoothing, gradient clipping at 1. Documents are text "
+                                   "files; a document's label is the first of its labels. A seeded --test-fraction "
+                                   "of the documents is held out and scored after every epoch.")
+    p.add_argument("corpus", nargs="*", help="directories / tars of .txt files, or text files (one file = one document)")
+    p.add_argument("--labels", metavar="FILE", default="",
+                   help="two columns per line: document name (file name without .txt) and label")
+    p.add_argument("--wikispeedia", metavar="DIR", default="",
+                   help="instead of CORPUS and --labels: the Wikispeedia directory (plaintext_articles.tar.xz, "
+                        "categories.tsv); label = the first listed top-level category, the header naming it is cut")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    g = p.add_argument_group("model")
+    g.add_argument("--embedding", choices=EMBEDDINGS, default=MODEL.embedding, help="(default %(default)s)")
+    g.add_argument("--attention", choices=sorted(ATTENTIONS), default=MODEL.attention,
+                   help="kernel: the blog's kernelized attention (linear form); kernel-auto: the same kernel in its "
+                        "cheaper form for the document length; softmax (default %(default)s)")
+    g.add_argument("--heads", type=POS_INT, default=MODEL.heads, help="attention heads, must divide --d (default %(default)s)")
+    g.add_argument("--d", type=POS_INT, default=MODEL.d, help="embedding size (default %(default)s)")
+    g.add_argument("--smoothing", type=FRACTION, default=MODEL.smoothing, help="label smoothing (default %(default)s)")
+    g.add_argument("--dropout", type=FRACTION, default=MODEL.dropout, help="on the embeddings (default %(default)s)")
+    g.add_argument("--max-words", type=POS_INT, default=256, help="words read per document (default %(default)s)")
+    g = p.add_argument_group("training")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=OPTIM.name,
+                   help="adapsgd: no learning rate (the blog's); adamw: --lr with --warmup (default %(default)s)")
+    g.add_argument("--lr", type=POSITIVE, default=default_of(OptimConfig, "lr"), help="adamw (default %(default)s)")
+    g.add_argument("--warmup", type=NONNEG_INT, default=default_of(OptimConfig, "warmup"),
+                   help="adamw warm-up steps (default %(default)s)")
+    g.add_argument("--weight-decay", type=NONNEG, default=OPTIM.weight_decay, help="(default %(default)s)")
+    g.add_argument("--clip", type=NONNEG, default=OPTIM.clip, help="gradient norm clip (default %(default)s)")
+    g.add_argument("--epochs", type=POS_INT, default=TRAIN.epochs, help="(default %(default)s)")
+    g.add_argument("--batch-size", type=POS_INT, default=TRAIN.batch_size, help="(default %(default)s)")
+    g.add_argument("--test-fraction", type=FRACTION, default=0.1, help="documents held out (default %(default)s)")
+    g.add_argument("--seed", type=NONNEG_INT, default=0, help="split, initial weights, batches (default %(default)s)")
+    g.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("textclass", help="classify texts with a model of textclass-train",
+                       description="Classify each TEXT (or each line of --file) with a text classifier; any word "
+                                   "embeds with the dynamic embedding, unknown words share one row with the table.")
+    p.add_argument("model", help="model directory (superbloom textclass-train)")
+    p.add_argument("texts", nargs="*", help="texts to classify, one document each")
+    p.add_argument("--file", metavar="FILE", help="one document per line")
+    p.add_argument("--top", type=POS_INT, default=3, help="classes shown per text (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="one JSON object per text")
+    p.set_defaults(func=cmd_classify)
+
+
+def cmd_train(args) -> int:
+    import torch
+
+    out = Path(args.out)
+    if (out / "config.json").exists() and not args.overwrite:
+        raise ValueError(f"{out} already holds a model; pass --overwrite to replace it")
+    if bool(args.wikispeedia) == bool(args.corpus or args.labels):
+        raise ValueError("give either CORPUS... with --labels FILE, or --wikispeedia DIR")
+    if args.corpus and not args.labels:
+        raise ValueError("CORPUS needs --labels FILE (document name<TAB>label)")
+    cfg = TextClassConfig(d=args.d, heads=args.heads, attention=args.attention, embedding=args.embedding,
+                          smoothing=args.smoothing, dropout=args.dropout)
+    train_cfg = TrainTextConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
+                                optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup,
+                                                  weight_decay=args.weight_decay, clip=args.clip))
+    docs = (load_wikispeedia(args.wikispeedia, args.max_words) if args.wikispeedia
+            else read_labelled(args.corpus, label_table(args.labels), args.max_words))
+    if len(docs.label_names) < 2:
+        raise ValueError(f"the documents have {len(docs.label_names)} label(s); a classifier needs >= 2")
+    train, _, test = split_rows(len(docs), (1 - args.test_fraction, 0.0, args.test_fraction), args.seed)
+    print(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
+          f"{docs.stats['multi_label']} with several labels (the first is used)")
+    torch.manual_seed(args.seed)
+    vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
+    model = TextClassifier(cfg, len(docs.label_names), vocab=list(docs.words[vocab]))
+
+    def show(r):
+        acc = f", test accuracy {100 * r['eval']['accuracy']:.1f}%" if "eval" in r else ""
+        print(f"epoch {r['epoch']}: loss {r['loss']:.4f}, training errors {r['errors']} of {r['examples']}{acc} "
+              f"({r['seconds']} s)", flush=True)
+
+    hist = train_classifier(model, docs, train, train_cfg, eval_rows=test if len(test) else None, on_epoch=show)
+    save_classifier(model, out, docs.label_names,
+                    {"max_words": args.max_words, "history": hist, "data": docs.stats, "seed": args.seed,
+                     "test_fraction": args.test_fraction, "optim": vars(train_cfg.optim)})
+    print(f"wrote {out} ({model.n_parameters:,} parameters)")
+    return 0
+
+
+def cmd_classify(args) -> int:
+    texts = list(args.texts)
+    if args.file:
+        texts += [line for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not texts:
+        raise ValueError("nothing to classify: give TEXT arguments or --file FILE")
+    model, labels, config = load_classifier(args.model)
+    tokens, counts = first_words(pa.array(texts, pa.large_string()), int(config.get("max_words", 256)))
+    words = tokens.to_pylist()
+    ends = np.cumsum(counts)
+    docs = [words[e - n:e] for e, n in zip(ends, counts)]
+    empty = [i for i, d in enumerate(docs) if not d]
+    if empty:
+        raise ValueError(f"text {empty[0] + 1} has no words")
+    probs = model.predict(docs)  # (Q, C)
+    for text, p in zip(texts, probs):
+        order = np.argsort(-p, kind="stable")[:args.top]
+        if args.json:
+            print(json.dumps({"text": text, "label": labels[order[0]],
+                              "scores": [{"label": labels[j], "score": round(float(p[j]), 6)} for j in order]}))
+        else:
+            print(f"{labels[order[0]]}\t" + "  ".join(f"{labels[j]} {p[j]:.3f}" for j in order) + f"\t{text[:60]}")
+    return 0
