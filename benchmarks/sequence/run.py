@@ -87,7 +87,8 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
 
 def extras(args) -> str:
     """The settings of this session's flags that differ from their defaults, for the setting name."""
-    parts = [f"-attndrop{args.attn_dropout:g}" if args.attn_dropout else "",
+    parts = [f"-neg{args.samples}" if args.head == "sampled" and args.samples != 1024 else "",
+             f"-attndrop{args.attn_dropout:g}" if args.attn_dropout else "",
              f"-ls{args.label_smoothing:g}" if args.label_smoothing else "",
              "-postLN" if args.post_ln else "", f"-h{args.heads}" if args.heads != 2 else "",
              f"-w{args.window}" if args.window != 50 else "", f"-wd{args.weight_decay:g}" if args.weight_decay else "",
@@ -134,17 +135,24 @@ def run_one(name: str, args) -> dict:
 
 
 def table(entries: list[dict]) -> list[str]:
-    lines = ["| dataset | setting | users | steps | train s | model HR@10 [95% CI] | NDCG@10 | HR@10 no excl. | "
-             "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
-             "|" + "---|" * 14]
+    """One row per (dataset, setting). `session`: "previous" for rows of the first session (no
+    steps_trained recorded), "2" for this session's rows. Steps = steps actually trained (a time
+    budget can stop a run early)."""
+    lines = ["| dataset | setting | session | users | steps | train s | HR@1 | HR@5 | model HR@10 [95% CI] | HR@20 | "
+             "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | popularity HR@10 | co-occurrence HR@10 | "
+             "EASE HR@10 | published HR@10 | beats bar? | load before/after |",
+             "|" + "---|" * 21]
     for e in entries:
         b = e["baselines"]
         pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
         m = e["model"]
         ease = f"{b['ease']['hr@10']:.4f}" if "ease" in b else "-"
+        steps = e.get("steps_trained") or e["steps"]
         lines.append(
-            f"| {e['dataset']} | {e['setting']} | {e['users']:,} | {e['steps']} | {e['train_seconds']:.0f} | "
-            f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['ndcg@10']:.4f} | "
+            f"| {e['dataset']} | {e['setting']} | {'2' if 'steps_trained' in e else 'previous'} | {e['users']:,} | "
+            f"{steps} | {e['train_seconds']:.0f} | {m['hr@1']:.4f} | {m['hr@5']:.4f} | "
+            f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['hr@20']:.4f} | {m['ndcg@5']:.4f} | "
+            f"{m['ndcg@10']:.4f} | {m['ndcg@20']:.4f} | {m['mrr']:.4f} | "
             f"{e['model_no_exclusion']['hr@10']:.4f} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
             f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {ease} | {pub} | "
             f"{'yes' if e['beats_bar'] else 'no'} ({e['bar']}) | {e['load_average_before'][0]} / "
@@ -199,7 +207,11 @@ def main() -> None:
               "Targets never seen in the training prefixes count as misses for every method. BEST checkpoint "
               "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with "
               "and without exclusion), never used to choose anything. "
-              "1 torch thread, CPU; `load` = 1-minute load average of the shared 2-core machine before / after.",
+              "CPU; 1 torch thread unless the setting ends in -tN (N threads); `load` = 1-minute load average of "
+              "the shared 2-core machine before / after (the machine is shared with other people's jobs: "
+              "wall-clock seconds depend on that load). Head `full`: softmax over every id; `sampled`: "
+              "sampled softmax with the log-Q correction (the setting's sample count in the JSON), full "
+              "softmax at evaluation.",
               "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
         (RESULTS / f"{args.name}.md").write_text("\n".join(md))
 
