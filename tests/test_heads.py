@@ -404,3 +404,41 @@ def test_hierarchical_topk_falls_back_to_exhaustive_exactly(steps, monkeypatch):
     assert bool(got.exact.all())
     if steps == 0:  # nothing certified before a single step: every query scored exhaustively
         assert got.beam.tolist() == [N_IDS - 1] * len(CONTEXTS)
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 12), n=st.integers(2, 40), d=st.integers(1, 8), scale=st.floats(0.1, 30.0),
+       seed=st.integers(0, 10_000))
+def test_fused_full_softmax_nll_equals_log_softmax(m, n, d, scale, seed):
+    """The full head's fused training loss (one logits buffer, hand-written backward): the same loss
+    and the same gradients for v, W and b as -log_softmax(v W^T + b)[t] by autograd."""
+    from superbloom.heads.full import fused_softmax_nll
+    g = torch.Generator().manual_seed(seed)
+    v0, w0, b0 = (torch.randn(s, generator=g, dtype=torch.float64) * scale for s in ((m, d), (n, d), (n,)))
+    t = torch.randint(0, n, (m,), generator=g)
+    got_in = [x.clone().requires_grad_() for x in (v0, w0, b0)]
+    want_in = [x.clone().requires_grad_() for x in (v0, w0, b0)]
+    got = fused_softmax_nll(*got_in, t)
+    want = -F.log_softmax(want_in[0] @ want_in[1].T + want_in[2], -1)[torch.arange(m), t].mean()
+    (3.0 * got).backward()
+    (3.0 * want).backward()
+    assert torch.allclose(got, want)
+    for a, b in zip(got_in, want_in):
+        assert torch.allclose(a.grad, b.grad)
+
+
+def test_full_head_takes_the_fused_path_only_where_it_is_exact(monkeypatch):
+    """Own hidden row per target, no label smoothing: the fused loss; shared rows or smoothing:
+    the log_softmax path. Both give the loss of the direct formula."""
+    import superbloom.heads.full as full
+    calls = []
+    real = full.fused_softmax_nll
+    monkeypatch.setattr(full, "fused_softmax_nll", lambda *a: calls.append(1) or real(*a))
+    h, model = make("full-tied")
+    hidden = torch.randn(5, 1, model.encoder.cfg.d)
+    t = torch.tensor([3, 0, 7, 7, 1])
+    want = -F.log_softmax(model.head.logits(hidden), -1)[torch.arange(5), t].mean()
+    assert torch.allclose(model.head.loss(hidden, t), want, atol=1e-6) and calls == [1]
+    rows = torch.tensor([0, 0, 1, 2, 4])
+    want = -F.log_softmax(model.head.logits(hidden), -1)[rows, t].mean()
+    assert torch.allclose(model.head.loss(hidden, t, rows), want, atol=1e-6) and calls == [1]

@@ -69,21 +69,39 @@ def prepared(name: str) -> Path:
 
 def config(name: str, data: Path, out: Path, args) -> TrainConfig:
     causal = args.objective == "next-item"
-    head = head_config(args.head, **({"samples": args.samples} if args.head == "sampled" else {}))
+    settings = {"samples": args.samples} if args.head == "sampled" else {}
+    if args.label_smoothing:
+        settings["label_smoothing"] = args.label_smoothing
+    head = head_config(args.head, **settings)
     return TrainConfig(
         data=str(data), out=str(out), hash=HashConfig(alpha=args.alpha, m=args.m), head=head,
         model=ModelConfig(d=args.d, heads=args.heads, d_ff=4 * args.d, layers=args.layers, dropout=args.dropout,
-                          positions=args.window, causal=causal),
+                          attn_dropout=args.attn_dropout, positions=args.window, causal=causal,
+                          norm_first=not args.post_ln),
         mask=MaskConfig(n=args.window, mask_rate=args.mask_rate), objective=args.objective,
         optim=OptimConfig(lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay),
-        loop=LoopConfig(batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every, threads=1,
-                        seed=args.seed, checkpoint_every=1e9, device="cpu"))
+        loop=LoopConfig(batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every,
+                        threads=args.threads, time_budget=args.time_budget, ema=args.ema, seed=args.seed,
+                        checkpoint_every=1e9, device="cpu"))
+
+
+def extras(args) -> str:
+    """The settings of this session's flags that differ from their defaults, for the setting name."""
+    parts = [f"-neg{args.samples}" if args.head == "sampled" and args.samples != 1024 else "",
+             f"-attndrop{args.attn_dropout:g}" if args.attn_dropout else "",
+             f"-ls{args.label_smoothing:g}" if args.label_smoothing else "",
+             "-postLN" if args.post_ln else "", f"-h{args.heads}" if args.heads != 2 else "",
+             f"-w{args.window}" if args.window != 50 else "", f"-wd{args.weight_decay:g}" if args.weight_decay else "",
+             f"-ema{args.ema:g}" if args.ema != 0.999 else "", f"-warm{args.warmup}" if args.warmup != 200 else "",
+             f"-{args.time_budget:g}s" if args.time_budget else "", f"-seed{args.seed}" if args.seed else "",
+             f"-t{args.threads}" if args.threads != 1 else ""]
+    return "".join(parts)
 
 
 def run_one(name: str, args) -> dict:
     data_dir = prepared(name)
     setting = (f"{args.objective}-{args.head}-a{args.alpha}m{args.m}-d{args.d}L{args.layers}-lr{args.lr:g}"
-               f"-drop{args.dropout:g}-b{args.batch_size}-{args.steps}steps")
+               f"-drop{args.dropout:g}-b{args.batch_size}-{args.steps}steps" + extras(args))
     out = WORK / "models" / name / setting
     cfg = config(name, data_dir, out, args)
     load_before = load_average()
@@ -91,7 +109,7 @@ def run_one(name: str, args) -> dict:
     train(cfg, progress=False, overwrite=True)
     train_s = time.time() - t0
     vals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
-    model, data = sb.load(out, threads=1, device="cpu"), sb.Dataset(data_dir)
+    model, data = sb.load(out, threads=args.threads, device="cpu"), sb.Dataset(data_dir)
     t0 = time.time()
     r = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                          baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
@@ -110,24 +128,31 @@ def run_one(name: str, args) -> dict:
         "beats_bar": r["hr@10"] > PUBLISHED[name][BAR[name]],
         "validation": [{k: v[k] for k in ("step", "val_hr@10", "val_ndcg@10")} for v in vals],
         "best_step": max(vals, key=lambda v: v["val_ndcg@10"])["step"] if vals else None,
-        "steps": args.steps, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
+        "steps": args.steps, "steps_trained": vals[-1]["step"] if vals else None, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
         "load_average_before": load_before, "load_average_after": load_average(),
         "train_config": cfg.to_dict(), "protocol": r["protocol"],
     }
 
 
 def table(entries: list[dict]) -> list[str]:
-    lines = ["| dataset | setting | users | steps | train s | model HR@10 [95% CI] | NDCG@10 | HR@10 no excl. | "
-             "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
-             "|" + "---|" * 14]
+    """One row per (dataset, setting). `session`: "previous" for rows of the first session (no
+    steps_trained recorded), "2" for this session's rows. Steps = steps actually trained (a time
+    budget can stop a run early)."""
+    lines = ["| dataset | setting | session | users | steps | train s | HR@1 | HR@5 | model HR@10 [95% CI] | HR@20 | "
+             "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | popularity HR@10 | co-occurrence HR@10 | "
+             "EASE HR@10 | published HR@10 | beats bar? | load before/after |",
+             "|" + "---|" * 21]
     for e in entries:
         b = e["baselines"]
         pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
         m = e["model"]
         ease = f"{b['ease']['hr@10']:.4f}" if "ease" in b else "-"
+        steps = e.get("steps_trained") or e["steps"]
         lines.append(
-            f"| {e['dataset']} | {e['setting']} | {e['users']:,} | {e['steps']} | {e['train_seconds']:.0f} | "
-            f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['ndcg@10']:.4f} | "
+            f"| {e['dataset']} | {e['setting']} | {'2' if 'steps_trained' in e else 'previous'} | {e['users']:,} | "
+            f"{steps} | {e['train_seconds']:.0f} | {m['hr@1']:.4f} | {m['hr@5']:.4f} | "
+            f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['hr@20']:.4f} | {m['ndcg@5']:.4f} | "
+            f"{m['ndcg@10']:.4f} | {m['ndcg@20']:.4f} | {m['mrr']:.4f} | "
             f"{e['model_no_exclusion']['hr@10']:.4f} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
             f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {ease} | {pub} | "
             f"{'yes' if e['beats_bar'] else 'no'} ({e['bar']}) | {e['load_average_before'][0]} / "
@@ -156,10 +181,16 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (training and evaluation)")
+    p.add_argument("--attn-dropout", type=float, default=0.0, help="dropout on attention weights")
+    p.add_argument("--label-smoothing", type=float, default=0.0, help="full head only")
+    p.add_argument("--post-ln", action="store_true", help="post-LN blocks (SASRec's original) instead of pre-LN")
+    p.add_argument("--ema", type=float, default=0.999, help="weight-average decay of the validated weights (0: off)")
+    p.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds too")
     p.add_argument("--baselines", default="popularity,cooccurrence")
     p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
     args = p.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     path = RESULTS / f"{args.name}.json"
     saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
     for name in args.datasets.split(","):
@@ -176,7 +207,11 @@ def main() -> None:
               "Targets never seen in the training prefixes count as misses for every method. BEST checkpoint "
               "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with "
               "and without exclusion), never used to choose anything. "
-              "1 torch thread, CPU; `load` = 1-minute load average of the shared 2-core machine before / after.",
+              "CPU; 1 torch thread unless the setting ends in -tN (N threads); `load` = 1-minute load average of "
+              "the shared 2-core machine before / after (the machine is shared with other people's jobs: "
+              "wall-clock seconds depend on that load). Head `full`: softmax over every id; `sampled`: "
+              "sampled softmax with the log-Q correction (the setting's sample count in the JSON), full "
+              "softmax at evaluation.",
               "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
         (RESULTS / f"{args.name}.md").write_text("\n".join(md))
 
