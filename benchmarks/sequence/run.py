@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
