@@ -165,3 +165,19 @@ def test_http_fuzz_no_5xx(client):
         one()
     for path in ("/v1/similar", "/v1/classify"):
         assert seen.get((path, 200), 0) >= 5 and seen.get((path, 422), 0) >= 5, seen
+
+
+def test_embed_train_with_the_dynamic_input(wiki_data, tmp_path, capsys):
+    """--dynamic-embedding (issue 15): the set encoder adds each id string's 64 x d trit projection;
+    saved in config.json, rebuilt by load_embedder with its projection as a parameter, and it embeds."""
+    out = tmp_path / "dyn"
+    assert main(["embed-train", str(wiki_data.path), "--out", str(out), "--objective", "uniformity",
+                 "--steps", "4", "--dynamic-embedding", *TINY]) == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model"]["dynamic"] is True
+    emb = load_embedder(out)
+    assert emb.net.encoder.dynamic is not None
+    names = [n for n, _ in emb.net.named_parameters() if "dynamic" in n]
+    assert names, "the dynamic projection is a trained parameter"
+    ids = emb.vocab.decode(np.asarray(wiki_data.train[0]).tolist())
+    assert emb.embed_many([ids]).shape[1] == 16

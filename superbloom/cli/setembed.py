@@ -30,7 +30,7 @@ FIELDS = {
     "logit_scale": ("embed", "logit_scale"), "max_len": ("embed", "max_len"),
     "alpha": ("hash", "alpha"), "m": ("hash", "m"), "hash_seed": ("hash", "seed"),
     "d": ("model", "d"), "heads": ("model", "heads"), "d_ff": ("model", "d_ff"), "layers": ("model", "layers"),
-    "dropout": ("model", "dropout"),
+    "dropout": ("model", "dropout"), "dynamic_embedding": ("model", "dynamic"),
     "optimizer": ("optim", "name"), "lr": ("optim", "lr"), "warmup": ("optim", "warmup"),
     "weight_decay": ("optim", "weight_decay"), "clip": ("optim", "clip"),
     "batch_size": ("loop", "batch_size"), "steps": ("loop", "steps"), "epochs": ("loop", "epochs"),
@@ -78,6 +78,9 @@ def _add_embed_train(sub):
     g.add_argument("--dropout", type=FRACTION, default=_default("dropout"), help="(default %(default)s)")
     g.add_argument("--pool-heads", type=POS_INT, default=_default("pool_heads"),
                    help="heads of the attention pool (default %(default)s)")
+    g.add_argument("--dynamic-embedding", action="store_true",
+                   help="add to each id's token embeddings the dynamic embedding of its string (MD5 -> 64 trits -> "
+                        "64 x d projection): any id string gets an input")
     g = p.add_argument_group("objective settings")
     g.add_argument("--segment", type=number(int, 2), default=_default("segment"),
                    help="ids per training example: a random run of the set (default %(default)s)")

@@ -83,13 +83,15 @@ class Embedder:
         index = load_file(str(model_dir / "index.safetensors"))
         labels = index["labels"].numpy().astype(bool)  # (S, L)
         cfg = EmbedConfig(**config["embed"])
-        net = SetEmbedder(ModelConfig.from_dict(config["model"]), cfg, hashing, n_labels=len(config.get("labels", [])),
+        vocab = Vocab.load(model_dir)
+        model_cfg = ModelConfig.from_dict(config["model"])
+        net = SetEmbedder(model_cfg, cfg, hashing, n_labels=len(config.get("labels", [])),
                           bank_labels=torch.zeros(_bank_size(ckpt), labels.shape[1], dtype=torch.bool)
-                          if cfg.objective == "nca" else None)
+                          if cfg.objective == "nca" else None, vocab=vocab.strings if model_cfg.dynamic else None)
         load_weights(EmbedLoss(net), ckpt)  # the bank's labels come back with the weights
         net.to(resolve_device(device))
         config["checkpoint"] = ckpt.name
-        return cls(net, hashing, Vocab.load(model_dir), config, index["vectors"].numpy(), labels,
+        return cls(net, hashing, vocab, config, index["vectors"].numpy(), labels,
                    read_lines(model_dir / "index.sets.txt"))
 
     @property

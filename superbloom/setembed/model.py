@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 from ..dataset import SetArray
-from ..embeddings import build_embedding
+from ..embeddings import DynamicIdInput, build_embedding
 from ..hashing import PAD_ELEM, BloomHash
 from ..losses import MemoryBank
 from ..model import ModelConfig, SetEncoder
@@ -80,14 +80,18 @@ class SetEmbedder(nn.Module):
     bank (nca objective) when the objective needs them (so they are in its checkpoints)."""
 
     def __init__(self, model_cfg: ModelConfig, cfg: EmbedConfig, hashing: BloomHash, n_labels: int = 0,
-                 bank_labels: torch.Tensor | None = None):
+                 bank_labels: torch.Tensor | None = None, vocab=None):
         super().__init__()
         if model_cfg.positions:
             raise ValueError("a set embedding reads sets: position embeddings (positions > 0) are not supported")
         if model_cfg.d % cfg.pool_heads:
             raise ValueError(f"d={model_cfg.d} must be divisible by pool_heads={cfg.pool_heads}")
         self.model_cfg, self.cfg = model_cfg, cfg
-        self.encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m)
+        if model_cfg.dynamic and vocab is None:
+            raise ValueError("this set embedding has the dynamic input (model.dynamic): build it with the id strings")
+        dynamic = DynamicIdInput(hashing, vocab, model_cfg.d) if model_cfg.dynamic else None  # issue 15
+        self.encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m,
+                                  dynamic)
         self.pool = AttentionPool(model_cfg.d, cfg.pool_heads)
         self.classifier = nn.Linear(model_cfg.d, n_labels) if cfg.objective == "softmax" else None
         if cfg.objective == "nca":

@@ -299,7 +299,8 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
                          f"({cfg.loop.batch_size}); lower --batch-size")
     torch.manual_seed(cfg.loop.seed)
     net = SetEmbedder(cfg.model, cfg.embed, hashing, n_labels=len(table.names) if table else 0,
-                      bank_labels=torch.from_numpy(labels[train_rows]) if cfg.embed.objective == "nca" else None)
+                      bank_labels=torch.from_numpy(labels[train_rows]) if cfg.embed.objective == "nca" else None,
+                      vocab=data.vocab.strings if cfg.model.dynamic else None)
     if net.bank is not None:  # the paper's start: random unit vectors
         g = torch.Generator().manual_seed(cfg.loop.seed)
         net.bank.vectors.copy_(torch.nn.functional.normalize(torch.randn(net.bank.vectors.shape, generator=g), dim=1))
