@@ -169,6 +169,12 @@ class Recipe:
     eval_every: int = 250
 
 
+def trained_run(name: str, split: str, run: str):
+    """A trained harness model with its data and examples (for the probes) -> (data, examples, predictor)."""
+    data = split_dataset(name, split)
+    return data, examples(data), sb.load(WORK / "models" / f"{name}-{split}" / run)
+
+
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
     """alpha = 0 -> the library's choice for this vocabulary (HashConfig.resolve)."""
     h = sb.HashConfig(alpha=alpha, m=m).resolve(n_ids)

@@ -14,8 +14,7 @@ import argparse
 import numpy as np
 import torch
 
-import superbloom as sb
-from benchmarks.quality.harness import WORK, examples, split_dataset
+from benchmarks.quality.harness import trained_run
 from superbloom.batches import query_batch
 from superbloom.metrics import hits_at, target_ranks
 
@@ -29,9 +28,7 @@ def main(argv=None):
     p.add_argument("--relative", action="store_true", help="multiplicity = round(x * context size) for x in --mults")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    data = split_dataset(a.dataset, a.split)
-    ex = examples(data)
-    pred = sb.load(WORK / "models" / f"{a.dataset}-{a.split}" / a.run)
+    _, ex, pred = trained_run(a.dataset, a.split, a.run)
     model, hashing = pred.model, pred.hashing
     n_ctx = (ex.contexts >= 0).sum(1)
     for x in [float(v) for v in a.mults.split(",")]:

@@ -19,8 +19,7 @@ import argparse
 import numpy as np
 import torch
 
-import superbloom as sb
-from benchmarks.quality.harness import WORK, examples, split_dataset
+from benchmarks.quality.harness import trained_run
 from superbloom.batches import query_batch
 from superbloom.metrics import hits_at, target_ranks
 
@@ -42,9 +41,7 @@ def main(argv=None):
     p.add_argument("--betas", default="-0.3,-0.2,-0.1,0,0.05,0.1,0.2,0.3,0.5")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    data = split_dataset(a.dataset, a.split)
-    ex = examples(data)
-    pred = sb.load(WORK / "models" / f"{a.dataset}-{a.split}" / a.run)
+    data, ex, pred = trained_run(a.dataset, a.split, a.run)
     model, hashing = pred.model, pred.hashing
     prior = torch.from_numpy(np.log1p(np.bincount(np.asarray(data.train.ids), minlength=data.n_ids)).astype(np.float32))
     betas = [float(v) for v in a.betas.split(",")]
