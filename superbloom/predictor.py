@@ -22,7 +22,7 @@ from .device import resolve_device
 from .files import load_json
 from .hashing import BloomHash
 from .heads import head_config_from_dict
-from .model import ModelConfig, SetModel, build_model, count_parameters
+from .model import ModelConfig, SetModel, build_model, count_parameters, row_tokens
 from .ranking import Ranking
 from .vocab import Vocab
 
@@ -44,9 +44,11 @@ def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: 
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
-        hidden = model.target_hidden(ordered_query_batch(ctx, hashing, model_cfg).to(device))  # (q, m, d)
+        qb = ordered_query_batch(ctx, hashing, model_cfg).to(device)
+        hidden = model.target_hidden(qb)  # (q, m, d)
+        extra = {"context_tokens": row_tokens(qb, qb.target_elem)} if getattr(model.head, "needs_context", False) else {}
         parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
-                                     decode=decode).cpu())
+                                     decode=decode, **extra).cpu())
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 

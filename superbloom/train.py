@@ -540,8 +540,14 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hash_seconds = time.time() - t0
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
-    n_params = count_parameters(model)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
+    if getattr(model.head, "needs_context", False) and cfg.objective != "masked":
+        raise ValueError(f"the {head_cfg.name} head scores with the set's context: it trains with the masked "
+                         f"set objective only, not {cfg.objective!r}")
+    head_built = None
+    if ckpt is None and hasattr(model.head, "build_from"):  # a head with a structure from the training sets
+        head_built = model.head.build_from(data.train.subset(train_rows))  # (heads/hybrid.py), validation unseen
+    n_params = count_parameters(model)
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, cfg.objective)
     if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
@@ -561,7 +567,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         save_json(run.path / "config.json", {
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": cfg.to_dict(), "data": data.meta, "parameters": n_params,
-            "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {})})
+            "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
+            **({"head_built": head_built} if head_built else {})})
     if d.main and ckpt is not None:
         _truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
         if changed:

@@ -44,6 +44,7 @@ from superbloom.batches import MaskConfig
 from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
 from superbloom.evaluate import Examples, make_examples
 from superbloom.files import load_json
+from superbloom.heads import head_config
 from superbloom.metrics import target_ranks
 
 WORK = REPO / "runs" / "quality"
@@ -167,6 +168,10 @@ class Recipe:
     init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.warmstart)
     val_fraction: float = 0.05  # training sets carved off inside train() for the learning curve / BEST
     eval_every: int = 250
+    head: str = "superbloom"  # hybrid: + the sparse learned item-item term (heads/hybrid.py; always unhashed)
+    neighbours: int = 200  # hybrid: item-item values per id
+    item_l2: float = 0.0  # hybrid: L2 on the item-item values
+    item_scale: float = 1.0  # hybrid: the values move this many times faster (HybridConfig.scale)
 
 
 def trained_run(name: str, split: str, run: str):
@@ -222,18 +227,31 @@ RECIPES = {
                          val_fraction=0.02, eval_every=500, layers=1),
     "default_w512": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                            val_fraction=0.02, eval_every=500, d=512, d_ff=1024, heads=8),
+    # session 5: the hybrid head (a named head, reported beside the pure model): the default + item-item term
+    "hybrid": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                     val_fraction=0.02, eval_every=500, head="hybrid"),
+    "hybrid_s30": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                         val_fraction=0.02, eval_every=500, head="hybrid", item_scale=30.0),
+    "hybrid_s100": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                          val_fraction=0.02, eval_every=500, head="hybrid", item_scale=100.0),
+    "hybrid_n50": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                         val_fraction=0.02, eval_every=500, head="hybrid", neighbours=50),
+    "hybrid_l2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                        val_fraction=0.02, eval_every=500, head="hybrid", item_l2=1e-5),
 }
 
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
     """The ONE place that calls the library's training API (adapt here when TrainConfig changes)."""
-    alpha, m = auto_alpha(data.n_ids, recipe.alpha, recipe.m)
+    alpha, m = (1, 1) if recipe.head == "hybrid" else auto_alpha(data.n_ids, recipe.alpha, recipe.m)
     cfg = sb.TrainConfig(
         data=str(data.path), out=str(out),
         hash=sb.HashConfig(alpha=alpha, m=m),
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
-        head=sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing),
+        head=(head_config("hybrid", neighbours=recipe.neighbours, l2=recipe.item_l2, scale=recipe.item_scale,
+                          label_smoothing=recipe.label_smoothing) if recipe.head == "hybrid"
+              else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
                         element_dropout=recipe.element_dropout),
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),

@@ -8,6 +8,7 @@ from ..device import DEVICE_CHOICES
 from ..hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
 from ..heads.hierarchical import HierarchicalConfig
+from ..heads.hybrid import HybridConfig
 from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
 from ..model import ModelConfig
@@ -68,12 +69,21 @@ def _add_train(sub):
     g.add_argument("--head", choices=sorted(HEADS), default=SuperbloomConfig.name,
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
-                        "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding) "
-                        "(default %(default)s)")
+                        "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
+                        "hybrid = full plus a sparse learned item-item term over the context (needs --alpha 1 --m 1, "
+                        "the masked objective) (default %(default)s)")
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
-                   help=f"superbloom, full (default {default_of(SuperbloomConfig, 'label_smoothing')})")
+                   help=f"superbloom, full, hybrid (default {default_of(SuperbloomConfig, 'label_smoothing')})")
+    g.add_argument("--neighbours", type=POS_INT, default=None,
+                   help=f"hybrid: item-item values per id, its most frequent co-occurring ids "
+                        f"(default {default_of(HybridConfig, 'neighbours')})")
+    g.add_argument("--item-l2", dest="l2", type=NONNEG, default=None,
+                   help=f"hybrid: L2 penalty on the item-item values (default {default_of(HybridConfig, 'l2')})")
+    g.add_argument("--item-scale", dest="scale", type=POSITIVE, default=None,
+                   help=f"hybrid: the item-item values learn this many times faster than the other weights "
+                        f"(default {default_of(HybridConfig, 'scale')})")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')})")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
@@ -139,7 +149,7 @@ def _add_train(sub):
 
 def _head_config(args):
     """The --head's config from the head settings given; a setting of another head is an error."""
-    given = {n: getattr(args, n) for n in ("per_hash_softmax", "label_smoothing", "samples", "proposal", "tree")
+    given = {n: getattr(args, n) for n in ("per_hash_softmax", "label_smoothing", "samples", "proposal", "tree", "neighbours", "l2", "scale")
              if getattr(args, n) is not None}
     wrong = [n for n in given if n not in head_settings(args.head)]
     if wrong:
@@ -184,7 +194,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
 
     b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
     objective = pick("objective", b.objective)
-    head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
+    head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree", "neighbours", "l2", "scale"}
     return TrainConfig(
         data=args.data, out=args.out,
         hash=HashConfig(alpha=pick("alpha", b.hash.alpha), m=pick("m", b.hash.m), seed=pick("hash_seed", b.hash.seed),

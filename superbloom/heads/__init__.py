@@ -12,6 +12,9 @@ Every head maps the m output vectors of an element, hidden (M, m, d), to
   full          full.py          one output row per id and a full softmax (the paper's `baseline`)
   sampled       sampled.py       the full head's output layer trained with sampled softmax
   hierarchical  hierarchical.py  a binary tree over the ids, top-k by A* (the hierarchical softmax notes)
+  hybrid        hybrid.py        the full softmax plus a sparse learned item-item term over the context
+                                 (issue 16: a linear item-item term only as its own, named head); its
+                                 loss and topk also take context_tokens (U, T) (`needs_context`)
 
 Each head has its own small frozen config (`SuperbloomConfig`, `FullConfig`, `SampledConfig`,
 `HierarchicalConfig`), saved in config.json as {"name": ..., its fields}. The heads that are not
@@ -35,10 +38,11 @@ from ..hashing import BloomHash
 from ..ranking import Ranking
 from .full import FullConfig, FullHead
 from .hierarchical import TREES, HierarchicalConfig, HierarchicalHead
+from .hybrid import HybridConfig, HybridHead
 from .sampled import PROPOSALS, SampledConfig, SampledHead
 from .superbloom import SuperbloomConfig, SuperbloomHead
 
-HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig]
+HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig]
 
 
 class Head(Protocol):
@@ -57,6 +61,7 @@ HEADS: dict[str, tuple[type, type]] = {  # name -> (config class, head class)
     "full": (FullConfig, FullHead),
     "sampled": (SampledConfig, SampledHead),
     "hierarchical": (HierarchicalConfig, HierarchicalHead),
+    "hybrid": (HybridConfig, HybridHead),
 }
 
 # settings of the single HeadConfig that config.json files written before the heads package carry
@@ -104,5 +109,5 @@ def build_head(cfg: HeadConfig, embedding: nn.Embedding, hashing: BloomHash, cou
 
 
 __all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "Head", "HeadConfig", "HierarchicalConfig",
-           "HierarchicalHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head",
+           "HierarchicalHead", "HybridConfig", "HybridHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head",
            "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]

@@ -1,0 +1,174 @@
+"""The hybrid head (heads/hybrid.py): full softmax + a sparse learned item-item term over the context."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import superbloom as sb
+from superbloom.batches import MaskConfig, query_batch, training_batch
+from superbloom.checkpoint import load_weights
+from superbloom.dataset import SetArray
+from superbloom.hashing import BloomHash, HashConfig
+from superbloom.heads import head_config
+from superbloom.heads.hybrid import neighbour_pattern
+from superbloom.mapped import map_weights
+from superbloom.model import ModelConfig, build_model, row_tokens
+from superbloom.predictor import rank_contexts
+from safetensors.torch import save_model
+
+N = 30
+MODEL = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.0)
+
+
+def sets_of(seed=0, n_sets=40):
+    rng = np.random.default_rng(seed)
+    return SetArray.from_lists([rng.choice(N, rng.integers(2, 8), replace=False) for _ in range(n_sets)])
+
+
+def make(head="hybrid", seed=0, neighbours=5, build=True):
+    h = BloomHash.build(N, HashConfig(1, 1, 0))
+    torch.manual_seed(seed)
+    cfg = head_config(head, neighbours=neighbours) if head == "hybrid" else head_config(head)
+    model = build_model(MODEL, cfg, h)
+    if head == "hybrid" and build:
+        model.head.build_from(sets_of())
+    return h, model
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 12))
+def test_neighbour_pattern_is_the_top_k_co_occurring_ids(seed, k):
+    sets = sets_of(seed)
+    indptr, cols = neighbour_pattern(sets, N, k)
+    counts = np.zeros((N, N), int)
+    for s in (sets[i] for i in range(len(sets))):
+        u = np.unique(s)
+        counts[np.ix_(u, u)] += 1
+    np.fill_diagonal(counts, 0)
+    for i in range(N):
+        partners = [j for j in range(N) if counts[i, j] > 0]
+        want = sorted(sorted(partners, key=lambda j: (-counts[i, j], j))[:k])
+        assert cols[indptr[i]:indptr[i + 1]].tolist() == want
+
+
+def test_item_item_term_equals_the_dense_matrix_product():
+    h, model = make()
+    head = model.head
+    with torch.no_grad():
+        head.values.copy_(torch.randn(len(head.values)))
+    dense = torch.zeros(N, N)
+    for i in range(N):
+        a, b = int(head.indptr[i]), int(head.indptr[i + 1])
+        dense[i, head.cols[a:b]] = head.values[a:b]
+    ctx = torch.tensor([[0, 5, 17, -1], [3, -1, -1, -1], [1, 2, 3, 4], [-1, -1, -1, -1], [7, 7, 2, 29]])
+    want = torch.stack([dense[c[c >= 0]].sum(0) for c in ctx])
+    assert torch.allclose(head.item_item(ctx), want, atol=1e-6)
+
+
+def test_with_zero_item_item_values_the_loss_is_the_full_heads():
+    h, hybrid = make(seed=3)
+    _, full = make("full", seed=3)
+    rng = np.random.default_rng(0)
+    b = training_batch(sets_of(1), np.arange(8), h, MaskConfig(mask_rate=0.3), rng)
+    hybrid.eval(), full.eval()
+    assert torch.allclose(hybrid(b), full(b), atol=1e-6)
+
+
+def test_gradient_reaches_the_item_item_values_of_the_contexts_only():
+    h, model = make()
+    rng = np.random.default_rng(0)
+    b = training_batch(sets_of(2), np.arange(6), h, MaskConfig(mask_rate=0.3), rng)
+    model.train()(b).backward()
+    g = model.head.values.grad
+    assert g is not None and g.abs().sum() > 0
+    in_context = set((model.head.context_ids(b.tokens).reshape(-1)).tolist()) - {-1}
+    rows = np.repeat(np.arange(N), np.diff(model.head.indptr.numpy()))
+    untouched = ~np.isin(rows, list(in_context))
+    assert untouched.any() and float(g[torch.from_numpy(untouched)].abs().sum()) == 0.0
+
+
+def test_topk_is_the_exhaustive_ranking_of_the_hybrid_scores():
+    h, model = make()
+    with torch.no_grad():
+        model.head.values.copy_(torch.randn(len(model.head.values)) * 3)
+    model.eval()
+    contexts = np.array([[0, 5, 17, -1], [3, -1, -1, -1], [1, 2, 3, 4]])
+    r = rank_contexts(model, h, contexts, 6)
+    qb = query_batch(contexts, h)
+    with torch.no_grad():
+        hidden = model.target_hidden(qb)
+        head = model.head
+        scores = torch.log_softmax(head.logits(hidden) + head.item_item(head.context_ids(row_tokens(qb, qb.target_elem))), -1)
+    for i, c in enumerate(contexts):
+        s = scores[i].clone()
+        s[c[c >= 0]] = -torch.inf
+        assert r.ids[i].tolist() == torch.topk(s, 6).indices.tolist()
+        assert bool(r.exact[i])
+
+
+@pytest.mark.parametrize("loader", [load_weights, map_weights])
+def test_the_saved_pattern_is_restored_into_a_fresh_model(loader, tmp_path):
+    h, model = make()
+    with torch.no_grad():
+        model.head.values.copy_(torch.randn(len(model.head.values)))
+    save_model(model, str(tmp_path / "model.safetensors"))
+    _, fresh = make(seed=1, build=False)  # an empty pattern, as Predictor.load builds it
+    assert len(fresh.head.values) == 0
+    loader(fresh, tmp_path)
+    for name in ("indptr", "cols", "values"):
+        assert torch.equal(getattr(fresh.head, name), getattr(model.head, name))
+    contexts = np.array([[0, 5, 17, -1], [3, -1, -1, -1]])
+    a, b = rank_contexts(model, h, contexts, 5), rank_contexts(fresh, h, contexts, 5)
+    assert torch.equal(a.ids, b.ids) and torch.allclose(a.scores, b.scores)
+
+
+def test_configuration_errors_say_what_is_wrong():
+    with pytest.raises(ValueError, match="identity hashing"):
+        build_model(MODEL, head_config("hybrid"), BloomHash.build(N, HashConfig(4, 2, 0)))
+    with pytest.raises(ValueError, match="neighbours must be >= 1"):
+        head_config("hybrid", neighbours=0)
+    with pytest.raises(ValueError, match="l2 must be >= 0"):
+        head_config("hybrid", l2=-1.0)
+
+
+def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
+    out = tmp_path / "hybrid"
+    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                         head=head_config("hybrid", neighbours=20),
+                         loop=sb.LoopConfig(steps=8, batch_size=32, eval_every=0))
+    sb.train(cfg, progress=False)
+    saved = sb.load(out)
+    built = __import__("json").loads((out / "config.json").read_text())["head_built"]
+    assert built["item_item_values"] == len(saved.model.head.values) > 0
+    assert float(saved.model.head.values.detach().abs().sum()) > 0  # learned away from the zero start
+    pred = saved.predict(["Copenhagen", "Aarhus"], k=5)
+    assert len(pred.items) == 5 and pred.exact
+
+
+def test_other_objectives_are_refused(wiki_data, tmp_path):
+    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / "x"), hash=sb.HashConfig(alpha=1, m=1),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=32, causal=True),
+                         head=head_config("hybrid"), objective="next-item",
+                         loop=sb.LoopConfig(steps=2, batch_size=8, eval_every=0))
+    with pytest.raises(ValueError, match="masked set objective only"):
+        sb.train(cfg, progress=False)
+
+
+def test_scale_multiplies_the_stored_values_and_their_learning_speed():
+    h = BloomHash.build(N, HashConfig(1, 1, 0))
+    heads = []
+    for scale in (1.0, 10.0):
+        torch.manual_seed(0)
+        model = build_model(MODEL, head_config("hybrid", neighbours=5, scale=scale), h)
+        model.head.build_from(sets_of())
+        with torch.no_grad():
+            model.head.values.fill_(0.5)
+        heads.append(model.head)
+    ctx = torch.tensor([[0, 5, 17, -1], [1, 2, 3, 4]])
+    assert torch.allclose(heads[1].item_item(ctx), 10 * heads[0].item_item(ctx))
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        head_config("hybrid", scale=0.0)
