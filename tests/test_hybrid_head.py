@@ -172,3 +172,19 @@ def test_scale_multiplies_the_stored_values_and_their_learning_speed():
     assert torch.allclose(heads[1].item_item(ctx), 10 * heads[0].item_item(ctx))
     with pytest.raises(ValueError, match="scale must be > 0"):
         head_config("hybrid", scale=0.0)
+
+
+def test_ease_start_puts_eases_weights_on_the_pattern():
+    from superbloom.baselines import Ease
+    h = BloomHash.build(N, HashConfig(1, 1, 0))
+    model = build_model(MODEL, head_config("hybrid", neighbours=4, init="ease", gain=3.0, scale=2.0), h)
+    sets = sets_of()
+    model.head.build_from(sets)
+    b = Ease(sets, N).b
+    head = model.head
+    for i in range(N):
+        a, e = int(head.indptr[i]), int(head.indptr[i + 1])
+        want = 3.0 * b[i, head.cols[a:e].numpy()]
+        assert np.allclose((head.values[a:e] * 2.0).detach().numpy(), want, atol=1e-6)  # values x scale
+    with pytest.raises(ValueError, match="init must be one of"):
+        head_config("hybrid", init="svd")

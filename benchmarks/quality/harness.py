@@ -172,6 +172,8 @@ class Recipe:
     neighbours: int = 200  # hybrid: item-item values per id
     item_l2: float = 0.0  # hybrid: L2 on the item-item values
     item_scale: float = 1.0  # hybrid: the values move this many times faster (HybridConfig.scale)
+    item_init: str = "zero"  # hybrid: zero | ease (HybridConfig.init)
+    item_gain: float = 10.0  # hybrid, init ease: the EASE weights' multiplier
 
 
 def trained_run(name: str, split: str, run: str):
@@ -234,6 +236,10 @@ RECIPES = {
                          val_fraction=0.02, eval_every=500, head="hybrid", item_scale=30.0),
     "hybrid_s100": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                           val_fraction=0.02, eval_every=500, head="hybrid", item_scale=100.0),
+    "hybrid_ease10": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                            val_fraction=0.02, eval_every=500, head="hybrid", item_init="ease", item_gain=10.0),
+    "hybrid_ease30": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                            val_fraction=0.02, eval_every=500, head="hybrid", item_init="ease", item_gain=30.0),
     "hybrid_n50": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                          val_fraction=0.02, eval_every=500, head="hybrid", neighbours=50),
     "hybrid_l2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
@@ -250,6 +256,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
         head=(head_config("hybrid", neighbours=recipe.neighbours, l2=recipe.item_l2, scale=recipe.item_scale,
+                          init=recipe.item_init, gain=recipe.item_gain,
                           label_smoothing=recipe.label_smoothing) if recipe.head == "hybrid"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,

@@ -8,6 +8,7 @@ from ..device import DEVICE_CHOICES
 from ..hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
 from ..heads.hierarchical import HierarchicalConfig
+from ..heads.hybrid import INITS as HYBRID_INITS
 from ..heads.hybrid import HybridConfig
 from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
@@ -79,11 +80,17 @@ def _add_train(sub):
     g.add_argument("--neighbours", type=POS_INT, default=None,
                    help=f"hybrid: item-item values per id, its most frequent co-occurring ids "
                         f"(default {default_of(HybridConfig, 'neighbours')})")
-    g.add_argument("--item-l2", dest="l2", type=NONNEG, default=None,
+    g.add_argument("--item-l2", dest="item_l2", type=NONNEG, default=None,
                    help=f"hybrid: L2 penalty on the item-item values (default {default_of(HybridConfig, 'l2')})")
-    g.add_argument("--item-scale", dest="scale", type=POSITIVE, default=None,
+    g.add_argument("--item-scale", dest="item_scale", type=POSITIVE, default=None,
                    help=f"hybrid: the item-item values learn this many times faster than the other weights "
                         f"(default {default_of(HybridConfig, 'scale')})")
+    g.add_argument("--item-init", dest="item_init", choices=HYBRID_INITS, default=None,
+                   help=f"hybrid: the item-item values' start: zero, or ease = --item-gain x EASE's closed-form "
+                        f"weights (up to 25,000 ids) (default {default_of(HybridConfig, 'init')})")
+    g.add_argument("--item-gain", dest="item_gain", type=POSITIVE, default=None,
+                   help=f"hybrid, --item-init ease: the EASE weights' multiplier "
+                        f"(default {default_of(HybridConfig, 'gain')})")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')})")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
@@ -149,13 +156,21 @@ def _add_train(sub):
 
 def _head_config(args):
     """The --head's config from the head settings given; a setting of another head is an error."""
-    given = {n: getattr(args, n) for n in ("per_hash_softmax", "label_smoothing", "samples", "proposal", "tree", "neighbours", "l2", "scale")
-             if getattr(args, n) is not None}
+    given = {field: getattr(args, dest) for dest, field in HEAD_FLAGS.items() if getattr(args, dest) is not None}
     wrong = [n for n in given if n not in head_settings(args.head)]
     if wrong:
-        raise ValueError(f"--{wrong[0].replace('_', '-')} is not a setting of the {args.head} head "
-                         f"(its settings: {', '.join('--' + s.replace('_', '-') for s in head_settings(args.head)) or 'none'})")
+        flag = {field: dest for dest, field in HEAD_FLAGS.items()}
+        as_flag = lambda n: "--" + flag.get(n, n).replace("_", "-")  # noqa: E731
+        raise ValueError(f"{as_flag(wrong[0])} is not a setting of the {args.head} head "
+                         f"(its settings: {', '.join(as_flag(s) for s in head_settings(args.head)) or 'none'})")
     return head_config(args.head, **given)
+
+
+# the head settings' flags: argparse dest -> the head config's field (the hybrid's --item-* flags
+# would otherwise read like model-wide settings, and --init is the token embedding's start)
+HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
+              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_l2": "l2",
+              "item_scale": "scale", "item_init": "init", "item_gain": "gain"}
 
 
 # masking settings of objectives other than the set model's (whose defaults are MaskConfig's):
@@ -194,7 +209,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
 
     b = base or TrainConfig(data=args.data, out=args.out, loop=LoopConfig(steps=1))  # defaults (unused if no base)
     objective = pick("objective", b.objective)
-    head_flags = {"head", "per_hash_softmax", "label_smoothing", "samples", "proposal", "tree", "neighbours", "l2", "scale"}
+    head_flags = {"head", *HEAD_FLAGS}
     return TrainConfig(
         data=args.data, out=args.out,
         hash=HashConfig(alpha=pick("alpha", b.hash.alpha), m=pick("m", b.hash.m), seed=pick("hash_seed", b.hash.seed),

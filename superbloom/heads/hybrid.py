@@ -4,7 +4,8 @@
 
 v and W as in the full head (full.py); A is a sparse N x N matrix whose nonzero pattern is fixed
 before training: for every id c, its `neighbours` most frequent co-occurring ids in the training
-sets (ties by id), the diagonal excluded. Its values start at 0 (the pure model) and are learned
+sets (ties by id), the diagonal excluded. Its values start at 0 (the pure model) or, with
+init = ease, at `gain` times EASE's closed-form weights (Steck 2019) on that pattern, and are learned
 with the rest of the model, in the same softmax, with an optional L2 penalty `l2` (summed over
 the values, added to the loss: EASE's ridge in SGD form). A pair's value moves only on the steps
 where both ids meet in a batch, so at the model's learning rate the values stay near 0 (measured:
@@ -36,6 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..baselines import EASE_MAX_IDS, Ease
 from ..decode import DecodeConfig
 from ..hashing import BloomHash
 from ..losses import smoothed_nll
@@ -49,6 +51,8 @@ class HybridConfig:
     neighbours: int = 200  # nonzero item-item values per id (its most frequent co-occurring ids)
     l2: float = 0.0  # L2 penalty on the item-item values, added to the loss
     scale: float = 1.0  # the values are scale x their parameters: Adam moves them scale x faster
+    init: str = "zero"  # the values' start: zero (the pure model), or ease (gain x EASE's weights on the pattern)
+    gain: float = 10.0  # init ease: the EASE weights' multiplier (EASE scores ~0-1, the model's logits ~10)
     label_smoothing: float = 0.0
 
     def __post_init__(self):
@@ -60,6 +64,11 @@ class HybridConfig:
             raise ValueError(f"scale must be > 0, got {self.scale}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+
+
+INITS = ("zero", "ease")
 
 
 def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -104,8 +113,16 @@ class HybridHead(FullHead):
         dev = self.bias.device
         self.indptr = torch.from_numpy(indptr).to(dev)
         self.cols = torch.from_numpy(cols).to(dev)
-        self.values = nn.Parameter(torch.zeros(len(cols), device=dev))
-        return {"item_item_values": int(len(cols)), "neighbours": self.cfg.neighbours}
+        start = np.zeros(len(cols), np.float32)
+        if self.cfg.init == "ease":  # EASE's closed form (baselines.Ease), kept on the pattern only
+            if self.n_ids > EASE_MAX_IDS:
+                raise ValueError(f"hybrid init ease: EASE is dense (N x N); {self.n_ids:,} ids exceed the "
+                                 f"{EASE_MAX_IDS:,} limit (use --item-init zero)")
+            b = Ease(sets, self.n_ids).b  # (N, N) float32
+            start = b[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols] * (self.cfg.gain / self.cfg.scale)
+            del b
+        self.values = nn.Parameter(torch.from_numpy(np.ascontiguousarray(start, np.float32)).to(dev))
+        return {"item_item_values": int(len(cols)), "neighbours": self.cfg.neighbours, "init": self.cfg.init}
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in ("indptr", "cols", "values"):  # the saved pattern's size
