@@ -187,14 +187,12 @@ class SetModel(nn.Module):
         """Mean loss over the targets (summed over their m hashes). Targets that share an element
         (merged [MASK]s, batches.py) share its hidden row: the head scores each element once."""
         elements, rows = torch.unique(batch.target_elem, return_inverse=True)
-        hidden = self.element_hidden(batch)[elements]
-        if getattr(self.head, "needs_context", False):  # heads/hybrid.py: each element's set row
-            return self.head.loss(hidden, batch.target_ids, rows, context_tokens=row_tokens(batch, elements))
-        return self.head.loss(hidden, batch.target_ids, rows)
+        return self.head.loss(self.element_hidden(batch)[elements], batch.target_ids, rows)
 
 
 def row_tokens(batch, elements: torch.Tensor) -> torch.Tensor:
-    """The tokens (U, n*m) of the batch row of each flat element index b * n + i (U,)."""
+    """The tokens (U, n*m) of the batch row of each flat element index b * n + i (U,): the context a
+    head that scores with it (heads/hybrid.py) is given."""
     return batch.tokens[elements // batch.mult.shape[1]]
 
 

@@ -13,8 +13,7 @@ HEADS = {
     "full": ["--alpha", "1", "--m", "1"],
     "sampled": ["--alpha", "1", "--m", "1", "--samples", "64", "--proposal", "unigram"],
     "hierarchical": ["--tree", "fano"],  # hashed input (alpha 4, m 2), tree over the ids
-    "hybrid": ["--alpha", "1", "--m", "1", "--neighbours", "20", "--item-init", "ease", "--item-gain", "5",
-               "--item-scale", "2"],
+    "hybrid": ["--alpha", "1", "--m", "1", "--neighbours", "20", "--item-term", "cooccurrence"],
 }
 DECODING = [[], ["--exact"], ["--beam", "3", "--score", "min"], ["--exhaustive", "--score", "max"]]
 
@@ -43,8 +42,7 @@ def test_head_flags_are_saved_with_the_model(trained):
     assert cfg == {"full": {"name": "full", "label_smoothing": 0.0},
                    "sampled": {"name": "sampled", "samples": 64, "proposal": "unigram"},
                    "hierarchical": {"name": "hierarchical", "tree": "fano"},
-                   "hybrid": {"name": "hybrid", "neighbours": 20, "l2": 0.0, "scale": 2.0, "init": "ease", "gain": 5.0,
-                              "label_smoothing": 0.0}}[head]
+                   "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "label_smoothing": 0.0}}[head]
 
 
 @pytest.mark.parametrize("decoding", DECODING, ids=["default", "exact", "beam-min", "exhaustive-max"])
@@ -81,6 +79,6 @@ def test_bad_head_flag_is_reported(wiki_data, tmp_path, capsys):
                  "--samples", "10", "--steps", "1"])
     assert code == 2 and "--samples is not a setting of the full head" in capsys.readouterr().err
     code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
-                 "--item-gain", "3", "--steps", "1"])
-    assert code == 2 and "--item-gain is not a setting of the full head" in capsys.readouterr().err
+                 "--item-term", "ease", "--steps", "1"])
+    assert code == 2 and "--item-term is not a setting of the full head" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()  # refused before anything was written

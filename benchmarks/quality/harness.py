@@ -168,12 +168,9 @@ class Recipe:
     init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.warmstart)
     val_fraction: float = 0.05  # training sets carved off inside train() for the learning curve / BEST
     eval_every: int = 250
-    head: str = "superbloom"  # hybrid: + the sparse learned item-item term (heads/hybrid.py; always unhashed)
+    head: str = "superbloom"  # hybrid: + a sparse item-item term mixed in at validation (heads/hybrid.py; unhashed)
     neighbours: int = 200  # hybrid: item-item values per id
-    item_l2: float = 0.0  # hybrid: L2 on the item-item values
-    item_scale: float = 1.0  # hybrid: the values move this many times faster (HybridConfig.scale)
-    item_init: str = "zero"  # hybrid: zero | ease (HybridConfig.init)
-    item_gain: float = 10.0  # hybrid, init ease: the EASE weights' multiplier
+    item_term: str = "auto"  # hybrid: ease | cooccurrence | auto (HybridConfig.term)
 
 
 def trained_run(name: str, split: str, run: str):
@@ -229,21 +226,12 @@ RECIPES = {
                          val_fraction=0.02, eval_every=500, layers=1),
     "default_w512": Recipe(alpha=0, m=2, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                            val_fraction=0.02, eval_every=500, d=512, d_ff=1024, heads=8),
-    # session 5: the hybrid head (a named head, reported beside the pure model): the default + item-item term
+    # session 5: the hybrid head (a named head, reported beside the pure model): the default's network and
+    # training + a sparse item-item term (EASE's weights up to 25K ids, else cosine) mixed in at validation
     "hybrid": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                      val_fraction=0.02, eval_every=500, head="hybrid"),
-    "hybrid_s30": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                         val_fraction=0.02, eval_every=500, head="hybrid", item_scale=30.0),
-    "hybrid_s100": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                          val_fraction=0.02, eval_every=500, head="hybrid", item_scale=100.0),
-    "hybrid_ease10": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                            val_fraction=0.02, eval_every=500, head="hybrid", item_init="ease", item_gain=10.0),
-    "hybrid_ease30": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                            val_fraction=0.02, eval_every=500, head="hybrid", item_init="ease", item_gain=30.0),
-    "hybrid_n50": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                         val_fraction=0.02, eval_every=500, head="hybrid", neighbours=50),
-    "hybrid_l2": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                        val_fraction=0.02, eval_every=500, head="hybrid", item_l2=1e-5),
+    "hybrid_n1000": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                           val_fraction=0.02, eval_every=500, head="hybrid", neighbours=1000),
 }
 
 
@@ -255,8 +243,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         hash=sb.HashConfig(alpha=alpha, m=m),
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
-        head=(head_config("hybrid", neighbours=recipe.neighbours, l2=recipe.item_l2, scale=recipe.item_scale,
-                          init=recipe.item_init, gain=recipe.item_gain,
+        head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
                           label_smoothing=recipe.label_smoothing) if recipe.head == "hybrid"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,

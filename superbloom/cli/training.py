@@ -8,7 +8,7 @@ from ..device import DEVICE_CHOICES
 from ..hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
 from ..heads.hierarchical import HierarchicalConfig
-from ..heads.hybrid import INITS as HYBRID_INITS
+from ..heads.hybrid import TERMS as HYBRID_TERMS
 from ..heads.hybrid import HybridConfig
 from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
@@ -71,8 +71,8 @@ def _add_train(sub):
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
-                        "hybrid = full plus a sparse learned item-item term over the context (needs --alpha 1 --m 1, "
-                        "the masked objective) (default %(default)s)")
+                        "hybrid = full plus a sparse item-item term (EASE's weights) mixed in with a weight chosen on the "
+                        "validation sets (needs --alpha 1 --m 1, the masked objective) (default %(default)s)")
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
@@ -80,17 +80,9 @@ def _add_train(sub):
     g.add_argument("--neighbours", type=POS_INT, default=None,
                    help=f"hybrid: item-item values per id, its most frequent co-occurring ids "
                         f"(default {default_of(HybridConfig, 'neighbours')})")
-    g.add_argument("--item-l2", dest="item_l2", type=NONNEG, default=None,
-                   help=f"hybrid: L2 penalty on the item-item values (default {default_of(HybridConfig, 'l2')})")
-    g.add_argument("--item-scale", dest="item_scale", type=POSITIVE, default=None,
-                   help=f"hybrid: the item-item values learn this many times faster than the other weights "
-                        f"(default {default_of(HybridConfig, 'scale')})")
-    g.add_argument("--item-init", dest="item_init", choices=HYBRID_INITS, default=None,
-                   help=f"hybrid: the item-item values' start: zero, or ease = --item-gain x EASE's closed-form "
-                        f"weights (up to 25,000 ids) (default {default_of(HybridConfig, 'init')})")
-    g.add_argument("--item-gain", dest="item_gain", type=POSITIVE, default=None,
-                   help=f"hybrid, --item-init ease: the EASE weights' multiplier "
-                        f"(default {default_of(HybridConfig, 'gain')})")
+    g.add_argument("--item-term", dest="item_term", choices=HYBRID_TERMS, default=None,
+                   help=f"hybrid: the item-item weights: ease (EASE's closed form, up to 25,000 ids), cooccurrence "
+                        f"(cosine), auto = ease where it fits (default {default_of(HybridConfig, 'term')})")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')})")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
@@ -169,8 +161,7 @@ def _head_config(args):
 # the head settings' flags: argparse dest -> the head config's field (the hybrid's --item-* flags
 # would otherwise read like model-wide settings, and --init is the token embedding's start)
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
-              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_l2": "l2",
-              "item_scale": "scale", "item_init": "init", "item_gain": "gain"}
+              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term"}
 
 
 # masking settings of objectives other than the set model's (whose defaults are MaskConfig's):

@@ -1,74 +1,66 @@
-"""The hybrid head: the full softmax plus a sparse, learned item-item term (issue 16).
+"""The hybrid head: the pure model's full softmax plus a sparse linear item-item term (issue 16).
 
-    logit(j | context) = v W_j^T + b_j  +  sum_{c in context} A[c, j]          p = softmax(logits)
+    score(j | context) = log softmax(v W^T + b)_j  +  mix * sum_{c in context} A[c, j]
 
-v and W as in the full head (full.py); A is a sparse N x N matrix whose nonzero pattern is fixed
-before training: for every id c, its `neighbours` most frequent co-occurring ids in the training
-sets (ties by id), the diagonal excluded. Its values start at 0 (the pure model) or, with
-init = ease, at `gain` times EASE's closed-form weights (Steck 2019) on that pattern, and are learned
-with the rest of the model, in the same softmax, with an optional L2 penalty `l2` (summed over
-the values, added to the loss: EASE's ridge in SGD form). A pair's value moves only on the steps
-where both ids meet in a batch, so at the model's learning rate the values stay near 0 (measured:
-mean |A| 0.19 after 2,000 steps on Beauty): they are stored as A / `scale`, which makes Adam (whose
-step does not depend on the gradient's scale) move them `scale` times faster.
+The network is trained exactly as with the full head (full.py: same loss, same fused kernel): the
+item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
+training sets (validation sets unseen): for every id c its `neighbours` most frequent co-occurring
+ids (ties by id, no diagonal), holding EASE's closed-form weights there (Steck 2019, baselines.Ease;
+up to 25,000 ids, dense to fit) or, beyond (term auto) or when asked, the cosine co-occurrence of
+the co-occurrence baseline. `mix` is chosen at every validation, on the held-out training sets, from
+MIXES (ties: the smaller): so the BEST checkpoint carries the weight that was best for its weights,
+and mix = 0 (the pure model) is always a candidate. A late fusion whose weight is set on held-out
+data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
+fixed gain), the term helped less than this fusion on Beauty (benchmarks/results/quality.md).
 
-Why a separate, named head: the issue asks for a linear item-item term only beside the pure
-model, never hidden inside it. EASE (Steck 2019) is exactly a linear item-item model, with a dense
-N^2 matrix; here A holds at most N x neighbours values and the deep model explains what a sparse
-pairwise term cannot (benchmarks/results/quality.md reports both heads on the same examples).
+Why a separate, named head: the issue asks for a linear item-item term only beside the pure model,
+never hidden inside it. The pure model's scores are this head's at mix 0 (the validation log has
+both), and A holds at most N x neighbours values where EASE's own matrix holds N^2.
 
-The head needs the context ids of each row (`needs_context`): SetModel.forward and
-predictor.rank_contexts pass the tokens of the row's set, which for this head's identity hashing
-(alpha = 1, m = 1, required) are the ids shifted by the special tokens; special tokens ([MASK],
-padding) add nothing. Only the masked set objective trains it (train.py checks). Decoding scores
-every id, so top-k is exact, as for the full head.
+The head needs the context ids of each query (`needs_context`): predictor.rank_contexts passes the
+tokens of the query's row, which for this head's identity hashing (alpha = 1, m = 1, required) are
+the ids shifted by the special tokens; special tokens ([MASK], padding) add nothing. Only the
+masked set objective trains it (train.py checks). Decoding scores every id: top-k is exact.
 
-Storage: the pattern (indptr (N + 1,), cols (nnz,)) and the values (nnz,) are tensors of the model,
-saved in model.safetensors; a model is built with an empty pattern and takes the saved one's size
-when its weights are loaded (`_load_from_state_dict`), so load, resume and serve need nothing new.
+Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,) and mix () are buffers of the
+model, saved in model.safetensors; a model is built with an empty pattern and takes the saved one's
+size when its weights are loaded (`_load_from_state_dict`), so load, resume and serve need nothing new.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..baselines import EASE_MAX_IDS, Ease
+from ..baselines import EASE_MAX_IDS, Cooccurrence, Ease
 from ..decode import DecodeConfig
 from ..hashing import BloomHash
-from ..losses import smoothed_nll
 from ..ranking import Ranking, chunked_topk, exact_ranking
-from .full import FullHead, target_rows
+from .full import FullHead
 
 
 @dataclass(frozen=True)
 class HybridConfig:
     name: ClassVar[str] = "hybrid"
-    neighbours: int = 200  # nonzero item-item values per id (its most frequent co-occurring ids)
-    l2: float = 0.0  # L2 penalty on the item-item values, added to the loss
-    scale: float = 1.0  # the values are scale x their parameters: Adam moves them scale x faster
-    init: str = "zero"  # the values' start: zero (the pure model), or ease (gain x EASE's weights on the pattern)
-    gain: float = 10.0  # init ease: the EASE weights' multiplier (EASE scores ~0-1, the model's logits ~10)
+    neighbours: int = 200  # item-item values per id (its most frequent co-occurring ids)
+    term: str = "auto"  # ease | cooccurrence | auto (ease up to EASE_MAX_IDS ids, else cooccurrence)
     label_smoothing: float = 0.0
 
     def __post_init__(self):
         if self.neighbours < 1:
             raise ValueError(f"neighbours must be >= 1, got {self.neighbours}")
-        if not self.l2 >= 0:
-            raise ValueError(f"l2 must be >= 0, got {self.l2}")
-        if not self.scale > 0:
-            raise ValueError(f"scale must be > 0, got {self.scale}")
+        if self.term not in TERMS:
+            raise ValueError(f"term must be one of {TERMS}, got {self.term!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
 
 
-INITS = ("zero", "ease")
+TERMS = ("auto", "ease", "cooccurrence")
+MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the item-item term's weights tried at validation
 
 
 def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -91,8 +83,17 @@ def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return indptr, c.indices[keep].astype(np.int64)
 
 
+def resolve_term(term: str, n_ids: int) -> str:
+    if term == "auto":
+        return "ease" if n_ids <= EASE_MAX_IDS else "cooccurrence"
+    if term == "ease" and n_ids > EASE_MAX_IDS:
+        raise ValueError(f"hybrid term ease: EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} "
+                         "limit (use --item-term cooccurrence or auto)")
+    return term
+
+
 class HybridHead(FullHead):
-    """Full softmax + a sparse learned item-item term over the context (see the module docstring)."""
+    """Full softmax + mix x a fixed sparse item-item term over the context (see the module docstring)."""
 
     needs_context = True
 
@@ -105,34 +106,33 @@ class HybridHead(FullHead):
             raise ValueError("the hybrid head needs the ids' tokens to be contiguous (identity hashing)")
         self.register_buffer("indptr", torch.zeros(self.n_ids + 1, dtype=torch.long))
         self.register_buffer("cols", torch.zeros(0, dtype=torch.long))
-        self.values = nn.Parameter(torch.zeros(0))
+        self.register_buffer("values", torch.zeros(0))
+        self.register_buffer("mix", torch.zeros(()))
 
     def build_from(self, sets) -> dict:
-        """Set the nonzero pattern from the training sets (a fresh run, before training); values 0."""
+        """The item-item term from the training sets (a fresh run, before training); mix 0."""
         indptr, cols = neighbour_pattern(sets, self.n_ids, self.cfg.neighbours)
+        term = resolve_term(self.cfg.term, self.n_ids)
+        rows = np.repeat(np.arange(self.n_ids), np.diff(indptr))
+        if term == "ease":
+            b = Ease(sets, self.n_ids).b  # (N, N) float32
+            values = b[rows, cols]
+            del b
+        else:
+            cos = Cooccurrence(sets, self.n_ids).cos  # (N, N) sparse cosine, no diagonal
+            values = np.asarray(cos[rows, cols]).reshape(-1)
         dev = self.bias.device
         self.indptr = torch.from_numpy(indptr).to(dev)
         self.cols = torch.from_numpy(cols).to(dev)
-        start = np.zeros(len(cols), np.float32)
-        if self.cfg.init == "ease":  # EASE's closed form (baselines.Ease), kept on the pattern only
-            if self.n_ids > EASE_MAX_IDS:
-                raise ValueError(f"hybrid init ease: EASE is dense (N x N); {self.n_ids:,} ids exceed the "
-                                 f"{EASE_MAX_IDS:,} limit (use --item-init zero)")
-            b = Ease(sets, self.n_ids).b  # (N, N) float32
-            start = b[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols] * (self.cfg.gain / self.cfg.scale)
-            del b
-        self.values = nn.Parameter(torch.from_numpy(np.ascontiguousarray(start, np.float32)).to(dev))
-        return {"item_item_values": int(len(cols)), "neighbours": self.cfg.neighbours, "init": self.cfg.init}
+        self.values = torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(dev)
+        self.mix = torch.zeros((), device=dev)
+        return {"item_item_values": int(len(cols)), "neighbours": self.cfg.neighbours, "term": term}
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in ("indptr", "cols", "values"):  # the saved pattern's size
             t = state_dict.get(prefix + name)
             if t is not None and tuple(t.shape) != tuple(getattr(self, name).shape):
-                new = torch.zeros(t.shape, dtype=getattr(self, name).dtype, device=self.bias.device)
-                if name == "values":
-                    self.values = nn.Parameter(new)
-                else:
-                    setattr(self, name, new)
+                setattr(self, name, torch.zeros(t.shape, dtype=getattr(self, name).dtype, device=self.bias.device))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def context_ids(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -154,34 +154,37 @@ class HybridHead(FullHead):
             owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
             offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
             entry = starts[owner] + offset  # (E,) positions in cols / values
-            out = out.index_add(0, rows[owner] * self.n_ids + self.cols[entry], self.values[entry] * self.cfg.scale)
+            out.index_add_(0, rows[owner] * self.n_ids + self.cols[entry], self.values[entry])
         return out.view(u, self.n_ids)
-
-    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None,
-             context_tokens: torch.Tensor | None = None) -> torch.Tensor:
-        """As FullHead.loss, with the item-item term of each hidden row's context (context_tokens (U, T))."""
-        if context_tokens is None:
-            raise ValueError("the hybrid head scores with the context: pass context_tokens")
-        logits = self.logits(hidden) + self.item_item(self.context_ids(context_tokens))  # (U, N)
-        logp = F.log_softmax(logits, -1)
-        rows = target_rows(rows, targets)
-        nll = -logp[rows, targets]  # (M,)
-        if self.label_smoothing:
-            nll = smoothed_nll(nll, logp.mean(-1)[rows], self.label_smoothing)
-        loss = nll.mean()
-        if self.cfg.l2:
-            loss = loss + self.cfg.l2 * (self.values * self.cfg.scale).pow(2).sum()
-        return loss
 
     @torch.no_grad()
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
              chunk_elems: int = 1 << 24, context_tokens: torch.Tensor | None = None) -> Ranking:
-        """Exact top-k of the hybrid scores (every id scored), chunked over queries."""
+        """Exact top-k of log p_model + mix x item-item (every id scored), chunked over queries."""
         if context_tokens is None:
             raise ValueError("the hybrid head scores with the context: pass context_tokens")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = self.context_ids(context_tokens)
-        vals, ids = chunked_topk(
-            lambda a, b: F.log_softmax(v[a:b] @ w.T + self.bias + self.item_item(ctx[a:b]), -1),
-            len(v), n, k, exclude, chunk_elems, like=v)
+        mix = float(self.mix)
+
+        def scores(a, b):
+            s = F.log_softmax(v[a:b] @ w.T + self.bias, -1)
+            return s + mix * self.item_item(ctx[a:b]) if mix else s
+
+        vals, ids = chunked_topk(scores, len(v), n, k, exclude, chunk_elems, like=v)
         return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))
+
+    def choose_mix(self, evaluate: Callable[[], dict], select: str) -> dict:
+        """Set `mix` to the MIXES value whose validation (`evaluate()`, run once per value with that
+        mix set) scores best by `select` (ties: the smaller) -> its scores, with the chosen mix and
+        the pure model's (mix 0) `select` score beside them."""
+        best, pure = None, None
+        for mix in MIXES:
+            self.mix.fill_(mix)
+            v = evaluate()
+            if mix == 0.0:
+                pure = v[select]
+            if best is None or v[select] > best[1][select]:
+                best = (mix, v)
+        self.mix.fill_(best[0])
+        return dict(best[1], item_mix=best[0], **{f"pure_{select}": pure})
