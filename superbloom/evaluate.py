@@ -21,6 +21,8 @@ and every baseline see the very same.
 """
 from __future__ import annotations
 
+import contextlib
+
 import time
 from dataclasses import asdict, dataclass
 
@@ -131,6 +133,14 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
         "baselines": {},
     })
     per_method = {"model": ranks}
+    head = getattr(getattr(predictor, "model", None), "head", None)
+    if float(getattr(head, "mix", 0.0)):  # the hybrid head: its network alone (mix 0) on the same examples
+        result["head"] = {"name": "hybrid", "item_mix": float(head.mix)}
+        with mixed(head, 0.0):
+            pure = target_ranks(predictor.rank(ex.contexts, cfg.depth, cfg.decode, cfg.batch_size, progress).ids.numpy(),
+                                ex.targets)
+        result["network_only"] = summarize(pure)
+        per_method["network_only"] = pure
     for name in cfg.baselines:
         if name == "ease" and data.n_ids > EASE_MAX_IDS:
             result["baselines"][name] = {"skipped": f"{data.n_ids:,} ids > {EASE_MAX_IDS:,} (dense EASE)"}
@@ -198,6 +208,17 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
     return result
 
 
+@contextlib.contextmanager
+def mixed(head, mix: float):
+    """The hybrid head with its item-item weight set to `mix` for the block (restored after)."""
+    saved = float(head.mix)
+    head.mix.fill_(mix)
+    try:
+        yield head
+    finally:
+        head.mix.fill_(saved)
+
+
 def format_report(result: dict) -> str:
     """A table a person can read: one row per method."""
     if result["protocol"].get("protocol") == "text":
@@ -206,7 +227,11 @@ def format_report(result: dict) -> str:
     if result["protocol"].get("protocol") == "leave-one-out":
         return _format_sequence_report(result)
     cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
-    rows = [("superbloom model", result)] + [(k, v) for k, v in result["baselines"].items()]
+    if "network_only" in result:  # the hybrid head: the model with and without its item-item term
+        rows = [(f"hybrid (mix {result['head']['item_mix']:g})", result), ("network only", result["network_only"])]
+    else:
+        rows = [("superbloom model", result)]
+    rows += [(k, v) for k, v in result["baselines"].items()]
     lines = [f"{'method':<18}" + "".join(f"{c:>9}" for c in cols)]
     for name, r in rows:
         if "skipped" in r:
@@ -214,6 +239,9 @@ def format_report(result: dict) -> str:
         else:
             lines.append(f"{name:<18}" + "".join(f"{r[c]:>9.4f}" for c in cols))
     p = result["protocol"]
+    if "network_only" in result:
+        lines.append("hybrid head: the network's log-probabilities + mix x a sparse item-item term (EASE's or cosine "
+                     "weights), mix chosen on the validation sets; 'network only' is the same model at mix 0.")
     lines.append(f"{result['examples']:,} examples ({p['targets_per_set']} held-out id per set, segments of "
                  f"<= {p['n']}, seed {p['seed']}); context ids excluded from every ranking; "
                  f"{result['targets_unseen']} targets unseen in training count as misses; "

@@ -197,7 +197,10 @@ def row_tokens(batch, elements: torch.Tensor) -> torch.Tensor:
 
 
 def count_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
+    """Trained parameters plus the fixed weights a module keeps as buffers (the hybrid head's
+    item-item values: fitted in closed form, not by the optimizer, but weights of the model all the same)."""
+    return (sum(p.numel() for p in module.parameters())
+            + sum(m.fixed_weights() for m in module.modules() if hasattr(m, "fixed_weights")))
 
 
 def build_model(model_cfg: ModelConfig, head_cfg: HeadConfig, hashing: BloomHash, counts=None,

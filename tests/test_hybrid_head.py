@@ -124,6 +124,8 @@ def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
     saved = sb.load(out)
     built = json.loads((out / "config.json").read_text())["head_built"]
     assert built["item_item_values"] == len(saved.model.head.values) > 0 and built["term"] == "ease"
+    params = json.loads((out / "config.json").read_text())["parameters"]
+    assert params == sum(p.numel() for p in saved.model.parameters()) + built["item_item_values"] + 1 == saved.n_parameters
     vals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_item_mix" in line]
     assert vals and float(saved.model.head.mix) == vals[-1]["val_item_mix"] in MIXES  # chosen at validation
     assert all(v["val_rec@10"] >= v["val_pure_rec@10"] for v in vals)  # mix 0 (the pure model) is a candidate
@@ -147,7 +149,10 @@ def test_the_item_item_values_are_the_closed_forms_on_the_pattern(term):
     dense = Ease(sets, N).b if term == "ease" else Cooccurrence(sets, N).cos.toarray()
     for i in range(N):
         a, e = int(head.indptr[i]), int(head.indptr[i + 1])
-        assert np.allclose(head.values[a:e].numpy(), dense[i, head.cols[a:e].numpy()], atol=1e-6)
+        cols = head.cols[a:e].numpy()
+        assert np.allclose(head.values[a:e].numpy(), dense[i, cols], atol=1e-6) and i not in cols
+        if term == "ease":  # the 4 largest |B| of the row (the rest no larger)
+            assert e - a == 4 and np.abs(np.delete(dense[i], np.r_[cols, i])).max() <= np.abs(dense[i, cols]).min()
     assert float(head.mix) == 0.0  # the pure model until a validation chooses
 
 
@@ -173,3 +178,39 @@ def test_choose_mix_keeps_the_best_and_prefers_the_smaller_on_ties():
     v = head.choose_mix(evaluate, "rec@10")
     assert seen == list(MIXES) and float(head.mix) == 30.0
     assert v == {"rec@10": 0.3, "item_mix": 30.0, "pure_rec@10": 0.2}
+
+
+def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
+    from superbloom.evaluate import EvalConfig, evaluate, format_report
+    out = tmp_path / "hybrid"
+    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                         head=head_config("hybrid", neighbours=20, term="cooccurrence"),
+                         loop=sb.LoopConfig(steps=4, batch_size=32, eval_every=0))
+    sb.train(cfg, progress=False)
+    pred = sb.load(out)
+    pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
+    res = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False, return_ranks=True)
+    assert res["head"] == {"name": "hybrid", "item_mix": 10.0} and float(pred.model.head.mix) == 10.0
+    ranks = res["_ranks"]
+    assert not np.array_equal(ranks["model"], ranks["network_only"])  # the term changes the ranking
+    report = format_report(res)
+    assert "hybrid (mix 10)" in report and "network only" in report
+    pred.model.head.mix.fill_(0.0)
+    again = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False, return_ranks=True)
+    assert np.array_equal(again["_ranks"]["model"], ranks["network_only"]) and "network_only" not in again
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 9), st.integers(1, 7))
+def test_largest_pattern_is_the_top_k_magnitudes_of_each_row(seed, k, block):
+    from superbloom.heads.hybrid import largest_pattern
+    rng = np.random.default_rng(seed)
+    b = rng.normal(size=(10, 10)).astype(np.float32) * (rng.random((10, 10)) < 0.6)
+    indptr, cols = largest_pattern(b, k, block=block)
+    for i in range(10):
+        row = np.abs(b[i]).copy()
+        row[i] = 0
+        want = sorted(j for j in np.argsort(-row, kind="stable")[:k] if row[j] > 0)
+        got = cols[indptr[i]:indptr[i + 1]].tolist()
+        assert len(got) == len(want) and sorted(row[got]) == sorted(row[want]) and got == sorted(got)

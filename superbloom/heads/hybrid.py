@@ -4,10 +4,10 @@
 
 The network is trained exactly as with the full head (full.py: same loss, same fused kernel): the
 item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
-training sets (validation sets unseen): for every id c its `neighbours` most frequent co-occurring
-ids (ties by id, no diagonal), holding EASE's closed-form weights there (Steck 2019, baselines.Ease;
-up to 25,000 ids, dense to fit) or, beyond (term auto) or when asked, the cosine co-occurrence of
-the co-occurrence baseline. `mix` is chosen at every validation, on the held-out training sets, from
+training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, baselines.Ease; up
+to 25,000 ids, dense to fit), the `neighbours` of largest magnitude in every row; or, beyond (term
+auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
+`neighbours` most frequent co-occurring ids (ties by id). No diagonal in either. `mix` is chosen at every validation, on the held-out training sets, from
 MIXES (ties: the smaller): so the BEST checkpoint carries the weight that was best for its weights,
 and mix = 0 (the pure model) is always a candidate. A late fusion whose weight is set on held-out
 data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
@@ -46,7 +46,7 @@ from .full import FullHead
 @dataclass(frozen=True)
 class HybridConfig:
     name: ClassVar[str] = "hybrid"
-    neighbours: int = 200  # item-item values per id (its most frequent co-occurring ids)
+    neighbours: int = 200  # item-item values per id (EASE: its largest; cosine: its most frequent co-occurring ids)
     term: str = "auto"  # ease | cooccurrence | auto (ease up to EASE_MAX_IDS ids, else cooccurrence)
     label_smoothing: float = 0.0
 
@@ -83,6 +83,26 @@ def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return indptr, c.indices[keep].astype(np.int64)
 
 
+def largest_pattern(b: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """The k entries of largest |value| of every row of a dense (N, N) matrix, zeros and the diagonal
+    left out (EASE's weights reach ids that never co-occur, through shared neighbours: a pattern by
+    co-occurrence count would drop those). -> (indptr (N + 1,), cols (nnz,)), each row sorted by id."""
+    n = b.shape[0]
+    k = min(k, n - 1)
+    cols, lens = [], []
+    for a in range(0, n, block):  # (block, N) rows at a time: one |B| copy of a block, not of B
+        mag = np.abs(b[a:a + block])
+        mag[np.arange(len(mag)), np.arange(a, a + len(mag))] = 0.0
+        top = np.argpartition(-mag, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(mag), 0), np.int64)
+        top.sort(axis=1)
+        keep = np.take_along_axis(mag, top, 1) > 0
+        cols.append(top[keep])
+        lens.append(keep.sum(1))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.concatenate(lens), out=indptr[1:])
+    return indptr, np.concatenate(cols).astype(np.int64)
+
+
 def resolve_term(term: str, n_ids: int) -> str:
     if term == "auto":
         return "ease" if n_ids <= EASE_MAX_IDS else "cooccurrence"
@@ -111,16 +131,16 @@ class HybridHead(FullHead):
 
     def build_from(self, sets) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0."""
-        indptr, cols = neighbour_pattern(sets, self.n_ids, self.cfg.neighbours)
         term = resolve_term(self.cfg.term, self.n_ids)
-        rows = np.repeat(np.arange(self.n_ids), np.diff(indptr))
         if term == "ease":
-            b = Ease(sets, self.n_ids).b  # (N, N) float32
-            values = b[rows, cols]
+            b = Ease(sets, self.n_ids).b  # (N, N) float32, zero diagonal
+            indptr, cols = largest_pattern(b, self.cfg.neighbours)
+            values = b[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]
             del b
         else:
+            indptr, cols = neighbour_pattern(sets, self.n_ids, self.cfg.neighbours)
             cos = Cooccurrence(sets, self.n_ids).cos  # (N, N) sparse cosine, no diagonal
-            values = np.asarray(cos[rows, cols]).reshape(-1)
+            values = np.asarray(cos[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]).reshape(-1)
         dev = self.bias.device
         self.indptr = torch.from_numpy(indptr).to(dev)
         self.cols = torch.from_numpy(cols).to(dev)
@@ -134,6 +154,10 @@ class HybridHead(FullHead):
             if t is not None and tuple(t.shape) != tuple(getattr(self, name).shape):
                 setattr(self, name, torch.zeros(t.shape, dtype=getattr(self, name).dtype, device=self.bias.device))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def fixed_weights(self) -> int:
+        """The item-item values and their mix: counted with the model's parameters (model.count_parameters)."""
+        return int(self.values.numel()) + 1
 
     def context_ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens (U, T) -> ids (U, T), -1 at special tokens (identity hashing: a shift)."""
