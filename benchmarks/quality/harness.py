@@ -42,7 +42,7 @@ import superbloom as sb
 from superbloom.baselines import EASE_MAX_IDS, fit_baseline
 from superbloom.batches import MaskConfig
 from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
-from superbloom.evaluate import Examples, make_examples
+from superbloom.evaluate import Examples, make_examples, mixed
 from superbloom.files import load_json
 from superbloom.heads import head_config
 from superbloom.metrics import target_ranks
@@ -276,6 +276,11 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
         predictor = sb.load(run_dir)
         ranking = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
         ranks = target_ranks(ranking.ids.numpy(), ex.targets)
+        head = predictor.model.head
+        if hasattr(head, "mix"):  # the hybrid head: its network alone (mix 0) on the same examples
+            with mixed(head, 0.0):
+                alone = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
+            np.save(run_dir / "ranks_network.npy", target_ranks(alone.ids.numpy(), ex.targets).astype(np.int16))
         best = state.get("best", {})
         record = {"recipe": recipe_name, "threads": THREADS, "config": asdict(recipe), "alpha": config["hash"]["alpha"],
                   "m": config["hash"]["m"], "parameters": config["parameters"], "steps": state["step"],
@@ -283,11 +288,15 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
                   "wall_seconds": round(wall, 1), "rank_seconds": round(time.time() - t1, 1),
                   "examples_per_s": round(state["examples"] / max(state["seconds"], 1e-9), 1),
                   "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
-                  "inference_checkpoint": inference_checkpoint(run_dir).name}
+                  "inference_checkpoint": inference_checkpoint(run_dir).name,
+                  **({"item_mix": float(head.mix), "item_item_values": config["head_built"]["item_item_values"],
+                      "item_term": config["head_built"]["term"]} if hasattr(head, "mix") else {})}
         np.save(run_dir / "ranks.npy", ranks.astype(np.int16))
         done.write_text(json.dumps(record, indent=2) + "\n")
     record = load_json(done)
     record["ranks"] = np.load(run_dir / "ranks.npy")
+    if (run_dir / "ranks_network.npy").exists():
+        record["ranks_network"] = np.load(run_dir / "ranks_network.npy")
     record["dir"] = str(run_dir.relative_to(REPO))
     return record
 
@@ -329,16 +338,20 @@ def run(datasets: list[str], recipes: list[str], steps: int, split: str) -> list
             rows.append(row)
         for r in recipes:
             rec = model_ranks(name, split, r, steps, data, ex)
-            row = dict(common, method="superbloom", **{k: v for k, v in rec.items() if k != "ranks"})
-            row.update(metrics(rec["ranks"], groups))
-            for b in ("cooccurrence", "ease", "puresvd"):
-                if "ranks" in base.get(b, {}):
-                    row[f"vs_{b}_rec@10"] = paired(hits_at(rec["ranks"], 10), hits_at(base[b]["ranks"], 10), groups)
-            rows.append(row)
-            print(f"{name} [{split}] {r} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
-                  f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
-                  f"EASE {rows_metric(rows, name, split, 'ease')}, "
-                  f"PureSVD {rows_metric(rows, name, split, 'puresvd')})", flush=True)
+            runs = [(r, rec["ranks"])] + ([(f"{r} network only", rec["ranks_network"])] if "ranks_network" in rec else [])
+            for recipe_name, ranks in runs:  # a hybrid head's row, then its network alone (mix 0) beside it
+                row = dict(common, method="superbloom",
+                           **{k: v for k, v in rec.items() if k not in ("ranks", "ranks_network", "recipe")},
+                           recipe=recipe_name)
+                row.update(metrics(ranks, groups))
+                for b in ("cooccurrence", "ease", "puresvd"):
+                    if "ranks" in base.get(b, {}):
+                        row[f"vs_{b}_rec@10"] = paired(hits_at(ranks, 10), hits_at(base[b]["ranks"], 10), groups)
+                rows.append(row)
+                print(f"{name} [{split}] {recipe_name} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
+                      f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
+                      f"EASE {rows_metric(rows, name, split, 'ease')}, "
+                      f"PureSVD {rows_metric(rows, name, split, 'puresvd')})", flush=True)
     return rows
 
 
