@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 from ..evaluate import EvalConfig
+from ..hashing import UNHASHED_MAX_IDS, HashConfig
+from ..heads import head_config
 from ..prepare import PrepareConfig
 from ..readers import ReadConfig
 from ..train import LoopConfig, TrainConfig
@@ -25,6 +27,8 @@ def _add_demo(sub):
     add_device_arg(p)
     p.add_argument("--threads", type=NONNEG_INT, default=0,
                    help="torch CPU threads, 0: torch's default (default 0; 1 is faster when other jobs share the cores)")
+    p.add_argument("--pure", action="store_true",
+                   help="train the library's default head (the pure model) instead of the hybrid head")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
 
@@ -38,9 +42,10 @@ DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
     model with the library's default recipe (for 4,093 ids: unhashed, co-occurrence start, element
-    dropout, weight averaging; benchmarks/results/quality.md) for --time-budget seconds, evaluate it on
-    the held-out pages next to the popularity, co-occurrence and EASE baselines, and print the top-10
-    predictions for a few contexts."""
+    dropout, weight averaging; benchmarks/results/quality.md) and the hybrid head (the network plus a
+    sparse item-item term mixed in on the validation sets; --pure: the default head) for --time-budget
+    seconds, evaluate it on the held-out pages next to the popularity, co-occurrence and EASE baselines
+    (the hybrid's network alone beside it), and print the top-10 predictions for a few contexts."""
     from ..dataset import Dataset
     from ..evaluate import evaluate, format_report
     from ..predictor import load
@@ -57,8 +62,13 @@ def cmd_demo(args):
                       progress=not args.quiet)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {args.time_budget:.0f} s)")
+    hybrid = not args.pure and summary["ids"] <= UNHASHED_MAX_IDS  # the hybrid head needs the unhashed model
     cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"),
-                      loop=LoopConfig(time_budget=args.time_budget, device=args.device, threads=args.threads))
+                      loop=LoopConfig(time_budget=args.time_budget, device=args.device, threads=args.threads),
+                      **({"head": head_config("hybrid"), "hash": HashConfig(alpha=1, m=1)} if hybrid else {}))
+    print("head: " + ("hybrid = the network's full softmax + a sparse item-item term (EASE's largest weights), "
+                      "mixed in with a weight chosen on the validation sets; the report shows the network alone "
+                      "beside it" if hybrid else "superbloom (the library default)"))
     train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model", device=args.device)
