@@ -12,6 +12,9 @@ Placeholders in the template:
                                  `[k=v,k=v]` picks the row of a list whose fields match
   {{verdict:NAME|key|...}}       for a paired difference {diff, lo, hi}: whether its 95% CI lies
                                  above 0, below 0, or contains it
+  {{rtable:DIR/NAME}}            the markdown table (its rows only) of results/DIR/NAME.md, a result
+                                 file of another benchmark (text/table5: the natural-language Tables 4/5)
+  NAME may also be DIR/NAME in the value placeholders: results/DIR/NAME.json
   {{walltime}}                   the wall time of every script, as a table, and the total
 Values print as: a paired difference "+0.012 [+0.003, +0.020]", a float with 3 decimals, an int
 with thousands separators.
@@ -36,7 +39,7 @@ SCRIPTS = [("t2_heads", "Table 2"), ("t3_layers", "Table 3"), ("t7_coherent", "T
 
 
 def load(name: str) -> dict:
-    path = RESULTS / f"{name}.json"
+    path = (RESULTS.parent if "/" in name else RESULTS) / f"{name}.json"
     if not path.exists():
         raise SystemExit(f"{path} is missing: run python -m benchmarks.paper.{name} first")
     return json.loads(path.read_text())
@@ -97,6 +100,14 @@ def build() -> str:
         body = m.group(1)
         if body == "walltime":
             return walltime()
+        if body.startswith("rtable:"):
+            path = RESULTS.parent / f"{body[7:]}.md"
+            if not path.exists():
+                raise SystemExit(f"{path} is missing")
+            rows = [line for line in path.read_text().splitlines() if line.startswith("|")]
+            if not rows:
+                raise SystemExit(f"{path} has no markdown table")
+            return "\n".join(rows)
         if body.startswith("table:"):
             name = body[6:]
             path = RESULTS / f"{name}.md"
