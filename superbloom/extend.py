@@ -162,10 +162,38 @@ def place_apart(buckets: np.ndarray, n_old: int, n_buckets: int, rng: np.random.
                 key[i] = cand[free[0]]
                 added.append(int(key[i]))
                 break
-        else:
-            raise ValueError(f"no bucket of any map gives new id {i} a tuple of its own: too many ids for "
-                             f"{n_buckets:,} buckets per map and m={m}")
+        else:  # no single-map move frees it (tuples nearly all used): any free tuple, least-filled
+            b = _least_filled_free_tuple(used, np.asarray(added, np.int64), fill, w, n_buckets)
+            if b is None:
+                raise ValueError(f"no bucket of any map gives new id {i} a tuple of its own: too many ids for "
+                                 f"{n_buckets:,} buckets per map and m={m}")
+            for j in range(m):
+                fill[j, buckets[j, i]] -= 1
+                fill[j, b[j]] += 1
+                buckets[j, i] = b[j]
+            key[i] = int((b.astype(np.int64) * w).sum())
+            added.append(int(key[i]))
     return int(dup.size)
+
+
+ENUMERATE_MAX_TUPLES = 1 << 22  # the fallback lists every m-tuple only when there are at most this many
+
+
+def _least_filled_free_tuple(used: np.ndarray, added: np.ndarray, fill: np.ndarray, w: np.ndarray,
+                             n_buckets: int) -> np.ndarray | None:
+    """The unused m-tuple (no id has its key) with the least total fill over the maps, when the
+    keys are exact and few enough to list (a dense key space: where one-map moves ran out); else or
+    if every tuple is used, None. -> (m,) buckets."""
+    m = fill.shape[0]
+    if float(n_buckets) ** m > ENUMERATE_MAX_TUPLES:
+        return None
+    keys = np.arange(n_buckets ** m, dtype=np.int64)  # exact mixed-radix keys (w: powers of n_buckets)
+    free = keys[~(np.isin(keys, used) | np.isin(keys, added))]
+    if free.size == 0:
+        return None
+    tuples = (free[None, :] // w[:, None]) % n_buckets  # (m, F)
+    cost = fill[np.arange(m)[:, None], tuples].sum(0)  # (F,)
+    return tuples[:, int(np.argmin(cost))]
 
 
 def assign(buckets: np.ndarray, n_buckets: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:

@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import load_file
 
@@ -73,6 +73,7 @@ def test_least_filled_is_water_filling(fill, k, seed):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(2, 40), st.integers(2, 6), st.integers(2, 3), st.integers(1, 200), st.integers(0, 2**31))
+@example(6, 2, 3, 170, 0)  # 182 of 216 tuples used: no one-map move frees the last ids (the fallback lists tuples)
 def test_assign_never_makes_a_full_collision_and_never_moves_old_ids(n, alpha, m, k, seed):
     try:
         h = BloomHash.build(n * alpha, HashConfig(alpha=alpha, m=m, seed=seed % 1000))
