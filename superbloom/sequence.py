@@ -41,7 +41,8 @@ from .metrics import sequence_summary, target_ranks
 from .protocols import Examples, LeaveOneOut, last_known
 
 if TYPE_CHECKING:  # train.py imports this module: its types are only needed for annotations
-    from .train import Objective, ObjectiveInputs
+    from .loop import Objective
+    from .train import ObjectiveInputs
 
 BOS = MASK_ELEM  # the element every causal window starts with
 LAST_ITEM_FRACTION = 0.25  # masked-sequence: examples whose only masked id is their newest one
@@ -169,7 +170,7 @@ def _sequence_rows(x: "ObjectiveInputs", min_length: int) -> np.ndarray:
 
 
 def _objective(x: "ObjectiveInputs", rows: np.ndarray, make_batch, n_context: int) -> "Objective":
-    from .train import Objective  # train imports this module
+    from .loop import Objective  # train imports this module
     cfg, lengths = x.cfg, x.data.train.lengths
     if len(rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(rows)} training sequences; need at least one batch "

@@ -55,7 +55,7 @@ from .losses import smoothed_cross_entropy
 from .model import Attention, count_parameters
 from .optim import OptimConfig, make_optimizer
 from .text.labelled import LabelledDocs
-from .train import train_step
+from .loop import train_step
 
 EMBEDDINGS = ("dynamic", "table")
 

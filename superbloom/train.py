@@ -3,8 +3,8 @@
 
     superbloom train data/wiki --out runs/wiki --alpha 4 --layers 4 --time-budget 600
 
-`fit(objective, ...)` is the loop (loop.py, with LoopConfig, Objective and the run directory; their
-names are importable from here too). An `Objective` is a module whose forward(batch) returns a scalar
+`fit(objective, ...)` is the loop (loop.py, with LoopConfig, Objective and the run directory; the
+first two are importable from here too). An `Objective` is a module whose forward(batch) returns a scalar
 loss, how the rows of each step are drawn (the same on every rank), how a rank turns its share of
 rows into a batch on its device, and how to validate. The masked id model (`masked_set_objective`)
 is one; the text model and the set-embedding losses are others, with the same checkpoints,
@@ -39,8 +39,7 @@ from .evaluate import Examples, make_examples
 from .files import load_json, save_json
 from .hashing import BloomHash, HashConfig
 from .heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
-from .loop import (SELECT, LoopConfig, MetricsLog, Objective, RunDir, RunState, WeightAverage,  # noqa: F401
-                   _truncate_metrics, fit, train_step)  # (the loop's names stay importable from here)
+from .loop import SELECT, LoopConfig, Objective, RunDir, _truncate_metrics, fit
 from .metrics import summarize, target_ranks
 from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig

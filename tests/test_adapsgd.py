@@ -250,7 +250,7 @@ def test_the_training_loops_train_step_drives_it(wiki_data):
     from superbloom.hashing import BloomHash
     from superbloom.model import build_model
     from superbloom.optim import OptimConfig
-    from superbloom.train import train_step
+    from superbloom.loop import train_step
 
     torch.manual_seed(0)
     hashing = BloomHash.build(wiki_data.n_ids, sb.HashConfig(alpha=8, m=2))

@@ -9,7 +9,7 @@ import torch.nn as nn
 from superbloom.checkpoint import latest_checkpoint
 from superbloom.device import Dist
 from superbloom.optim import OptimConfig
-from superbloom.train import LoopConfig, Objective, fit
+from superbloom.loop import LoopConfig, Objective, fit
 
 CPU = Dist(0, 1, torch.device("cpu"))
 

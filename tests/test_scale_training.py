@@ -13,7 +13,7 @@ from superbloom.checkpoint import latest_checkpoint, load_extra, load_optimizer,
 from superbloom.dataset import SetArray
 from superbloom.device import Dist
 from superbloom.optim import OptimConfig, make_optimizer
-from superbloom.train import LoopConfig, Objective, fit
+from superbloom.loop import LoopConfig, Objective, fit
 
 CPU = Dist(0, 1, torch.device("cpu"))
 

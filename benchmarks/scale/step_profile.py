@@ -24,7 +24,7 @@ from superbloom.batches import MaskConfig, training_batch
 from superbloom.dataset import SetArray
 from superbloom.model import ModelConfig, build_model, count_parameters
 from superbloom.optim import OptimConfig, make_optimizer, set_lr
-from superbloom.train import WeightAverage
+from superbloom.loop import WeightAverage
 
 
 def fake_sets(n_ids: int, n_sets: int, size: int, rng) -> SetArray:

@@ -50,7 +50,8 @@ from ..hashing import BloomHash, HashConfig
 from ..losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
 from ..model import ModelConfig, count_parameters
 from ..optim import OptimConfig
-from ..train import LoopConfig, Objective, RunDir, _truncate_metrics, fit, split_validation
+from ..loop import LoopConfig, Objective, RunDir, _truncate_metrics, fit
+from ..train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from .labels import load_labels
 from .model import EmbedConfig, SetEmbedder, embed_sets, set_tokens

@@ -133,7 +133,7 @@ def rank_masked(model, hashing: BloomHash, ex: MaskedRows, k: int, decode: Decod
 def text_mlm(x):
     """train.OBJECTIVES["text-mlm"]: BERT's masked LM on prepared text rows, BEST by in-place masked
     rec@10 on held-out training rows. x: train.ObjectiveInputs."""
-    from ..train import Objective  # train imports the core; the text package is imported by it lazily
+    from ..loop import Objective  # train imports the core; the text package is imported by it lazily
 
     cfg, mask = x.cfg, x.cfg.mask
     rows, seed = x.data.train, cfg.loop.seed
