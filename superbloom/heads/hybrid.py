@@ -20,7 +20,8 @@ both), and A holds at most N x neighbours values where EASE's own matrix holds N
 The head needs the context ids of each query (`needs_context`): predictor.rank_contexts passes the
 tokens of the query's row, which for this head's identity hashing (alpha = 1, m = 1, required) are
 the ids shifted by the special tokens; special tokens ([MASK], padding) add nothing. Only the
-masked set objective trains it (train.py checks). Decoding scores every id: top-k is exact.
+masked set objective trains it (train.py checks). Decoding scores every id: top-k is exact. The
+scores it returns are these sums, not log-probabilities (they can be > 0).
 
 Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,) and mix () are buffers of the
 model, saved in model.safetensors; a model is built with an empty pattern and takes the saved one's
