@@ -133,14 +133,8 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
         "baselines": {},
     })
     per_method = {"model": ranks}
-    head = getattr(getattr(predictor, "model", None), "head", None)
-    if float(getattr(head, "mix", 0.0)):  # the hybrid head: its network alone (mix 0) on the same examples
-        result["head"] = {"name": "hybrid", "item_mix": float(head.mix)}
-        with mixed(head, 0.0):
-            pure = target_ranks(predictor.rank(ex.contexts, cfg.depth, cfg.decode, cfg.batch_size, progress).ids.numpy(),
-                                ex.targets)
-        result["network_only"] = summarize(pure)
-        per_method["network_only"] = pure
+    network_alone(predictor, result, per_method, summarize, lambda: target_ranks(
+        predictor.rank(ex.contexts, cfg.depth, cfg.decode, cfg.batch_size, progress).ids.numpy(), ex.targets))
     for name in cfg.baselines:
         if name == "ease" and data.n_ids > EASE_MAX_IDS:
             result["baselines"][name] = {"skipped": f"{data.n_ids:,} ids > {EASE_MAX_IDS:,} (dense EASE)"}
@@ -192,6 +186,9 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
         "baselines": {},
     })
     per_method = {"model": ranks}
+    network_alone(predictor, result, per_method, _with_ci, lambda: target_ranks(rank_excluding(
+        predictor, ex.contexts, exclude if cfg.exclude_history else None, cfg.depth, cfg.decode, cfg.batch_size,
+        progress).ids.numpy(), ex.targets))
     for name in cfg.baselines:
         if name == "ease" and data.n_ids > EASE_MAX_IDS:
             result["baselines"][name] = {"skipped": f"{data.n_ids:,} ids > {EASE_MAX_IDS:,} (dense EASE)"}
@@ -206,6 +203,19 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
         result["_ranks"] = per_method
         result["_examples"] = ex
     return result
+
+
+def network_alone(predictor, result: dict, per_method: dict, summary, ranks) -> None:
+    """The hybrid head (heads/hybrid.py) with an item-item weight: its network alone (mix 0) ranked by
+    `ranks()` on the same examples, into result["network_only"] (via `summary`) and per_method."""
+    head = getattr(getattr(predictor, "model", None), "head", None)
+    if not float(getattr(head, "mix", 0.0)):
+        return
+    result["head"] = {"name": "hybrid", "item_mix": float(head.mix), "item_decay": round(float(head.decay), 3)}
+    with mixed(head, 0.0):
+        pure = ranks()
+    result["network_only"] = summary(pure)
+    per_method["network_only"] = pure
 
 
 @contextlib.contextmanager
@@ -253,13 +263,20 @@ def format_report(result: dict) -> str:
 
 def _format_sequence_report(result: dict) -> str:
     cols = ["hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr"]
-    rows = [("superbloom model", result)] + [(k, v) for k, v in result["baselines"].items()]
-    lines = [f"{'method':<18}" + "".join(f"{c:>9}" for c in cols)]
+    if "network_only" in result:  # the hybrid head: the model with and without its item-item term
+        h = result["head"]
+        rows = [(f"hybrid (mix {h['item_mix']:g}, decay {h.get('item_decay', 1.0):g})", result),
+                ("network only", result["network_only"])]
+    else:
+        rows = [("superbloom model", result)]
+    rows += [(k, v) for k, v in result["baselines"].items()]
+    width = max(18, *(len(name) + 1 for name, _ in rows))
+    lines = [f"{'method':<{width}}" + "".join(f"{c:>9}" for c in cols)]
     for name, r in rows:
         if "skipped" in r:
-            lines.append(f"{name:<18}  skipped: {r['skipped']}")
+            lines.append(f"{name:<{width}}  skipped: {r['skipped']}")
         else:
-            lines.append(f"{name:<18}" + "".join(f"{r[c]:>9.4f}" for c in cols))
+            lines.append(f"{name:<{width}}" + "".join(f"{r[c]:>9.4f}" for c in cols))
     p = result["protocol"]
     excl = ("the user's whole history EXCLUDED from every ranking" if p["exclude_history"]
             else "nothing excluded from the ranking (the user's history may be ranked)")

@@ -49,6 +49,7 @@ LAST_ITEM_FRACTION = 0.25  # masked-sequence: examples whose only masked id is t
 VAL_USERS = 5000  # validation users at most (a seeded choice); HR@10 ~ 0.06 has a standard error ~ 0.003
 SELECT = "ndcg@10"  # picks the BEST checkpoint (higher is better)
 SEQUENCE_OBJECTIVES = ("next-item", "masked-sequence")
+DECAYS = (1.0, 0.7, 0.4)  # hybrid head: the recency weights of the item-item term tried at validation (decay ** age)
 
 
 def check_objective(objective: str, model, mask: MaskConfig) -> None:
@@ -151,11 +152,17 @@ def validation_examples(x: "ObjectiveInputs", n: int, max_users: int = VAL_USERS
 
 
 def sequence_validate(model, hashing: BloomHash, ex: Examples):
-    """-> a validate() for fit: HR / NDCG / MRR of `ex` (full ranking, ex.exclude never ranked)."""
-    def validate() -> dict:
+    """-> a validate() for fit: HR / NDCG / MRR of `ex` (full ranking, ex.exclude never ranked).
+    A head with an item-item term (heads/hybrid.py) has its weight and its recency decay chosen here."""
+    def scores() -> dict:
         from .predictor import rank_contexts  # predictor imports this module
         ranking = rank_contexts(model, hashing, ex.contexts, 20, exclude=ex.excluded)
         return sequence_summary(target_ranks(ranking.ids.numpy(), ex.targets))
+
+    def validate() -> dict:
+        if hasattr(model.head, "choose_mix"):
+            return model.head.choose_mix(scores, SELECT, DECAYS)
+        return scores()
     return validate
 
 

@@ -45,7 +45,7 @@ from .model import ModelConfig, build_model, count_parameters
 from .optim import OptimConfig
 from .predictor import rank_contexts
 from .remap import align_dataset, format_alignment
-from .sequence import BUILDERS as SEQUENCE_BUILDERS, check_objective
+from .sequence import BUILDERS as SEQUENCE_BUILDERS, SEQUENCE_OBJECTIVES, check_objective
 from .vocab import Vocab
 from .warmstart import INITS, initialise, resolve_init
 
@@ -231,12 +231,17 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
-    if getattr(model.head, "needs_context", False) and cfg.objective != "masked":
+    if getattr(model.head, "needs_context", False) and cfg.objective not in ("masked", *SEQUENCE_OBJECTIVES):
         raise ValueError(f"the {head_cfg.name} head scores with the set's context: it trains with the masked "
-                         f"set objective only, not {cfg.objective!r}")
+                         f"set objective or a sequence objective ({', '.join(SEQUENCE_OBJECTIVES)}), "
+                         f"not {cfg.objective!r}")
     head_built = None
     if ckpt is None and hasattr(model.head, "build_from"):  # a head with a structure from the training sets
-        head_built = model.head.build_from(data.train.subset(train_rows))  # (heads/hybrid.py), validation unseen
+        # (heads/hybrid.py), validation unseen: a leave-one-out dataset's training prefixes hold no
+        # validation or test id, so a sequence objective builds it from all of them (as it trains)
+        rows = (np.arange(len(data.train)) if data.split == "leave-one-out" and cfg.objective in SEQUENCE_OBJECTIVES
+                else train_rows)
+        head_built = model.head.build_from(data.train.subset(rows))
     n_params = count_parameters(model)
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, cfg.objective)

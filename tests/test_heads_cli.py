@@ -13,7 +13,7 @@ HEADS = {
     "full": ["--alpha", "1", "--m", "1"],
     "sampled": ["--alpha", "1", "--m", "1", "--samples", "64", "--proposal", "unigram"],
     "hierarchical": ["--tree", "fano"],  # hashed input (alpha 4, m 2), tree over the ids
-    "hybrid": ["--alpha", "1", "--m", "1", "--neighbours", "20", "--item-term", "cooccurrence"],
+    "hybrid": ["--alpha", "1", "--m", "1", "--neighbours", "20", "--item-term", "cooccurrence", "--samples", "16"],
 }
 DECODING = [[], ["--exact"], ["--beam", "3", "--score", "min"], ["--exhaustive", "--score", "max"]]
 
@@ -42,7 +42,8 @@ def test_head_flags_are_saved_with_the_model(trained):
     assert cfg == {"full": {"name": "full", "label_smoothing": 0.0},
                    "sampled": {"name": "sampled", "samples": 64, "proposal": "unigram"},
                    "hierarchical": {"name": "hierarchical", "tree": "fano"},
-                   "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "label_smoothing": 0.0}}[head]
+                   "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "label_smoothing": 0.0,
+                              "samples": 16}}[head]
 
 
 @pytest.mark.parametrize("decoding", DECODING, ids=["default", "exact", "beam-min", "exhaustive-max"])

@@ -133,13 +133,50 @@ def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
     assert len(pred.items) == 5 and pred.exact
 
 
-def test_other_objectives_are_refused(wiki_data, tmp_path):
-    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / "x"), hash=sb.HashConfig(alpha=1, m=1),
-                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=32, causal=True),
-                         head=head_config("hybrid"), objective="next-item",
-                         loop=sb.LoopConfig(steps=2, batch_size=8, eval_every=0))
-    with pytest.raises(ValueError, match="masked set objective only"):
-        sb.train(cfg, progress=False)
+def walks(tmp_path, users=200, items=20, seed=0):
+    """Each user walks item i -> i + 1 (mod `items`): a leave-one-out dataset where order is everything."""
+    rng = np.random.default_rng(seed)
+    lines = [f"u{u} " + " ".join(f"i{(s + j) % items}" for j in range(n))
+             for u, s, n in zip(range(users), rng.integers(items, size=users), rng.integers(4, 10, size=users))]
+    (tmp_path / "seq.txt").write_text("\n".join(lines) + "\n")
+    sb.prepare(sb.PrepareConfig(str(tmp_path / "seq.txt"), str(tmp_path / "d"), read=sb.ReadConfig(format="lines"),
+                                split="leave-one-out"), progress=False)
+    return tmp_path / "d"
+
+
+@pytest.mark.parametrize("objective,samples", [("next-item", 8), ("masked-sequence", 0)])
+def test_sequence_objectives_train_it_and_choose_mix_and_decay(tmp_path, objective, samples):
+    data = walks(tmp_path)
+    cfg = sb.TrainConfig(data=str(data), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=1, m=1),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12,
+                                              causal=objective == "next-item"),
+                         mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),
+                         head=head_config("hybrid", neighbours=4, samples=samples), objective=objective,
+                         loop=sb.LoopConfig(steps=60, batch_size=32, eval_every=30, threads=1, checkpoint_every=1e9))
+    out = sb.train(cfg, progress=False)
+    val = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
+    assert len(val) >= 2 and all("val_item_mix" in r and "val_item_decay" in r for r in val)
+    assert all(r["val_ndcg@10"] >= r["val_pure_ndcg@10"] for r in val)  # mix 0 is a candidate
+    model = sb.load(out, threads=1)
+    best = max(val, key=lambda r: r["val_ndcg@10"])
+    assert float(model.model.head.mix) == best["val_item_mix"]
+    assert float(model.model.head.decay) == pytest.approx(best["val_item_decay"])
+    assert len(model.predict(["i1", "i2", "i3"], 5).items) == 5
+
+
+def test_sampled_training_uses_the_sampled_loss_and_evaluation_the_full_one():
+    h, model = make()
+    torch.manual_seed(3)
+    sampled = build_model(MODEL, head_config("hybrid", neighbours=5, samples=4), h)
+    sampled.load_state_dict(model.state_dict())
+    b = training_batch(sets_of(1), np.arange(8), h, MaskConfig(mask_rate=0.3), np.random.default_rng(0))
+    model.eval(), sampled.eval()
+    assert torch.allclose(sampled(b), model(b), atol=1e-6)  # evaluation: the full softmax
+    model.train(), sampled.train()
+    torch.manual_seed(0)
+    assert not torch.allclose(sampled(b), model(b))  # training: 4 sampled negatives, not all 30 ids
+    with pytest.raises(ValueError, match="samples"):
+        head_config("hybrid", samples=-1)
 
 @pytest.mark.parametrize("term", ["ease", "cooccurrence"])
 def test_the_item_item_values_are_the_closed_forms_on_the_pattern(term):
@@ -177,7 +214,37 @@ def test_choose_mix_keeps_the_best_and_prefers_the_smaller_on_ties():
 
     v = head.choose_mix(evaluate, "rec@10")
     assert seen == list(MIXES) and float(head.mix) == 30.0
-    assert v == {"rec@10": 0.3, "item_mix": 30.0, "pure_rec@10": 0.2}
+    assert v == {"rec@10": 0.3, "item_mix": 30.0, "item_decay": 1.0, "pure_rec@10": 0.2}
+
+
+def test_choose_mix_searches_the_recency_decays_beside_the_mixes():
+    _, model = make()
+    head = model.head
+    seen = []
+
+    def evaluate():  # best at (mix 10, decay 0.4); the pure model once
+        m, d = float(head.mix), round(float(head.decay), 3)
+        seen.append((m, d) if m else (0.0, None))
+        return {"ndcg@10": 0.5 if (m, d) == (10.0, 0.4) else 0.1 if m else 0.2}
+
+    v = head.choose_mix(evaluate, "ndcg@10", (1.0, 0.7, 0.4))
+    assert seen == [(0.0, None)] + [(m, d) for d in (1.0, 0.7, 0.4) for m in MIXES[1:]]
+    assert (float(head.mix), round(float(head.decay), 3)) == (10.0, 0.4)
+    assert v == {"ndcg@10": 0.5, "item_mix": 10.0, "item_decay": 0.4, "pure_ndcg@10": 0.2}
+
+
+def test_recency_weights_count_the_newest_id_most():
+    _, model = make()
+    head = model.head
+    head.values.copy_(torch.randn(len(head.values)))
+    ctx = torch.tensor([[-1, 3, 5, 7, -1], [2, -1, -1, -1, -1], [-1, -1, -1, -1, -1]])
+    assert head.age_weights(ctx) is None  # decay 1: every id alike
+    head.decay.fill_(0.5)
+    w = head.age_weights(ctx)
+    assert torch.allclose(w[0, 1:4], torch.tensor([0.25, 0.5, 1.0])) and float(w[1, 0]) == 1.0
+    want = torch.stack([sum((float(w[r, i]) * head.item_item(ctx[r:r + 1, i:i + 1])[0]
+                             for i in range(5) if ctx[r, i] >= 0), torch.zeros(N)) for r in range(3)])
+    assert torch.allclose(head.item_item(ctx, w), want, atol=1e-6)
 
 
 def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
@@ -191,7 +258,7 @@ def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
     pred = sb.load(out)
     pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
     res = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False, return_ranks=True)
-    assert res["head"] == {"name": "hybrid", "item_mix": 10.0} and float(pred.model.head.mix) == 10.0
+    assert res["head"] == {"name": "hybrid", "item_mix": 10.0, "item_decay": 1.0} and float(pred.model.head.mix) == 10.0
     ranks = res["_ranks"]
     assert not np.array_equal(ranks["model"], ranks["network_only"])  # the term changes the ranking
     report = format_report(res)

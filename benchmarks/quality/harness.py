@@ -171,6 +171,8 @@ class Recipe:
     head: str = "superbloom"  # hybrid: + a sparse item-item term mixed in at validation (heads/hybrid.py; unhashed)
     neighbours: int = 200  # hybrid: item-item values per id
     item_term: str = "auto"  # hybrid: ease | cooccurrence | auto (HybridConfig.term)
+    samples: int = 0  # hybrid: > 0 trains the network with sampled softmax (HybridConfig.samples)
+    time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
 
 
 def trained_run(name: str, split: str, run: str):
@@ -230,6 +232,10 @@ RECIPES = {
     # training + a sparse item-item term (EASE's weights up to 25K ids, else cosine) mixed in at validation
     "hybrid": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                      val_fraction=0.02, eval_every=500, head="hybrid"),
+    # session 6: the hybrid for a vocabulary where a full softmax step is slow (Epinions, 278K ids): the
+    # network trained with 4,096 sampled negatives, and 14 minutes of training at most (the budget)
+    "hybrid_sampled": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                             val_fraction=0.02, eval_every=500, head="hybrid", samples=4096, time_budget=840.0),
     "hybrid_n1000": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                            val_fraction=0.02, eval_every=500, head="hybrid", neighbours=1000),
 }
@@ -244,13 +250,14 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
         head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
-                          label_smoothing=recipe.label_smoothing) if recipe.head == "hybrid"
+                          label_smoothing=recipe.label_smoothing, samples=recipe.samples) if recipe.head == "hybrid"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
                         element_dropout=recipe.element_dropout),
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),
         loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
-                           keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS),
+                           keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS,
+                           time_budget=recipe.time_budget),
         val_fraction=recipe.val_fraction, init=recipe.init)
     sb.train(cfg, progress=False, overwrite=True)
 

@@ -68,7 +68,9 @@ def prepared(name: str) -> Path:
 
 def config(name: str, data: Path, out: Path, args) -> TrainConfig:
     causal = args.objective == "next-item"
-    settings = {"samples": args.samples} if args.head == "sampled" else {}
+    settings = {"samples": args.samples} if args.head in ("sampled", "hybrid") else {}
+    if args.head == "hybrid":
+        settings["neighbours"] = args.neighbours
     if args.label_smoothing:
         settings["label_smoothing"] = args.label_smoothing
     head = head_config(args.head, **settings)
@@ -86,7 +88,8 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
 
 def extras(args) -> str:
     """The settings of this session's flags that differ from their defaults, for the setting name."""
-    parts = [f"-neg{args.samples}" if args.head == "sampled" and args.samples != 1024 else "",
+    parts = [f"-neg{args.samples}" if args.head in ("sampled", "hybrid") and args.samples != 1024 else "",
+             f"-nb{args.neighbours}" if args.head == "hybrid" else "",
              f"-attndrop{args.attn_dropout:g}" if args.attn_dropout else "",
              f"-ls{args.label_smoothing:g}" if args.label_smoothing else "",
              "-postLN" if args.post_ln else "", f"-h{args.heads}" if args.heads != 2 else "",
@@ -127,32 +130,38 @@ def run_one(name: str, args) -> dict:
         "beats_bar": r["hr@10"] > PUBLISHED[name][BAR[name]],
         "validation": [{k: v[k] for k in ("step", "val_hr@10", "val_ndcg@10")} for v in vals],
         "best_step": max(vals, key=lambda v: v["val_ndcg@10"])["step"] if vals else None,
-        "steps": args.steps, "steps_trained": vals[-1]["step"] if vals else None, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
+        **({"item_mix": float(model.model.head.mix), "item_decay": round(float(model.model.head.decay), 3),
+            "model_network_only": pick(r["network_only"])} if "network_only" in r else {}),
+        "session": args.session, "steps": args.steps, "steps_trained": vals[-1]["step"] if vals else None, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
         "load_average_before": load_before, "load_average_after": load_average(),
         "train_config": cfg.to_dict(), "protocol": r["protocol"],
     }
 
 
 def table(entries: list[dict]) -> list[str]:
-    """One row per (dataset, setting). `session`: "previous" for rows of the first session (no
-    steps_trained recorded), "2" for this session's rows. Steps = steps actually trained (a time
-    budget can stop a run early)."""
+    """One row per (dataset, setting). `session`: as recorded, else "previous" for rows of the first
+    session (no steps_trained recorded), "2" for the second's. Steps = steps actually trained (a time
+    budget can stop a run early). A hybrid-head row (setting `...-hybrid-...`) gives its network alone
+    (mix 0) and the item-item weight and recency decay chosen on validation."""
     lines = ["| dataset | setting | session | users | steps | train s | HR@1 | HR@5 | model HR@10 [95% CI] | HR@20 | "
-             "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | popularity HR@10 | co-occurrence HR@10 | "
-             "EASE HR@10 | published HR@10 | beats bar? | load before/after |",
-             "|" + "---|" * 21]
+             "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | hybrid: network alone HR@10 (mix, decay) | "
+             "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
+             "|" + "---|" * 22]
     for e in entries:
         b = e["baselines"]
         pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
         m = e["model"]
         ease = f"{b['ease']['hr@10']:.4f}" if "ease" in b else "-"
         steps = e.get("steps_trained") or e["steps"]
+        session = e.get("session") or ("2" if "steps_trained" in e else "previous")
+        alone = (f"{e['model_network_only']['hr@10']:.4f} ({e['item_mix']:g}, {e['item_decay']:g})"
+                 if "model_network_only" in e else "-")
         lines.append(
-            f"| {e['dataset']} | {e['setting']} | {'2' if 'steps_trained' in e else 'previous'} | {e['users']:,} | "
+            f"| {e['dataset']} | {e['setting']} | {session} | {e['users']:,} | "
             f"{steps} | {e['train_seconds']:.0f} | {m['hr@1']:.4f} | {m['hr@5']:.4f} | "
             f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['hr@20']:.4f} | {m['ndcg@5']:.4f} | "
             f"{m['ndcg@10']:.4f} | {m['ndcg@20']:.4f} | {m['mrr']:.4f} | "
-            f"{e['model_no_exclusion']['hr@10']:.4f} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
+            f"{e['model_no_exclusion']['hr@10']:.4f} | {alone} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
             f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {ease} | {pub} | "
             f"{'yes' if e['beats_bar'] else 'no'} ({e['bar']}) | {e['load_average_before'][0]} / "
             f"{e['load_average_after'][0]} |")
@@ -164,7 +173,8 @@ def main() -> None:
     p.add_argument("--datasets", default="beauty,toys,lastfm,bert4rec_beauty")
     p.add_argument("--objective", default="next-item", choices=["next-item", "masked-sequence"])
     p.add_argument("--head", default="sampled")
-    p.add_argument("--samples", type=int, default=1024)
+    p.add_argument("--samples", type=int, default=1024, help="sampled / hybrid: negatives per step (hybrid 0: full)")
+    p.add_argument("--neighbours", type=int, default=200, help="hybrid: item-item values per id")
     p.add_argument("--alpha", type=int, default=1)
     p.add_argument("--m", type=int, default=1)
     p.add_argument("--d", type=int, default=64)
@@ -188,31 +198,58 @@ def main() -> None:
     p.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds too")
     p.add_argument("--baselines", default="popularity,cooccurrence")
     p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
+    p.add_argument("--session", default="6", help="recorded with each row (which working session ran it)")
+    p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     path = RESULTS / f"{args.name}.json"
-    saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+    if args.render:
+        write_markdown(json.loads(path.read_text()), args.name)
+        return
     for name in args.datasets.split(","):
         e = run_one(name, args)
         print(json.dumps({k: e[k] for k in ("dataset", "setting", "model", "baselines", "train_seconds",
                                             "eval_seconds", "load_average_before", "load_average_after")}))
+        # read just before writing: runs in the two benchmark slots finish in any order
+        saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
         saved["entries"] = [x for x in saved["entries"] if (x["dataset"], x["setting"]) != (name, e["setting"])] + [e]
         saved["machine"] = machine_info()
         RESULTS.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(saved, indent=2) + "\n")
-        md = ["# Sequence recommendation: leave-one-out, full ranking (issue 12)", "",
-              "Test targets (the last id of each user), ranked against every id; the user's whole history "
-              "excluded from the ranking (S3-Rec's convention; the model without exclusion in its own column). "
-              "Targets never seen in the training prefixes count as misses for every method. BEST checkpoint "
-              "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with "
-              "and without exclusion), never used to choose anything. "
-              "CPU; 1 torch thread unless the setting ends in -tN (N threads); `load` = 1-minute load average of "
-              "the shared 2-core machine before / after (the machine is shared with other people's jobs: "
-              "wall-clock seconds depend on that load). Head `full`: softmax over every id; `sampled`: "
-              "sampled softmax with the log-Q correction (the setting's sample count in the JSON), full "
-              "softmax at evaluation.",
-              "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
-        (RESULTS / f"{args.name}.md").write_text("\n".join(md))
+        write_markdown(saved, args.name)
+
+
+def write_markdown(saved: dict, name: str) -> None:
+    """results/NAME.md: the table of every entry, the machine, and the written-up sections kept."""
+    md = ["# Sequence recommendation: leave-one-out, full ranking (issue 12)", "",
+          "Test targets (the last id of each user), ranked against every id; the user's whole history "
+          "excluded from the ranking (S3-Rec's convention; the model without exclusion in its own column). "
+          "Targets never seen in the training prefixes count as misses for every method. BEST checkpoint "
+          "by validation NDCG@10 on the second-to-last ids; the test targets were scored once per run (with "
+          "and without exclusion), never used to choose anything. "
+          "CPU; 1 torch thread unless the setting ends in -tN (N threads); `load` = 1-minute load average of "
+          "the shared 2-core machine before / after (the machine is shared with other people's jobs: "
+          "wall-clock seconds depend on that load). Head `full`: softmax over every id; `sampled`: "
+          "sampled softmax with the log-Q correction (the setting's sample count in the JSON), full "
+          "softmax at evaluation; `hybrid` (heads/hybrid.py): that network (full softmax, or -negN sampled "
+          "negatives in training) plus mix x a sparse item-item term over the history, EASE's 200 largest "
+          "weights per id (up to 25,000 ids; beyond, the co-occurrence cosine), fitted on the training "
+          "prefixes, each history id weighted decay ** age (age 0 = newest); mix and decay chosen on the "
+          "validation targets, the network alone (mix 0) in its own column.",
+          "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
+    md_path = RESULTS / f"{name}.md"
+    kept = kept_sections(md_path)
+    md_path.write_text("\n".join(md) + ("\n" + kept if kept else ""))
+
+
+def kept_sections(md_path: Path) -> str:
+    """The written-up sections of an existing results file (from its first `## ` heading on):
+    kept when the table above them is rewritten."""
+    if not md_path.exists():
+        return ""
+    text = md_path.read_text()
+    at = text.find("\n## ")
+    return "" if at < 0 else text[at:].lstrip("\n") if text[at:].strip() else ""
 
 
 if __name__ == "__main__":

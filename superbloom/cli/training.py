@@ -84,7 +84,9 @@ def _add_train(sub):
                    help=f"hybrid: the item-item weights: ease (EASE's closed form, up to 25,000 ids), cooccurrence "
                         f"(cosine), auto = ease where it fits (default {default_of(HybridConfig, 'term')})")
     g.add_argument("--samples", type=POS_INT, default=None,
-                   help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')})")
+                   help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')}); "
+                        "hybrid: train its network with this many sampled negatives instead of the full softmax "
+                        "(default: full softmax)")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
                    help=f"sampled: proposal distribution (default {default_of(SampledConfig, 'proposal')})")
     g.add_argument("--tree", choices=TREES, default=None, help="hierarchical: tree built from the training counts "

@@ -2,8 +2,9 @@
 
     score(j | context) = log softmax(v W^T + b)_j  +  mix * sum_{c in context} A[c, j]
 
-The network is trained exactly as with the full head (full.py: same loss, same fused kernel): the
-item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
+The network is trained exactly as with the full head (full.py: same loss, same fused kernel), or
+with `samples` > 0 as with the sampled head (sampled.py: that many log-uniform negatives per step,
+full softmax at evaluation): the item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
 training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, baselines.Ease; up
 to 25,000 ids, dense to fit), the `neighbours` of largest magnitude in every row; or, beyond (term
 auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
@@ -19,8 +20,13 @@ both), and A holds at most N x neighbours values where EASE's own matrix holds N
 
 The head needs the context ids of each query (`needs_context`): predictor.rank_contexts passes the
 tokens of the query's row, which for this head's identity hashing (alpha = 1, m = 1, required) are
-the ids shifted by the special tokens; special tokens ([MASK], padding) add nothing. Only the
-masked set objective trains it (train.py checks). Decoding scores every id: top-k is exact. The
+the ids shifted by the special tokens; special tokens ([MASK], [BOS], padding) add nothing. The
+masked set objective and the two sequence objectives (sequence.py) train it.
+
+Ordered contexts (issue 12): the sum can weight a context id by `decay` ** age, age 0 for the
+newest id of the row (the ids are in the row's order, oldest first), so that the last items of a
+history count most. decay 1 (every id alike) is the set model's; the sequence objectives' validation
+chooses decay with mix, from DECAYS (sequence.py). Decoding scores every id: top-k is exact. The
 scores it returns are these sums, not log-probabilities (they can be > 0).
 
 Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,) and mix () are buffers of the
@@ -42,6 +48,7 @@ from ..decode import DecodeConfig
 from ..hashing import BloomHash
 from ..ranking import Ranking, chunked_topk, exact_ranking
 from .full import FullHead
+from .sampled import Proposal, head_sampled_loss
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,13 @@ class HybridConfig:
     neighbours: int = 200  # item-item values per id (EASE: its largest; cosine: its most frequent co-occurring ids)
     term: str = "auto"  # ease | cooccurrence | auto (ease up to EASE_MAX_IDS ids, else cooccurrence)
     label_smoothing: float = 0.0
+    samples: int = 0  # > 0: train the network with sampled softmax, this many log-uniform negatives per step
 
     def __post_init__(self):
+        if self.samples < 0:
+            raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
+        if self.samples and self.label_smoothing:
+            raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
         if self.neighbours < 1:
             raise ValueError(f"neighbours must be >= 1, got {self.neighbours}")
         if self.term not in TERMS:
@@ -125,10 +137,17 @@ class HybridHead(FullHead):
         super().__init__(embedding, hashing, cfg, counts)
         if self.first is None:
             raise ValueError("the hybrid head needs the ids' tokens to be contiguous (identity hashing)")
+        self.proposal = Proposal("log_uniform", self.n_ids) if cfg.samples else None
         self.register_buffer("indptr", torch.zeros(self.n_ids + 1, dtype=torch.long))
         self.register_buffer("cols", torch.zeros(0, dtype=torch.long))
         self.register_buffer("values", torch.zeros(0))
         self.register_buffer("mix", torch.zeros(()))
+        self.register_buffer("decay", torch.ones(()))
+
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        if self.proposal is not None and self.training:
+            return head_sampled_loss(self, self.proposal, self.cfg.samples, hidden, targets, rows)
+        return super().loss(hidden, targets, rows)
 
     def build_from(self, sets) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0."""
@@ -147,9 +166,12 @@ class HybridHead(FullHead):
         self.cols = torch.from_numpy(cols).to(dev)
         self.values = torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(dev)
         self.mix = torch.zeros((), device=dev)
+        self.decay = torch.ones((), device=dev)
         return {"item_item_values": int(len(cols)), "neighbours": self.cfg.neighbours, "term": term}
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        if prefix + "decay" not in state_dict:  # saved before the recency weight existed: every id alike
+            state_dict[prefix + "decay"] = torch.ones(())
         for name in ("indptr", "cols", "values"):  # the saved pattern's size
             t = state_dict.get(prefix + name)
             if t is not None and tuple(t.shape) != tuple(getattr(self, name).shape):
@@ -165,13 +187,26 @@ class HybridHead(FullHead):
         ids = tokens - self.first
         return ids.masked_fill((ids < 0) | (ids >= self.n_ids), -1)
 
-    def item_item(self, context: torch.Tensor) -> torch.Tensor:
-        """Context ids (U, T), -1 padded -> (U, N): sum over the context of A's rows."""
+    def age_weights(self, context: torch.Tensor) -> torch.Tensor | None:
+        """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's
+        newest id; None when decay is 1 (every id alike)."""
+        decay = float(self.decay)
+        if decay == 1.0:
+            return None
+        real = context >= 0
+        order = real.long().cumsum(1) - 1  # index among the row's real ids
+        age = (real.sum(1, keepdim=True) - 1 - order).clamp(min=0)
+        return torch.pow(torch.full((), decay, dtype=self.values.dtype, device=context.device), age.to(self.values.dtype))
+
+    def item_item(self, context: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """Context ids (U, T), -1 padded -> (U, N): sum over the context of A's rows (each row times
+        `weights` (U, T) of its context id, if given)."""
         u, t = context.shape
         flat = context.reshape(-1)
         real = flat >= 0
         rows = torch.arange(u, device=context.device).repeat_interleave(t)[real]  # (R,) row of each context id
         ids = flat[real]
+        w = weights.reshape(-1)[real] if weights is not None else None  # (R,)
         starts, lens = self.indptr[ids], self.indptr[ids + 1] - self.indptr[ids]  # (R,)
         total = int(lens.sum())
         out = torch.zeros(u * self.n_ids, dtype=self.values.dtype, device=context.device)
@@ -179,7 +214,8 @@ class HybridHead(FullHead):
             owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
             offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
             entry = starts[owner] + offset  # (E,) positions in cols / values
-            out.index_add_(0, rows[owner] * self.n_ids + self.cols[entry], self.values[entry])
+            vals = self.values[entry] if w is None else self.values[entry] * w[owner]
+            out.index_add_(0, rows[owner] * self.n_ids + self.cols[entry], vals)
         return out.view(u, self.n_ids)
 
     @torch.no_grad()
@@ -190,26 +226,31 @@ class HybridHead(FullHead):
             raise ValueError("the hybrid head scores with the context: pass context_tokens")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = self.context_ids(context_tokens)
+        weights = self.age_weights(ctx)
         mix = float(self.mix)
 
         def scores(a, b):
             s = F.log_softmax(v[a:b] @ w.T + self.bias, -1)
-            return s + mix * self.item_item(ctx[a:b]) if mix else s
+            return s + mix * self.item_item(ctx[a:b], None if weights is None else weights[a:b]) if mix else s
 
         vals, ids = chunked_topk(scores, len(v), n, k, exclude, chunk_elems, like=v)
         return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))
 
-    def choose_mix(self, evaluate: Callable[[], dict], select: str) -> dict:
-        """Set `mix` to the MIXES value whose validation (`evaluate()`, run once per value with that
-        mix set) scores best by `select` (ties: the smaller) -> its scores, with the chosen mix and
-        the pure model's (mix 0) `select` score beside them."""
-        best, pure = None, None
-        for mix in MIXES:
-            self.mix.fill_(mix)
-            v = evaluate()
-            if mix == 0.0:
-                pure = v[select]
-            if best is None or v[select] > best[1][select]:
-                best = (mix, v)
+    def choose_mix(self, evaluate: Callable[[], dict], select: str, decays: tuple[float, ...] = (1.0,)) -> dict:
+        """Set `mix` (and `decay`) to the MIXES value (x `decays` value) whose validation
+        (`evaluate()`, run once per pair with it set; mix 0 once) scores best by `select` (ties: the
+        earlier: smaller mix, first decay) -> its scores, with the chosen mix and decay and the pure
+        model's (mix 0) `select` score beside them."""
+        self.mix.fill_(0.0)
+        pure = evaluate()
+        best = (0.0, float(self.decay), pure)
+        for decay in decays:
+            for mix in MIXES[1:]:
+                self.mix.fill_(mix)
+                self.decay.fill_(decay)
+                v = evaluate()
+                if v[select] > best[2][select]:
+                    best = (mix, decay, v)
         self.mix.fill_(best[0])
-        return dict(best[1], item_mix=best[0], **{f"pure_{select}": pure})
+        self.decay.fill_(best[1])
+        return dict(best[2], item_mix=best[0], item_decay=best[1], **{f"pure_{select}": pure[select]})

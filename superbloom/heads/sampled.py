@@ -114,8 +114,14 @@ class SampledHead(FullHead):
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         if not self.training:
             return super().loss(hidden, targets, rows)
-        s = self.cfg.samples
-        neg = torch.unique(self.proposal.sample(s))  # (S',) distinct drawn ids
-        v = hidden.mean(1)[target_rows(rows, targets)]  # (M, d)
-        return sampled_softmax_loss(v, self.rows(targets), self.bias[targets], targets,
-                                    self.rows(neg), self.bias[neg], neg, self.proposal.log_inclusion(neg, s))
+        return head_sampled_loss(self, self.proposal, self.cfg.samples, hidden, targets, rows)
+
+
+def head_sampled_loss(head: FullHead, proposal: Proposal, s: int, hidden: torch.Tensor, targets: torch.Tensor,
+                      rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Sampled softmax over a full head's output rows (`head.rows`, `head.bias`): `s` ids drawn from
+    `proposal` once for the whole batch, the log-Q correction applied."""
+    neg = torch.unique(proposal.sample(s))  # (S',) distinct drawn ids
+    v = hidden.mean(1)[target_rows(rows, targets)]  # (M, d)
+    return sampled_softmax_loss(v, head.rows(targets), head.bias[targets], targets,
+                                head.rows(neg), head.bias[neg], neg, proposal.log_inclusion(neg, s))
