@@ -21,6 +21,7 @@ from .decode import DecodeConfig
 from .device import resolve_device
 from .files import load_json
 from .hashing import BloomHash
+from .mapped_vocab import MAPPED_MIN_IDS, vocab_size
 from .heads import head_config_from_dict
 from .model import ModelConfig, SetModel, build_model, count_parameters, row_tokens
 from .ranking import Ranking
@@ -80,7 +81,8 @@ class Predictor:
             torch.set_num_threads(threads)
         config = load_json(model_dir / "config.json")
         hashing = BloomHash.load(model_dir / "hashing.safetensors")
-        vocab = Vocab.load(model_dir)
+        # a large vocabulary is memory-mapped (mapped_vocab.py): serve's worker processes share it
+        vocab = Vocab.load(model_dir, mapped=mmap and vocab_size(model_dir) >= MAPPED_MIN_IDS)
         dev = resolve_device(device)
         model = build_model(ModelConfig.from_dict(config["model"]), head_config_from_dict(config["head"]), hashing,
                             vocab.counts, vocab.strings).to(dev)

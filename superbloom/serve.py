@@ -55,6 +55,7 @@ from .expand import ExpandConfig, expand
 from .predictor import Predictor
 from .ranking import Ranking
 from .setembed.http import router as setembed_router
+from .mapped_vocab import MappedStrings, mapped_table
 from .vocab import Vocab
 
 
@@ -183,6 +184,13 @@ def _bisect(keys: pa.Array, x: str) -> int:
     return lo
 
 
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """id -> sorted position, from sorted position -> id."""
+    position = np.empty(len(order), np.int32)
+    position[order] = np.arange(len(order), dtype=np.int32)
+    return position
+
+
 class PrefixIndex:
     """Autocomplete over display names (URL-decoded, '_' read as ' ', lower-cased).
 
@@ -195,12 +203,21 @@ class PrefixIndex:
     SCAN = 1 << 15  # ranges longer than this are searched by scanning the most frequent ids first
 
     def __init__(self, vocab: Vocab):
+        if isinstance(vocab.strings, MappedStrings):  # serve's workers share these tables (mapped_vocab.py)
+            self.order = mapped_table(vocab.strings, "vocab.prefix_order.npy", lambda: self._sorted(vocab)[0])
+            self.keys = mapped_table(vocab.strings, "vocab.prefix_keys.arrow", lambda: self._sorted(vocab)[1])
+            self.position = mapped_table(vocab.strings, "vocab.prefix_position.npy", lambda: _inverse(self.order))
+        else:
+            self.order, self.keys = self._sorted(vocab)
+            self.position = _inverse(self.order)
+
+    @staticmethod
+    def _sorted(vocab: Vocab) -> tuple[np.ndarray, pa.Array]:
+        """-> (sorted position -> id (N,) int32, the folded keys in sorted order)."""
         decoded = pa.array([unquote(s) if "%" in s else s for s in vocab.strings], pa.large_string())
         keys = pc.utf8_lower(pc.replace_substring(decoded, "_", " "))
-        self.order = pc.sort_indices(keys).to_numpy().astype(np.int32)  # sorted position -> id
-        self.keys = keys.take(pa.array(self.order))
-        self.position = np.empty(len(self.order), np.int32)  # id -> sorted position
-        self.position[self.order] = np.arange(len(self.order), dtype=np.int32)
+        order = pc.sort_indices(keys).to_numpy().astype(np.int32)
+        return order, keys.take(pa.array(order))
 
     def search(self, prefix: str, limit: int) -> np.ndarray:
         p = _fold(prefix)

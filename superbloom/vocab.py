@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .files import read_lines, write_lines
+from .mapped_vocab import MappedStrings, mapped_strings
 
 
 def canonical(key: str) -> str:
@@ -31,7 +32,7 @@ class Vocab:
     def __init__(self, strings: Sequence[str], counts: np.ndarray):
         if len(strings) != len(counts):
             raise ValueError(f"vocabulary has {len(strings)} strings but {len(counts)} counts")
-        self.strings = list(strings)
+        self.strings = strings if isinstance(strings, MappedStrings) else list(strings)
         self.counts = np.asarray(counts, dtype=np.int64)
         self._index: dict[str, int] | None = None
         self._aliases: dict[str, int] | None = None
@@ -51,7 +52,8 @@ class Vocab:
         differ from the stored one (the most frequent id wins a clash). Built once, with Arrow kernels
         finding those ids: a Python string is made only for the ids that contain '%' or ' '."""
         if self._aliases is None:
-            strings = pa.array(self.strings, pa.large_string())
+            strings = (self.strings.array if isinstance(self.strings, MappedStrings)
+                       else pa.array(self.strings, pa.large_string()))
             special = pc.or_(pc.match_substring(strings, "%"), pc.match_substring(strings, " "))
             aliases: dict[str, int] = {}
             for i in np.flatnonzero(special.to_numpy(zero_copy_only=False))[::-1].tolist():
@@ -94,8 +96,15 @@ class Vocab:
         np.save(directory / "counts.npy", self.counts)
 
     @classmethod
-    def load(cls, directory: str | Path) -> "Vocab":
+    def load(cls, directory: str | Path, mapped: bool = False) -> "Vocab":
+        """mapped: strings and string -> id lookup memory-mapped from cache files beside vocab.txt,
+        shared by every process that maps them (mapped_vocab.py; serve's workers); a directory
+        that cannot be written gets the in-memory list and dict."""
         directory = Path(directory)
-        strings = read_lines(directory / "vocab.txt")
-        return cls(strings, np.load(directory / "counts.npy"))
+        counts = np.load(directory / "counts.npy", mmap_mode="r" if mapped else None)
+        if mapped and (m := mapped_strings(directory)) is not None:
+            vocab = cls(m[0], counts)
+            vocab._index = m[1]
+            return vocab
+        return cls(read_lines(directory / "vocab.txt"), np.asarray(counts))
 
