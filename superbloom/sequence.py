@@ -154,15 +154,17 @@ def validation_examples(x: "ObjectiveInputs", n: int, max_users: int = VAL_USERS
 def sequence_validate(model, hashing: BloomHash, ex: Examples):
     """-> a validate() for fit: HR / NDCG / MRR of `ex` (full ranking, ex.exclude never ranked).
     A head with an item-item term (heads/hybrid.py) has its weight and its recency decay chosen here."""
-    def scores() -> dict:
+    def rank():
         from .predictor import rank_contexts  # predictor imports this module
-        ranking = rank_contexts(model, hashing, ex.contexts, 20, exclude=ex.excluded)
+        return rank_contexts(model, hashing, ex.contexts, 20, exclude=ex.excluded)
+
+    def metrics(ranking) -> dict:
         return sequence_summary(target_ranks(ranking.ids.numpy(), ex.targets))
 
     def validate() -> dict:
         if hasattr(model.head, "choose_mix"):
-            return model.head.choose_mix(scores, SELECT, DECAYS)
-        return scores()
+            return model.head.choose_mix(rank, metrics, SELECT, DECAYS)
+        return metrics(rank())
     return validate
 
 

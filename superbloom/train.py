@@ -117,14 +117,16 @@ def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, t
     def batch(rows: np.ndarray, rng: np.random.Generator):
         return training_batch(sets, rows, hashing, mask, rng, merge=merge).to(device)
 
-    def scores() -> dict:
-        ranking = rank_contexts(model, hashing, val.contexts, 20, DecodeConfig())
+    def rank():
+        return rank_contexts(model, hashing, val.contexts, 20, DecodeConfig())
+
+    def metrics(ranking) -> dict:
         return summarize(target_ranks(ranking.ids.numpy(), val.targets))
 
     def validate() -> dict:
         if hasattr(model.head, "choose_mix"):  # heads/hybrid.py: its item-item weight is chosen here
-            return model.head.choose_mix(scores, SELECT)
-        return scores()
+            return model.head.choose_mix(rank, metrics, SELECT)
+        return metrics(rank())
 
     return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT)
 

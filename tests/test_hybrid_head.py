@@ -203,34 +203,53 @@ def test_training_never_touches_the_item_item_term_and_the_loss_is_the_full_head
     assert torch.allclose(hybrid(b), full(b), atol=1e-6)
 
 
-def test_choose_mix_keeps_the_best_and_prefers_the_smaller_on_ties():
+def _validation(head, seed=0, q=37):
+    """A made-up validation: random hidden states, ordered contexts and targets -> (rank, metrics)."""
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(q, 1, MODEL.d, generator=g)
+    ids = torch.randint(0, N, (q, 6), generator=g)
+    ids[torch.rand(q, 6, generator=g) < 0.3] = -1
+    tokens = torch.where(ids >= 0, ids + head.first, torch.zeros_like(ids))
+    targets = torch.randint(0, N, (q,), generator=g).numpy()
+    calls = []
+
+    def rank():
+        calls.append(1)
+        return head.topk(hidden, 10, exclude=ids, context_tokens=tokens, chunk_elems=5 * N)  # 8 chunks
+
+    def metrics(ranking):
+        from superbloom.metrics import summarize, target_ranks
+        return summarize(target_ranks(ranking.ids.numpy(), targets))
+    return rank, metrics, calls
+
+
+def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time():
+    _, model = make(seed=1)
+    head = model.head
+    head.values.copy_(torch.randn(len(head.values)).abs())
+    rank, metrics, calls = _validation(head)
+    decays = (1.0, 0.7, 0.4)
+    grid = [(0.0, 1.0)] + [(m, d) for d in decays for m in MIXES[1:]]
+    brute = []
+    for mix, decay in grid:  # one candidate at a time, its weights set
+        head.mix.fill_(mix), head.decay.fill_(decay)
+        brute.append(metrics(rank()))
+    calls.clear()
+    v = head.choose_mix(rank, metrics, "rec@10", decays)
+    assert len(calls) == 1  # one ranking pass for all 22 candidates
+    best = max(range(len(grid)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
+    mix, decay = grid[best] if best else (0.0, v["item_decay"])
+    assert (v["item_mix"], v["item_decay"]) == (mix, decay) and float(head.mix) == mix
+    assert v["rec@10"] == brute[best]["rec@10"] and v["pure_rec@10"] == brute[0]["rec@10"]
+    assert head._grid is None and head._parts is None  # nothing left behind
+
+
+def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
     _, model = make()
     head = model.head
-    seen = []
-
-    def evaluate():  # a made-up validation: rec@10 peaks at mix 30, ties with 100
-        seen.append(float(head.mix))
-        return {"rec@10": {0.0: 0.2, 30.0: 0.3, 100.0: 0.3}.get(float(head.mix), 0.1)}
-
-    v = head.choose_mix(evaluate, "rec@10")
-    assert seen == list(MIXES) and float(head.mix) == 30.0
-    assert v == {"rec@10": 0.3, "item_mix": 30.0, "item_decay": 1.0, "pure_rec@10": 0.2}
-
-
-def test_choose_mix_searches_the_recency_decays_beside_the_mixes():
-    _, model = make()
-    head = model.head
-    seen = []
-
-    def evaluate():  # best at (mix 10, decay 0.4); the pure model once
-        m, d = float(head.mix), round(float(head.decay), 3)
-        seen.append((m, d) if m else (0.0, None))
-        return {"ndcg@10": 0.5 if (m, d) == (10.0, 0.4) else 0.1 if m else 0.2}
-
-    v = head.choose_mix(evaluate, "ndcg@10", (1.0, 0.7, 0.4))
-    assert seen == [(0.0, None)] + [(m, d) for d in (1.0, 0.7, 0.4) for m in MIXES[1:]]
-    assert (float(head.mix), round(float(head.decay), 3)) == (10.0, 0.4)
-    assert v == {"ndcg@10": 0.5, "item_mix": 10.0, "item_decay": 0.4, "pure_ndcg@10": 0.2}
+    rank, _, _ = _validation(head)
+    v = head.choose_mix(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
+    assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "pure_rec@10": 0.5} and float(head.mix) == 0.0
 
 
 def test_recency_weights_count_the_newest_id_most():

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from ..baselines import EASE_MAX_IDS, Cooccurrence, Ease
 from ..decode import DecodeConfig
 from ..hashing import BloomHash
-from ..ranking import Ranking, chunked_topk, exact_ranking
+from ..ranking import NEG_INF, Ranking, exact_ranking, mask_excluded, topk_last
 from .full import FullHead
 from .sampled import Proposal, head_sampled_loss
 
@@ -143,6 +143,7 @@ class HybridHead(FullHead):
         self.register_buffer("values", torch.zeros(0))
         self.register_buffer("mix", torch.zeros(()))
         self.register_buffer("decay", torch.ones(()))
+        self._grid, self._parts = None, None  # choose_mix's candidates and their rankings, while it runs
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
@@ -187,10 +188,10 @@ class HybridHead(FullHead):
         ids = tokens - self.first
         return ids.masked_fill((ids < 0) | (ids >= self.n_ids), -1)
 
-    def age_weights(self, context: torch.Tensor) -> torch.Tensor | None:
+    def age_weights(self, context: torch.Tensor, decay: float | None = None) -> torch.Tensor | None:
         """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's
-        newest id; None when decay is 1 (every id alike)."""
-        decay = float(self.decay)
+        newest id; None when decay (default: the head's) is 1 (every id alike)."""
+        decay = float(self.decay) if decay is None else float(decay)
         if decay == 1.0:
             return None
         real = context >= 0
@@ -221,36 +222,57 @@ class HybridHead(FullHead):
     @torch.no_grad()
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
              chunk_elems: int = 1 << 24, context_tokens: torch.Tensor | None = None) -> Ranking:
-        """Exact top-k of log p_model + mix x item-item (every id scored), chunked over queries."""
+        """Exact top-k of log p_model + mix x item-item (every id scored), chunked over queries.
+        While choose_mix runs, every candidate (mix, decay) is ranked from the same network scores
+        (one network pass, not one per candidate): the first candidate's Ranking is returned, each
+        candidate's kept for choose_mix."""
         if context_tokens is None:
             raise ValueError("the hybrid head scores with the context: pass context_tokens")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = self.context_ids(context_tokens)
-        weights = self.age_weights(ctx)
-        mix = float(self.mix)
+        grid = self._grid or [(float(self.mix), float(self.decay))]
+        width, q = min(k, n), len(v)
+        step = max(1, chunk_elems // max(1, n))
+        vals, ids = [[] for _ in grid], [[] for _ in grid]
+        for a in range(0, q, step):
+            b = min(q, a + step)
+            s = mask_excluded(F.log_softmax(v[a:b] @ w.T + self.bias, -1), exclude[a:b] if exclude is not None else None)
+            terms = {}
+            for c, (mix, decay) in enumerate(grid):
+                if mix and decay not in terms:
+                    weights = self.age_weights(ctx[a:b], decay)
+                    terms[decay] = self.item_item(ctx[a:b], weights)
+                top_v, top_i = topk_last(s + mix * terms[decay] if mix else s, width)
+                vals[c].append(top_v)
+                ids[c].append(top_i.masked_fill(top_v == NEG_INF, -1))
+        work = torch.full((q,), n)
+        rankings = [exact_ranking(torch.cat(vs) if vs else v.new_zeros(0, width),
+                                  torch.cat(js) if js else torch.zeros(0, width, dtype=torch.long, device=v.device),
+                                  k, decode.score, work) for vs, js in zip(vals, ids)]
+        if self._grid:
+            for c, r in enumerate(rankings):
+                self._parts[c].append(r.cpu())
+        return rankings[0]
 
-        def scores(a, b):
-            s = F.log_softmax(v[a:b] @ w.T + self.bias, -1)
-            return s + mix * self.item_item(ctx[a:b], None if weights is None else weights[a:b]) if mix else s
-
-        vals, ids = chunked_topk(scores, len(v), n, k, exclude, chunk_elems, like=v)
-        return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))
-
-    def choose_mix(self, evaluate: Callable[[], dict], select: str, decays: tuple[float, ...] = (1.0,)) -> dict:
-        """Set `mix` (and `decay`) to the MIXES value (x `decays` value) whose validation
-        (`evaluate()`, run once per pair with it set; mix 0 once) scores best by `select` (ties: the
-        earlier: smaller mix, first decay) -> its scores, with the chosen mix and decay and the pure
-        model's (mix 0) `select` score beside them."""
-        self.mix.fill_(0.0)
-        pure = evaluate()
-        best = (0.0, float(self.decay), pure)
-        for decay in decays:
-            for mix in MIXES[1:]:
-                self.mix.fill_(mix)
-                self.decay.fill_(decay)
-                v = evaluate()
-                if v[select] > best[2][select]:
-                    best = (mix, decay, v)
-        self.mix.fill_(best[0])
-        self.decay.fill_(best[1])
-        return dict(best[2], item_mix=best[0], item_decay=best[1], **{f"pure_{select}": pure[select]})
+    def choose_mix(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
+                   decays: tuple[float, ...] = (1.0,)) -> dict:
+        """Set `mix` (and `decay`) to the MIXES value (x `decays` value) whose validation scores best
+        by `select` (ties: the earlier: smaller mix, first decay). `rank()` ranks the validation
+        queries (once: every candidate is scored in that pass, see topk), `summarize(ranking)` -> its
+        metrics. -> the chosen candidate's metrics, with its mix and decay and the pure model's (mix
+        0) `select` score beside them."""
+        grid = [(0.0, 1.0)] + [(mix, decay) for decay in decays for mix in MIXES[1:]]
+        self._grid, self._parts = grid, [[] for _ in grid]
+        try:
+            rank()
+            results = [summarize(Ranking.concat(parts)) for parts in self._parts]
+        finally:
+            self._grid, self._parts = None, None
+        best = 0
+        for c, r in enumerate(results):
+            if r[select] > results[best][select]:
+                best = c
+        mix, decay = grid[best] if best else (0.0, float(self.decay))
+        self.mix.fill_(mix)
+        self.decay.fill_(decay)
+        return dict(results[best], item_mix=mix, item_decay=decay, **{f"pure_{select}": results[0][select]})
