@@ -204,8 +204,13 @@ class PrefixIndex:
 
     def __init__(self, vocab: Vocab):
         if isinstance(vocab.strings, MappedStrings):  # serve's workers share these tables (mapped_vocab.py)
-            self.order = mapped_table(vocab.strings, "vocab.prefix_order.npy", lambda: self._sorted(vocab)[0])
-            self.keys = mapped_table(vocab.strings, "vocab.prefix_keys.arrow", lambda: self._sorted(vocab)[1])
+            built = []  # the sort, done at most once when the cache files are (re)built
+
+            def part(i: int):
+                built or built.append(self._sorted(vocab))
+                return built[0][i]
+            self.order = mapped_table(vocab.strings, "vocab.prefix_order.npy", lambda: part(0))
+            self.keys = mapped_table(vocab.strings, "vocab.prefix_keys.arrow", lambda: part(1))
             self.position = mapped_table(vocab.strings, "vocab.prefix_position.npy", lambda: _inverse(self.order))
         else:
             self.order, self.keys = self._sorted(vocab)
