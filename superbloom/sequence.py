@@ -49,7 +49,7 @@ LAST_ITEM_FRACTION = 0.25  # masked-sequence: examples whose only masked id is t
 VAL_USERS = 5000  # validation users at most (a seeded choice); HR@10 ~ 0.06 has a standard error ~ 0.003
 SELECT = "ndcg@10"  # picks the BEST checkpoint (higher is better)
 SEQUENCE_OBJECTIVES = ("next-item", "masked-sequence")
-DECAYS = (1.0, 0.7, 0.4)  # hybrid head: the recency weights of the item-item term tried at validation (decay ** age)
+DECAYS = (1.0, 0.7, 0.4, 0.15)  # hybrid head: the recency weights of the item-item term tried at validation (decay ** age)
 
 
 def check_objective(objective: str, model, mask: MaskConfig) -> None:
