@@ -138,13 +138,16 @@ def test_guide_search_equals_searchsorted():
     assert (synth_mod._search(t, x) == np.searchsorted(t.cum, x, side="right")).all()
 
 
+# VmHWM (the peak of this process image), not ru_maxrss: after fork + exec, ru_maxrss keeps the
+# forking parent's resident size (a pytest process that has grown past 1 GB late in the suite)
 _PEAK = """
-import resource, sys
+import sys
 import superbloom.synth as synth
 synth.CHUNK_LINKS = 1 << 17  # small chunks: many of them in a few seconds
 synth.synth(synth.SynthConfig(out=sys.argv[1], ids=100_000, links=int(sys.argv[2]), topics=100, mean_set_size=50),
             progress=False)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(int(hwm.split()[1]) // 1024)
 """
 
 
