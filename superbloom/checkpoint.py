@@ -14,9 +14,9 @@ the directory complete), renamed into place under a name no other checkpoint has
 checkpoint of one step gets `-1`, `-2`, ...), and only then is its pointer replaced atomically;
 older checkpoints are pruned after that. So a pointer only ever names a complete checkpoint, and a
 kill at any moment leaves the previous one intact and loadable. If a pointer is stale anyway (a
-directory edited by hand, a kill between rename and pointer), `latest_checkpoint` falls back to
-the newest complete checkpoint of its kind, promoting a complete `.tmp` directory if that is the
-newest. Inference loads BEST when there is one, else LATEST.
+directory edited by hand) or behind (a kill between rename and pointer), `latest_checkpoint`
+takes the newest complete checkpoint of its kind, promoting a complete `.tmp` directory if that is
+the newest (readers only when no pointer is valid; the resuming trainer always). Inference loads BEST when there is one, else LATEST.
 """
 from __future__ import annotations
 
@@ -51,19 +51,28 @@ def complete_checkpoints(model_dir: str | Path, kind: str = "step", tmp: bool = 
     return sorted(found, key=_order)
 
 
-def latest_checkpoint(model_dir: str | Path, pointer: str = "LATEST") -> Path | None:
-    """The checkpoint `pointer` names if it is complete, else the newest complete one of its kind
-    (see the module docstring), else None."""
+def latest_checkpoint(model_dir: str | Path, pointer: str = "LATEST", promote: bool = False) -> Path | None:
+    """The newest complete checkpoint of the pointer's kind: the one `pointer` names, or a newer
+    complete one (a kill between a checkpoint's rename and its pointer's move leaves the newest
+    unnamed), else None. A complete `.tmp` directory (a kill between its state.json and its rename)
+    is taken, and renamed into place, when no pointer names a complete checkpoint, or always with
+    `promote` (the resuming training process, the directory's only writer: a reader never renames
+    what a running trainer is about to)."""
     model_dir = Path(model_dir)
     ptr = model_dir / pointer
+    pointed = None
     if ptr.is_file():
         path = model_dir / ptr.read_text().strip()
         if (path / "state.json").is_file():
-            return path
-    found = complete_checkpoints(model_dir, KIND_OF_POINTER[pointer], tmp=True)
-    if not found:
+            pointed = path
+            if not _NAME.fullmatch(path.name):  # named by hand: trust it
+                return pointed
+    found = complete_checkpoints(model_dir, KIND_OF_POINTER[pointer], tmp=promote or pointed is None)
+    newest = found[-1] if found else None
+    if pointed is not None and (newest is None or _order(newest) <= _order(pointed)):
+        return pointed
+    if newest is None:
         return None
-    newest = found[-1]
     if newest.name.endswith(".tmp"):  # complete but never renamed: put it in place
         final = newest.with_name(newest.name[:-4])
         if final.exists():

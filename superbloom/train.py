@@ -202,7 +202,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a model directory")
     data = Dataset(cfg.data)
-    ckpt = latest_checkpoint(out) if resume else None
+    ckpt = latest_checkpoint(out, promote=True) if resume else None  # no finished step lost
     if resume and ckpt is None:
         if holds_model(out):
             raise ValueError(f"--resume: {out} holds model files but no complete checkpoint to continue from; "

@@ -100,6 +100,20 @@ def test_stale_pointer_falls_back_to_the_newest_complete_checkpoint(model):
     assert sb.load(model).predict(["Jazz"], k=3).items
 
 
+def test_a_pointer_behind_a_newer_complete_checkpoint_loses_no_step(model):
+    """A kill between a checkpoint's rename and its pointer's move: the newer one is taken; a complete
+    .tmp (a kill between state.json and the rename) only by the resuming trainer, which renames it."""
+    old = latest_checkpoint(model)
+    newer = old.with_name("step-000000004")
+    shutil.copytree(old, newer)
+    assert (model / "LATEST").read_text().strip().endswith(old.name)
+    assert latest_checkpoint(model) == newer  # the pointer still names step 3
+    newer.rename(newer.with_name(newer.name + ".tmp"))
+    assert latest_checkpoint(model) == old  # a reader leaves a .tmp alone while a pointer is valid
+    assert newer.with_name(newer.name + ".tmp").exists()
+    assert latest_checkpoint(model, promote=True) == newer and newer.is_dir()  # the trainer takes it
+
+
 def test_resume_that_finds_files_it_does_not_understand_stops(wiki_data, model, capsys):
     shutil.rmtree(model / "checkpoints")
     before = digest(model)
