@@ -11,7 +11,7 @@ tail padded (keep mask (B, 1, 1, T)). Three attentions:
 - kernel:  superbloom.kernel_attention, features materialised (chunk=None),
 - kernel/512: the same, keys and queries 512 at a time under activation checkpointing.
 
-Each (attention, T) runs in a fresh subprocess, so its peak resident memory (ru_maxrss) is its own;
+Each (attention, T) runs in a fresh subprocess, so its peak resident memory (VmHWM, this process image's own peak) is its own;
 a run that would need more than --max-gb by a rough estimate is skipped and marked so. Timing: one
 warm-up step, then the median of --reps steps (one step and no warm-up once the previous size took
 more than --slow seconds: the first-step overhead is small against such steps). Load average before
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -87,7 +86,7 @@ def one(method: str, t: int, reps: int, warm: int, threads: int, heads: int = HE
         step()
         times.append(time.perf_counter() - t0)
     times.sort()
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # ru_maxrss: KiB on Linux
+    peak_gb = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1e6  # ru_maxrss: KiB on Linux
     return {"method": method, "T": t, "heads": heads, "median_s": round(times[len(times) // 2], 5),
             "min_s": round(times[0], 5), "reps": reps, "warm": warm, "peak_rss_gb": round(peak_gb, 2)}
 

@@ -26,13 +26,13 @@ CHILD = """
 import json, resource, sys
 from superbloom.synth import SynthConfig, build_tables, synth
 cfg = SynthConfig(out=sys.argv[1], ids=int(sys.argv[2]), links=int(sys.argv[3]))
-import_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+import_mb = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024
 tables = build_tables(cfg)
-tables_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+tables_mb = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024
 del tables
 summary = synth(cfg, progress=False)
 print(json.dumps({"summary": summary, "import_peak_mb": import_mb, "tables_peak_mb": tables_mb,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))
 """
 
 

@@ -33,7 +33,7 @@ cfg = json.loads(sys.argv[1])
 t = time.time()
 s = prepare_text(TextPrepareConfig(tuple(cfg["inputs"]), cfg["out"], vocab_size=cfg["vocab_size"]), progress=False)
 wall = time.time() - t
-print(json.dumps({"wall_s": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"wall_s": wall, "peak_rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024,
                   "summary": s}))
 """
 

@@ -86,7 +86,7 @@ print(json.dumps({"train_s": train_s, "eval_s": eval_s, "steps_done": st["step"]
                   "loss_curve": [(x["step"], x["loss"]) for x in steps], "val": val,
                   "parameters": p.n_parameters, "n_tokens": p.hashing.n_tokens, "eval": r, "fills": fills,
                   "load_before": load0, "load_after": load1,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024}))
 """
 
 
