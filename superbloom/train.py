@@ -243,7 +243,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         # validation or test id, so a sequence objective builds it from all of them (as it trains)
         rows = (np.arange(len(data.train)) if data.split == "leave-one-out" and cfg.objective in SEQUENCE_OBJECTIVES
                 else train_rows)
-        head_built = model.head.build_from(data.train.subset(rows))
+        head_built = model.head.build_from(data.train.subset(rows), ordered=cfg.objective in SEQUENCE_OBJECTIVES)
     n_params = count_parameters(model)
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, cfg.objective)

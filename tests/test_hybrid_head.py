@@ -15,7 +15,7 @@ from superbloom.checkpoint import load_weights
 from superbloom.dataset import SetArray
 from superbloom.hashing import BloomHash, HashConfig
 from superbloom.heads import head_config
-from superbloom.heads.hybrid import MIXES, neighbour_pattern
+from superbloom.heads.hybrid import MIXES, neighbour_pattern, transition_pattern
 from superbloom.mapped import map_weights
 from superbloom.model import ModelConfig, build_model, row_tokens
 from superbloom.predictor import rank_contexts
@@ -112,6 +112,10 @@ def test_configuration_errors_say_what_is_wrong():
         head_config("hybrid", neighbours=0)
     with pytest.raises(ValueError, match="term must be one of"):
         head_config("hybrid", term="svd")
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        head_config("hybrid", term="transition", window=0)
+    with pytest.raises(ValueError, match=r"gap_decay must be in \(0, 1\]"):
+        head_config("hybrid", term="transition", gap_decay=0.0)
 
 
 def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
@@ -300,3 +304,56 @@ def test_largest_pattern_is_the_top_k_magnitudes_of_each_row(seed, k, block):
         want = sorted(j for j in np.argsort(-row, kind="stable")[:k] if row[j] > 0)
         got = cols[indptr[i]:indptr[i + 1]].tolist()
         assert len(got) == len(want) and sorted(row[got]) == sorted(row[want]) and got == sorted(got)
+
+
+def test_transition_pattern_counts_who_follows_whom_by_hand():
+    seqs = SetArray.from_lists([[0, 1, 2], [0, 1], [2, 0], [3, 3, 1]])
+    indptr, cols, values = transition_pattern(seqs, 4, k=10, window=2, gap_decay=0.5)
+    got = {(a, int(c)): float(v) for a in range(4)
+           for c, v in zip(cols[indptr[a]:indptr[a + 1]], values[indptr[a]:indptr[a + 1]])}
+    # 0 -> 1 twice (gap 1), 0 -> 2 once at gap 2 (0.5), 1 -> 2 once, 2 -> 0 once, 3 -> 1 at gap 1 and 2;
+    # 3 -> 3 is the diagonal (left out); nothing goes 1 -> 0 or 2 -> 1: the term is directed
+    want = {(0, 1): 2.0, (0, 2): 0.5, (1, 2): 1.0, (2, 0): 1.0, (3, 1): 1.5}
+    assert got.keys() == want.keys()
+    assert all(got[p] == pytest.approx(np.log1p(want[p])) for p in want)
+    indptr, cols, values = transition_pattern(seqs, 4, k=1, window=2, gap_decay=0.5)  # the largest of each row
+    assert [cols[indptr[a]:indptr[a + 1]].tolist() for a in range(4)] == [[1], [2], [0], [1]]
+    indptr, cols, _ = transition_pattern(seqs, 4, k=10, window=1, gap_decay=0.5)  # window 1: neighbours only
+    assert cols[indptr[0]:indptr[1]].tolist() == [1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 6), st.integers(1, 4), st.sampled_from([1.0, 0.8, 0.5]))
+def test_transition_pattern_is_the_top_k_of_the_pair_sums(seed, k, window, gap_decay):
+    rng = np.random.default_rng(seed)
+    lists = [rng.integers(0, N, rng.integers(1, 9)) for _ in range(25)]
+    t = np.zeros((N, N))
+    for s in lists:
+        for i in range(len(s)):
+            for g in range(1, window + 1):
+                if i + g < len(s) and s[i] != s[i + g]:
+                    t[s[i], s[i + g]] += gap_decay ** (g - 1)
+    indptr, cols, values = transition_pattern(SetArray.from_lists(lists), N, k, window, gap_decay)
+    for a in range(N):
+        want = sorted(sorted(np.nonzero(t[a])[0], key=lambda j: (-round(t[a, j], 9), j))[:k])
+        assert cols[indptr[a]:indptr[a + 1]].tolist() == want
+        assert np.allclose(values[indptr[a]:indptr[a + 1]], np.log1p(t[a, want]))
+
+
+def test_the_transition_term_scores_what_comes_next(tmp_path):
+    """On walks i -> i + 1 the directed term alone ranks the next item first; the model trains with it."""
+    data = walks(tmp_path)
+    cfg = sb.TrainConfig(data=str(data), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=1, m=1),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12, causal=True),
+                         mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),
+                         head=head_config("hybrid", neighbours=4, term="transition", window=3), objective="next-item",
+                         loop=sb.LoopConfig(steps=30, batch_size=32, eval_every=30, threads=1, checkpoint_every=1e9))
+    out = sb.train(cfg, progress=False)
+    built = json.loads((out / "config.json").read_text())["head_built"]
+    assert built["term"] == "transition" and built["item_item_values"] == 20 * 3  # 3 successors of each item
+    head = sb.load(out, threads=1).model.head
+    ids = {s: i for i, s in enumerate(sb.load(out, threads=1).vocab.strings)}
+    ctx = torch.tensor([[ids["i4"], ids["i5"]]])
+    scores = head.item_item(ctx)[0]
+    assert int(scores.argmax()) == ids["i6"]  # after i5 comes i6 (and i6 also follows i4 at gap 2)
+    assert float(scores[ids["i3"]]) == 0.0  # nothing before the context is scored: directed

@@ -29,6 +29,7 @@ from superbloom.batches import MaskConfig
 from superbloom.evaluate import EvalConfig, evaluate
 from superbloom.hashing import HashConfig
 from superbloom.heads import head_config
+from superbloom.heads.hybrid import TERMS as HYBRID_TERMS
 from superbloom.model import ModelConfig
 from superbloom.optim import OptimConfig
 from superbloom.train import LoopConfig, TrainConfig, train
@@ -70,7 +71,7 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
     causal = args.objective == "next-item"
     settings = {"samples": args.samples} if args.head in ("sampled", "hybrid") else {}
     if args.head == "hybrid":
-        settings["neighbours"] = args.neighbours
+        settings.update(neighbours=args.neighbours, term=args.item_term)
     if args.label_smoothing:
         settings["label_smoothing"] = args.label_smoothing
     head = head_config(args.head, **settings)
@@ -90,6 +91,7 @@ def extras(args) -> str:
     """The settings of this session's flags that differ from their defaults, for the setting name."""
     parts = [f"-neg{args.samples}" if args.head in ("sampled", "hybrid") and args.samples != 1024 else "",
              f"-nb{args.neighbours}" if args.head == "hybrid" else "",
+             f"-{args.item_term}" if args.head == "hybrid" and args.item_term != "auto" else "",
              f"-attndrop{args.attn_dropout:g}" if args.attn_dropout else "",
              f"-ls{args.label_smoothing:g}" if args.label_smoothing else "",
              "-postLN" if args.post_ln else "", f"-h{args.heads}" if args.heads != 2 else "",
@@ -175,6 +177,9 @@ def main() -> None:
     p.add_argument("--head", default="sampled")
     p.add_argument("--samples", type=int, default=1024, help="sampled / hybrid: negatives per step (hybrid 0: full)")
     p.add_argument("--neighbours", type=int, default=200, help="hybrid: item-item values per id")
+    p.add_argument("--item-term", default="auto", choices=HYBRID_TERMS,
+                   help="hybrid: the item-item term (auto: transition, directed, id -> the ids after it, for "
+                        "these sequence objectives; ease; cooccurrence)")
     p.add_argument("--alpha", type=int, default=1)
     p.add_argument("--m", type=int, default=1)
     p.add_argument("--d", type=int, default=64)

@@ -47,6 +47,7 @@ NONNEG_INT = number(int, 0)  # >= 0
 NONNEG = number(float, 0.0)  # >= 0
 POSITIVE = number(float, 0.0, lo_open=True)  # > 0
 FRACTION = number(float, 0.0, 0.999999, what="a fraction in [0, 1)")  # [0, 1)
+UNIT = number(float, 0.0, 1.0, lo_open=True, what="a number in (0, 1]")  # (0, 1]
 PORT = number(int, 0, 65535, what="a port number in [0, 65535]")
 
 

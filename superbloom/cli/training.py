@@ -16,7 +16,7 @@ from ..model import ModelConfig
 from ..optim import OPTIMIZERS, OptimConfig
 from ..train import OBJECTIVES, LoopConfig, TrainConfig
 from ..warmstart import INITS
-from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of, number
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 
 
 def register(sub):
@@ -78,11 +78,19 @@ def _add_train(sub):
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
                    help=f"superbloom, full, hybrid (default {default_of(SuperbloomConfig, 'label_smoothing')})")
     g.add_argument("--neighbours", type=POS_INT, default=None,
-                   help=f"hybrid: item-item values per id, its most frequent co-occurring ids "
+                   help=f"hybrid: item-item values per id, its largest "
                         f"(default {default_of(HybridConfig, 'neighbours')})")
     g.add_argument("--item-term", dest="item_term", choices=HYBRID_TERMS, default=None,
                    help=f"hybrid: the item-item weights: ease (EASE's closed form, up to 25,000 ids), cooccurrence "
-                        f"(cosine), auto = ease where it fits (default {default_of(HybridConfig, 'term')})")
+                        f"(cosine), transition (directed: log(1 + how often an id follows another in the training "
+                        f"sequences), auto = transition with a sequence objective, else ease where it fits, else cooccurrence "
+                        f"(default {default_of(HybridConfig, 'term')})")
+    g.add_argument("--transition-window", dest="transition_window", type=POS_INT, default=None,
+                   help=f"hybrid, --item-term transition: an id counts as following another up to this many ids "
+                        f"later (default {default_of(HybridConfig, 'window')})")
+    g.add_argument("--gap-decay", dest="gap_decay", type=UNIT, default=None,
+                   help=f"hybrid, --item-term transition: a pair g ids apart counts gap_decay ** (g - 1) "
+                        f"(default {default_of(HybridConfig, 'gap_decay')})")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')}); "
                         "hybrid: train its network with this many sampled negatives instead of the full softmax "
@@ -163,7 +171,8 @@ def _head_config(args):
 # the head settings' flags: argparse dest -> the head config's field (the hybrid's --item-* flags
 # would otherwise read like model-wide settings, and --init is the token embedding's start)
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
-              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term"}
+              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term",
+              "transition_window": "window", "gap_decay": "gap_decay"}
 
 
 # masking settings of objectives other than the set model's (whose defaults are MaskConfig's):
