@@ -42,8 +42,8 @@ def test_head_flags_are_saved_with_the_model(trained):
     assert cfg == {"full": {"name": "full", "label_smoothing": 0.0},
                    "sampled": {"name": "sampled", "samples": 64, "proposal": "unigram"},
                    "hierarchical": {"name": "hierarchical", "tree": "fano"},
-                   "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "label_smoothing": 0.0,
-                              "samples": 16}}[head]
+                   "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "window": 10,
+                              "gap_decay": 0.8, "label_smoothing": 0.0, "samples": 16}}[head]
 
 
 @pytest.mark.parametrize("decoding", DECODING, ids=["default", "exact", "beam-min", "exhaustive-max"])
@@ -84,4 +84,11 @@ def test_bad_head_flag_is_reported(wiki_data, tmp_path, capsys):
     code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
                  "--item-term", "ease", "--steps", "1"])
     assert code == 2 and "--item-term is not a setting of the full head" in capsys.readouterr().err
+    code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
+                 "--transition-window", "3", "--steps", "1"])
+    assert code == 2 and "--transition-window is not a setting of the full head" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "hybrid", "--alpha", "1",
+              "--m", "1", "--item-term", "transition", "--gap-decay", "0", "--steps", "1"])
+    assert "argument --gap-decay: expected a number in (0, 1], got 0" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()  # refused before anything was written

@@ -237,9 +237,10 @@ def write_markdown(saved: dict, name: str) -> None:
           "wall-clock seconds depend on that load). Head `full`: softmax over every id; `sampled`: "
           "sampled softmax with the log-Q correction (the setting's sample count in the JSON), full "
           "softmax at evaluation; `hybrid` (heads/hybrid.py): that network (full softmax, or -negN sampled "
-          "negatives in training) plus mix x a sparse item-item term over the history, EASE's 200 largest "
-          "weights per id (up to 25,000 ids; beyond, the co-occurrence cosine), fitted on the training "
-          "prefixes, each history id weighted decay ** age (age 0 = newest); mix and decay chosen on the "
+          "negatives in training) plus mix x a sparse item-item term over the history, 200 values per id: "
+          "settings ending in -transition, the directed transition term (log(1 + how often, gap-discounted, "
+          "an id follows another within 10 ids)); others, EASE's largest weights (up to 25,000 ids; beyond, "
+          "the co-occurrence cosine); fitted on the training prefixes, each history id weighted decay ** age (age 0 = newest); mix and decay chosen on the "
           "validation targets, the network alone (mix 0) in its own column.",
           "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
     md_path = RESULTS / f"{name}.md"
