@@ -211,7 +211,8 @@ def network_alone(predictor, result: dict, per_method: dict, summary, ranks) -> 
     head = getattr(getattr(predictor, "model", None), "head", None)
     if not float(getattr(head, "mix", 0.0)):
         return
-    result["head"] = {"name": "hybrid", "item_mix": float(head.mix), "item_decay": round(float(head.decay), 3)}
+    result["head"] = {"name": "hybrid", "item_mix": float(head.mix), "item_decay": round(float(head.decay), 3),
+                      "item_term": head.term_names()[int(head.alt)]}
     with mixed(head, 0.0):
         pure = ranks()
     result["network_only"] = summary(pure)
@@ -265,7 +266,8 @@ def _format_sequence_report(result: dict) -> str:
     cols = ["hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr"]
     if "network_only" in result:  # the hybrid head: the model with and without its item-item term
         h = result["head"]
-        rows = [(f"hybrid (mix {h['item_mix']:g}, decay {h.get('item_decay', 1.0):g})", result),
+        rows = [(f"hybrid ({h.get('item_term', 'term')} x {h['item_mix']:g}, decay {h.get('item_decay', 1.0):g})",
+                 result),
                 ("network only", result["network_only"])]
     else:
         rows = [("superbloom model", result)]

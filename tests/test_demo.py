@@ -26,7 +26,8 @@ def test_demo_runs_the_hybrid_head_and_reports_its_network_beside_it(tmp_path, c
             if "val_item_mix" in line]
     mix = vals[-1]["val_item_mix"]  # chosen at the final validation (the BEST checkpoint's, with one validation)
     if mix > 0:  # both rows in the report: the hybrid and its network alone
-        assert res["head"] == {"name": "hybrid", "item_mix": mix, "item_decay": 1.0} and "network only" in out
+        assert res["head"] == {"name": "hybrid", "item_mix": mix, "item_decay": 1.0, "item_term": "ease"}
+        assert "network only" in out
         assert 0 <= res["network_only"]["rec@10"] <= 1
     else:
         assert "network_only" not in res

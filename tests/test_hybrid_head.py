@@ -160,11 +160,15 @@ def test_sequence_objectives_train_it_and_choose_mix_and_decay(tmp_path, objecti
     out = sb.train(cfg, progress=False)
     val = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     assert len(val) >= 2 and all("val_item_mix" in r and "val_item_decay" in r for r in val)
+    # term auto on ordered data: the transition term and EASE both built, the validation chooses
+    assert json.loads((out / "config.json").read_text())["head_built"]["term"] == "transition | ease"
+    assert all(r["val_item_term"] in ("transition", "ease") for r in val)
     assert all(r["val_ndcg@10"] >= r["val_pure_ndcg@10"] for r in val)  # mix 0 is a candidate
     model = sb.load(out, threads=1)
     best = max(val, key=lambda r: r["val_ndcg@10"])
     assert float(model.model.head.mix) == best["val_item_mix"]
     assert float(model.model.head.decay) == pytest.approx(best["val_item_decay"])
+    assert model.model.head.term_names()[int(model.model.head.alt)] == best["val_item_term"]
     assert len(model.predict(["i1", "i2", "i3"], 5).items) == 5
 
 
@@ -227,23 +231,27 @@ def _validation(head, seed=0, q=37):
     return rank, metrics, calls
 
 
-def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time():
-    _, model = make(seed=1)
+@pytest.mark.parametrize("ordered", [False, True])
+def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
+    _, model = make(seed=1, build=False)
     head = model.head
+    head.build_from(sets_of(), ordered=ordered)  # ordered (term auto): transition and EASE, both candidates
+    assert head.term_names() == (("transition", "ease") if ordered else ("ease",))
     head.values.copy_(torch.randn(len(head.values)).abs())
     rank, metrics, calls = _validation(head)
     decays = (1.0, 0.7, 0.4)
-    grid = [(0.0, 1.0)] + [(m, d) for d in decays for m in MIXES[1:]]
+    grid = [(0.0, 1.0, 0)] + [(m, d, t) for t in range(head.term_slots) for d in decays for m in MIXES[1:]]
     brute = []
-    for mix, decay in grid:  # one candidate at a time, its weights set
-        head.mix.fill_(mix), head.decay.fill_(decay)
+    for mix, decay, slot in grid:  # one candidate at a time, its weights set
+        head.mix.fill_(mix), head.decay.fill_(decay), head.alt.fill_(slot)
         brute.append(metrics(rank()))
     calls.clear()
     v = head.choose_mix(rank, metrics, "rec@10", decays)
-    assert len(calls) == 1  # one ranking pass for all 22 candidates
+    assert len(calls) == 1  # one ranking pass for all 22 (ordered: 43) candidates
     best = max(range(len(grid)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
-    mix, decay = grid[best] if best else (0.0, v["item_decay"])
+    mix, decay, slot = grid[best] if best else (0.0, v["item_decay"], int(head.alt))
     assert (v["item_mix"], v["item_decay"]) == (mix, decay) and float(head.mix) == mix
+    assert v["item_term"] == head.term_names()[slot] and int(head.alt) == slot
     assert v["rec@10"] == brute[best]["rec@10"] and v["pure_rec@10"] == brute[0]["rec@10"]
     assert head._grid is None and head._parts is None  # nothing left behind
 
@@ -253,7 +261,8 @@ def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
     head = model.head
     rank, _, _ = _validation(head)
     v = head.choose_mix(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
-    assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "pure_rec@10": 0.5} and float(head.mix) == 0.0
+    assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease", "pure_rec@10": 0.5}
+    assert float(head.mix) == 0.0
 
 
 def test_recency_weights_count_the_newest_id_most():
@@ -281,7 +290,8 @@ def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
     pred = sb.load(out)
     pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
     res = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False, return_ranks=True)
-    assert res["head"] == {"name": "hybrid", "item_mix": 10.0, "item_decay": 1.0} and float(pred.model.head.mix) == 10.0
+    assert res["head"] == {"name": "hybrid", "item_mix": 10.0, "item_decay": 1.0, "item_term": "cooccurrence"}
+    assert float(pred.model.head.mix) == 10.0
     ranks = res["_ranks"]
     assert not np.array_equal(ranks["model"], ranks["network_only"])  # the term changes the ranking
     report = format_report(res)

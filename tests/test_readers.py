@@ -1,6 +1,5 @@
 """Readers: every format, comments / CRLF / gzip, and errors that name file and line."""
 import gzip
-import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq

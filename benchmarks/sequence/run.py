@@ -91,7 +91,7 @@ def extras(args) -> str:
     """The settings of this session's flags that differ from their defaults, for the setting name."""
     parts = [f"-neg{args.samples}" if args.head in ("sampled", "hybrid") and args.samples != 1024 else "",
              f"-nb{args.neighbours}" if args.head == "hybrid" else "",
-             f"-{args.item_term}" if args.head == "hybrid" and args.item_term != "auto" else "",
+             f"-{args.item_term}" if args.head == "hybrid" else "",  # (no term in session 6's names: ease / cosine)
              f"-attndrop{args.attn_dropout:g}" if args.attn_dropout else "",
              f"-ls{args.label_smoothing:g}" if args.label_smoothing else "",
              "-postLN" if args.post_ln else "", f"-h{args.heads}" if args.heads != 2 else "",
@@ -133,7 +133,8 @@ def run_one(name: str, args) -> dict:
         "validation": [{k: v[k] for k in ("step", "val_hr@10", "val_ndcg@10")} for v in vals],
         "best_step": max(vals, key=lambda v: v["val_ndcg@10"])["step"] if vals else None,
         **({"item_mix": float(model.model.head.mix), "item_decay": round(float(model.model.head.decay), 3),
-            "model_network_only": pick(r["network_only"])} if "network_only" in r else {}),
+            "item_term": r["head"]["item_term"], "model_network_only": pick(r["network_only"])}
+           if "network_only" in r else {}),
         "session": args.session, "steps": args.steps, "steps_trained": vals[-1]["step"] if vals else None, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
         "load_average_before": load_before, "load_average_after": load_average(),
         "train_config": cfg.to_dict(), "protocol": r["protocol"],
@@ -146,7 +147,7 @@ def table(entries: list[dict]) -> list[str]:
     budget can stop a run early). A hybrid-head row (setting `...-hybrid-...`) gives its network alone
     (mix 0) and the item-item weight and recency decay chosen on validation."""
     lines = ["| dataset | setting | session | users | steps | train s | HR@1 | HR@5 | model HR@10 [95% CI] | HR@20 | "
-             "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | hybrid: network alone HR@10 (mix, decay) | "
+             "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | hybrid: network alone HR@10 (term, mix, decay) | "
              "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
              "|" + "---|" * 22]
     for e in entries:
@@ -156,7 +157,8 @@ def table(entries: list[dict]) -> list[str]:
         ease = f"{b['ease']['hr@10']:.4f}" if "ease" in b else "-"
         steps = e.get("steps_trained") or e["steps"]
         session = e.get("session") or ("2" if "steps_trained" in e else "previous")
-        alone = (f"{e['model_network_only']['hr@10']:.4f} ({e['item_mix']:g}, {e['item_decay']:g})"
+        alone = (f"{e['model_network_only']['hr@10']:.4f} ({e.get('item_term', '-')}, {e['item_mix']:g}, "
+                 f"{e['item_decay']:g})"
                  if "model_network_only" in e else "-")
         lines.append(
             f"| {e['dataset']} | {e['setting']} | {session} | {e['users']:,} | "
@@ -203,7 +205,7 @@ def main() -> None:
     p.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds too")
     p.add_argument("--baselines", default="popularity,cooccurrence")
     p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
-    p.add_argument("--session", default="6", help="recorded with each row (which working session ran it)")
+    p.add_argument("--session", default="7", help="recorded with each row (which working session ran it)")
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)

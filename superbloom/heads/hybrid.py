@@ -157,15 +157,17 @@ def largest_pattern(b: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarra
     return indptr, np.concatenate(cols).astype(np.int64)
 
 
-def resolve_term(term: str, n_ids: int, ordered: bool = False) -> str:
-    """auto: transition for ordered training data (a sequence objective), else EASE where it fits,
-    else the co-occurrence cosine."""
+def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
+    """The terms a head builds: auto -> EASE where it fits, else the co-occurrence cosine; with
+    ordered training data (a sequence objective) the transition term first and that one beside it,
+    the validation choosing between them."""
     if term == "auto":
-        return "transition" if ordered else "ease" if n_ids <= EASE_MAX_IDS else "cooccurrence"
+        unordered = "ease" if n_ids <= EASE_MAX_IDS else "cooccurrence"
+        return ("transition", unordered) if ordered else (unordered,)
     if term == "ease" and n_ids > EASE_MAX_IDS:
         raise ValueError(f"hybrid term ease: EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} "
                          "limit (use --item-term cooccurrence or auto)")
-    return term
+    return (term,)
 
 
 class HybridHead(FullHead):
@@ -186,6 +188,11 @@ class HybridHead(FullHead):
         self.register_buffer("values", torch.zeros(0))
         self.register_buffer("mix", torch.zeros(()))
         self.register_buffer("decay", torch.ones(()))
+        # a second term (term auto on ordered data: the validation chooses; `alt` 1 = this one is used)
+        self.register_buffer("alt_indptr", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("alt_cols", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("alt_values", torch.zeros(0))
+        self.register_buffer("alt", torch.zeros((), dtype=torch.long))
         self._grid, self._parts = None, None  # choose_mix's candidates and their rankings, while it runs
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -196,7 +203,20 @@ class HybridHead(FullHead):
     def build_from(self, sets, ordered: bool = False) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0. `ordered`:
         the sets are sequences, oldest id first, and the model is trained on their order (term auto)."""
-        term = resolve_term(self.cfg.term, self.n_ids, ordered)
+        terms = resolve_term(self.cfg.term, self.n_ids, ordered)
+        built = [self._build_term(term, sets) for term in terms]
+        dev = self.bias.device
+        for prefix, (indptr, cols, values) in zip(("", "alt_"), built):
+            setattr(self, prefix + "indptr", torch.from_numpy(indptr).to(dev))
+            setattr(self, prefix + "cols", torch.from_numpy(cols).to(dev))
+            setattr(self, prefix + "values", torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(dev))
+        self.mix = torch.zeros((), device=dev)
+        self.decay = torch.ones((), device=dev)
+        self.alt = torch.zeros((), dtype=torch.long, device=dev)
+        return {"item_item_values": sum(len(b[1]) for b in built), "neighbours": self.cfg.neighbours,
+                "term": " | ".join(terms)}
+
+    def _build_term(self, term: str, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if term == "ease":
             b = Ease(sets, self.n_ids).b  # (N, N) float32, zero diagonal
             indptr, cols = largest_pattern(b, self.cfg.neighbours)
@@ -209,18 +229,23 @@ class HybridHead(FullHead):
             indptr, cols = neighbour_pattern(sets, self.n_ids, self.cfg.neighbours)
             cos = Cooccurrence(sets, self.n_ids).cos  # (N, N) sparse cosine, no diagonal
             values = np.asarray(cos[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]).reshape(-1)
-        dev = self.bias.device
-        self.indptr = torch.from_numpy(indptr).to(dev)
-        self.cols = torch.from_numpy(cols).to(dev)
-        self.values = torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(dev)
-        self.mix = torch.zeros((), device=dev)
-        self.decay = torch.ones((), device=dev)
-        return {"item_item_values": int(len(cols)), "neighbours": self.cfg.neighbours, "term": term}
+        return indptr, cols, values
+
+    def term_names(self) -> tuple[str, ...]:
+        """The built terms' names, in slot order (slot 1 only with term auto on ordered data)."""
+        return resolve_term(self.cfg.term, self.n_ids, ordered=bool(self.alt_indptr.numel()))
+
+    @property
+    def term_slots(self) -> int:
+        return 2 if self.alt_indptr.numel() else 1
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         if prefix + "decay" not in state_dict:  # saved before the recency weight existed: every id alike
             state_dict[prefix + "decay"] = torch.ones(())
-        for name in ("indptr", "cols", "values"):  # the saved pattern's size
+        for name, empty in (("alt_indptr", torch.zeros(0, dtype=torch.long)), ("alt_cols", torch.zeros(0, dtype=torch.long)),
+                            ("alt_values", torch.zeros(0)), ("alt", torch.zeros((), dtype=torch.long))):
+            state_dict.setdefault(prefix + name, empty)  # saved before a second term existed: one term
+        for name in ("indptr", "cols", "values", "alt_indptr", "alt_cols", "alt_values"):  # the saved pattern's size
             t = state_dict.get(prefix + name)
             if t is not None and tuple(t.shape) != tuple(getattr(self, name).shape):
                 setattr(self, name, torch.zeros(t.shape, dtype=getattr(self, name).dtype, device=self.bias.device))
@@ -228,7 +253,7 @@ class HybridHead(FullHead):
 
     def fixed_weights(self) -> int:
         """The item-item values and their mix: counted with the model's parameters (model.count_parameters)."""
-        return int(self.values.numel()) + 1
+        return int(self.values.numel()) + int(self.alt_values.numel()) + 1
 
     def context_ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens (U, T) -> ids (U, T), -1 at special tokens (identity hashing: a shift)."""
@@ -246,24 +271,28 @@ class HybridHead(FullHead):
         age = (real.sum(1, keepdim=True) - 1 - order).clamp(min=0)
         return torch.pow(torch.full((), decay, dtype=self.values.dtype, device=context.device), age.to(self.values.dtype))
 
-    def item_item(self, context: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    def item_item(self, context: torch.Tensor, weights: torch.Tensor | None = None, slot: int | None = None
+                  ) -> torch.Tensor:
         """Context ids (U, T), -1 padded -> (U, N): sum over the context of A's rows (each row times
-        `weights` (U, T) of its context id, if given)."""
+        `weights` (U, T) of its context id, if given); A: term `slot` (default: the chosen one)."""
+        slot = int(self.alt) if slot is None else slot
+        indptr, cols, values = ((self.alt_indptr, self.alt_cols, self.alt_values) if slot
+                                else (self.indptr, self.cols, self.values))
         u, t = context.shape
         flat = context.reshape(-1)
         real = flat >= 0
         rows = torch.arange(u, device=context.device).repeat_interleave(t)[real]  # (R,) row of each context id
         ids = flat[real]
         w = weights.reshape(-1)[real] if weights is not None else None  # (R,)
-        starts, lens = self.indptr[ids], self.indptr[ids + 1] - self.indptr[ids]  # (R,)
+        starts, lens = indptr[ids], indptr[ids + 1] - indptr[ids]  # (R,)
         total = int(lens.sum())
-        out = torch.zeros(u * self.n_ids, dtype=self.values.dtype, device=context.device)
+        out = torch.zeros(u * self.n_ids, dtype=values.dtype, device=context.device)
         if total:
             owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
             offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
             entry = starts[owner] + offset  # (E,) positions in cols / values
-            vals = self.values[entry] if w is None else self.values[entry] * w[owner]
-            out.index_add_(0, rows[owner] * self.n_ids + self.cols[entry], vals)
+            vals = values[entry] if w is None else values[entry] * w[owner]
+            out.index_add_(0, rows[owner] * self.n_ids + cols[entry], vals)
         return out.view(u, self.n_ids)
 
     @torch.no_grad()
@@ -277,7 +306,7 @@ class HybridHead(FullHead):
             raise ValueError("the hybrid head scores with the context: pass context_tokens")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = self.context_ids(context_tokens)
-        grid = self._grid or [(float(self.mix), float(self.decay))]
+        grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
         width, q = min(k, n), len(v)
         step = max(1, chunk_elems // max(1, n))
         vals, ids = [[] for _ in grid], [[] for _ in grid]
@@ -285,11 +314,11 @@ class HybridHead(FullHead):
             b = min(q, a + step)
             s = mask_excluded(F.log_softmax(v[a:b] @ w.T + self.bias, -1), exclude[a:b] if exclude is not None else None)
             terms = {}
-            for c, (mix, decay) in enumerate(grid):
-                if mix and decay not in terms:
+            for c, (mix, decay, slot) in enumerate(grid):
+                if mix and (decay, slot) not in terms:
                     weights = self.age_weights(ctx[a:b], decay)
-                    terms[decay] = self.item_item(ctx[a:b], weights)
-                top_v, top_i = topk_last(s + mix * terms[decay] if mix else s, width)
+                    terms[decay, slot] = self.item_item(ctx[a:b], weights, slot)
+                top_v, top_i = topk_last(s + mix * terms[decay, slot] if mix else s, width)
                 vals[c].append(top_v)
                 ids[c].append(top_i.masked_fill(top_v == NEG_INF, -1))
         work = torch.full((q,), n)
@@ -303,12 +332,13 @@ class HybridHead(FullHead):
 
     def choose_mix(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
                    decays: tuple[float, ...] = (1.0,)) -> dict:
-        """Set `mix` (and `decay`) to the MIXES value (x `decays` value) whose validation scores best
-        by `select` (ties: the earlier: smaller mix, first decay). `rank()` ranks the validation
-        queries (once: every candidate is scored in that pass, see topk), `summarize(ranking)` -> its
-        metrics. -> the chosen candidate's metrics, with its mix and decay and the pure model's (mix
-        0) `select` score beside them."""
-        grid = [(0.0, 1.0)] + [(mix, decay) for decay in decays for mix in MIXES[1:]]
+        """Set `mix` (and `decay`, and the term where two were built) to the MIXES value (x `decays`
+        value x term) whose validation scores best by `select` (ties: the earlier: first term,
+        smaller mix, first decay). `rank()` ranks the validation queries (once: every candidate is
+        scored in that pass, see topk), `summarize(ranking)` -> its metrics. -> the chosen
+        candidate's metrics, with its mix, decay, term and the pure model's (mix 0) `select` score."""
+        grid = [(0.0, 1.0, 0)] + [(mix, decay, slot) for slot in range(self.term_slots)
+                                  for decay in decays for mix in MIXES[1:]]
         self._grid, self._parts = grid, [[] for _ in grid]
         try:
             rank()
@@ -319,7 +349,9 @@ class HybridHead(FullHead):
         for c, r in enumerate(results):
             if r[select] > results[best][select]:
                 best = c
-        mix, decay = grid[best] if best else (0.0, float(self.decay))
+        mix, decay, slot = grid[best] if best else (0.0, float(self.decay), int(self.alt))
         self.mix.fill_(mix)
         self.decay.fill_(decay)
-        return dict(results[best], item_mix=mix, item_decay=decay, **{f"pure_{select}": results[0][select]})
+        self.alt.fill_(slot)
+        return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
+                    **{f"pure_{select}": results[0][select]})
