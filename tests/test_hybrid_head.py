@@ -19,7 +19,7 @@ from superbloom.heads.hybrid import MIXES, neighbour_pattern, transition_pattern
 from superbloom.mapped import map_weights
 from superbloom.model import ModelConfig, build_model, row_tokens
 from superbloom.predictor import rank_contexts
-from safetensors.torch import save_model
+from safetensors.torch import load_file, save_file, save_model
 
 N = 30
 MODEL = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.0)
@@ -103,6 +103,32 @@ def test_the_saved_pattern_is_restored_into_a_fresh_model(loader, tmp_path):
     contexts = np.array([[0, 5, 17, -1], [3, -1, -1, -1]])
     a, b = rank_contexts(model, h, contexts, 5), rank_contexts(fresh, h, contexts, 5)
     assert torch.equal(a.ids, b.ids) and torch.allclose(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("loader", [load_weights, map_weights])
+def test_a_model_with_two_terms_loads_and_one_saved_before_them_still_does(loader, tmp_path):
+    h, model = make(build=False)
+    model.head.build_from(sets_of(), ordered=True)  # transition + EASE
+    model.head.mix.fill_(10.0), model.head.alt.fill_(1)
+    save_model(model, str(tmp_path / "model.safetensors"))
+    _, fresh = make(seed=1, build=False)
+    loader(fresh, tmp_path)
+    for name in ("indptr", "cols", "values", "alt_indptr", "alt_cols", "alt_values", "alt", "mix"):
+        assert torch.equal(getattr(fresh.head, name), getattr(model.head, name))
+    assert fresh.head.term_names() == ("transition", "ease") and int(fresh.head.alt) == 1
+    contexts = np.array([[0, 5, 17, -1], [3, -1, -1, -1]])
+    a, b = rank_contexts(model, h, contexts, 5), rank_contexts(fresh, h, contexts, 5)
+    assert torch.equal(a.ids, b.ids) and torch.allclose(a.scores, b.scores)
+    # a file written before the second term existed (no alt_* tensors, no decay): one term, alt 0
+    _, old = make(seed=2)
+    save_model(old, str(tmp_path / "model.safetensors"))
+    state = load_file(str(tmp_path / "model.safetensors"))
+    save_file({k: v for k, v in state.items() if "alt" not in k and not k.endswith("head.decay")},
+              str(tmp_path / "model.safetensors"))
+    _, fresh = make(seed=3, build=False)
+    loader(fresh, tmp_path)
+    assert fresh.head.term_slots == 1 and int(fresh.head.alt) == 0 and float(fresh.head.decay) == 1.0
+    assert torch.equal(fresh.head.values, old.head.values)
 
 
 def test_configuration_errors_say_what_is_wrong():

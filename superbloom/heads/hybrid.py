@@ -8,11 +8,13 @@ full softmax at evaluation): the item-item term never enters training. A is a sp
 training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, baselines.Ease; up
 to 25,000 ids, dense to fit), the `neighbours` of largest magnitude in every row; or, beyond (term
 auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
-`neighbours` most frequent co-occurring ids (ties by id); or, for ordered data (term auto with a
-sequence objective, or when asked), the directed transition term: log(1 + how often, discounted by
-the gap, j follows c within `window` ids in a training sequence), its `neighbours` largest per row
-(transition_pattern; on the leave-one-out validation of BERT4Rec Beauty and S3-Rec Beauty it beat
-the cosine and EASE terms with the same network, benchmarks/results/sequence.md). No diagonal in any. `mix` is chosen at every validation, on the held-out training sets, from
+`neighbours` most frequent co-occurring ids (ties by id); or, for ordered data, when asked, the
+directed transition term: log(1 + how often, discounted by the gap, j follows c within `window` ids
+in a training sequence), its `neighbours` largest per row (transition_pattern). No diagonal in any.
+Term auto with a sequence objective builds two terms, the transition term and EASE (or the cosine),
+and the validation chooses between them with mix and decay (`alt` says which is used): with the same
+trained network the transition term scored higher on the validation ids of Beauty, Toys and
+BERT4Rec Beauty, EASE on LastFM (benchmarks/results/sequence_terms.md). `mix` is chosen at every validation, on the held-out training sets, from
 MIXES (ties: the smaller): so the BEST checkpoint carries the weight that was best for its weights,
 and mix = 0 (the pure model) is always a candidate. A late fusion whose weight is set on held-out
 data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
@@ -33,8 +35,9 @@ history count most. decay 1 (every id alike) is the set model's; the sequence ob
 chooses decay with mix, from DECAYS (sequence.py). Decoding scores every id: top-k is exact. The
 scores it returns are these sums, not log-probabilities (they can be > 0).
 
-Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,) and mix () are buffers of the
-model, saved in model.safetensors; a model is built with an empty pattern and takes the saved one's
+Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,), mix () and decay () are buffers
+of the model, saved in model.safetensors (a second term in alt_indptr / alt_cols / alt_values, empty
+when there is one, and its switch alt ()); a model is built with an empty pattern and takes the saved one's
 size when its weights are loaded (`_load_from_state_dict`), so load, resume and serve need nothing new.
 """
 from __future__ import annotations
