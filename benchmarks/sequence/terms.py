@@ -27,7 +27,7 @@ from superbloom.protocols import LeaveOneOut
 from superbloom.sequence import DECAYS, SELECT, VAL_USERS, sequence_summary, target_ranks
 
 from ..machine import machine_info, write_results
-from .run import WORK
+from .run import WORK, load_average
 
 RESULTS = Path("benchmarks/results")
 
@@ -74,7 +74,7 @@ def main() -> None:
     p.add_argument("--name", default="sequence_terms")
     args = p.parse_args()
     torch.set_num_threads(1)
-    rows = []
+    rows, load_before = [], load_average()
     for pair in args.models:
         name, _, model_dir = pair.partition("=")
         if not model_dir:
@@ -93,8 +93,11 @@ def main() -> None:
         else:
             md.append(f"| {r['dataset']} | {r['term']} | {r['hr@10']:.4f} | {r['ndcg@10']:.4f} | {r['mix']:g} | "
                       f"{r['decay']:g} | {r['network_alone_ndcg@10']:.4f} | {r['validation_users']:,} |")
-    md.append("")
-    write_results(RESULTS, args.name, {"rows": rows, "machine": machine_info()}, md)
+    load_after = load_average()
+    md += ["", f"One torch thread; load average (1/5/15 min) before {load_before}, after {load_after} "
+           "(the machine's other benchmark slot was in use).", ""]
+    write_results(RESULTS, args.name, {"rows": rows, "load_average_before": load_before,
+                                       "load_average_after": load_after, "machine": machine_info()}, md)
 
 
 if __name__ == "__main__":

@@ -71,8 +71,8 @@ def _add_train(sub):
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
-                        "hybrid = full plus a sparse item-item term (EASE's weights) mixed in with a weight chosen on the "
-                        "validation sets (needs --alpha 1 --m 1, the masked objective) (default %(default)s)")
+                        "hybrid = full plus a sparse item-item term (--item-term) mixed in with a weight chosen on the "
+                        "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s)")
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
@@ -83,7 +83,8 @@ def _add_train(sub):
     g.add_argument("--item-term", dest="item_term", choices=HYBRID_TERMS, default=None,
                    help=f"hybrid: the item-item weights: ease (EASE's closed form, up to 25,000 ids), cooccurrence "
                         f"(cosine), transition (directed: log(1 + how often an id follows another in the training "
-                        f"sequences), auto = transition with a sequence objective, else ease where it fits, else cooccurrence "
+                        f"sequences), auto = ease where it fits, else cooccurrence; with a sequence objective auto builds "
+                        f"transition too and the validation chooses "
                         f"(default {default_of(HybridConfig, 'term')})")
     g.add_argument("--transition-window", dest="transition_window", type=POS_INT, default=None,
                    help=f"hybrid, --item-term transition: an id counts as following another up to this many ids "
