@@ -47,11 +47,11 @@ def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="su
     alpha = inverse.shape[2]
     dev = logp.device
     rows = (top_b + nb * torch.arange(m, device=dev)[None, :, None]).flatten()  # (Q*m*B,) rows of inverse
-    cand = inverse.view(m * nb, alpha).index_select(0, rows).view(q, m, beam * alpha)  # (Q, m, A) ids, A = B*alpha
+    cand = inverse.view(m * nb, alpha).index_select(0, rows).view(q, m, beam * alpha).long()  # (Q, m, A) ids, A = B*alpha
     safe = cand.clamp(min=0)
     # b[i][:, j]: bucket under map i of the ids of map j's beam (under its own map: the beam bucket)
     b = [torch.stack([top_b[:, j, :, None].expand(q, beam, alpha).reshape(q, -1) if i == j
-                      else buckets[i].index_select(0, safe[:, j].flatten()).view(q, -1) for j in range(m)], 1)
+                      else buckets[i].index_select(0, safe[:, j].flatten()).view(q, -1).long() for j in range(m)], 1)
          for i in range(m)]  # m x (Q, m, A)
     # an id in the beams of several maps is scored once: in block j it is a duplicate if an earlier map has it
     in_beam = torch.zeros(q, m, nb, dtype=torch.bool, device=dev).scatter_(2, top_b, True)

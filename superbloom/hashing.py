@@ -143,10 +143,11 @@ class BloomHash:
     def special_tokens(self, special: int) -> np.ndarray:
         return special * self.m + np.arange(self.m)
 
-    def tables(self, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(buckets (m, N), inverse (m, n_buckets, alpha)) as int64 tensors for decoding."""
-        return (torch.from_numpy(self.buckets).long().to(device),
-                torch.from_numpy(self.inverse).long().to(device))
+    def tables(self, device=None, dtype=torch.long) -> tuple[torch.Tensor, torch.Tensor]:
+        """(buckets (m, N), inverse (m, n_buckets, alpha)) as tensors for decoding. dtype int32 on the
+        CPU: views of this object's arrays (no copy: shared pages when they are memory-mapped, `load`)."""
+        return (torch.from_numpy(self.buckets).to(device=device, dtype=dtype),
+                torch.from_numpy(self.inverse).to(device=device, dtype=dtype))
 
     # ------------------------------------------------------------------ persistence
 
@@ -157,12 +158,18 @@ class BloomHash:
                                 "n_buckets": str(self.n_buckets)})
 
     @classmethod
-    def load(cls, path: str | Path) -> "BloomHash":
+    def load(cls, path: str | Path, mmap: bool = False) -> "BloomHash":
+        """The saved maps; mmap=True: views of a copy-on-write memory map of the file (mapped.py), so
+        that every server process that loads them shares one copy of the pages (issue 14)."""
         from safetensors import safe_open
 
         with safe_open(str(path), "np") as f:
             alpha = int(f.metadata()["alpha"])
-        t = load_file(str(path))
+        if mmap:
+            from .mapped import map_safetensors
+            t = {name: x.numpy() for name, x in map_safetensors(path).items()}
+        else:
+            t = load_file(str(path))
         return cls(t["buckets"], alpha, inverse=t["inverse"])
 
     def describe(self) -> dict:

@@ -80,10 +80,11 @@ class Predictor:
         if threads:
             torch.set_num_threads(threads)
         config = load_json(model_dir / "config.json")
-        hashing = BloomHash.load(model_dir / "hashing.safetensors")
+        dev = resolve_device(device)
+        # the hash maps, and a large vocabulary, are memory-mapped on the CPU: serve's workers share them
+        hashing = BloomHash.load(model_dir / "hashing.safetensors", mmap=mmap and dev.type == "cpu")
         # a large vocabulary is memory-mapped (mapped_vocab.py): serve's worker processes share it
         vocab = Vocab.load(model_dir, mapped=mmap and vocab_size(model_dir) >= MAPPED_MIN_IDS)
-        dev = resolve_device(device)
         model = build_model(ModelConfig.from_dict(config["model"]), head_config_from_dict(config["head"]), hashing,
                             vocab.counts, vocab.strings).to(dev)
         if mmap and dev.type == "cpu":

@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 
 import superbloom as sb
 from superbloom.checkpoint import inference_checkpoint
+from superbloom.decode import DecodeConfig
 from superbloom.mapped import is_mapped, map_safetensors
 
 from conftest import _free_port
@@ -43,6 +44,24 @@ def test_predictor_weights_are_mapped_and_rank_the_same(tiny_model):
     assert np.array_equal(a.ids, b.ids) and np.allclose(a.scores, b.scores)
     ex_a, ex_b = (m.rank(ctx, 10, sb.DecodeConfig(exact=True)) for m in (mapped, copied))
     assert np.array_equal(ex_a.ids, ex_b.ids)
+
+
+def test_hash_maps_are_mapped_and_the_head_shares_them(tiny_model):
+    """The hash maps come from hashing.safetensors' pages (shared by serve's workers); the superbloom
+    head's decoding tables are int32 views of them, not int64 copies; ranking is unchanged."""
+    path = tiny_model / "hashing.safetensors"
+    mapped, copied = sb.load(tiny_model, device="cpu"), sb.load(tiny_model, device="cpu", mmap=False)
+    for name in ("buckets", "inverse"):
+        a, b = getattr(mapped.hashing, name), getattr(copied.hashing, name)
+        assert np.array_equal(a, b) and a.dtype == b.dtype == np.int32
+        assert is_mapped(torch.from_numpy(a), path) and not is_mapped(torch.from_numpy(b), path)
+        table = getattr(mapped.model.head, name)
+        assert table.dtype == torch.int32 and table.data_ptr() == a.ctypes.data  # a view, no copy
+    assert mapped.hashing.alpha == copied.hashing.alpha == 8 and mapped.hashing.n_tokens == copied.hashing.n_tokens
+    for decode in (DecodeConfig(), DecodeConfig(exact=True), DecodeConfig(exhaustive=True)):
+        a = mapped.predict(["Copenhagen", "Aarhus"], 10, decode)
+        b = copied.predict(["Copenhagen", "Aarhus"], 10, decode)
+        assert a == b
 
 
 def _pss_kb(pid: int) -> int:

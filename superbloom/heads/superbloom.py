@@ -41,7 +41,9 @@ class SuperbloomHead(nn.Module):
         self.cfg = cfg
         self.m, self.n_buckets = hashing.m, hashing.n_buckets
         self.bias = nn.Parameter(torch.zeros(hashing.n_tokens))
-        buckets, inverse = hashing.tables()
+        # int32 views of the hashing's arrays (shared across processes when loaded mapped; decode.py
+        # widens what it gathers from them): 2 x (m x N) x 4 bytes, not two int64 copies
+        buckets, inverse = hashing.tables(dtype=torch.int32)
         self.register_buffer("buckets", buckets, persistent=False)  # (m, N)
         self.register_buffer("inverse", inverse, persistent=False)  # (m, nb, alpha)
         self.offsets = [int(o) for o in hashing.offsets]
@@ -62,7 +64,7 @@ class SuperbloomHead(nn.Module):
         """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
         if rows is None:
             rows = torch.arange(len(targets), device=targets.device)
-        local = self.buckets[:, targets].T  # (M, m) bucket of each target under each map
+        local = self.buckets[:, targets].T.long()  # (M, m) bucket of each target under each map
         if self.cfg.per_hash_softmax:
             logp = self.log_probs(hidden)  # (U, m, nb)
             tok = local
