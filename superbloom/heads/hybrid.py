@@ -95,20 +95,27 @@ def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]
     """The k most frequent co-occurring ids of every id in `sets` (a SetArray), diagonal excluded,
     ties broken by the smaller id. -> (indptr (N + 1,) int64, cols (nnz,) int64), each row sorted by id."""
     x = sets.incidence(n_ids)  # (S, N) binary
-    c = (x.T @ x).tocsr()  # (N, N) co-occurrence counts
+    indptr, cols, _ = _largest_per_row((x.T @ x).tocsr(), k)  # (N, N) co-occurrence counts
+    return indptr, cols
+
+
+def _largest_per_row(c: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The k largest entries of every row of a square sparse matrix (ties by the smaller column),
+    diagonal and zeros left out. -> (indptr (N + 1,), cols (nnz,) int64, values (nnz,)), each row
+    sorted by column."""
+    n = c.shape[0]
+    c = c.tocsr(copy=True)
     c.setdiag(0)
     c.eliminate_zeros()
     c.sort_indices()
-    rows = np.repeat(np.arange(n_ids), np.diff(c.indptr))  # (nnz,)
-    # within each row: count descending, then id ascending; keep the first k of every row
+    rows = np.repeat(np.arange(n), np.diff(c.indptr))  # (nnz,)
+    # within each row: value descending, then column ascending; keep the first k of every row
     order = np.lexsort((c.indices, -c.data, rows))
     rank = np.arange(len(order)) - np.repeat(c.indptr[:-1], np.diff(c.indptr))
-    keep = order[rank < k]
-    keep.sort()  # back to row-major, id-sorted order
-    kept_rows = rows[keep]
-    indptr = np.zeros(n_ids + 1, np.int64)
-    np.cumsum(np.bincount(kept_rows, minlength=n_ids), out=indptr[1:])
-    return indptr, c.indices[keep].astype(np.int64)
+    keep = np.sort(order[rank < k])  # back to row-major, column-sorted order
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
+    return indptr, c.indices[keep].astype(np.int64), c.data[keep]
 
 
 def transition_pattern(sets, n_ids: int, k: int, window: int, gap_decay: float
@@ -129,16 +136,8 @@ def transition_pattern(sets, n_ids: int, k: int, window: int, gap_decay: float
     cat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype)  # noqa: E731
     t = sp.csr_matrix((cat(vals, np.float64), (cat(rows, np.int64), cat(cols, np.int64))), shape=(n_ids, n_ids))
     t.sum_duplicates()  # (N, N) weighted counts
-    t.setdiag(0)
-    t.eliminate_zeros()
-    t.sort_indices()
-    row = np.repeat(np.arange(n_ids), np.diff(t.indptr))
-    order = np.lexsort((t.indices, -t.data, row))  # within each row: value descending, then id ascending
-    rank = np.arange(len(order)) - np.repeat(t.indptr[:-1], np.diff(t.indptr))
-    keep = np.sort(order[rank < k])
-    indptr = np.zeros(n_ids + 1, np.int64)
-    np.cumsum(np.bincount(row[keep], minlength=n_ids), out=indptr[1:])
-    return indptr, t.indices[keep].astype(np.int64), np.log1p(t.data[keep]).astype(np.float32)
+    indptr, cols, values = _largest_per_row(t, k)
+    return indptr, cols, np.log1p(values).astype(np.float32)
 
 
 def largest_pattern(b: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
