@@ -86,7 +86,7 @@ def __getattr__(name: str):
     if name == "TimedH11Protocol":
         import socket
 
-        from .serve import timed_h11
+        from .http_guards import timed_h11
 
         class NoDelayH11Protocol(timed_h11(_settings()["config"]["head_timeout"])):
             """TCP_NODELAY on every connection. asyncio sets it only on sockets whose `proto` is
