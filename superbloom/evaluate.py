@@ -230,6 +230,17 @@ def mixed(head, mix: float):
         head.mix.fill_(saved)
 
 
+def _method_table(rows: list[tuple[str, dict]], cols: list[str], width: int) -> list[str]:
+    """The report's table: a header, then one line per (method, metrics) with `cols`, or why it was skipped."""
+    lines = [f"{'method':<{width}}" + "".join(f"{c:>9}" for c in cols)]
+    for name, r in rows:
+        if "skipped" in r:
+            lines.append(f"{name:<{width}}  skipped: {r['skipped']}")
+        else:
+            lines.append(f"{name:<{width}}" + "".join(f"{r[c]:>9.4f}" for c in cols))
+    return lines
+
+
 def format_report(result: dict) -> str:
     """A table a person can read: one row per method."""
     if result["protocol"].get("protocol") == "text":
@@ -243,12 +254,7 @@ def format_report(result: dict) -> str:
     else:
         rows = [("superbloom model", result)]
     rows += [(k, v) for k, v in result["baselines"].items()]
-    lines = [f"{'method':<18}" + "".join(f"{c:>9}" for c in cols)]
-    for name, r in rows:
-        if "skipped" in r:
-            lines.append(f"{name:<18}  skipped: {r['skipped']}")
-        else:
-            lines.append(f"{name:<18}" + "".join(f"{r[c]:>9.4f}" for c in cols))
+    lines = _method_table(rows, cols, 18)
     p = result["protocol"]
     if "network_only" in result:
         lines.append("hybrid head: the network's log-probabilities + mix x a sparse item-item term (EASE's or cosine "
@@ -272,13 +278,7 @@ def _format_sequence_report(result: dict) -> str:
     else:
         rows = [("superbloom model", result)]
     rows += [(k, v) for k, v in result["baselines"].items()]
-    width = max(18, *(len(name) + 1 for name, _ in rows))
-    lines = [f"{'method':<{width}}" + "".join(f"{c:>9}" for c in cols)]
-    for name, r in rows:
-        if "skipped" in r:
-            lines.append(f"{name:<{width}}  skipped: {r['skipped']}")
-        else:
-            lines.append(f"{name:<{width}}" + "".join(f"{r[c]:>9.4f}" for c in cols))
+    lines = _method_table(rows, cols, max(18, *(len(name) + 1 for name, _ in rows)))
     p = result["protocol"]
     excl = ("the user's whole history EXCLUDED from every ranking" if p["exclude_history"]
             else "nothing excluded from the ranking (the user's history may be ranked)")

@@ -331,6 +331,12 @@ def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int, dedupe
     return set_of, id_of, duplicates
 
 
+def _aligned(rows: list[tuple[str, str]], examples: list[str]) -> str:
+    """A summary's (label, value) rows aligned in two columns, then the malformed-line examples."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join([f"  {k:<{width}}  {v}" for k, v in rows] + [f"    e.g. {e}" for e in examples])
+
+
 def format_summary(s: dict) -> str:
     if s.get("split") == "leave-one-out":
         return _format_loo_summary(s)
@@ -346,10 +352,7 @@ def format_summary(s: dict) -> str:
         ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
         ("time", f"{s['seconds']} s"),
     ]
-    width = max(len(k) for k, _ in rows)
-    lines = [f"  {k:<{width}}  {v}" for k, v in rows]
-    lines += [f"    e.g. {e}" for e in s.get("malformed_examples", [])]
-    return "\n".join(lines)
+    return _aligned(rows, s.get("malformed_examples", []))
 
 
 
@@ -368,7 +371,4 @@ def _format_loo_summary(s: dict) -> str:
         ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
         ("time", f"{s['seconds']} s"),
     ]
-    width = max(len(k) for k, _ in rows)
-    lines = [f"  {k:<{width}}  {v}" for k, v in rows]
-    lines += [f"    e.g. {e}" for e in s.get("malformed_examples", [])]
-    return "\n".join(lines)
+    return _aligned(rows, s.get("malformed_examples", []))
