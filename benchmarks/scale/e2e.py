@@ -7,6 +7,14 @@ equal steps) -> eval (exact decoding) -> serve (1 and 2 workers, memory-mapped w
     /work/tools/benchlock .venv/bin/python -m benchmarks.scale.e2e --stages serve
     .venv/bin/python -m benchmarks.scale.e2e --report            # results/scale/e2e.{json,md} from the state
 
+Heads can train side by side, one torch thread each in the two benchmark slots, in one work directory
+(the state file is updated under a lock, one key at a time):
+
+    /work/tools/benchlock -1 .venv/bin/python -m benchmarks.scale.e2e --stages train,eval --only superbloom --threads 1 ...
+    /work/tools/benchlock -1 .venv/bin/python -m benchmarks.scale.e2e --stages train,eval --only sampled --threads 1 ...
+
+Every invocation ends by writing results/scale/NAME.{json,md} from the state: pass --name for a new run.
+
 Every stage is a child process (the CLI where one exists) measured by GNU time: wall seconds and
 peak RSS (max resident set of the child). Stages can be run in separate invocations (each one short
 enough for the lock); what was measured is kept in WORK/state.json and a stage already done is not
@@ -72,8 +80,18 @@ class State:
         return self.data[k]
 
     def __setitem__(self, k, v):
-        self.data[k] = v
-        self.path.write_text(json.dumps(self.data, indent=1, default=str))
+        """Re-read, update one key and write under a lock, so that two invocations in one work directory
+        (e.g. `--only superbloom` and `--only sampled` on one thread each) keep each other's stages."""
+        import fcntl
+
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.path.exists():
+                self.data = json.loads(self.path.read_text()) | {}
+            self.data[k] = v
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.data, indent=1, default=str))
+            tmp.replace(self.path)
 
 
 # ------------------------------------------------------------------------------------ stages
@@ -151,7 +169,7 @@ print(json.dumps(r))
 def stage_eval(args, work: Path, state: State) -> None:
     for i, name in enumerate(("superbloom", "full softmax", "sampled softmax")):
         key = f"eval/{name}"
-        if key in state and not args.force:
+        if (key in state and not args.force) or (args.only and name.split()[0] not in args.only.split(",")):
             continue
         model = work / "models" / name.split()[0]
         base = "popularity" if i == 0 else ""
@@ -382,7 +400,7 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=0.0, help="> 0: train each head for this many seconds "
                     "(equal wall clock, the paper's Table 2 question) instead of --steps")
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--only", default="", help="train only these heads (superbloom,full,sampled; default all)")
+    ap.add_argument("--only", default="", help="train and evaluate only these heads (superbloom,full,sampled; default all)")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--segment", type=int, default=32)
     ap.add_argument("--warmup", type=int, default=50)

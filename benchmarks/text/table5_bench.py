@@ -17,6 +17,9 @@ Configurations (the paper's Table 4, scaled down to what 2 shared CPU cores can 
   sampled-d32    alpha 1, m 1, sampled softmax over 1M ids, d 32
   hier-d32       alpha 1, m 1, hierarchical (tree) softmax over 1M ids, d 32 (the notes' output layer;
                  not in the default --configs: its step cost at 1M ids, run on its own)
+  baseline-d6    alpha 1, m 1, full softmax over 1M ids, d 6: about hash40-d128's parameters (7.0M vs 6.8M;
+                 the paper's smaller pair, baseline-h64 vs hash40-h512); not in the default --configs
+  sampled-d6     the same with the sampled softmax; not in the default --configs
 
 Results: benchmarks/results/text/table5.{json,md} with the machine and the load average.
 """
@@ -40,6 +43,8 @@ CONFIGS = {
     "hash40-d128": {"alpha": 40, "m": 2, "head": "superbloom", "d": 128, "heads": 4, "d_ff": 512},
     "sampled-d32": {"alpha": 1, "m": 1, "head": "sampled", "d": 32, "heads": 2, "d_ff": 128},
     "hier-d32": {"alpha": 1, "m": 1, "head": "hierarchical", "d": 32, "heads": 2, "d_ff": 128},
+    "baseline-d6": {"alpha": 1, "m": 1, "head": "full", "d": 6, "heads": 2, "d_ff": 24},
+    "sampled-d6": {"alpha": 1, "m": 1, "head": "sampled", "d": 6, "heads": 2, "d_ff": 24},
 }
 
 # appendix E (Figure 5) of the paper, plus two of our own in its spirit
