@@ -11,7 +11,7 @@ import re
 from fastapi.responses import JSONResponse
 
 
-def _error(status: int, message: str, detail=None, headers: dict | None = None) -> JSONResponse:
+def error_response(status: int, message: str, detail=None, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"message": message, "detail": detail if detail is not None else message}, status,
                         headers=headers)
 
@@ -26,7 +26,7 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        too_big = _error(413, f"request body over the limit of {self.limit} bytes")
+        too_big = error_response(413, f"request body over the limit of {self.limit} bytes")
         declared = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
         if declared.isdigit() and int(declared) > self.limit:
             return await too_big(scope, receive, send)
@@ -38,7 +38,7 @@ class BodyLimit:
                 msg = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except asyncio.TimeoutError:
                 of = f" of {declared}" if declared.isdigit() else ""
-                late = _error(408, f"request body not received within {self.timeout:g} s (got {size} bytes{of})",
+                late = error_response(408, f"request body not received within {self.timeout:g} s (got {size} bytes{of})",
                               headers={"Connection": "close"})
                 return await late(scope, receive, send)
             messages.append(msg)
@@ -97,7 +97,7 @@ class Hardening:
             await self.app({**scope, "method": "GET"} if head else scope, receive, send_hardened)
         except Exception:
             if not started:  # the 500 that uvicorn would send, with the headers
-                await _error(500, "internal server error")(scope, receive, send_hardened)
+                await error_response(500, "internal server error")(scope, receive, send_hardened)
             raise
 
 

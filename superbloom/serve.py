@@ -50,7 +50,7 @@ from .predictor import Predictor
 from .ranking import Ranking
 from .setembed.http import router as setembed_router
 from .autocomplete import PrefixIndex
-from .http_guards import BodyLimit, Hardening, _error, content_security_policy, timed_h11
+from .http_guards import BodyLimit, Hardening, content_security_policy, error_response, timed_h11
 
 
 @dataclass(frozen=True)
@@ -266,13 +266,13 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        return _error(422, _message(exc.errors()), errors)  # no echo of the input: it may not encode
+        return error_response(422, _message(exc.errors()), errors)  # no echo of the input: it may not encode
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 400:  # FastAPI could not parse the body (bad UTF-8, JSON nested too deep)
-            return _error(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
-        return _error(exc.status_code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow
+            return error_response(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
+        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow
 
     def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str]]:
         known, unknown = vocab.lookup(ids)

@@ -87,7 +87,7 @@ class State:
         with open(self.path.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.path.exists():
-                self.data = json.loads(self.path.read_text()) | {}
+                self.data = json.loads(self.path.read_text())
             self.data[k] = v
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.data, indent=1, default=str))
