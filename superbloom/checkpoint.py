@@ -87,6 +87,15 @@ def inference_checkpoint(model_dir: str | Path) -> Path | None:
     return latest_checkpoint(model_dir, "BEST") or latest_checkpoint(model_dir)
 
 
+def require_inference_checkpoint(model_dir: str | Path) -> Path:
+    """inference_checkpoint, or a FileNotFoundError that says the directory holds no trained model."""
+    ckpt = inference_checkpoint(model_dir)
+    if ckpt is None:
+        raise FileNotFoundError(f"{model_dir}: no complete checkpoint (is this a model directory written by "
+                                "`superbloom train`?)")
+    return ckpt
+
+
 def holds_model(model_dir: str | Path) -> bool:
     """Does the directory hold (part of) a trained model: a checkpoint pointer or checkpoints?
     (The config files alone, of a run killed before its first checkpoint, hold no trained weights.)"""

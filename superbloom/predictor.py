@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .sequence import ordered_query_batch
-from .checkpoint import inference_checkpoint, load_weights
+from .checkpoint import load_weights, require_inference_checkpoint
 from .decode import DecodeConfig
 from .device import resolve_device
 from .files import load_json
@@ -73,10 +73,7 @@ class Predictor:
         CPU with mmap=True the weights are views of the memory-mapped checkpoint file, shared by every
         process that maps it (mapped.py); else they are read into memory."""
         model_dir = Path(model_dir)
-        ckpt = inference_checkpoint(model_dir)
-        if ckpt is None:
-            raise FileNotFoundError(f"{model_dir}: no complete checkpoint (is this a model directory "
-                                    "written by `superbloom train`?)")
+        ckpt = require_inference_checkpoint(model_dir)
         if threads:
             torch.set_num_threads(threads)
         config = load_json(model_dir / "config.json")

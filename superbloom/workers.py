@@ -33,11 +33,9 @@ def serve_workers(model_dir: str, host: str, port: int, config, threads: int, ac
     """Run uvicorn with `workers` processes, each serving `model_dir` (see the module docstring)."""
     import uvicorn
 
-    from .checkpoint import inference_checkpoint
+    from .checkpoint import require_inference_checkpoint
 
-    if inference_checkpoint(model_dir) is None:  # fail here, once, not in every worker
-        raise FileNotFoundError(f"{model_dir}: no complete checkpoint (is this a model directory written by "
-                                "`superbloom train`?)")
+    require_inference_checkpoint(model_dir)  # fail here, once, not in every worker
     os.environ[ENV] = json.dumps({"model": str(model_dir), "threads": threads, "device": device,
                                   "config": asdict(config)})
     uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,

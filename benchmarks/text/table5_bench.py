@@ -69,11 +69,11 @@ cfg = sb.TrainConfig(data=a["data"], out=a["out"], hash=sb.HashConfig(alpha=c["a
     model=sb.ModelConfig(d=c["d"], heads=c["heads"], d_ff=c["d_ff"], layers=a["layers"], positions=128),
     head=head, mask=TEXT_MASK, optim=sb.OptimConfig(lr=a["lr"], warmup=a["warmup"]),
     loop=sb.LoopConfig(steps=a["steps"], time_budget=a["time_cap"], batch_size=a["batch_size"], eval_every=0,
-                       threads=1, seed=0, checkpoint_every=1e9, device="cpu", ema=0.0),
+                       threads=1, seed=0, checkpoint_every=600, device="cpu", ema=0.0),
     val_fraction=0.0, objective="text-mlm")  # no validation: the LATEST weights are evaluated
 load0 = os.getloadavg()
 t = time.time()
-sb.train(cfg, progress=False, overwrite=True)
+sb.train(cfg, progress=False, resume=a["resume"], overwrite=not a["resume"])
 train_s = time.time() - t
 load1 = os.getloadavg()
 log = os.path.join(a["out"], "metrics.jsonl")
@@ -103,7 +103,7 @@ def run(name: str, args) -> dict:
     arg = json.dumps({"config": CONFIGS[name], "data": args.data, "out": str(out), "steps": args.steps,
                       "batch_size": args.batch_size, "layers": args.layers, "lr": args.lr, "warmup": args.warmup,
                       "samples": args.samples, "max_sets": args.max_sets, "fill": FILL, "time_cap": args.time_cap,
-                      "baselines": name == args.configs.split(",")[0]})
+                      "baselines": name == args.configs.split(",")[0], "resume": args.resume})
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     t = time.time()
     proc = subprocess.run([sys.executable, "-c", CHILD, arg], capture_output=True, text=True, env=env, cwd=ROOT)
@@ -152,6 +152,8 @@ def main():
     ap.add_argument("--max-sets", type=int, default=300, help="test rows evaluated (15%% of their tokens masked)")
     ap.add_argument("--time-cap", type=float, default=0.0, help="seconds of training per model at most (a safety "
                     "cap: a model that hits it has fewer steps, reported as steps_done)")
+    ap.add_argument("--resume", action="store_true", help="continue each model's newest checkpoint in WORKDIR "
+                    "(same architecture) up to --steps / --time-cap in all, counting the training it already had")
     ap.add_argument("--name", default="table5")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite NAME.md from NAME.json (no training)")
     args = ap.parse_args()
@@ -194,6 +196,8 @@ def report(results: list[dict], args, t0: float, load0, saved: dict | None = Non
           f"{meta['ids']:,} ids (Wikispeedia + GCIDE + Brown, prepare-text defaults). Every model: {args.steps} steps of "
           f"{args.batch_size} rows "
           + (f"(or fewer: training capped at {args.time_cap:.0f} s per model, see the steps column) " if args.time_cap else "")
+          + ("(resumed from the models already in the work directory: the steps and the cap count the training "
+             "they had before) " if getattr(args, "resume", False) else "")
           + f"(segments of <= 128 tokens, 15% masked, 80/10/10, positions on), {args.layers} "
           f"layers, AdamW lr {args.lr} (warm-up {args.warmup}), one torch thread, each in its own process. "
           f"Evaluation: {e['examples']:,} masked tokens of {e['rows']} held-out test rows, the same for every "

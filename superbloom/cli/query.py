@@ -53,6 +53,10 @@ def _add_eval(sub):
                    help="comma-separated: popularity, cooccurrence, ease; or 'none' (default %(default)s)")
     p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
                                                                              "(default %(default)s)")
+    p.add_argument("--compare", action="append", default=[], metavar="MODEL_DIR",
+                   help="another model trained on the same dataset (repeatable): evaluated on the same examples, "
+                        "with the paired difference of MODEL minus it, and minus each baseline, and the bootstrap "
+                        "interval of each difference")
     p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
@@ -134,7 +138,18 @@ def cmd_eval(args):
                      baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets,
                      protocol=args.protocol, split=args.split, context_len=args.context_len,
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
-    result = evaluate(load(args.model, args.threads, args.device), Dataset(args.data), cfg, progress=not args.json)
+    if args.compare:
+        from ..checkpoint import require_inference_checkpoint
+        from ..compare import compare, format_comparison
+        for path in args.compare:  # before any evaluation
+            require_inference_checkpoint(path)
+    model, data = load(args.model, args.threads, args.device), Dataset(args.data)
+    if args.compare:
+        others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
+        result = compare(model, others, data, cfg, progress=not args.json)
+        print(json.dumps(result, indent=2) if args.json else format_report(result) + format_comparison(result))
+        return
+    result = evaluate(model, data, cfg, progress=not args.json)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
 
 
