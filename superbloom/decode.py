@@ -37,6 +37,11 @@ class DecodeConfig:
     score: str = "sum_log"  # gamma: sum_log | min | max (library callers may pass a callable)
     exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
 
+    def settings(self) -> dict:
+        """The settings as JSON values (a callable score by its repr), for reports."""
+        return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+                for k, v in self.__dict__.items()}
+
 
 def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log") -> Ranking:
     """One pass of Algorithm 1 with beam width `beam` for every query, with its certificate."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -124,12 +124,9 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
         "examples": int(len(ex.targets)),
         "targets_unseen": int((ex.targets < 0).sum()),
         "sets_skipped": ex.sets_skipped,
-        "certified_exact": float(ranking.exact.float().mean()),
-        "mean_beam": float(ranking.beam.float().mean()),
-        "queries_per_second": round(len(ex.targets) / max(seconds, 1e-9), 1),
+        **ranking.report(seconds),
         "protocol": {"seed": cfg.seed, "n": cfg.n, "targets_per_set": cfg.targets_per_set,
-                     "depth": cfg.depth, "decode": {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
-                                for k, v in asdict(cfg.decode).items()}, "context_excluded": True},
+                     "depth": cfg.depth, "decode": cfg.decode.settings(), "context_excluded": True},
         "baselines": {},
     })
     per_method = {"model": ranks}
@@ -175,14 +172,10 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
         "examples": int(len(ex.targets)),
         "targets_unseen": int((ex.targets < 0).sum()),
         **ex.notes,
-        "certified_exact": float(ranking.exact.float().mean()),
-        "mean_beam": float(ranking.beam.float().mean()),
-        "queries_per_second": round(len(ex.targets) / max(seconds, 1e-9), 1),
+        **ranking.report(seconds),
         "protocol": protocol.describe() | {
             "depth": cfg.depth, "cooc_last": cfg.cooc_last, "context_len_asked": cfg.context_len,
-            "model_positions": positions, "baselines_fitted_on": "training prefixes",
-            "decode": {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
-                       for k, v in asdict(cfg.decode).items()}},
+            "model_positions": positions, "baselines_fitted_on": "training prefixes", "decode": cfg.decode.settings()},
         "baselines": {},
     })
     per_method = {"model": ranks}

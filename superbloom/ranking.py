@@ -59,6 +59,12 @@ class Ranking:
     beam: torch.Tensor  # (Q,) int64: beam width B of the pass that produced the answer (superbloom head)
     # (the heads without hashing report their work instead: ids scored, or tree nodes expanded)
 
+    def report(self, seconds: float) -> dict:
+        """What an evaluation says of its decoding: the share of answers certified exact, the mean beam,
+        and queries per second over `seconds`."""
+        return {"certified_exact": float(self.exact.float().mean()), "mean_beam": float(self.beam.float().mean()),
+                "queries_per_second": round(len(self.ids) / max(seconds, 1e-9), 1)}
+
     def select(self, rows: torch.Tensor) -> "Ranking":
         return Ranking(self.ids[rows], self.scores[rows], self.exact[rows], self.beam[rows])
 

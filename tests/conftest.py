@@ -2,6 +2,7 @@
 trained on the links, and `superbloom serve` running it on a loopback port."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -70,27 +71,38 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def serving(argv: list[str], log: Path, port: int):
+    """A server process (`python ARGV...`, listening on `port`) that answers /health -> its base URL;
+    stopped after the block. Its output goes to `log`, shown if it exits or never answers."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, *argv], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                if proc.poll() is not None:
+                    pytest.fail(f"server exited: {log.read_text()}")
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"server did not answer /health within 120 s: {log.read_text()}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture(scope="module")
 def server(tiny_model, tmp_path_factory):
     """`superbloom serve` in a subprocess on a free loopback port -> base URL."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "superbloom", "serve", str(tiny_model), "--port", str(port),
-                                 "--max-context", "16", "--no-access-log"], stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {log.read_text()}")
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"server did not answer /health within 120 s: {log.read_text()}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with serving(["-m", "superbloom", "serve", str(tiny_model), "--port", str(port), "--max-context", "16",
+                  "--no-access-log"], tmp_path_factory.mktemp("serve") / "server.log", port) as url:
+        yield url

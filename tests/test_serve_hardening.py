@@ -6,13 +6,11 @@ import hashlib
 import json
 import re
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
-from conftest import _free_port
+from conftest import _free_port, serving
 from fastapi.testclient import TestClient
 
 from superbloom.serve import ServeConfig, create_app
@@ -27,26 +25,9 @@ SERVE = ("import sys; from superbloom.serve import ServeConfig, serve; serve(sys
 def url(tiny_model, tmp_path_factory):
     """`serve()` (uvicorn, as `superbloom serve` runs it) with short timeouts, in a subprocess."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SERVE, str(tiny_model), str(port)], stdout=out,
-                                stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {log.read_text()}")
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"server did not answer /health within 120 s: {log.read_text()}")
-    yield base
-    proc.terminate()
-    proc.wait(timeout=30)
+    with serving(["-c", SERVE, str(tiny_model), str(port)], tmp_path_factory.mktemp("serve") / "server.log",
+                 port) as base:
+        yield base
 
 
 def raw(url: str) -> socket.socket:

@@ -218,11 +218,8 @@ def evaluate_text(predictor, data: Dataset, cfg, progress: bool = True, return_r
     result.update({
         "examples": int(len(targets)), "rows": int(len(ex.rows)), "bigram_targets": int(bigram.sum()),
         "decile_min_counts": edges,
-        "certified_exact": float(ranking.exact.float().mean()), "mean_beam": float(ranking.beam.float().mean()),
-        "queries_per_second": round(len(targets) / max(seconds, 1e-9), 1),
-        "protocol": protocol.describe() | {"depth": cfg.depth, "decode": {
-            k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
-            for k, v in cfg.decode.__dict__.items()}},
+        **ranking.report(seconds),
+        "protocol": protocol.describe() | {"depth": cfg.depth, "decode": cfg.decode.settings()},
         "baselines": {name: breakdown(per_method[name], groups, bigram, decile) | {"seconds": round(base_seconds[name], 2)}
                       for name in base_seconds},
     })
