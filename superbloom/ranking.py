@@ -12,7 +12,7 @@ gamma to that one coordinate (the identity for the built-in ones).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -143,19 +143,30 @@ def chunked_topk(scores_of: Callable[[int, int], torch.Tensor], q: int, n: int, 
     scores_of(a, b) -> (b - a, n) scores of queries a..b-1; exclude (q, X) ids (-1 padded) never
     returned. -> (vals, ids), each (q, min(k, n)), best first, ids -1 where the score is -inf.
     `like` gives the dtype and device of an empty answer (q = 0)."""
+    return chunked_topk_variants(lambda a, b: iter([scores_of(a, b)]), 1, q, n, k, exclude, chunk_elems, like)[0]
+
+
+def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tensor]], count: int, q: int, n: int,
+                          k: int, exclude: torch.Tensor | None = None, chunk_elems: int = 1 << 20,
+                          like: torch.Tensor | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """chunked_topk of `count` scorings of the same queries (e.g. one network pass, several weights of
+    an added term): variants_of(a, b) yields `count` (b - a, n) score tensors, one at a time (one in
+    memory at once). -> [(vals, ids)] per variant, as chunked_topk's."""
     width = min(k, n)
     step = max(1, chunk_elems // max(1, n))
-    vals, ids = [], []
+    vals, ids = [[] for _ in range(count)], [[] for _ in range(count)]
     for a in range(0, q, step):
         b = min(q, a + step)
-        s = mask_excluded(scores_of(a, b), exclude[a:b] if exclude is not None else None)
-        v, i = topk_last(s, width)
-        vals.append(v)
-        ids.append(i.masked_fill(v == NEG_INF, -1))
-    if not vals:
+        ex = exclude[a:b] if exclude is not None else None
+        for c, scores in enumerate(variants_of(a, b)):
+            v, i = topk_last(mask_excluded(scores, ex), width)
+            vals[c].append(v)
+            ids[c].append(i.masked_fill(v == NEG_INF, -1))
+    if q == 0:
         like = like if like is not None else torch.zeros(0)
-        return like.new_zeros(0, width), torch.zeros(0, width, dtype=torch.long, device=like.device)
-    return torch.cat(vals), torch.cat(ids)
+        empty = like.new_zeros(0, width), torch.zeros(0, width, dtype=torch.long, device=like.device)
+        return [empty] * count
+    return [(torch.cat(v), torch.cat(i)) for v, i in zip(vals, ids)]
 
 
 def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: torch.Tensor) -> Ranking:

@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from ..baselines import EASE_MAX_IDS, Cooccurrence, Ease
 from ..decode import DecodeConfig
 from ..hashing import BloomHash
-from ..ranking import NEG_INF, Ranking, exact_ranking, mask_excluded, topk_last
+from ..ranking import Ranking, chunked_topk_variants, exact_ranking
 from .full import FullHead
 from .sampled import Proposal, head_sampled_loss
 
@@ -310,24 +310,17 @@ class HybridHead(FullHead):
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = self.context_ids(context_tokens)
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
-        width, q = min(k, n), len(v)
-        step = max(1, chunk_elems // max(1, n))
-        vals, ids = [[] for _ in grid], [[] for _ in grid]
-        for a in range(0, q, step):
-            b = min(q, a + step)
-            s = mask_excluded(F.log_softmax(v[a:b] @ w.T + self.bias, -1), exclude[a:b] if exclude is not None else None)
-            terms = {}
-            for c, (mix, decay, slot) in enumerate(grid):
+
+        def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
+            s, terms = F.log_softmax(v[a:b] @ w.T + self.bias, -1), {}
+            for mix, decay, slot in grid:
                 if mix and (decay, slot) not in terms:
-                    weights = self.age_weights(ctx[a:b], decay)
-                    terms[decay, slot] = self.item_item(ctx[a:b], weights, slot)
-                top_v, top_i = topk_last(s + mix * terms[decay, slot] if mix else s, width)
-                vals[c].append(top_v)
-                ids[c].append(top_i.masked_fill(top_v == NEG_INF, -1))
-        work = torch.full((q,), n)
-        rankings = [exact_ranking(torch.cat(vs) if vs else v.new_zeros(0, width),
-                                  torch.cat(js) if js else torch.zeros(0, width, dtype=torch.long, device=v.device),
-                                  k, decode.score, work) for vs, js in zip(vals, ids)]
+                    terms[decay, slot] = self.item_item(ctx[a:b], self.age_weights(ctx[a:b], decay), slot)
+                yield s + mix * terms[decay, slot] if mix else s
+
+        parts = chunked_topk_variants(variants, len(grid), len(v), n, k, exclude, chunk_elems, like=v)
+        work = torch.full((len(v),), n)
+        rankings = [exact_ranking(vals, ids, k, decode.score, work) for vals, ids in parts]
         if self._grid:
             for c, r in enumerate(rankings):
                 self._parts[c].append(r.cpu())
