@@ -142,6 +142,54 @@ def build_tables(cfg: SynthConfig) -> Tables:
     return Tables(topic_of, order, cum, guide, start, end, cum[end - 1])  # topic_cum: cum at each topic's end
 
 
+class TopicOracle:
+    """A reference ranker that knows the generator: what a model that had learned every id's planted
+    topic and popularity could reach, to read the models' recalls against (a planted-structure
+    ceiling, not a strict bound: it knows which topics the CONTEXT ids belong to, not the set's own
+    topic mix, which it estimates as the context's topic shares).
+
+    For a context of ids (synthetic ids, -1 padding) it scores id i of topic t as
+    share_t x weight_i / mass_t, the generator's chance of drawing i for the set if its topics were
+    mixed in the context's proportions (each link picks one of the set's topics uniformly, then an id
+    of that topic by weight), and returns the top k, context ids excluded. O(ids) tables; each query
+    looks only at the heaviest `top` ids of its topics (weights fall with the id, so those are a
+    topic's first ids)."""
+
+    def __init__(self, cfg: SynthConfig, top: int = 64):
+        topic_of = planted_topics(cfg)
+        weights = (np.arange(cfg.ids, dtype=np.float64) + cfg.topics) ** -cfg.zipf
+        mass = np.bincount(topic_of, weights, minlength=cfg.topics)  # (topics,)
+        order = np.argsort(topic_of, kind="stable")  # by topic, then by id: heaviest first
+        sizes = np.bincount(topic_of, minlength=cfg.topics)
+        start = np.cumsum(sizes) - sizes
+        cols = np.arange(top)
+        pos = start[:, None] + cols[None, :]  # (topics, top)
+        valid = cols[None, :] < sizes[:, None]
+        self.top_ids = np.where(valid, order[np.minimum(pos, cfg.ids - 1)], -1)  # (topics, top)
+        self.top_p = np.where(valid, weights[np.maximum(self.top_ids, 0)] / mass[:, None], -np.inf)
+        self.topic_of, self.top = topic_of, top
+
+    def rank(self, contexts: np.ndarray, k: int) -> np.ndarray:
+        """(E, c) synthetic ids (-1: none) -> (E, k) ids best first (-1 where fewer could be ranked)."""
+        contexts = np.asarray(contexts)
+        if k + contexts.shape[1] > self.top:
+            raise ValueError(f"TopicOracle(top={self.top}) ranks at most top - context length ids: k {k} + "
+                             f"{contexts.shape[1]} context columns is more")
+        out = np.full((len(contexts), k), -1, np.int64)
+        for e, row in enumerate(contexts):
+            ctx = row[row >= 0]
+            if len(ctx) == 0:
+                continue
+            topics, counts = np.unique(self.topic_of[ctx], return_counts=True)
+            ids = self.top_ids[topics].ravel()  # each id is in one topic: no repeats
+            score = (counts[:, None] / len(ctx) * self.top_p[topics]).ravel()
+            keep = (ids >= 0) & ~np.isin(ids, ctx)
+            ids, score = ids[keep], score[keep]
+            best = np.lexsort((ids, -score))[:k]  # ties: the smaller (more popular) id first
+            out[e, :len(best)] = ids[best]
+        return out
+
+
 def _search(t: Tables, x: np.ndarray) -> np.ndarray:
     """(n,) points in [0, cum[-1]) -> (n,) first positions p with cum[p] > x: `searchsorted(cum, x, 'right')`
     by the guide table (the answer lies in [guide[j], guide[j + 1]] for j = the cell of x; one cell more

@@ -160,3 +160,54 @@ def test_memory_does_not_grow_with_links(tmp_path):
         peak[links] = int(out.split()[-1])  # MB
     assert peak[40 << 17] < peak[2 << 17] + 32, peak  # twenty times the links, the same peak
     assert peak[40 << 17] < 1000, peak  # interpreter + torch (imported by the package) + one chunk
+
+
+def test_topic_oracle_equals_brute_force_scoring():
+    from superbloom.synth import TopicOracle
+
+    cfg = SynthConfig(out="unused", ids=300, links=1000, topics=7, zipf=1.1, mean_set_size=10)
+    oracle = TopicOracle(cfg, top=64)
+    topic = planted_topics(cfg)
+    w = (np.arange(cfg.ids) + cfg.topics) ** -cfg.zipf
+    mass = np.bincount(topic, w)
+    rng = np.random.default_rng(0)
+    contexts = np.full((40, 12), -1)
+    for e in range(40):
+        n = rng.integers(1, 13)
+        contexts[e, :n] = rng.choice(cfg.ids, n, replace=False)
+    got = oracle.rank(contexts, 10)
+    for e, row in enumerate(contexts):
+        ctx = row[row >= 0]
+        share = np.bincount(topic[ctx], minlength=cfg.topics) / len(ctx)
+        score = share[topic] * w / mass[topic]
+        score[ctx] = 0
+        cand = np.flatnonzero(score > 0)
+        want = cand[np.lexsort((cand, -score[cand]))][:10]
+        assert got[e, :len(want)].tolist() == want.tolist()
+        assert (got[e, len(want):] == -1).all()
+    with pytest.raises(ValueError, match="top"):
+        oracle.rank(np.full((1, 60), 1), 10)
+
+
+def test_topic_oracle_is_far_above_popularity_on_held_out_sets(tmp_path):
+    """On generated sets, ranking by the planted topics of the context finds held-out ids that the
+    popularity list does not: the structure a model can learn is there."""
+    from superbloom.synth import TopicOracle
+
+    cfg, _ = gen(tmp_path)
+    sets, ids = table(cfg.out)
+    order = np.argsort(sets, kind="stable")
+    sets, ids = sets[order], ids[order]
+    bounds = np.flatnonzero(np.diff(sets)) + 1
+    groups = [g for g in np.split(ids, bounds) if len(g) >= 8]
+    rng = np.random.default_rng(0)
+    contexts, targets = np.full((500, 31), -1), np.empty(500, np.int64)
+    for e, g in enumerate(groups[:500]):
+        g = rng.permutation(g)[:32]
+        targets[e] = g[0]
+        contexts[e, :len(g) - 1] = g[1:]
+    top = TopicOracle(cfg).rank(contexts, 10)
+    oracle = (top == targets[:, None]).any(1).mean()
+    popular = np.argsort(-np.bincount(ids, minlength=cfg.ids), kind="stable")[:41]  # the head, context excluded
+    pop = np.mean([t in [p for p in popular if p not in c][:10] for t, c in zip(targets, contexts)])
+    assert oracle > 2 * pop and oracle > 0.2, (oracle, pop)
