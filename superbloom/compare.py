@@ -55,8 +55,9 @@ def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progr
     """evaluate() of `predictor` (baselines included) with result["compared"]: for each of `others`
     ({name: predictor, or a function that loads it}) its own metrics on the same examples (no baselines: they would be the same) and
     the paired differences predictor - other; and result["paired_vs_baselines"]: predictor - each baseline.
-    A model whose protocol draws other examples (a text model trained on other segment lengths, a
-    sequence model with fewer positions) is an error: the comparison would not be paired."""
+    A model whose protocol draws other examples (a text model trained on other segment lengths) is an
+    error: the comparison would not be paired. (Leave-one-out pairs the users' targets; a sequence
+    model with fewer positions sees a shorter history of the same users, as it would alone.)"""
     first = evaluate(predictor, data, cfg, progress, return_ranks=True)
     targets, groups = example_key(first)
     recall = "hr" if first["protocol"].get("protocol") == "leave-one-out" else "rec"
@@ -74,7 +75,7 @@ def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progr
             raise ValueError(f"{name}: its evaluation examples are not the first model's ({len(t_other):,} vs "
                              f"{len(targets):,} targets): a paired comparison needs models evaluated on the same "
                              "examples (same dataset and protocol settings; text models trained on the same segment "
-                             "length; sequence models with the same number of positions)")
+                             "length)")
         r = res.pop("_ranks")["model"]
         res.pop("_examples")
         res.pop("baselines", None)

@@ -9,6 +9,7 @@ import pytest
 import superbloom as sb
 from superbloom.baselines import fit_baseline
 from superbloom.cli import main
+from superbloom.compare import format_comparison
 from superbloom.dataset import SetArray
 from superbloom.evaluate import EvalConfig, make_protocol, rank_baseline
 from superbloom.metrics import hit_rate_at, sequence_summary, target_ranks
@@ -198,6 +199,20 @@ def test_cli_leave_one_out_end_to_end(tmp_path, capsys):
     assert "hr@10" in table and "nothing excluded from the ranking" in table and "test targets" in table
     assert main(["eval", model, data, "--protocol", "sets", "--threads", "1"]) == 2  # the wrong protocol: an error
     assert "--protocol leave-one-out" in capsys.readouterr().err
+    # --compare: a model with 16 positions (a shorter history of the same users), paired on the users' targets
+    assert main(["train", data, "--out", model + "16", "--steps", "2", "--positions", "16", "--d", "16", "--heads", "2",
+                 "--d-ff", "32", "--layers", "1", "--alpha", "2", "--m", "2", "--batch-size", "8", "--quiet",
+                 "--threads", "1"]) == 0
+    capsys.readouterr()
+    assert main(["eval", model, data, "--split", "valid", "--baselines", "popularity", "--compare", model + "16",
+                 "--compare", model, "--json", "--threads", "1"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["compared"][model + "16"]["metrics"]["protocol"]["n"] == 15
+    assert set(r["compared"][model]["paired"]) == {"hr@1", "hr@10", "hr@20", "mrr"}
+    assert all(v == {"diff": 0.0, "lo": 0.0, "hi": 0.0} for v in r["compared"][model]["paired"].values())
+    p = r["compared"][model + "16"]["paired"]["hr@10"]
+    assert p["diff"] == pytest.approx(r["hr@10"] - r["compared"][model + "16"]["metrics"]["hr@10"])
+    assert "users resampled" in format_comparison(r)
 
 
 # ---------------------------------------------------------------- S3-Rec Beauty

@@ -236,6 +236,24 @@ def test_eval_text_protocol_with_baselines(text_model, text_data, capsys):
     assert "bigram baseline" in capsys.readouterr().out
 
 
+def test_eval_compare_text_models(text_model, text_data, tmp_path, capsys):
+    """--compare on the text protocol: the same masked tokens, rows resampled; a model trained on
+    other segment lengths masks other tokens, and that is an error, not a silent unpaired table."""
+    assert main(["eval", str(text_model), str(text_data), "--compare", str(text_model), "--json", "--threads", "1"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["paired_vs_baselines"]) == {"unigram", "bigram"}
+    assert all(v == {"diff": 0.0, "lo": 0.0, "hi": 0.0} for v in r["compared"][str(text_model)]["paired"].values())
+    uni = r["paired_vs_baselines"]["unigram"]["rec@1"]
+    assert uni["diff"] == pytest.approx(r["rec@1"] - r["baselines"]["unigram"]["rec@1"])
+    other = tmp_path / "seg16"
+    assert main(["train", str(text_data), "--out", str(other), "--objective", "text-mlm", "--alpha", "4", "--m", "2",
+                 "--steps", "2", "--eval-every", "0", "--segment", "16", *TINY]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(text_model), str(text_data), "--compare", str(other), "--threads", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "not the first model's" in err and "segment length" in err and str(other) in err
+
+
 # ---------------------------------------------------------------- fill in the blank
 
 
