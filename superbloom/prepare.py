@@ -140,6 +140,19 @@ def write_staged(out: str, build) -> dict:
     return summary
 
 
+def save_vocabulary(id_strings, train_keys: np.ndarray, n_keys: int, out: Path) -> np.ndarray:
+    """The vocabulary of the ids in `train_keys` (the training links' keys, repeats counted), most frequent
+    first (ties: first appearance, the key order), saved with its counts in `out`. -> remap (n_keys,)
+    int32: key -> id, -1 for a key that never occurs in training."""
+    counts = np.bincount(train_keys, minlength=n_keys)
+    vocab_keys = np.flatnonzero(counts)
+    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
+    remap = np.full(n_keys, -1, np.int32)
+    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
+    Vocab(id_strings.take(pa.array(vocab_keys)).to_pylist(), counts[vocab_keys]).save(out)
+    return remap
+
+
 def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> dict:
     stats = ReadStats()
     sets_enc, ids_enc = KeyEncoder("set"), KeyEncoder("id")
@@ -174,13 +187,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     is_test[rng.permutation(n_sets)[: int(round(cfg.test_fraction * n_sets))]] = True
     link_test = is_test[set_of]
 
-    # vocabulary from training sets only, most frequent first (ties: first appearance)
-    counts = np.bincount(id_of[~link_test], minlength=n_keys)
-    vocab_keys = np.flatnonzero(counts)
-    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
-    remap = np.full(n_keys, -1, np.int32)
-    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
-    Vocab(id_strings.take(pa.array(vocab_keys)).to_pylist(), counts[vocab_keys]).save(out)
+    remap = save_vocabulary(id_strings, id_of[~link_test], n_keys, out)  # from training sets only
     del id_strings
 
     split = {}
@@ -200,7 +207,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     summary = {
         "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "sets",
         "seed": cfg.seed, "test_fraction": cfg.test_fraction,
-        "sets": n_sets, "ids": int(len(vocab_keys)), "links": int(len(id_of)),
+        "sets": n_sets, "ids": int((remap >= 0).sum()), "links": int(len(id_of)),
         "train": split["train"], "test": split["test"],
         "test_links_unseen_in_train": int(unseen.sum()),
         "test_ids_unseen_in_train": int(len(np.unique(id_of[link_test][unseen]))),
@@ -229,13 +236,7 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
     is_valid = ev_link & (pos == last - 2)
     in_train = ~(is_test | is_valid)
 
-    # vocabulary from the training prefixes only (repeats count), most frequent first (ties: first appearance)
-    counts = np.bincount(id_of[in_train], minlength=n_keys)
-    vocab_keys = np.flatnonzero(counts)
-    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
-    remap = np.full(n_keys, -1, np.int32)
-    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
-    Vocab(id_strings.take(pa.array(vocab_keys)).to_pylist(), counts[vocab_keys]).save(out)
+    remap = save_vocabulary(id_strings, id_of[in_train], n_keys, out)  # from the training prefixes (repeats count)
     del id_strings
 
     train_rows = np.arange(n_sets)
@@ -256,7 +257,7 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
                        "history_links_unseen_in_train": int((remap[id_of[history]] < 0).sum())}
     summary = {
         "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "leave-one-out",
-        "seed": cfg.seed, "sets": n_sets, "ids": int(len(vocab_keys)), "links": int(len(id_of)),
+        "seed": cfg.seed, "sets": n_sets, "ids": int((remap >= 0).sum()), "links": int(len(id_of)),
         "train": split["train"], "valid": split["valid"], "test": split["test"],
         "too_short_kept_for_training": int((~evaluated).sum()), "min_sequence": MIN_SEQUENCE,
         "repeats_kept": int(repeats), "duplicates_removed": 0,
