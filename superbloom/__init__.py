@@ -9,12 +9,14 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
     model.predict(["Miles_Davis", "Jazz"], k=10)
     sb.expand(model, ["Copenhagen"], sb.ExpandConfig(steps=5))   # set expansion
     sb.evaluate(model, sb.Dataset("data/wiki"))
+    sb.compare(model, {"other": sb.load("runs/other")}, sb.Dataset("data/wiki"))   # paired differences
 """
 import importlib.resources
 from pathlib import Path
 
 __version__ = "0.2.0"  # the one version string (pyproject.toml reads it)
 
+from .compare import compare  # noqa: E402
 from .dataset import Dataset  # noqa: E402
 from .decode import DecodeConfig  # noqa: E402
 from .evaluate import EvalConfig, evaluate  # noqa: E402
@@ -36,5 +38,5 @@ def embedded_dataset() -> Path:
 
 __all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
            "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig", "OptimConfig", "Prediction", "Predictor",
-           "PrepareConfig", "ReadConfig", "SampledConfig", "SuperbloomConfig", "TrainConfig", "embedded_dataset",
+           "PrepareConfig", "ReadConfig", "SampledConfig", "SuperbloomConfig", "TrainConfig", "compare", "embedded_dataset",
            "evaluate", "expand", "head_config", "load", "prepare", "train"]

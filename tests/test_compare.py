@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.compare import compare, format_comparison, paired, per_example
+from superbloom.compare import format_comparison, paired, per_example
 from superbloom.dataset import Dataset
 from superbloom.evaluate import EvalConfig, format_report
 from superbloom.metrics import bootstrap_ci
@@ -68,7 +68,7 @@ def two_models(tmp_path_factory):
 def test_compare_sets_protocol_library(two_models):
     d = two_models
     cfg = EvalConfig(max_sets=80, baselines=("popularity",))
-    r = compare(sb.load(d / "a", threads=1), {"b": lambda: sb.load(d / "b", threads=1), "a again": sb.load(d / "a")},
+    r = sb.compare(sb.load(d / "a", threads=1), {"b": lambda: sb.load(d / "b", threads=1), "a again": sb.load(d / "a")},
                 Dataset(d / "data"), cfg, progress=False)
     assert 70 <= r["examples"] <= 80 and "_ranks" not in r and "_examples" not in r  # sets with < 2 ids skipped
     same = r["compared"]["a again"]["paired"]
