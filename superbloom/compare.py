@@ -51,6 +51,24 @@ def paired(a: np.ndarray, b: np.ndarray, groups: np.ndarray | None, recall: str 
             for k in va}
 
 
+def check_comparable(model_dir, data) -> None:
+    """Before any evaluation (which can take minutes): a model directory with a complete checkpoint,
+    trained on a dataset with as many ids as `data` (evaluate() then checks the ids themselves)."""
+    import json
+    from pathlib import Path
+
+    from .checkpoint import require_inference_checkpoint
+
+    require_inference_checkpoint(model_dir)
+    try:
+        ids = json.loads((Path(model_dir) / "config.json").read_text()).get("data", {}).get("ids")
+    except (OSError, ValueError):
+        return  # evaluate() will say what is wrong with it
+    if ids is not None and ids != data.n_ids:
+        raise ValueError(f"{model_dir}: trained on a dataset of {ids:,} ids, not {data.path}'s {data.n_ids:,}: "
+                         "compare models trained on the same dataset")
+
+
 def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progress: bool = True) -> dict:
     """evaluate() of `predictor` (baselines included) with result["compared"]: for each of `others`
     ({name: predictor, or a function that loads it}) its own metrics on the same examples (no baselines: they would be the same) and

@@ -101,3 +101,14 @@ def test_compare_errors_name_the_model(two_models, tmp_path):
     r = run("eval", d / "a", d / "data", "--compare", tmp_path / "nothing")
     assert r.returncode != 0 and "nothing" in r.stderr and "Traceback" not in r.stderr
     assert "ranking" not in r.stderr  # checked before any evaluation
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "links.tsv").write_text("".join(f"s{i}\tx{(i * 7 + j) % 40}\n" for i in range(60) for j in range(5)))
+    assert run("prepare", small / "links.tsv", "--format", "edges", "--out", small / "data").returncode == 0
+    other = small / "model"
+    r = run("train", small / "data", "--out", other, "--steps", "1", "--batch-size", "4", "--d", "16", "--heads", "2",
+            "--d-ff", "32", "--layers", "1", "--quiet", "--eval-every", "0", "--alpha", "2")
+    assert r.returncode == 0, r.stderr
+    r = run("eval", d / "a", d / "data", "--compare", other)
+    assert r.returncode == 2 and "trained on a dataset of" in r.stderr and str(other) in r.stderr
+    assert "ranking" not in r.stderr
