@@ -48,7 +48,9 @@ def main():
                 sb.Dataset(args.data), EvalConfig(max_sets=args.max_sets, seed=0, depth=20), progress=False)
     result = {"benchmark": "text_paired", "machine": machine_info(), "settings": vars(args),
               "load_before": load0, "load_after": os.getloadavg(), "total_s": round(time.time() - t0, 1), "result": r}
-    name = lambda m: Path(m).name  # noqa: E731
+    short = [Path(m).name for m in [first, *others]]
+    name = lambda m: (Path(m).name if short.count(Path(m).name) == 1  # noqa: E731
+                      else f"{Path(m).parent.name}/{Path(m).name}")
     cell = lambda p, k: (f"{p['diff']:+.1%} [{p['lo']:+.1%}, {p['hi']:+.1%}]" if k != "mrr"  # noqa: E731
                          else f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}]")
     md = [f"# Paired differences of {name(first)} on the same masked test tokens", "",
