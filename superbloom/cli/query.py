@@ -138,13 +138,11 @@ def cmd_eval(args):
                      baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets,
                      protocol=args.protocol, split=args.split, context_len=args.context_len,
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
-    data = Dataset(args.data)
+    model, data = load(args.model, args.threads, args.device), Dataset(args.data)
     if args.compare:
         from ..compare import check_comparable, compare, format_comparison
         for path in args.compare:  # before any evaluation
             check_comparable(path, data)
-    model = load(args.model, args.threads, args.device)
-    if args.compare:
         others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
         result = compare(model, others, data, cfg, progress=not args.json)
         print(json.dumps(result, indent=2) if args.json else format_report(result) + format_comparison(result))
