@@ -13,7 +13,9 @@ reciprocal rank (MRR, truncated at the retrieved depth).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +37,11 @@ def example_key(result: dict) -> tuple[np.ndarray, np.ndarray | None]:
     return ex.targets, ex.set_rows
 
 
+def recall_name(result: dict) -> str:
+    """"hr" (hit rate) for the leave-one-out protocol, "rec" (recall) for the others."""
+    return "hr" if result["protocol"].get("protocol") == "leave-one-out" else "rec"
+
+
 def per_example(ranks: np.ndarray) -> dict[int | str, np.ndarray]:
     """{k: hits at k, "mrr": reciprocal rank} of (E,) 1-based ranks (0: not retrieved)."""
     ranks = np.asarray(ranks)
@@ -54,9 +61,6 @@ def paired(a: np.ndarray, b: np.ndarray, groups: np.ndarray | None, recall: str 
 def check_comparable(model_dir, data) -> None:
     """Before any evaluation (which can take minutes): a model directory with a complete checkpoint,
     trained on a dataset with as many ids as `data` (evaluate() then checks the ids themselves)."""
-    import json
-    from pathlib import Path
-
     from .checkpoint import require_inference_checkpoint
 
     require_inference_checkpoint(model_dir)
@@ -78,7 +82,7 @@ def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progr
     model with fewer positions sees a shorter history of the same users, as it would alone.)"""
     first = evaluate(predictor, data, cfg, progress, return_ranks=True)
     targets, groups = example_key(first)
-    recall = "hr" if first["protocol"].get("protocol") == "leave-one-out" else "rec"
+    recall = recall_name(first)
     ranks = first.pop("_ranks")
     first.pop("_examples")
     mine = ranks["model"]
@@ -103,8 +107,7 @@ def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progr
 
 def format_comparison(result: dict) -> str:
     """The paired part of a compare() result, one line per other method."""
-    recall = "hr" if result["protocol"].get("protocol") == "leave-one-out" else "rec"
-    keys = [f"{recall}@{k}" for k in KS] + ["mrr"]
+    keys = [f"{recall_name(result)}@{k}" for k in KS] + ["mrr"]
     unit = {"sets": "held-out sets", "text": "test rows", "leave-one-out": "users"}.get(
         result["protocol"].get("protocol", "sets"), "held-out sets")
     lines = ["", f"compared models on the same {result['examples']:,} examples:"]

@@ -192,7 +192,10 @@ def stage_oracle(args, work: Path, state: State) -> None:
     from superbloom.synth import SynthConfig, TopicOracle, read_provenance
 
     t0, load0 = time.time(), os.getloadavg()
-    cfg = SynthConfig(out=str(work / "links.parquet"), **read_provenance(work / "links.parquet")["arguments"])
+    made = read_provenance(work / "links.parquet")
+    if "arguments" not in made:
+        raise SystemExit(f"oracle: {work / 'links.parquet'} was not written by `superbloom synth` (no generator record)")
+    cfg = SynthConfig(out=str(work / "links.parquet"), **made["arguments"])
     data = sb.Dataset(work / "data")
     e = EvalConfig(seed=0, max_sets=args.eval_sets, depth=20)  # the eval stage's examples (EVAL_CHILD)
     ex = SetHoldout(e.n, e.targets_per_set, e.seed, e.max_sets).examples(data)

@@ -51,19 +51,18 @@ def main():
     short = [Path(m).name for m in [first, *others]]
     name = lambda m: (Path(m).name if short.count(Path(m).name) == 1  # noqa: E731
                       else f"{Path(m).parent.name}/{Path(m).name}")
-    cell = lambda p, k: (f"{p['diff']:+.1%} [{p['lo']:+.1%}, {p['hi']:+.1%}]" if k != "mrr"  # noqa: E731
-                         else f"{p['diff']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}]")
+    fmt = lambda x, k, sign="": f"{x:{sign}.1%}" if k != "mrr" else f"{x:{sign}.3f}"  # noqa: E731
+    row = lambda v: " | ".join(fmt(v[k], k) for k in KEYS)  # noqa: E731
+    cell = lambda p, k: f"{fmt(p['diff'], k, '+')} [{fmt(p['lo'], k, '+')}, {fmt(p['hi'], k, '+')}]"  # noqa: E731
     md = [f"# Paired differences of {name(first)} on the same masked test tokens", "",
           f"{r['examples']:,} masked tokens of {r['rows']} held-out test rows (the text protocol of table5_bench.py, "
           "seed 0, depth 20). Every model and baseline ranks the very same tokens; each row is the difference "
           f"{name(first)} minus the other method (recalls in percentage points, MRR absolute), with the 95% bootstrap "
           "interval of the difference (whole test rows resampled, 1,000 resamples).", "",
           "| method | rec@1 | rec@10 | rec@20 | MRR |", "|---|---|---|---|---|",
-          f"| {name(first)} | " + " | ".join(f"{r[k]:.1%}" if k != "mrr" else f"{r[k]:.3f}" for k in KEYS) + " |"]
-    md += [f"| {name(m)} | " + " | ".join(f"{c['metrics'][k]:.1%}" if k != "mrr" else f"{c['metrics'][k]:.3f}"
-                                          for k in KEYS) + " |" for m, c in r["compared"].items()]
-    md += [f"| {b} baseline | " + " | ".join(f"{v[k]:.1%}" if k != "mrr" else f"{v[k]:.3f}" for k in KEYS) + " |"
-           for b, v in r["baselines"].items()]
+          f"| {name(first)} | {row(r)} |"]
+    md += [f"| {name(m)} | {row(c['metrics'])} |" for m, c in r["compared"].items()]
+    md += [f"| {b} baseline | {row(v)} |" for b, v in r["baselines"].items()]
     md += ["", f"| {name(first)} minus | rec@1 | rec@10 | rec@20 | MRR |", "|---|---|---|---|---|"]
     md += [f"| {name(m)} | " + " | ".join(cell(c["paired"][k], k) for k in KEYS) + " |" for m, c in r["compared"].items()]
     md += [f"| {b} baseline | " + " | ".join(cell(p[k], k) for k in KEYS) + " |" for b, p in r["paired_vs_baselines"].items()]
