@@ -27,6 +27,14 @@ each, the last may hold fewer), which `BloomHash.from_orders` turns into buckets
    the cost is O(N^2 r / alpha) multiply-adds in block matrix products: about a minute per map
    for Epinions' 278K ids on 2 CPU cores (benchmarks/results/paper/t7_coherent.md).
 
+3. Above TREE_MIN_IDS ids (the paper's 5.3M: the exact greedy would take hours), a balanced
+   bisection tree (`tree_order`) replaces it: every segment of the current order is split, at a
+   multiple of alpha, along the difference of the means of its two halves (started from a random
+   member and the least similar of a few others), until every segment is one bucket; siblings stay
+   adjacent, so consecutive buckets are similar too. Later maps take one id from each of alpha
+   consecutive first-map buckets (`interleaved_order`): similar ids, never two of one first-map bucket.
+   About O(N r log(N / alpha)) work: a minute or two for 5M ids.
+
 Where the constraint cannot be met (the last few ids may all come from a few first-map buckets)
 the bucket is filled anyway and the violation counted; `BloomHash.from_orders` then separates any
 pair of ids that share all m buckets, so the final maps always satisfy it.
@@ -47,6 +55,14 @@ OVERSAMPLE = 16  # randomized SVD: extra columns of the sketch
 POWER_ITERS = 4  # randomized SVD: subspace iterations (sharpen a slowly decaying spectrum)
 SLACK = 256  # extra candidates kept per seed (absorb the ids claimed by earlier seeds of a block)
 BLOCK_ELEMS = 1 << 24  # similarity entries (seeds x unassigned) computed at once
+# the factorisation's tall (N, r + OVERSAMPLE) blocks are float64 up to this many entries (~1 GB), float32
+# beyond: at 5.3M ids and r = 128 a float64 block is 6.1 GB and the sketch holds three of them
+FLOAT64_MAX_ELEMS = 1 << 27
+GRAM_ROWS = 1 << 18  # rows per chunk when a float32 block's Gram matrix is accumulated in float64
+TREE_MIN_IDS = 500_000  # from this many ids on, the bisection tree instead of the exact greedy
+TREE_SAMPLES = 8  # a segment's first split direction: a random member to the least similar of these
+TREE_REFINE = 2  # then this many times: the difference of the means of the two halves (balanced 2-means)
+TREE_ROWS = 1 << 20  # rows per chunk of the projections
 
 
 @dataclass
@@ -54,17 +70,23 @@ class CoherentStats:
     """What the greedy had to do; for the report, not needed by the maps."""
     rescans: int = 0  # seeds whose candidate list ran short and were rescanned against all ids
     violations: int = 0  # buckets where the first-map constraint could not be met (tail only)
+    method: str = "greedy"  # "greedy" (exact, the paper's) or "tree" (above TREE_MIN_IDS ids)
 
 
 def cooccurrence_embeddings(sets: SetArray, n_ids: int, rank: int = RANK, seed: int = 0) -> np.ndarray:
     """(N, r) unit rows whose dot products approximate the cosine co-occurrence of the ids.
 
-    Ids that never co-occur with another id get a zero row (cosine 0 with every id)."""
+    Ids that never co-occur with another id get a zero row (cosine 0 with every id). Up to
+    FLOAT64_MAX_ELEMS entries per tall block the sketch is float64; beyond (millions of ids) it is
+    float32 with float64 Gram matrices, which keeps the peak memory at about three (N, r + 16)
+    float32 blocks."""
     x = sets.incidence(n_ids)  # (S, N) binary
     counts = np.asarray(x.sum(0)).ravel()
-    a = (sp.diags(1.0 / np.sqrt(np.maximum(counts, 1.0))) @ x.T).tocsr().astype(np.float64)  # (N, S)
-    r = max(1, min(rank, min(a.shape) - 1))
-    width = min(r + OVERSAMPLE, min(a.shape))
+    r = max(1, min(rank, min(x.shape) - 1))
+    width = min(r + OVERSAMPLE, min(x.shape))
+    dtype = np.float64 if n_ids * width <= FLOAT64_MAX_ELEMS else np.float32
+    a = (sp.diags((1.0 / np.sqrt(np.maximum(counts, 1.0))).astype(dtype)) @ x.T.astype(dtype)).tocsr()  # (N, S)
+    del x
     rng = np.random.default_rng([seed, 7])
     with _one_thread():  # tiny LAPACK calls (w x w): threads only add synchronisation
         return _randomized_embeddings(a, r, width, rng)
@@ -86,25 +108,38 @@ def _dense(z: np.ndarray) -> torch.Tensor:
 
 def _randomized_embeddings(a: sp.csr_matrix, r: int, width: int, rng: np.random.Generator) -> np.ndarray:
     """Rank-r U_r s_r of the sparse A (N, S) by a randomized SVD with power iterations, unit rows."""
-    q = _orthonormal(_dense(a @ rng.standard_normal((a.shape[1], width))))  # (N, w) range of A
+    q = _orthonormal(_dense(a @ rng.standard_normal((a.shape[1], width)).astype(a.dtype)))  # (N, w) range of A
     for _ in range(POWER_ITERS):
         p = _orthonormal(_dense(a.T @ q.numpy()))  # (S, w)
         q = _orthonormal(_dense(a @ p.numpy()))  # (N, w)
-    ub, s, _ = torch.linalg.svd(_dense((a.T @ q.numpy()).T), full_matrices=False)  # B = Q^T A: (w, S)
-    emb = (q @ ub[:, :r]) * s[:r]  # (N, r) = U_r s_r
+    ub, s, _ = torch.linalg.svd(_dense((a.T @ q.numpy()).T).double(), full_matrices=False)  # B = Q^T A: (w, S)
+    emb = q @ (ub[:, :r] * s[:r]).to(q.dtype)  # (N, r) = U_r s_r
+    del q
     norm = emb.norm(dim=1, keepdim=True)
-    return (emb / torch.where(norm > 1e-12, norm, torch.inf)).float().numpy()
+    return emb.div_(torch.where(norm > 1e-12, norm, torch.inf)).float().numpy()
 
 
 def _orthonormal(y: torch.Tensor) -> torch.Tensor:
     """Orthonormal basis of the columns of a tall y (n, w), from the small Gram matrix (w, w)
     applied twice ("CholeskyQR2" with an eigendecomposition): cheaper than Householder QR of a
-    296K x 48 matrix. Directions with a negligible eigenvalue are dropped."""
+    296K x 48 matrix. Directions with a negligible eigenvalue are dropped. A float32 y keeps its
+    dtype; its Gram matrix and eigendecomposition are float64 (summed over row chunks)."""
     for _ in range(2):
-        w, v = torch.linalg.eigh(y.T @ y)
-        keep = w > 1e-12 * max(float(w[-1]), 1e-300)
-        y = y @ (v[:, keep] / w[keep].sqrt())
+        w, v = torch.linalg.eigh(_gram(y))
+        keep = w > (1e-12 if y.dtype == torch.float64 else 1e-9) * max(float(w[-1]), 1e-300)
+        y = y @ (v[:, keep] / w[keep].sqrt()).to(y.dtype)
     return y
+
+
+def _gram(y: torch.Tensor) -> torch.Tensor:
+    """y^T y in float64 (w, w)."""
+    if y.dtype == torch.float64:
+        return y.T @ y
+    g = torch.zeros((y.shape[1], y.shape[1]), dtype=torch.float64)
+    for i in range(0, len(y), GRAM_ROWS):
+        c = y[i:i + GRAM_ROWS].double()
+        g += c.T @ c
+    return g
 
 
 def greedy_buckets(emb: np.ndarray, counts: np.ndarray, alpha: int, first: np.ndarray | None = None,
@@ -183,9 +218,96 @@ def coherent_orders(sets: SetArray, n_ids: int, alpha: int, n_maps: int, seed: i
     ids = np.asarray(sets.ids)
     counts = np.bincount(ids[ids >= 0], minlength=n_ids)[:n_ids]
     emb = cooccurrence_embeddings(sets, n_ids, rank, seed)
+    if n_ids >= TREE_MIN_IDS:
+        stats = stats if stats is not None else CoherentStats()
+        stats.method = "tree"
+        orders = [tree_order(emb, alpha, seed)]
+        whole = (n_ids // alpha) * alpha  # the full buckets (a last, smaller one stays last)
+        for j in range(1, n_maps):  # each later map from the first map's buckets shifted by whole buckets
+            shifted = np.concatenate([np.roll(orders[0][:whole], -(j - 1) * alpha * max(1, alpha // 2)),
+                                      orders[0][whole:]])
+            orders.append(interleaved_order(shifted, alpha, stats))
+        return orders
     orders = [greedy_buckets(emb, counts, alpha, None, stats)]
     first = np.empty(n_ids, np.int64)
     first[orders[0]] = np.arange(n_ids) // alpha
     for _ in range(1, n_maps):
         orders.append(greedy_buckets(emb, counts, alpha, first, stats))
     return orders
+
+
+def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
+    """Order of the ids whose consecutive runs of alpha are similar ids: a balanced bisection tree
+    on the rows of `emb` (N, r). Every segment longer than alpha splits, at a multiple of alpha
+    (the left part holds floor(c / 2) buckets of its c), along a direction of its own: from a random
+    member to the least similar of TREE_SAMPLES random members, then TREE_REFINE times the difference
+    of the two halves' means. All segments of a level are split at once (segment sums and one
+    lexsort per pass, never a loop over segments). -> (N,) int64 permutation."""
+    n = len(emb)
+    x = torch.as_tensor(emb, dtype=torch.float32)
+    rng = np.random.default_rng([seed, 11])
+    perm = np.arange(n, dtype=np.int64)
+    starts, sizes = np.zeros(1, np.int64), np.array([n], np.int64)
+    while (sizes > alpha).any():
+        seg = np.repeat(np.arange(len(sizes)), sizes)  # (N,) segment of every position
+        left = (-(-sizes // alpha) // 2) * alpha  # (S,) ids in the left part (0 for a finished bucket)
+        pick = starts[:, None] + (rng.random((len(sizes), TREE_SAMPLES + 1)) * sizes[:, None]).astype(np.int64)
+        pts = x[torch.from_numpy(perm[pick])]  # (S, 1 + K, r)
+        far = (pts[:, 1:] @ pts[:, 0, :, None])[..., 0].argmin(1)  # least similar sample to the first
+        direction = pts[torch.arange(len(sizes)), 1 + far] - pts[:, 0]  # (S, r)
+        for it in range(TREE_REFINE + 1):
+            proj = _segment_dot(x, perm, direction, seg)
+            order = np.lexsort((proj, seg))  # within each segment, by projection
+            perm = perm[order]
+            if it == TREE_REFINE:
+                break
+            right = (np.arange(n) - starts[seg]) >= left[seg]  # (N,) which half, balanced
+            direction = _half_means(x, perm, seg * 2 + right, len(sizes))
+        cut = sizes > alpha
+        starts = np.sort(np.concatenate([starts, starts[cut] + left[cut]]))
+        sizes = np.diff(np.append(starts, n))
+    return perm
+
+
+def _segment_dot(x: torch.Tensor, perm: np.ndarray, direction: torch.Tensor, seg: np.ndarray) -> np.ndarray:
+    """(N,) x[perm[i]] . direction[seg[i]], in row chunks."""
+    out = np.empty(len(perm), np.float32)
+    for i in range(0, len(perm), TREE_ROWS):
+        rows = x[torch.from_numpy(perm[i:i + TREE_ROWS])]
+        out[i:i + TREE_ROWS] = (rows * direction[torch.from_numpy(seg[i:i + TREE_ROWS])]).sum(1).numpy()
+    return out
+
+
+def _half_means(x: torch.Tensor, perm: np.ndarray, half: np.ndarray, n_segments: int) -> torch.Tensor:
+    """(S, r) per segment: mean of its right half - mean of its left half (zero where a half is empty)."""
+    sums = torch.zeros((2 * n_segments, x.shape[1]), dtype=torch.float64)
+    for i in range(0, len(perm), TREE_ROWS):
+        sums.index_add_(0, torch.from_numpy(half[i:i + TREE_ROWS]), x[torch.from_numpy(perm[i:i + TREE_ROWS])].double())
+    counts = torch.from_numpy(np.bincount(half, minlength=2 * n_segments)).double().clamp_min(1)[:, None]
+    means = (sums / counts).view(n_segments, 2, -1)
+    return (means[:, 1] - means[:, 0]).float()
+
+
+def interleaved_order(first: np.ndarray, alpha: int, stats: CoherentStats | None = None) -> np.ndarray:
+    """A second coherent map from a first map's order (buckets = runs of alpha): every group of
+    alpha consecutive first-map buckets (alpha^2 similar ids) is read column-wise, so each new bucket
+    takes one id from each of alpha neighbouring first-map buckets. The last, incomplete group can
+    repeat a first-map bucket within a new bucket: those buckets are counted in stats.violations
+    (BloomHash.from_orders separates any pair that would share every bucket)."""
+    n, g = len(first), alpha * alpha
+    full = (n // g) * g
+    head = first[:full].reshape(-1, alpha, alpha).transpose(0, 2, 1).reshape(-1)
+    tail = first[full:]
+    rows = -(-len(tail) // alpha)
+    padded = np.full(rows * alpha, -1, np.int64)
+    padded[:len(tail)] = tail
+    tail_t = padded.reshape(rows, alpha).T.reshape(-1)
+    out = np.concatenate([head, tail_t[tail_t >= 0]])
+    if stats is not None and len(tail):
+        b1 = np.empty(n, np.int64)
+        b1[first] = np.arange(n) // alpha
+        tb = b1[out[full:]]  # first-map buckets of the tail's new buckets
+        for i in range(0, len(tb), alpha):
+            chunk = tb[i:i + alpha]
+            stats.violations += int(len(np.unique(chunk)) < len(chunk))
+    return out

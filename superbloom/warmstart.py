@@ -31,6 +31,7 @@ from .hashing import BloomHash
 # 'auto' uses the co-occurrence start up to this many ids: the factorisation holds a few (N, d + 16)
 # float64 blocks (500K ids, d = 128: ~0.6 GB each); beyond, the random start
 COOC_INIT_MAX_IDS = 500_000
+SUM_ROWS = 1 << 20  # ids per chunk when the factor rows are summed into their hash buckets
 
 
 def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArray, n_ids: int,
@@ -41,16 +42,19 @@ def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArra
     factors = cooccurrence_embeddings(sets, n_ids, rank=d, seed=seed)  # (N, r <= d) unit rows (or zero)
     if factors.shape[1] < d:  # fewer ids / sets than d: pad with zero columns
         factors = np.pad(factors, ((0, 0), (0, d - factors.shape[1])))
-    tokens = hashing.tokens(np.arange(n_ids))  # (N, m)
-    m = tokens.shape[1]
-    acc = np.zeros((hashing.n_tokens, d), np.float64)
-    np.add.at(acc, tokens.reshape(-1), np.repeat(factors.astype(np.float64), m, axis=0))  # (T, d) bucket sums
-    norm = np.linalg.norm(acc, axis=1)
-    rows = np.flatnonzero(norm > 1e-12)  # tokens with at least one co-occurring id
+    acc = torch.zeros((hashing.n_tokens, d), dtype=torch.float64)  # (T, d) bucket sums
+    for i in range(0, n_ids, SUM_ROWS):  # row chunks: at millions of ids a float64 (N, d) copy is gigabytes
+        ids = np.arange(i, min(i + SUM_ROWS, n_ids))
+        tokens = torch.from_numpy(hashing.tokens(ids).astype(np.int64))  # (n, m)
+        rows_f = torch.from_numpy(factors[ids]).double()
+        for j in range(tokens.shape[1]):
+            acc.index_add_(0, tokens[:, j], rows_f)
+    norm = acc.norm(dim=1)
+    rows = torch.nonzero(norm > 1e-12).ravel()  # tokens with at least one co-occurring id
     with torch.no_grad():
         scale = float(weight.norm(dim=1).mean())  # the random rows' typical norm
-        new = torch.from_numpy(acc[rows] / norm[rows, None] * scale).to(weight.dtype)
-        weight[torch.from_numpy(rows).to(weight.device)] = new.to(weight.device)
+        new = (acc[rows] / norm[rows, None] * scale).to(weight.dtype)
+        weight[rows.to(weight.device)] = new.to(weight.device)
     return {"init": "cooccurrence", "rank": int(min(d, factors.shape[1])), "tokens_set": int(len(rows)),
             "tokens": int(hashing.n_tokens)}
 

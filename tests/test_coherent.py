@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+import superbloom.coherent as coherent
 from superbloom.cli import main
 from superbloom.coherent import CoherentStats, coherent_orders, cooccurrence_embeddings
 from superbloom.dataset import SetArray
@@ -33,6 +34,15 @@ def planted_sets(seed=0, n_sets=1500, extra=5) -> tuple[SetArray, np.ndarray, in
     return SetArray.from_lists(sets), cluster, n
 
 
+@pytest.fixture(params=["greedy", "tree"])
+def method(request, monkeypatch):
+    """Both ways to build coherent maps: the exact greedy, and the bisection tree that replaces it
+    from coherent.TREE_MIN_IDS ids on (lowered here so that the small planted data uses it)."""
+    if request.param == "tree":
+        monkeypatch.setattr(coherent, "TREE_MIN_IDS", 0)
+    return request.param
+
+
 def bucket_sizes(order: np.ndarray, alpha: int) -> np.ndarray:
     b = np.empty(len(order), np.int64)
     b[order] = np.arange(len(order)) // alpha
@@ -49,7 +59,7 @@ def purity(buckets: np.ndarray, cluster: np.ndarray) -> float:
     return good / len(ids)
 
 
-def test_equal_buckets_and_permutation():
+def test_equal_buckets_and_permutation(method):
     sets, _, n = planted_sets()
     for alpha in (7, 10, 16):  # 305 ids: the last bucket holds fewer
         for order in coherent_orders(sets, n, alpha, 2):
@@ -58,7 +68,7 @@ def test_equal_buckets_and_permutation():
             assert (sizes[:-1] == alpha).all() and 1 <= sizes[-1] <= alpha
 
 
-def test_similar_ids_share_a_bucket():
+def test_similar_ids_share_a_bucket(method):
     sets, cluster, n = planted_sets()
     first = coherent_orders(sets, n, PER_CLUSTER, 1)[0]
     coherent = np.empty(n, np.int64)
@@ -68,11 +78,12 @@ def test_similar_ids_share_a_bucket():
     assert purity(random, cluster) < 0.5
 
 
-def test_second_map_never_repeats_a_first_map_pair():
+def test_second_map_never_repeats_a_first_map_pair(method):
     sets, cluster, n = planted_sets()
     alpha = 10
     stats = CoherentStats()
     o1, o2 = coherent_orders(sets, n, alpha, 2, stats=stats)
+    assert stats.method == method
     b1, b2 = np.empty(n, np.int64), np.empty(n, np.int64)
     b1[o1], b2[o2] = np.arange(n) // alpha, np.arange(n) // alpha
     pairs_violating = 0
@@ -87,7 +98,7 @@ def test_second_map_never_repeats_a_first_map_pair():
     assert purity(h.buckets[1], cluster) < purity(h.buckets[0], cluster)
 
 
-def test_deterministic():
+def test_deterministic(method):
     sets, _, n = planted_sets()
     a = coherent_orders(sets, n, 8, 2, seed=3)
     b = coherent_orders(sets, n, 8, 2, seed=3)
@@ -113,6 +124,22 @@ def test_embeddings_are_unit_or_zero():
     assert np.allclose(norms[:n], 1.0, atol=1e-4) and np.allclose(norms[n:], 0.0)
 
 
+def test_float32_sketch_matches_float64(monkeypatch):
+    """Millions of ids switch the sketch to float32 blocks (coherent.FLOAT64_MAX_ELEMS): the same
+    seed gives the same co-occurrence geometry as the float64 path (the Gram matrices stay float64)."""
+    sets, _, n = planted_sets()
+    ref = cooccurrence_embeddings(sets, n + 3, rank=8)
+    monkeypatch.setattr(coherent, "FLOAT64_MAX_ELEMS", 0)
+    monkeypatch.setattr(coherent, "GRAM_ROWS", 37)  # several chunks
+    seen, inner = [], coherent._randomized_embeddings
+    monkeypatch.setattr(coherent, "_randomized_embeddings", lambda a, *rest: seen.append(a.dtype) or inner(a, *rest))
+    low = cooccurrence_embeddings(sets, n + 3, rank=8)
+    assert seen == [np.float32] and low.shape == ref.shape
+    # the basis of a rank-8 factorisation is determined up to sign/rotation: compare the cosines
+    assert np.abs(low @ low.T - ref @ ref.T).max() < 1e-3
+    assert np.allclose(np.linalg.norm(low[n:], axis=1), 0.0)
+
+
 def test_config_errors():
     with pytest.raises(ValueError, match="coherent must be between 0 and m"):
         HashConfig(alpha=4, m=2, coherent=3)
@@ -130,3 +157,19 @@ def test_train_cli_flag(wiki_data, tmp_path):
     assert cfg["hash"]["coherent"] == 2
     h = BloomHash.load(out / "hashing.safetensors")
     assert len(duplicate_rows(h.buckets)) == 0
+
+
+def test_tree_second_map_keeps_similar_ids_together(monkeypatch):
+    """With topics larger than alpha^2 ids (as the paper's data: thousands of ids per topic), the
+    interleaved second map is coherent too, and never repeats a first-map pair."""
+    monkeypatch.setattr(coherent, "TREE_MIN_IDS", 0)
+    rng = np.random.default_rng(1)
+    n_topics, per, alpha = 4, 144, 6  # 576 ids: 16 whole groups of alpha^2, no incomplete tail
+    sets = [rng.choice(np.arange(t * per, (t + 1) * per), 8, replace=False)
+            for t in rng.integers(n_topics, size=3000)]
+    cluster = np.arange(n_topics * per) // per
+    o1, o2 = coherent_orders(SetArray.from_lists(sets), n_topics * per, alpha, 2, rank=8)
+    b1, b2 = np.empty(len(o1), np.int64), np.empty(len(o2), np.int64)
+    b1[o1], b2[o2] = np.arange(len(o1)) // alpha, np.arange(len(o2)) // alpha
+    assert purity(b1, cluster) > 0.95 and purity(b2, cluster) > 0.9
+    assert all(len(np.unique(b1[b2 == b])) == (b2 == b).sum() for b in range(b2.max() + 1))

@@ -117,7 +117,8 @@ def heads(args, work: Path) -> dict:
         return ["--d", str(m.d), "--heads", str(m.heads), "--d-ff", str(m.d_ff), "--layers", str(m.layers), *extra]
 
     return {
-        "superbloom": (flags(sbm, ["--alpha", "50", "--m", "2", "--head", "superbloom"]), target),
+        "superbloom": (flags(sbm, ["--alpha", "50", "--m", "2", "--head", "superbloom",
+                                   *(["--coherent", str(args.coherent)] if args.coherent else [])]), target),
         "full softmax": (flags(full, ["--alpha", "1", "--m", "1", "--head", "full"]), full_p),
         "sampled softmax": (flags(wide, ["--alpha", "1", "--m", "1", "--head", "sampled", "--samples", str(samples)]),
                             wide_p),
@@ -134,7 +135,7 @@ def stage_train(args, work: Path, state: State) -> None:
                *flags, *(["--time-budget", str(args.time_budget)] if args.time_budget else ["--steps", str(args.steps)]),
                "--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--lr", str(args.lr),
                "--segment", str(args.segment), "--eval-every", "0", "--val-fraction", "0", "--threads", str(args.threads),
-               "--checkpoint-every", "1e9", "--quiet"]
+               "--checkpoint-every", "1e9", "--init", args.init, "--quiet"]
         rec = measure(cmd)
         st = json.loads(next((out / "checkpoints").glob("step-*")).joinpath("state.json").read_text())
         cfg = json.loads((out / "config.json").read_text())
@@ -142,6 +143,7 @@ def stage_train(args, work: Path, state: State) -> None:
                    train_seconds=round(st["seconds"], 1),
                    examples_per_s=round(st["examples"] / max(st["seconds"], 1e-9), 1),
                    hash_build_seconds=cfg.get("hash_build_seconds"), time_budget=args.time_budget,
+                   init=cfg.get("init", {"init": "normal"}),
                    loss_curve=[{k: r[k] for k in ("step", "loss", "seconds")} for r in map(
                        json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
                    if (out / "metrics.jsonl").exists() else [])
@@ -354,7 +356,9 @@ def markdown(result: dict) -> list[str]:
           "(SYNTHETIC: Zipf popularity, 1000 planted topics, 1..3 per set, mean set size 87) -> `prepare --memory-limit "
           f"{s['memory_limit']}` (out of core) -> `train` x 3 heads for "
           f"{str(s.get('time_budget')) + ' s (equal wall clock)' if s.get('time_budget') else str(s['steps']) + ' steps'}"
-          f" of {s['batch_size']} sets, lr {s.get('lr', 3e-3)} "
+          f" of {s['batch_size']} sets, lr {s.get('lr', 3e-3)}, "
+          f"{'co-occurrence' if s.get('init') == 'cooccurrence' else 'random'} embedding start"
+          f"{', superbloom with ' + str(s['coherent']) + ' coherent hash map(s)' if s.get('coherent') else ''} "
           f"(segment {s['segment']}, warm-up {s['warmup']}, {s['threads']} torch threads) -> `eval` on "
           f"{s['eval_sets']:,} held-out sets ({'exact' if s['exact'] else 'beam'} decoding) -> `serve` with 1 and 2 "
           "workers" + ("" if any(k.startswith("train/") for k in st) else " (here only synth and prepare were run)") +
@@ -376,7 +380,10 @@ def markdown(result: dict) -> list[str]:
             f"in the vocabulary, {o.get('sets', 0):,} sets; {stages}")
     for k, v in st.items():
         if k.startswith("train/"):
-            row(k, v, f"{v['parameters']:,} parameters, {v['steps']} steps, {v['examples_per_s']} examples/s")
+            init = v.get("init") or {"init": "normal"}
+            start = (f"; co-occurrence start (rank {init['rank']}) {init.get('seconds')} s before the budget"
+                     if init["init"] == "cooccurrence" else "")
+            row(k, v, f"{v['parameters']:,} parameters, {v['steps']} steps, {v['examples_per_s']} examples/s{start}")
     for k, v in st.items():
         if k.startswith("eval/"):
             o = v.get("output", {})
@@ -458,6 +465,10 @@ def main() -> None:
     ap.add_argument("--time-budget", type=float, default=0.0, help="> 0: train each head for this many seconds "
                     "(equal wall clock, the paper's Table 2 question) instead of --steps")
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--coherent", type=int, default=0, help="coherent hash maps of the superbloom model (appendix C; "
+                    "from 500K ids on built by the bisection tree): 0 (random, the paper's default), 1 or 2")
+    ap.add_argument("--init", default="auto", choices=("auto", "normal", "cooccurrence"),
+                    help="the models' token embedding start (superbloom train --init; auto: normal at this size)")
     ap.add_argument("--only", default="", help="train and evaluate only these heads (superbloom,full,sampled; default all)")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--segment", type=int, default=32)
