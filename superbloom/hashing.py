@@ -91,11 +91,12 @@ class BloomHash:
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def build(cls, n_ids: int, cfg: HashConfig, sets=None) -> "BloomHash":
+    def build(cls, n_ids: int, cfg: HashConfig, sets=None, stats=None) -> "BloomHash":
         """Random maps (sec. 3.2): seeded permutations, alpha consecutive ids per bucket.
 
         With cfg.coherent = c > 0 the first c maps are coherent (appendix C): built from the
-        co-occurrences of `sets` (the training SetArray, required then) by coherent.py."""
+        co-occurrences of `sets` (the training SetArray, required then) by coherent.py, which
+        reports how (greedy or tree, rescans, violations) into `stats` (a CoherentStats) if given."""
         cfg = cfg.resolve(n_ids)
         rng = np.random.default_rng(cfg.seed)
         orders = []
@@ -105,7 +106,7 @@ class BloomHash:
                                  "sets; pass them (BloomHash.build(n_ids, cfg, sets))")
             from .coherent import coherent_orders
 
-            orders = coherent_orders(sets, n_ids, cfg.alpha, cfg.coherent, cfg.seed)
+            orders = coherent_orders(sets, n_ids, cfg.alpha, cfg.coherent, cfg.seed, stats=stats)
         orders += [np.arange(n_ids) if (cfg.alpha == 1 and j == 0) else rng.permutation(n_ids)
                    for j in range(cfg.coherent, cfg.m)]
         return cls.from_orders(orders, cfg.alpha, rng)

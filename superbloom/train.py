@@ -32,6 +32,7 @@ import torch.nn as nn
 
 from .batches import MaskConfig, epoch_batches, training_batch
 from .checkpoint import holds_model, latest_checkpoint
+from .coherent import CoherentStats
 from .dataset import Dataset, SetArray
 from .decode import DecodeConfig
 from .device import init_distributed
@@ -213,6 +214,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if ckpt is None and holds_model(out) and not overwrite:
         raise ValueError(f"{out} already holds a model; pass --resume to continue it or --overwrite to replace it "
                          "(the old model is kept until the new run has a complete checkpoint)")
+    coherent_stats = None  # how a new run's coherent maps were built (for config.json)
     if ckpt is not None:
         saved = load_json(out / "config.json")
         arch, changed = run_changes(saved, cfg)
@@ -228,7 +230,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     else:
         hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
         t0 = time.time()
-        hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None)
+        coherent_stats = CoherentStats() if hcfg.coherent else None
+        hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats)
         hash_seconds = time.time() - t0
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
@@ -265,6 +268,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": cfg.to_dict(), "data": data.meta, "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
+            **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
             **({"head_built": head_built} if head_built else {})})
     if d.main and ckpt is not None:
         _truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])

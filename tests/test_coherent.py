@@ -155,6 +155,7 @@ def test_train_cli_flag(wiki_data, tmp_path):
     assert rc == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["hash"]["coherent"] == 2
+    assert cfg["coherent_build"]["method"] == "greedy"  # how the maps were built, for the record
     h = BloomHash.load(out / "hashing.safetensors")
     assert len(duplicate_rows(h.buckets)) == 0
 
