@@ -16,7 +16,8 @@ Placeholders in the template:
                                  file of another benchmark (text/table5: the natural-language Tables 4/5)
   NAME may also be DIR/NAME in the value placeholders: results/DIR/NAME.json
   {{walltime}}                   the wall time of every script, as a table, and the total
-Values print as: a paired difference "+0.012 [+0.003, +0.020]", a float with 3 decimals, an int
+Values print as: a paired difference "+0.012 [+0.003, +0.020]", a mean with its interval
+{mean, lo, hi} "0.049 [0.037, 0.063]", a float with 3 decimals, an int
 with thousands separators.
 """
 from __future__ import annotations
@@ -64,6 +65,8 @@ def follow(obj, keys: list[str], where: str):
 def render(v) -> str:
     if isinstance(v, dict) and {"diff", "lo", "hi"} <= set(v):
         return f"{v['diff']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]"
+    if isinstance(v, dict) and {"mean", "lo", "hi"} <= set(v):
+        return f"{v['mean']:.3f} [{v['lo']:.3f}, {v['hi']:.3f}]"
     if isinstance(v, bool):
         return str(v)
     if isinstance(v, int):
