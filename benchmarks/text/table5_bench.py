@@ -14,6 +14,9 @@ Configurations (the paper's Table 4, scaled down to what 2 shared CPU cores can 
   baseline-d32   alpha 1, m 1, full softmax over 1M ids, d 32          (the paper's baseline-h64)
   hash8-d128     alpha 8, m 2, hashed softmax, d 128: about the same parameters as baseline-d32
   hash40-d128    alpha 40, m 2, hashed softmax, d 128 (the paper's alpha; 5x fewer parameters)
+  hash40-d128-coherent  the same with both hash maps coherent (train --coherent 2: similar words share
+                 a bucket, appendix C) and the token table started from co-occurrence factors (--init
+                 cooccurrence): what made the 5.1M-id set model learn (results/scale/e2e7_ablation.md)
   sampled-d32    alpha 1, m 1, sampled softmax over 1M ids, d 32
   hier-d32       alpha 1, m 1, hierarchical (tree) softmax over 1M ids, d 32 (the notes' output layer;
                  not in the default --configs: its step cost at 1M ids, run on its own)
@@ -41,6 +44,8 @@ CONFIGS = {
     "baseline-d32": {"alpha": 1, "m": 1, "head": "full", "d": 32, "heads": 2, "d_ff": 128},
     "hash8-d128": {"alpha": 8, "m": 2, "head": "superbloom", "d": 128, "heads": 4, "d_ff": 512},
     "hash40-d128": {"alpha": 40, "m": 2, "head": "superbloom", "d": 128, "heads": 4, "d_ff": 512},
+    "hash40-d128-coherent": {"alpha": 40, "m": 2, "head": "superbloom", "d": 128, "heads": 4, "d_ff": 512,
+                             "coherent": 2, "init": "cooccurrence"},
     "sampled-d32": {"alpha": 1, "m": 1, "head": "sampled", "d": 32, "heads": 2, "d_ff": 128},
     "hier-d32": {"alpha": 1, "m": 1, "head": "hierarchical", "d": 32, "heads": 2, "d_ff": 128},
     "baseline-d6": {"alpha": 1, "m": 1, "head": "full", "d": 6, "heads": 2, "d_ff": 24},
@@ -65,12 +70,12 @@ from superbloom.text.fill import Filler
 a = json.loads(sys.argv[1])
 c = a["config"]
 head = head_config(c["head"], **({"samples": a["samples"]} if c["head"] == "sampled" else {}))
-cfg = sb.TrainConfig(data=a["data"], out=a["out"], hash=sb.HashConfig(alpha=c["alpha"], m=c["m"]),
+cfg = sb.TrainConfig(data=a["data"], out=a["out"], hash=sb.HashConfig(alpha=c["alpha"], m=c["m"], coherent=c.get("coherent", 0)),
     model=sb.ModelConfig(d=c["d"], heads=c["heads"], d_ff=c["d_ff"], layers=a["layers"], positions=128),
     head=head, mask=TEXT_MASK, optim=sb.OptimConfig(lr=a["lr"], warmup=a["warmup"]),
     loop=sb.LoopConfig(steps=a["steps"], time_budget=a["time_cap"], batch_size=a["batch_size"], eval_every=0,
                        threads=1, seed=0, checkpoint_every=600, device="cpu", ema=0.0),
-    val_fraction=0.0, objective="text-mlm")  # no validation: the LATEST weights are evaluated
+    val_fraction=0.0, objective="text-mlm", init=c.get("init", "auto"))  # no validation: the LATEST weights are evaluated
 load0 = os.getloadavg()
 t = time.time()
 sb.train(cfg, progress=False, resume=a["resume"], overwrite=not a["resume"])
