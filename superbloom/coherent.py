@@ -215,8 +215,6 @@ def coherent_orders(sets: SetArray, n_ids: int, alpha: int, n_maps: int, seed: i
     constrained to never repeat a pair that shares a bucket in map 0."""
     if n_maps < 1:
         return []
-    ids = np.asarray(sets.ids)
-    counts = np.bincount(ids[ids >= 0], minlength=n_ids)[:n_ids]
     emb = cooccurrence_embeddings(sets, n_ids, rank, seed)
     if n_ids >= TREE_MIN_IDS:
         stats = stats if stats is not None else CoherentStats()
@@ -228,6 +226,8 @@ def coherent_orders(sets: SetArray, n_ids: int, alpha: int, n_maps: int, seed: i
                                       orders[0][whole:]])
             orders.append(interleaved_order(shifted, alpha, stats))
         return orders
+    ids = np.asarray(sets.ids)
+    counts = np.bincount(ids[ids >= 0], minlength=n_ids)[:n_ids]  # the greedy's seed order
     orders = [greedy_buckets(emb, counts, alpha, None, stats)]
     first = np.empty(n_ids, np.int64)
     first[orders[0]] = np.arange(n_ids) // alpha

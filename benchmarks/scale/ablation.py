@@ -56,10 +56,13 @@ def main() -> None:
     ap.add_argument("--title", default="Runs on the same held-out examples (SYNTHETIC data)")
     ap.add_argument("--note", default="")
     args = ap.parse_args()
-    ranks, groups = load_runs(args.run)
+    try:
+        ranks, groups = load_runs(args.run)
+    except (SystemExit, OSError) as e:  # one line and exit 2, as argparse does for a bad flag
+        ap.error(str(e.code if isinstance(e, SystemExit) else e))
     ref = args.reference or next(iter(ranks))
     if ref not in ranks:
-        raise SystemExit(f"--reference {ref!r} is none of the runs ({', '.join(ranks)})")
+        ap.error(f"--reference {ref!r} is none of the runs ({', '.join(ranks)})")
     rows, paired = [], {}
     for label, r in ranks.items():
         row = {"run": label}
