@@ -85,7 +85,8 @@ def cooccurrence_embeddings(sets: SetArray, n_ids: int, rank: int = RANK, seed: 
     r = max(1, min(rank, min(x.shape) - 1))
     width = min(r + OVERSAMPLE, min(x.shape))
     dtype = np.float64 if n_ids * width <= FLOAT64_MAX_ELEMS else np.float32
-    a = (sp.diags((1.0 / np.sqrt(np.maximum(counts, 1.0))).astype(dtype)) @ x.T.astype(dtype)).tocsr()  # (N, S)
+    a = (sp.diags(1.0 / np.sqrt(np.maximum(counts, 1.0))) @ x.T).tocsr().astype(dtype)  # (N, S); this exact
+    # construction (its summation order) is what the float64 path's figures were measured with
     del x
     rng = np.random.default_rng([seed, 7])
     with _one_thread():  # tiny LAPACK calls (w x w): threads only add synchronisation
@@ -113,8 +114,9 @@ def _randomized_embeddings(a: sp.csr_matrix, r: int, width: int, rng: np.random.
         p = _orthonormal(_dense(a.T @ q.numpy()))  # (S, w)
         q = _orthonormal(_dense(a @ p.numpy()))  # (N, w)
     ub, s, _ = torch.linalg.svd(_dense((a.T @ q.numpy()).T).double(), full_matrices=False)  # B = Q^T A: (w, S)
-    emb = q @ (ub[:, :r] * s[:r]).to(q.dtype)  # (N, r) = U_r s_r
+    emb = q @ ub[:, :r].to(q.dtype)  # (N, r) = U_r s_r (this association: the float64 path's figures)
     del q
+    emb.mul_(s[:r].to(emb.dtype))
     norm = emb.norm(dim=1, keepdim=True)
     return emb.div_(torch.where(norm > 1e-12, norm, torch.inf)).float().numpy()
 

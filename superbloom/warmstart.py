@@ -49,12 +49,13 @@ def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArra
         rows_f = torch.from_numpy(factors[ids]).double()
         for j in range(tokens.shape[1]):
             acc.index_add_(0, tokens[:, j], rows_f)
-    norm = acc.norm(dim=1)
-    rows = torch.nonzero(norm > 1e-12).ravel()  # tokens with at least one co-occurring id
+    acc = acc.numpy()
+    norm = np.linalg.norm(acc, axis=1)
+    rows = np.flatnonzero(norm > 1e-12)  # tokens with at least one co-occurring id
     with torch.no_grad():
         scale = float(weight.norm(dim=1).mean())  # the random rows' typical norm
-        new = (acc[rows] / norm[rows, None] * scale).to(weight.dtype)
-        weight[rows.to(weight.device)] = new.to(weight.device)
+        new = torch.from_numpy(acc[rows] / norm[rows, None] * scale).to(weight.dtype)
+        weight[torch.from_numpy(rows).to(weight.device)] = new.to(weight.device)
     return {"init": "cooccurrence", "rank": int(min(d, factors.shape[1])), "tokens_set": int(len(rows)),
             "tokens": int(hashing.n_tokens)}
 
