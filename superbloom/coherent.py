@@ -33,7 +33,8 @@ each, the last may hold fewer), which `BloomHash.from_orders` turns into buckets
    member and the least similar of a few others), until every segment is one bucket; siblings stay
    adjacent, so consecutive buckets are similar too. Later maps take one id from each of alpha
    consecutive first-map buckets (`interleaved_order`): similar ids, never two of one first-map bucket.
-   About O(N r log(N / alpha)) work: a minute or two for 5M ids.
+   About O(N r log(N / alpha)) work: 280-302 s for 5.1M ids on one 2-core machine
+   (benchmarks/results/scale/e2e7.md), with the rank-32 factorisation.
 
 Where the constraint cannot be met (the last few ids may all come from a few first-map buckets)
 the bucket is filled anyway and the violation counted; `BloomHash.from_orders` then separates any
