@@ -33,8 +33,10 @@ each, the last may hold fewer), which `BloomHash.from_orders` turns into buckets
    member and the least similar of a few others), until every segment is one bucket; siblings stay
    adjacent, so consecutive buckets are similar too. Later maps take one id from each of alpha
    consecutive first-map buckets (`interleaved_order`): similar ids, never two of one first-map bucket.
-   About O(N r log(N / alpha)) work: 280-302 s for 5.1M ids on one 2-core machine
-   (benchmarks/results/scale/e2e7.md), with the rank-32 factorisation.
+   About O(N r log(N / alpha)) work: 280-302 s for 5.1M ids on one 2-core machine with the rank-32
+   factorisation (benchmarks/results/scale/e2e7.md), of which the tree took 142 s; keeping the rows
+   in tree order and one uint64 argsort per pass brought the tree to 81-84 s, the same permutation
+   (benchmarks/results/scale/tree_order.md).
 
 Where the constraint cannot be met (the last few ids may all come from a few first-map buckets)
 the bucket is filled anyway and the violation counted; `BloomHash.from_orders` then separates any
@@ -64,6 +66,7 @@ TREE_MIN_IDS = 500_000  # from this many ids on, the bisection tree instead of t
 TREE_SAMPLES = 8  # a segment's first split direction: a random member to the least similar of these
 TREE_REFINE = 2  # then this many times: the difference of the means of the two halves (balanced 2-means)
 TREE_ROWS = 1 << 20  # rows per chunk of the projections
+LEXSORT_MAX_SEGMENTS = 64  # below this many segments np.lexsort is the faster sort (see _order_within)
 
 
 @dataclass
@@ -245,9 +248,9 @@ def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
     (the left part holds floor(c / 2) buckets of its c), along a direction of its own: from a random
     member to the least similar of TREE_SAMPLES random members, then TREE_REFINE times the difference
     of the two halves' means. All segments of a level are split at once (segment sums and one
-    lexsort per pass, never a loop over segments). -> (N,) int64 permutation."""
+    stable sort per pass, never a loop over segments). -> (N,) int64 permutation."""
     n = len(emb)
-    x = torch.as_tensor(emb, dtype=torch.float32)
+    xs = torch.as_tensor(emb, dtype=torch.float32)  # the rows in the current order: xs[i] = emb[perm[i]]
     rng = np.random.default_rng([seed, 11])
     perm = np.arange(n, dtype=np.int64)
     starts, sizes = np.zeros(1, np.int64), np.array([n], np.int64)
@@ -255,37 +258,49 @@ def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
         seg = np.repeat(np.arange(len(sizes)), sizes)  # (N,) segment of every position
         left = (-(-sizes // alpha) // 2) * alpha  # (S,) ids in the left part (0 for a finished bucket)
         pick = starts[:, None] + (rng.random((len(sizes), TREE_SAMPLES + 1)) * sizes[:, None]).astype(np.int64)
-        pts = x[torch.from_numpy(perm[pick])]  # (S, 1 + K, r)
+        pts = xs[torch.from_numpy(pick)]  # (S, 1 + K, r)
         far = (pts[:, 1:] @ pts[:, 0, :, None])[..., 0].argmin(1)  # least similar sample to the first
         direction = pts[torch.arange(len(sizes)), 1 + far] - pts[:, 0]  # (S, r)
         for it in range(TREE_REFINE + 1):
-            proj = _segment_dot(x, perm, direction, seg)
-            order = np.lexsort((proj, seg))  # within each segment, by projection
+            proj = _segment_dot(xs, direction, seg)
+            order = _order_within(proj, seg, len(sizes))  # within each segment, by projection
             perm = perm[order]
+            xs = xs[torch.from_numpy(order)]
             if it == TREE_REFINE:
                 break
             right = (np.arange(n) - starts[seg]) >= left[seg]  # (N,) which half, balanced
-            direction = _half_means(x, perm, seg * 2 + right, len(sizes))
+            direction = _half_means(xs, seg * 2 + right, len(sizes))
         cut = sizes > alpha
         starts = np.sort(np.concatenate([starts, starts[cut] + left[cut]]))
         sizes = np.diff(np.append(starts, n))
     return perm
 
 
-def _segment_dot(x: torch.Tensor, perm: np.ndarray, direction: torch.Tensor, seg: np.ndarray) -> np.ndarray:
-    """(N,) x[perm[i]] . direction[seg[i]], in row chunks."""
-    out = np.empty(len(perm), np.float32)
-    for i in range(0, len(perm), TREE_ROWS):
-        rows = x[torch.from_numpy(perm[i:i + TREE_ROWS])]
-        out[i:i + TREE_ROWS] = (rows * direction[torch.from_numpy(seg[i:i + TREE_ROWS])]).sum(1).numpy()
+def _order_within(proj: np.ndarray, seg: np.ndarray, n_segments: int) -> np.ndarray:
+    """np.lexsort((proj, seg)), ties included, for non-decreasing seg. From LEXSORT_MAX_SEGMENTS
+    segments on, one stable argsort of a uint64 key (segment, then the order-preserving bits of
+    proj) instead: 0.2-0.5 s against 1.0 s for 5.1M positions and 1,000-100,000 segments."""
+    if n_segments < LEXSORT_MAX_SEGMENTS:
+        return np.lexsort((proj, seg))
+    bits = (proj.astype(np.float32) + np.float32(0)).view(np.uint32)  # -0.0 -> +0.0: a tie, as lexsort sees it
+    key = np.where((bits >> np.uint32(31)).astype(bool), ~bits, bits | np.uint32(0x80000000)).astype(np.uint64)
+    key |= seg.astype(np.uint64) << np.uint64(32)
+    return np.argsort(key, kind="stable")
+
+
+def _segment_dot(xs: torch.Tensor, direction: torch.Tensor, seg: np.ndarray) -> np.ndarray:
+    """(N,) xs[i] . direction[seg[i]], in row chunks."""
+    out = np.empty(len(xs), np.float32)
+    for i in range(0, len(xs), TREE_ROWS):
+        out[i:i + TREE_ROWS] = (xs[i:i + TREE_ROWS] * direction[torch.from_numpy(seg[i:i + TREE_ROWS])]).sum(1).numpy()
     return out
 
 
-def _half_means(x: torch.Tensor, perm: np.ndarray, half: np.ndarray, n_segments: int) -> torch.Tensor:
+def _half_means(xs: torch.Tensor, half: np.ndarray, n_segments: int) -> torch.Tensor:
     """(S, r) per segment: mean of its right half - mean of its left half (zero where a half is empty)."""
-    sums = torch.zeros((2 * n_segments, x.shape[1]), dtype=torch.float64)
-    for i in range(0, len(perm), TREE_ROWS):
-        sums.index_add_(0, torch.from_numpy(half[i:i + TREE_ROWS]), x[torch.from_numpy(perm[i:i + TREE_ROWS])].double())
+    sums = torch.zeros((2 * n_segments, xs.shape[1]), dtype=torch.float64)
+    for i in range(0, len(xs), TREE_ROWS):
+        sums.index_add_(0, torch.from_numpy(half[i:i + TREE_ROWS]), xs[i:i + TREE_ROWS].double())
     counts = torch.from_numpy(np.bincount(half, minlength=2 * n_segments)).double().clamp_min(1)[:, None]
     means = (sums / counts).view(n_segments, 2, -1)
     return (means[:, 1] - means[:, 0]).float()

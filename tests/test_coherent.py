@@ -174,3 +174,15 @@ def test_tree_second_map_keeps_similar_ids_together(monkeypatch):
     b1[o1], b2[o2] = np.arange(len(o1)) // alpha, np.arange(len(o2)) // alpha
     assert purity(b1, cluster) > 0.95 and purity(b2, cluster) > 0.9
     assert all(len(np.unique(b1[b2 == b])) == (b2 == b).sum() for b in range(b2.max() + 1))
+
+
+@pytest.mark.parametrize("n_segments", [1, 70, 3000])
+def test_order_within_is_lexsort_ties_included(n_segments):
+    rng = np.random.default_rng(n_segments)
+    seg = np.sort(rng.integers(0, n_segments, 20_000))
+    proj = rng.standard_normal(20_000).astype(np.float32)
+    proj[::5] = 0.0
+    proj[::7] = -0.0  # equal to 0.0 for lexsort: a tie, kept in input order
+    proj[::11] = rng.choice([-1.5, 2.25], len(proj[::11]))
+    got = coherent._order_within(proj, seg, len(np.unique(seg)))
+    assert np.array_equal(got, np.lexsort((proj, seg)))
