@@ -261,6 +261,7 @@ def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
         pts = xs[torch.from_numpy(pick)]  # (S, 1 + K, r)
         far = (pts[:, 1:] @ pts[:, 0, :, None])[..., 0].argmin(1)  # least similar sample to the first
         direction = pts[torch.arange(len(sizes)), 1 + far] - pts[:, 0]  # (S, r)
+        half = seg * 2 + ((np.arange(n) - starts[seg]) >= left[seg])  # (N,) segment and half, balanced
         for it in range(TREE_REFINE + 1):
             proj = _segment_dot(xs, direction, seg)
             order = _order_within(proj, seg, len(sizes))  # within each segment, by projection
@@ -268,8 +269,7 @@ def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
             xs = xs[torch.from_numpy(order)]
             if it == TREE_REFINE:
                 break
-            right = (np.arange(n) - starts[seg]) >= left[seg]  # (N,) which half, balanced
-            direction = _half_means(xs, seg * 2 + right, len(sizes))
+            direction = _half_means(xs, half, len(sizes))
         cut = sizes > alpha
         starts = np.sort(np.concatenate([starts, starts[cut] + left[cut]]))
         sizes = np.diff(np.append(starts, n))
@@ -279,7 +279,8 @@ def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
 def _order_within(proj: np.ndarray, seg: np.ndarray, n_segments: int) -> np.ndarray:
     """np.lexsort((proj, seg)), ties included, for non-decreasing seg. From LEXSORT_MAX_SEGMENTS
     segments on, one stable argsort of a uint64 key (segment, then the order-preserving bits of
-    proj) instead: 0.2-0.5 s against 1.0 s for 5.1M positions and 1,000-100,000 segments."""
+    proj) instead: 0.3-0.4 s against 1.2-1.3 s for 5.1M positions and 1,000-100,000 segments
+    (benchmarks/results/scale/tree_order.md)."""
     if n_segments < LEXSORT_MAX_SEGMENTS:
         return np.lexsort((proj, seg))
     bits = (proj.astype(np.float32) + np.float32(0)).view(np.uint32)  # -0.0 -> +0.0: a tie, as lexsort sees it

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from superbloom.cli.flags import POS_INT
+
 from ..machine import machine_info, write_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ids", type=int, default=5_139_571)
-    ap.add_argument("--rank", type=int, default=32, help="embedding dimensions (the factorisation's rank)")
-    ap.add_argument("--alpha", type=int, default=50)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ids", type=POS_INT, default=5_139_571)
+    ap.add_argument("--rank", type=POS_INT, default=32, help="embedding dimensions (the factorisation's rank)")
+    ap.add_argument("--alpha", type=POS_INT, default=50)
+    ap.add_argument("--threads", type=POS_INT, default=2)
     ap.add_argument("--name", default="tree_order")
     args = ap.parse_args()
 
