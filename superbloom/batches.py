@@ -55,6 +55,12 @@ class Batch:
     positions: torch.Tensor  # (B, n*m) int64 element index of each token (for optional positions)
     target_elem: torch.Tensor  # (M,) int64 flat element index b * n + i of each target
     target_ids: torch.Tensor  # (M,) int64 id to predict
+    elems: torch.Tensor | None = None  # (B, n) int64 the element ids (special elements < 0); queries carry them
+
+    def context(self, elements: torch.Tensor) -> torch.Tensor:
+        """The ids (U, n) of the batch row of each flat element index b * n + i (U,), -1 at special
+        elements: the context handed to a head's topk (heads/base.py)."""
+        return self.elems[elements // self.mult.shape[1]].clamp(min=-1)
 
     @property
     def n_targets(self) -> int:
@@ -62,7 +68,8 @@ class Batch:
 
     def to(self, device) -> "Batch":
         """The same batch on `device` (the tensors themselves when already there)."""
-        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+        return Batch(*(None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+                       for f in dataclasses.fields(self)))
 
 
 def epoch_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, n: int,
@@ -160,7 +167,7 @@ def to_batch(elems: np.ndarray, targets: np.ndarray, hashing: BloomHash, merge: 
     positions = np.broadcast_to(np.repeat(np.arange(n), m), (b, n * m)).copy()
     t = torch.from_numpy
     return Batch(t(tokens), t(mult), t(pad), t(positions), t(np.asarray(t_elem, np.int64)),
-                 t(np.asarray(t_ids, np.int64)))
+                 t(np.asarray(t_ids, np.int64)), t(np.ascontiguousarray(elems, np.int64)))
 
 
 def training_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, cfg: MaskConfig,

@@ -21,8 +21,6 @@ and every baseline see the very same.
 """
 from __future__ import annotations
 
-import contextlib
-
 import time
 from dataclasses import dataclass
 
@@ -199,28 +197,17 @@ def evaluate_sequences(predictor, data: Dataset, cfg: EvalConfig, progress: bool
 
 
 def network_alone(predictor, result: dict, per_method: dict, summary, ranks) -> None:
-    """The hybrid head (heads/hybrid.py) with an item-item weight: its network alone (mix 0) ranked by
-    `ranks()` on the same examples, into result["network_only"] (via `summary`) and per_method."""
-    head = getattr(getattr(predictor, "model", None), "head", None)
-    if not float(getattr(head, "mix", 0.0)):
+    """The head's named variants (heads/base.py: the hybrid's network alone) ranked by `ranks()` on
+    the same examples, into result["network_only"] (via `summary`) and per_method."""
+    head = predictor.model.head
+    variants = head.variants()
+    if "network alone" not in variants:
         return
-    result["head"] = {"name": "hybrid", "item_mix": float(head.mix), "item_decay": round(float(head.decay), 3),
-                      "item_term": head.term_names()[int(head.alt)]}
-    with mixed(head, 0.0):
+    result["head"] = head.describe()
+    with variants["network alone"]:
         pure = ranks()
     result["network_only"] = summary(pure)
     per_method["network_only"] = pure
-
-
-@contextlib.contextmanager
-def mixed(head, mix: float):
-    """The hybrid head with its item-item weight set to `mix` for the block (restored after)."""
-    saved = float(head.mix)
-    head.mix.fill_(mix)
-    try:
-        yield head
-    finally:
-        head.mix.fill_(saved)
 
 
 def _method_table(rows: list[tuple[str, dict]], cols: list[str], width: int) -> list[str]:

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from .embeddings import INPUTS, DynamicIdInput, build_embedding
 from .hashing import BloomHash
 from .heads import HeadConfig, build_head
+from .heads.base import HeadBase
 from .kernel_attention import ATTENTIONS
 
 
@@ -190,17 +191,11 @@ class SetModel(nn.Module):
         return self.head.loss(self.element_hidden(batch)[elements], batch.target_ids, rows)
 
 
-def row_tokens(batch, elements: torch.Tensor) -> torch.Tensor:
-    """The tokens (U, n*m) of the batch row of each flat element index b * n + i (U,): the context a
-    head that scores with it (heads/hybrid.py) is given."""
-    return batch.tokens[elements // batch.mult.shape[1]]
-
-
 def count_parameters(module: nn.Module) -> int:
     """Trained parameters plus the fixed weights a module keeps as buffers (the hybrid head's
     item-item values: fitted in closed form, not by the optimizer, but weights of the model all the same)."""
     return (sum(p.numel() for p in module.parameters())
-            + sum(m.fixed_weights() for m in module.modules() if hasattr(m, "fixed_weights")))
+            + sum(m.fixed_weights() for m in module.modules() if isinstance(m, HeadBase)))
 
 
 def build_model(model_cfg: ModelConfig, head_cfg: HeadConfig, hashing: BloomHash, counts=None,

@@ -23,7 +23,7 @@ from .files import load_json
 from .hashing import BloomHash
 from .mapped_vocab import MAPPED_MIN_IDS, vocab_size
 from .heads import head_config_from_dict
-from .model import ModelConfig, SetModel, build_model, count_parameters, row_tokens
+from .model import ModelConfig, SetModel, build_model, count_parameters
 from .ranking import Ranking
 from .vocab import Vocab
 
@@ -47,9 +47,8 @@ def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: 
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
         qb = ordered_query_batch(ctx, hashing, model_cfg).to(device)
         hidden = model.target_hidden(qb)  # (q, m, d)
-        extra = {"context_tokens": row_tokens(qb, qb.target_elem)} if getattr(model.head, "needs_context", False) else {}
         parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
-                                     decode=decode, **extra).cpu())
+                                     decode=decode, context=qb.context(qb.target_elem)).cpu())
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 

@@ -162,9 +162,7 @@ def sequence_validate(model, hashing: BloomHash, ex: Examples):
         return sequence_summary(target_ranks(ranking.ids.numpy(), ex.targets))
 
     def validate() -> dict:
-        if hasattr(model.head, "choose_mix"):
-            return model.head.choose_mix(rank, metrics, SELECT, DECAYS)
-        return metrics(rank())
+        return model.head.choose(rank, metrics, SELECT, DECAYS)  # heads/base.py
     return validate
 
 

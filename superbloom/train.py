@@ -125,9 +125,7 @@ def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, t
         return summarize(target_ranks(ranking.ids.numpy(), val.targets))
 
     def validate() -> dict:
-        if hasattr(model.head, "choose_mix"):  # heads/hybrid.py: its item-item weight is chosen here
-            return model.head.choose_mix(rank, metrics, SELECT)
-        return metrics(rank())
+        return model.head.choose(rank, metrics, SELECT)  # a head may choose settings here (heads/base.py)
 
     return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT)
 
@@ -236,17 +234,17 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
-    if getattr(model.head, "needs_context", False) and cfg.objective not in ("masked", *SEQUENCE_OBJECTIVES):
+    if model.head.uses_context and cfg.objective not in ("masked", *SEQUENCE_OBJECTIVES):
         raise ValueError(f"the {head_cfg.name} head scores with the set's context: it trains with the masked "
                          f"set objective or a sequence objective ({', '.join(SEQUENCE_OBJECTIVES)}), "
                          f"not {cfg.objective!r}")
     head_built = None
-    if ckpt is None and hasattr(model.head, "build_from"):  # a head with a structure from the training sets
+    if ckpt is None:  # a head with a structure from the training sets (heads/base.py: fit)
         # (heads/hybrid.py), validation unseen: a leave-one-out dataset's training prefixes hold no
         # validation or test id, so a sequence objective builds it from all of them (as it trains)
         rows = (np.arange(len(data.train)) if data.split == "leave-one-out" and cfg.objective in SEQUENCE_OBJECTIVES
                 else train_rows)
-        head_built = model.head.build_from(data.train.subset(rows), ordered=cfg.objective in SEQUENCE_OBJECTIVES)
+        head_built = model.head.fit(data.train.subset(rows), ordered=cfg.objective in SEQUENCE_OBJECTIVES)
     n_params = count_parameters(model)
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, cfg.objective)

@@ -17,7 +17,7 @@ from superbloom.hashing import BloomHash, HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import MIXES, neighbour_pattern, transition_pattern
 from superbloom.mapped import map_weights
-from superbloom.model import ModelConfig, build_model, row_tokens
+from superbloom.model import ModelConfig, build_model
 from superbloom.predictor import rank_contexts
 from safetensors.torch import load_file, save_file, save_model
 
@@ -36,7 +36,7 @@ def make(head="hybrid", seed=0, neighbours=5, build=True, term="auto"):
     cfg = head_config(head, neighbours=neighbours, term=term) if head == "hybrid" else head_config(head)
     model = build_model(MODEL, cfg, h)
     if head == "hybrid" and build:
-        model.head.build_from(sets_of())
+        model.head.fit(sets_of())
     return h, model
 
 
@@ -81,7 +81,7 @@ def test_topk_is_the_exhaustive_ranking_of_the_hybrid_scores():
         hidden = model.target_hidden(qb)
         head = model.head
         scores = (torch.log_softmax(head.logits(hidden), -1)
-                  + 2.0 * head.item_item(head.context_ids(row_tokens(qb, qb.target_elem))))
+                  + 2.0 * head.item_item(qb.context(qb.target_elem)))
     for i, c in enumerate(contexts):
         s = scores[i].clone()
         s[c[c >= 0]] = -torch.inf
@@ -108,7 +108,7 @@ def test_the_saved_pattern_is_restored_into_a_fresh_model(loader, tmp_path):
 @pytest.mark.parametrize("loader", [load_weights, map_weights])
 def test_a_model_with_two_terms_loads_and_one_saved_before_them_still_does(loader, tmp_path):
     h, model = make(build=False)
-    model.head.build_from(sets_of(), ordered=True)  # transition + EASE
+    model.head.fit(sets_of(), ordered=True)  # transition + EASE
     model.head.mix.fill_(10.0), model.head.alt.fill_(1)
     save_model(model, str(tmp_path / "model.safetensors"))
     _, fresh = make(seed=1, build=False)
@@ -243,13 +243,12 @@ def _validation(head, seed=0, q=37):
     hidden = torch.randn(q, 1, MODEL.d, generator=g)
     ids = torch.randint(0, N, (q, 6), generator=g)
     ids[torch.rand(q, 6, generator=g) < 0.3] = -1
-    tokens = torch.where(ids >= 0, ids + head.first, torch.zeros_like(ids))
     targets = torch.randint(0, N, (q,), generator=g).numpy()
     calls = []
 
     def rank():
         calls.append(1)
-        return head.topk(hidden, 10, exclude=ids, context_tokens=tokens, chunk_elems=5 * N)  # 8 chunks
+        return head.topk(hidden, 10, exclude=ids, context=ids, chunk_elems=5 * N)  # 8 chunks
 
     def metrics(ranking):
         from superbloom.metrics import summarize, target_ranks
@@ -261,7 +260,7 @@ def _validation(head, seed=0, q=37):
 def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
     _, model = make(seed=1, build=False)
     head = model.head
-    head.build_from(sets_of(), ordered=ordered)  # ordered (term auto): transition and EASE, both candidates
+    head.fit(sets_of(), ordered=ordered)  # ordered (term auto): transition and EASE, both candidates
     assert head.term_names() == (("transition", "ease") if ordered else ("ease",))
     head.values.copy_(torch.randn(len(head.values)).abs())
     rank, metrics, calls = _validation(head)
@@ -272,7 +271,7 @@ def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
         head.mix.fill_(mix), head.decay.fill_(decay), head.alt.fill_(slot)
         brute.append(metrics(rank()))
     calls.clear()
-    v = head.choose_mix(rank, metrics, "rec@10", decays)
+    v = head.choose(rank, metrics, "rec@10", decays)
     assert len(calls) == 1  # one ranking pass for all 22 (ordered: 43) candidates
     best = max(range(len(grid)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
     mix, decay, slot = grid[best] if best else (0.0, v["item_decay"], int(head.alt))
@@ -286,7 +285,7 @@ def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
     _, model = make()
     head = model.head
     rank, _, _ = _validation(head)
-    v = head.choose_mix(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
+    v = head.choose(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
     assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease", "pure_rec@10": 0.5}
     assert float(head.mix) == 0.0
 

@@ -42,7 +42,8 @@ import superbloom as sb
 from superbloom.baselines import EASE_MAX_IDS, fit_baseline
 from superbloom.batches import MaskConfig
 from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
-from superbloom.evaluate import Examples, make_examples, mixed
+from superbloom.evaluate import Examples, make_examples
+from superbloom.heads.hybrid import mixed
 from superbloom.files import load_json
 from superbloom.heads import head_config
 from superbloom.metrics import target_ranks

@@ -36,7 +36,7 @@ def compare(name: str, model_dir: Path, terms: list[str]) -> list[dict]:
     data = Dataset(WORK / "data" / name)
     pred = Predictor.load(model_dir, threads=1, mmap=False)
     head = pred.model.head
-    if not hasattr(head, "choose_mix"):
+    if not head.uses_context:
         raise SystemExit(f"{model_dir}: not a hybrid-head model (head {type(head).__name__})")
     positions = int(pred.config["model"].get("positions") or 50)
     ex = LeaveOneOut("valid", positions, exclude_history=True, max_sets=VAL_USERS, seed=0).examples(data)
@@ -54,10 +54,10 @@ def compare(name: str, model_dir: Path, terms: list[str]) -> list[dict]:
             continue
         head.cfg = dataclasses.replace(head.cfg, term=term)
         t0 = time.time()
-        built = head.build_from(data.train, ordered=True)
+        built = head.fit(data.train, ordered=True)
         build_s = time.time() - t0
         t0 = time.time()
-        r = head.choose_mix(rank, metrics, SELECT, DECAYS)
+        r = head.choose(rank, metrics, SELECT, DECAYS)
         rows.append({"dataset": name, "term": term, "model": str(model_dir), "values": built["item_item_values"],
                      "build_seconds": round(build_s, 1), "choose_seconds": round(time.time() - t0, 1),
                      "validation_users": int(len(ex.targets)), "hr@10": r["hr@10"], "ndcg@10": r["ndcg@10"],

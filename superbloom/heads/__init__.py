@@ -14,7 +14,7 @@ Every head maps the m output vectors of an element, hidden (M, m, d), to
   hierarchical  hierarchical.py  a binary tree over the ids, top-k by A* (the hierarchical softmax notes)
   hybrid        hybrid.py        the full softmax plus a sparse learned item-item term over the context
                                  (issue 16: a linear item-item term only as its own, named head); its
-                                 loss and topk also take context_tokens (U, T) (`needs_context`)
+                                 loss and topk score with the context ids (`uses_context`)
 
 Each head has its own small frozen config (`SuperbloomConfig`, `FullConfig`, `SampledConfig`,
 `HierarchicalConfig`), saved in config.json as {"name": ..., its fields}. The heads that are not

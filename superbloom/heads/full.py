@@ -25,6 +25,7 @@ from ..decode import DecodeConfig
 from ..hashing import BloomHash
 from ..losses import smoothed_nll
 from ..ranking import Ranking, chunked_topk, exact_ranking
+from .base import HeadBase
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def fused_softmax_nll(v: torch.Tensor, w: torch.Tensor, b: torch.Tensor, targets
     return _FusedSoftmaxNLL.apply(v, w, b, targets)
 
 
-class FullHead(nn.Module):
+class FullHead(HeadBase):
     """One output embedding row per id, full softmax: p = softmax(v W^T + b), v = mean_j hidden_j."""
 
     label_smoothing = 0.0
@@ -117,7 +118,7 @@ class FullHead(nn.Module):
         return nll.mean()
 
     @torch.no_grad()
-    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
+    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None,
              chunk_elems: int = 1 << 24) -> Ranking:
         """Exact top-k by the full softmax, chunked over queries; `beam` of the result is N (ids scored)."""
         v, w, n = hidden.mean(1), self.rows(), self.n_ids

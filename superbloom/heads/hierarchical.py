@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 from ..decode import DecodeConfig
 from ..ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, excluded
+from .base import HeadBase
 
 TREES = ("balanced", "huffman", "fano")
 
@@ -298,7 +299,7 @@ def astar_topk(v: torch.Tensor, weight, bias, children, k: int, exclude=None, ex
 # ---------------------------------------------------------------------------------------- head
 
 
-class HierarchicalHead(nn.Module):
+class HierarchicalHead(HeadBase):
     """Hierarchical softmax head: one logistic unit (w_i, b_i) per internal node of the tree.
 
     The m output vectors of an element are averaged into one. `topk` is exact (A*); with
@@ -338,7 +339,7 @@ class HierarchicalHead(nn.Module):
     ASTAR_STEPS = 8
 
     @torch.no_grad()
-    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
+    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None,
              chunk_elems: int = 1 << 24) -> Ranking:
         """Exact top-k ids; `beam` of the result counts the internal nodes expanded (A*), or N - 1
         where every leaf was scored: with decode.exhaustive (the reference), and for the queries

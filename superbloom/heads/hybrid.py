@@ -43,6 +43,7 @@ size when its weights are loaded (`_load_from_state_dict`), so load, resume and 
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
@@ -176,7 +177,7 @@ def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...
 class HybridHead(FullHead):
     """Full softmax + mix x a fixed sparse item-item term over the context (see the module docstring)."""
 
-    needs_context = True
+    uses_context = True
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: HybridConfig, counts=None):
         if not (hashing.alpha == 1 and hashing.m == 1):
@@ -196,14 +197,14 @@ class HybridHead(FullHead):
         self.register_buffer("alt_cols", torch.zeros(0, dtype=torch.long))
         self.register_buffer("alt_values", torch.zeros(0))
         self.register_buffer("alt", torch.zeros((), dtype=torch.long))
-        self._grid, self._parts = None, None  # choose_mix's candidates and their rankings, while it runs
+        self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
             return head_sampled_loss(self, self.proposal, self.cfg.samples, hidden, targets, rows)
         return super().loss(hidden, targets, rows)
 
-    def build_from(self, sets, ordered: bool = False) -> dict:
+    def fit(self, sets, ordered: bool = False) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0. `ordered`:
         the sets are sequences, oldest id first, and the model is trained on their order (term auto)."""
         terms = resolve_term(self.cfg.term, self.n_ids, ordered)
@@ -258,6 +259,17 @@ class HybridHead(FullHead):
         """The item-item values and their mix: counted with the model's parameters (model.count_parameters)."""
         return int(self.values.numel()) + int(self.alt_values.numel()) + 1
 
+    def variants(self) -> dict:
+        """With an item-item weight: the network alone (mix 0), ranked on the same examples."""
+        return {"network alone": mixed(self, 0.0)} if float(self.mix) else {}
+
+    def describe(self) -> dict:
+        out = {"name": "hybrid"}
+        if float(self.mix):
+            out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
+                       item_term=self.term_names()[int(self.alt)])
+        return out
+
     def context_ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens (U, T) -> ids (U, T), -1 at special tokens (identity hashing: a shift)."""
         ids = tokens - self.first
@@ -300,15 +312,15 @@ class HybridHead(FullHead):
 
     @torch.no_grad()
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
-             chunk_elems: int = 1 << 24, context_tokens: torch.Tensor | None = None) -> Ranking:
+             context: torch.Tensor | None = None, chunk_elems: int = 1 << 24) -> Ranking:
         """Exact top-k of log p_model + mix x item-item (every id scored), chunked over queries.
-        While choose_mix runs, every candidate (mix, decay) is ranked from the same network scores
+        While choose runs, every candidate (mix, decay) is ranked from the same network scores
         (one network pass, not one per candidate): the first candidate's Ranking is returned, each
-        candidate's kept for choose_mix."""
-        if context_tokens is None:
-            raise ValueError("the hybrid head scores with the context: pass context_tokens")
+        candidate's kept for choose."""
+        if context is None:
+            raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
-        ctx = self.context_ids(context_tokens)
+        ctx = context.masked_fill((context < 0) | (context >= n), -1)  # (U, T) ids, -1 at specials
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
 
         def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
@@ -326,8 +338,8 @@ class HybridHead(FullHead):
                 self._parts[c].append(r.cpu())
         return rankings[0]
 
-    def choose_mix(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
-                   decays: tuple[float, ...] = (1.0,)) -> dict:
+    def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
+               decays: tuple[float, ...] = (1.0,)) -> dict:
         """Set `mix` (and `decay`, and the term where two were built) to the MIXES value (x `decays`
         value x term) whose validation scores best by `select` (ties: the earlier: first term,
         smaller mix, first decay). `rank()` ranks the validation queries (once: every candidate is
@@ -351,3 +363,14 @@ class HybridHead(FullHead):
         self.alt.fill_(slot)
         return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
                     **{f"pure_{select}": results[0][select]})
+
+
+@contextlib.contextmanager
+def mixed(head: HybridHead, mix: float):
+    """The hybrid head with its item-item weight set to `mix` for the block (restored after)."""
+    saved = float(head.mix)
+    head.mix.fill_(mix)
+    try:
+        yield head
+    finally:
+        head.mix.fill_(saved)

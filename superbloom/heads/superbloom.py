@@ -19,6 +19,7 @@ from ..decode import DecodeConfig, decode_topk
 from ..hashing import BloomHash
 from ..losses import smoothed_nll
 from ..ranking import Ranking
+from .base import HeadBase
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class SuperbloomConfig:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
-class SuperbloomHead(nn.Module):
+class SuperbloomHead(HeadBase):
     """Hashed softmax tied to the token embedding: p_j = softmax(y_j E^T + b)."""
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: SuperbloomConfig, counts=None):
@@ -78,5 +79,5 @@ class SuperbloomHead(nn.Module):
             nll = smoothed_nll(nll, logp.mean(-1)[rows], ls)
         return nll.sum(1).mean()
 
-    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig()) -> Ranking:
+    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None) -> Ranking:
         return decode_topk(self.log_probs(hidden), self.buckets, self.inverse, k, exclude, decode)
