@@ -15,6 +15,7 @@ def restore_threads():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_demo_runs_the_hybrid_head_and_reports_its_network_beside_it(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path / "demo"), "--time-budget", "4", "--threads", "1", "--quiet"]) == 0
     out = capsys.readouterr().out

@@ -1,5 +1,6 @@
 """One code path for 1 and N processes: two gloo ranks under torchrun train, rank 0 writes, and a
 run stopped and resumed on two ranks equals the uninterrupted one (per-rank RNG state)."""
+import pytest
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ import torch
 import superbloom as sb
 
 
+@pytest.mark.slow
 def test_torchrun_two_ranks(wiki_data, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29561",
            "-m", "superbloom", "--", "train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "4",
@@ -31,6 +33,7 @@ def _ranks_run(data, out, *extra):
     return r
 
 
+@pytest.mark.slow
 def test_two_ranks_kill_and_resume_give_the_same_run(wiki_data, tmp_path):
     """Each rank's RNG streams are checkpointed: stopping at step 3 and resuming to step 6 gives the
     very weights of an uninterrupted 6-step run (same data order, masks and dropout on every rank)."""

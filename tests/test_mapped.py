@@ -69,6 +69,7 @@ def _pss_kb(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
 
 
+@pytest.mark.slow
 def test_serve_workers_share_one_port(tiny_model, tmp_path):
     port = _free_port()
     log = tmp_path / "server.log"

@@ -138,6 +138,7 @@ def test_resume_refuses_architecture_changes_and_records_the_others(wiki_data, m
     assert load_json(latest_checkpoint(model) / "state.json")["step"] == 5
 
 
+@pytest.mark.slow
 def test_killed_at_random_moments_the_directory_always_loads_and_resume_continues(wiki_data, tmp_path):
     """SIGKILL a training process (checkpointing after every step) at random moments, six times."""
     out = tmp_path / "killed"

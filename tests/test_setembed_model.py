@@ -195,6 +195,7 @@ def test_supervised_objective_needs_known_keys(wiki_data, tmp_path):
         embed_train(run_cfg(wiki_data, tmp_path / "m", "softmax", bad), progress=False)
 
 
+@pytest.mark.slow
 def test_torchrun_two_ranks_update_one_bank(labelled, tmp_path):
     """Under torchrun each rank embeds its share of a batch; the NCA bank takes every rank's rows
     (all-gathered), so after one step of batch 16 sixteen bank rows have moved, not eight."""

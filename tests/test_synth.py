@@ -151,6 +151,7 @@ print(int(hwm.split()[1]) // 1024)
 """
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_links(tmp_path):
     """Peak RSS of a child process: 2 chunks of links vs 40 chunks (the benchmark checks 20M+ links at 5.3M ids)."""
     peak = {}
