@@ -203,7 +203,8 @@ class HybridHead(FullHead):
         return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)} if float(self.mix) else {}
 
     def describe(self) -> dict:
-        out = {"name": "hybrid"}
+        """The head's name, and with an item-item weight the chosen mix, decay and term."""
+        out = super().describe()
         if float(self.mix):
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
                        item_term=self.term_names()[int(self.alt)])
