@@ -269,6 +269,26 @@ def test_the_hooks_generic_code_calls(case):
     assert chosen["mrr"] == metrics(rank())["mrr"]
 
 
+def test_no_head_imports_evaluation_code():
+    """The heads (and the item-item math the hybrid uses, itemitem.py) come before evaluation in the
+    data flow: no import of baselines / evaluate / protocols / compare, function-level ones included."""
+    import ast
+    from pathlib import Path
+
+    import superbloom
+    root = Path(superbloom.__file__).parent
+    later = {"baselines", "evaluate", "protocols", "compare"}
+    for path in [*sorted((root / "heads").glob("*.py")), root / "itemitem.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names if not node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not {n.split(".")[-1] for n in names} & later, f"{path.name}:{node.lineno} imports {names}"
+
+
 def test_full_head_ties_its_output_to_the_input_embedding_only_without_hashing():
     _, tied = make("full-tied")
     assert tied.head.tied and tied.head.rows().data_ptr() != 0
