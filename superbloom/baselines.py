@@ -10,6 +10,7 @@ model (evaluate.py):
                 about as many parameters as ours (r = 128, the default d), where EASE has N^2
 
 Each has `rank(contexts, k) -> (E, k)` ids (context ids excluded, ties broken by popularity).
+The item-item weights (the cosine, EASE's B) come from itemitem.py, which the hybrid head shares.
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .dataset import SetArray
+from .itemitem import EASE_MAX_IDS, cooccurrence_cosine, ease_weights, spd_inverse  # noqa: F401 (re-exported)
 
-EASE_MAX_IDS = 25_000
 SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
 
 
@@ -36,35 +37,6 @@ def _topk_excluding(scores: np.ndarray, contexts: np.ndarray, k: int) -> np.ndar
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     order = np.argsort(-np.take_along_axis(scores, part, 1), axis=1, kind="stable")
     return np.take_along_axis(part, order, 1)
-
-
-def spd_inverse(g: np.ndarray) -> np.ndarray:
-    """Inverse of a symmetric positive definite float64 matrix, in place (g is overwritten): Cholesky
-    (LAPACK potrf) then potri, half the flops of an LU inverse. scipy.linalg.inv (LU, getrf/getri)
-    crashed the process with a segmentation fault inside OpenBLAS on the 23,326-id SASRec Video
-    Gram matrix (twice, dmesg), and so did potrf with OpenBLAS's threads; with one BLAS thread the
-    same fit ran to the end (774 s, 10.9 GB peak, on the shared machine). So: potrf/potri, one
-    thread."""
-    from scipy.linalg import lapack
-
-    from threadpoolctl import threadpool_limits
-
-    f = g.T  # symmetric: the transpose is the same matrix, Fortran-ordered, so LAPACK works in place
-    with threadpool_limits(limits=1, user_api="blas"):  # see the docstring: threaded OpenBLAS crashed
-        c, info = lapack.dpotrf(f, lower=True, overwrite_a=True, clean=False)
-        if info != 0:
-            raise ValueError(f"EASE: the regularised Gram matrix is not positive definite (potrf info {info})")
-        inv, info = lapack.dpotri(c, lower=True, overwrite_c=True)
-    if info != 0:
-        raise ValueError(f"EASE: inverse failed (potri info {info})")
-    n, bs = len(inv), 1024  # potri fills the lower triangle only: mirror it in blocks (bounded temporaries)
-    for a in range(0, n, bs):
-        b = min(n, a + bs)
-        inv[a:b, b:] = inv[b:, a:b].T
-        blk = inv[a:b, a:b]
-        iu = np.triu_indices(b - a, 1)
-        blk[iu] = blk.T[iu]
-    return inv
 
 
 class Baseline:
@@ -128,13 +100,7 @@ class Cooccurrence(Baseline):
 
     def __init__(self, train: SetArray, n_ids: int):
         super().__init__(train, n_ids)
-        x = train.incidence(n_ids)
-        c = (x.T @ x).tocsr()  # (N, N) co-occurrence counts
-        norm = 1.0 / np.sqrt(np.maximum(c.diagonal(), 1.0))
-        c = sp.diags(norm) @ c @ sp.diags(norm)
-        c.setdiag(0.0)
-        c.eliminate_zeros()
-        self.cos = c.tocsr().astype(np.float32)
+        self.cos = cooccurrence_cosine(train, n_ids)  # (N, N) sparse, itemitem.py
 
     def scores(self, contexts):
         return (_context_matrix(contexts, self.n_ids) @ self.cos).toarray()
@@ -145,17 +111,7 @@ class Ease(Baseline):
 
     def __init__(self, train: SetArray, n_ids: int, lam: float = 100.0):
         super().__init__(train, n_ids)
-        if n_ids > EASE_MAX_IDS:
-            raise ValueError(f"EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} limit")
-        x = train.incidence(n_ids)
-        # float64 N x N, inverted and scaled in place: peak ~1 N^2 x 8 bytes (+ the float32 result),
-        # was ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md)
-        g = (x.T @ x).astype(np.float64).toarray()
-        g[np.diag_indices(n_ids)] += lam
-        p = spd_inverse(g)
-        p /= -np.diag(p)[None, :]  # B = -P / diag(P)
-        p[np.diag_indices(n_ids)] = 0.0
-        self.b = p.astype(np.float32)
+        self.b = ease_weights(train, n_ids, lam)  # (N, N) float32, itemitem.py
 
     def scores(self, contexts):
         return _context_matrix(contexts, self.n_ids) @ self.b

@@ -170,7 +170,7 @@ def _init(module: nn.Module) -> None:
 class SetModel(nn.Module):
     """Encoder + output head. `forward` returns the hidden states of the target elements."""
 
-    def __init__(self, encoder: SetEncoder, head: nn.Module):
+    def __init__(self, encoder: SetEncoder, head: HeadBase):
         super().__init__()
         self.encoder, self.head = encoder, head
 

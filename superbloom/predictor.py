@@ -40,12 +40,11 @@ def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: 
     model.eval()
     device = next(model.parameters()).device
     exclude = contexts if exclude is None else exclude
-    model_cfg = getattr(getattr(model, "encoder", None), "cfg", None)
     parts = []
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
-        qb = ordered_query_batch(ctx, hashing, model_cfg).to(device)
+        qb = ordered_query_batch(ctx, hashing, model.encoder.cfg).to(device)
         hidden = model.target_hidden(qb)  # (q, m, d)
         parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
                                      decode=decode, context=qb.context(qb.target_elem)).cpu())

@@ -4,6 +4,9 @@ scores its top-k gives, top-k has the right shape and order and never returns ex
 mode is deterministic, weights survive a save/load. Then each head's own properties: hierarchical
 A* top-k equals brute-force scoring of every leaf (all three trees), the sampled-softmax loss tends
 to the full-softmax loss as the sample count reaches the vocabulary."""
+import json
+from typing import Callable, NamedTuple
+
 import numpy as np
 import pytest
 import torch
@@ -21,7 +24,7 @@ from superbloom.heads import HEADS, build_head, head_config, head_config_dict, h
 from superbloom.heads.hierarchical import (TREES, astar_topk, balanced_tree, build_tree, fano_tree, huffman_tree,
                                            leaf_log_probs, path_nll, paths)
 from superbloom.heads.sampled import PROPOSALS, Proposal, proposal_probs, sampled_softmax_loss
-from superbloom.model import ModelConfig, build_model
+from superbloom.model import ModelConfig, build_model, count_parameters
 
 from conftest import DEVICES
 
@@ -40,33 +43,61 @@ def one_thread():
 N_IDS = 120
 COUNTS = (1000 // np.arange(1, N_IDS + 1)).astype(np.int64)  # Zipf-like training counts
 
-# (head config, hashing (alpha, m)): every head, hashed and unhashed, and the variants of each
+TRAIN_SETS = SetArray.from_lists([np.random.default_rng(s).choice(N_IDS, 6, replace=False) for s in range(60)])
+
+
+class Case(NamedTuple):
+    """One row of the contract table: a head config, its hashing (alpha, m), what the row does to a
+    built and fitted head (`setup`), and whether topk's scores are the log-probabilities the loss
+    is minus (a head that adds a term to them at evaluation is not)."""
+    cfg: object
+    hashing: tuple[int, int]
+    setup: Callable | None = None
+    log_probs: bool = True
+
+
+def mixed(mix: float) -> Callable:
+    return lambda head: head.mix.fill_(mix)  # the hybrid's item-item weight, as a validation would set it
+
+
+# every head, hashed and unhashed, and the variants of each
 CASES = {
-    "superbloom": (head_config("superbloom"), (4, 2)),
-    "superbloom-per-hash": (head_config("superbloom", per_hash_softmax=True), (4, 2)),
-    "superbloom-unhashed": (head_config("superbloom"), (1, 1)),
-    "full-tied": (head_config("full"), (1, 1)),
-    "full-hashed-input": (head_config("full", label_smoothing=0.1), (4, 2)),
-    "sampled-log-uniform": (head_config("sampled", samples=32), (1, 1)),
-    "sampled-unigram-hashed": (head_config("sampled", samples=32, proposal="unigram"), (4, 2)),
-    "sampled-uniform": (head_config("sampled", samples=32, proposal="uniform"), (1, 1)),
-    "hierarchical-huffman": (head_config("hierarchical"), (1, 1)),
-    "hierarchical-balanced-hashed": (head_config("hierarchical", tree="balanced"), (4, 2)),
-    "hierarchical-fano": (head_config("hierarchical", tree="fano"), (1, 1)),
+    "superbloom": Case(head_config("superbloom"), (4, 2)),
+    "superbloom-per-hash": Case(head_config("superbloom", per_hash_softmax=True), (4, 2)),
+    "superbloom-unhashed": Case(head_config("superbloom"), (1, 1)),
+    "full-tied": Case(head_config("full"), (1, 1)),
+    "full-hashed-input": Case(head_config("full", label_smoothing=0.1), (4, 2)),
+    "sampled-log-uniform": Case(head_config("sampled", samples=32), (1, 1)),
+    "sampled-unigram-hashed": Case(head_config("sampled", samples=32, proposal="unigram"), (4, 2)),
+    "sampled-uniform": Case(head_config("sampled", samples=32, proposal="uniform"), (1, 1)),
+    "hierarchical-huffman": Case(head_config("hierarchical"), (1, 1)),
+    "hierarchical-balanced-hashed": Case(head_config("hierarchical", tree="balanced"), (4, 2)),
+    "hierarchical-fano": Case(head_config("hierarchical", tree="fano"), (1, 1)),
+    # the hybrid needs identity hashing and its fitted item-item term; at mix 0 it is the full softmax
+    "hybrid": Case(head_config("hybrid", neighbours=8), (1, 1)),
+    "hybrid-mixed-cosine": Case(head_config("hybrid", neighbours=8, term="cooccurrence", samples=16), (1, 1),
+                                mixed(3.0), log_probs=False),
 }
 
 
 def test_every_registered_head_is_in_the_table():
-    # the hybrid head also takes the context ids (loss and topk): tests/test_hybrid_head.py
-    assert {cfg.name for cfg, _ in CASES.values()} == set(HEADS) - {"hybrid"}
+    assert {case.cfg.name for case in CASES.values()} == set(HEADS)
 
 
-def make(case, seed=0, device="cpu"):
-    cfg, (alpha, m) = CASES[case]
-    h = BloomHash.build(N_IDS, HashConfig(alpha, m, 0))
+def make(case, seed=0, device="cpu", fit=True):
+    """The row's model: built, its head fitted on TRAIN_SETS (heads/base.py: fit; a no-op for most
+    heads) and set up by the row. fit=False: as Predictor.load builds it, before the weights."""
+    row = CASES[case]
+    h = BloomHash.build(N_IDS, HashConfig(*row.hashing, 0))
     torch.manual_seed(seed)
     model_cfg = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.1)
-    return h, build_model(model_cfg, cfg, h, COUNTS).to(device)
+    model = build_model(model_cfg, row.cfg, h, COUNTS)
+    if fit:
+        built = model.head.fit(TRAIN_SETS)
+        assert built is None or json.loads(json.dumps(built)) == built  # recorded in config.json
+        if row.setup is not None:
+            row.setup(model.head)
+    return h, model.to(device)
 
 
 def batch(h, seed=0, device="cpu"):
@@ -79,11 +110,12 @@ CONTEXTS = np.array([[0, 5, 17, -1], [3, -1, -1, -1], [1, 2, 3, 4], [60, 61, 119
 
 
 def queries(h, model, device="cpu"):
+    """-> hidden (Q, m, d) of the CONTEXTS queries, their ids (Q, 4): the exclusion and the context."""
     return (model.target_hidden(query_batch(CONTEXTS, h).to(device)), torch.from_numpy(CONTEXTS).to(device))
 
 
 def is_exact(case):
-    return CASES[case][0].name != "superbloom"
+    return CASES[case].cfg.name != "superbloom"
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -109,11 +141,13 @@ def test_loss_is_minus_log_of_the_topk_score(case):
     -score(t) in the exhaustive ranking (superbloom: -sum_j log p_j, the sum_log score)."""
     h, model = make(case)
     model.eval()
-    hidden, _ = queries(h, model)
-    full = model.head.topk(hidden, N_IDS, decode=DecodeConfig(exhaustive=True))
+    if not CASES[case].log_probs:
+        pytest.skip("this row's topk adds a term to the log-probabilities (the hybrid at mix > 0)")
+    hidden, context = queries(h, model)
+    full = model.head.topk(hidden, N_IDS, decode=DecodeConfig(exhaustive=True), context=context)
     for q, t in [(0, 0), (1, 7), (2, 119), (3, 42)]:
         score = full.scores[q, full.ids[q].tolist().index(t)]
-        if getattr(CASES[case][0], "label_smoothing", 0.0):
+        if getattr(CASES[case].cfg, "label_smoothing", 0.0):
             continue  # smoothing adds a term to the loss on purpose
         assert model.head.loss(hidden[q:q + 1], torch.tensor([t])).item() == pytest.approx(-score.item(), abs=1e-4)
     if is_exact(case):  # one normalised distribution over the ids
@@ -125,7 +159,7 @@ def test_targets_can_share_hidden_rows(case):
     """loss(hidden, targets, rows): targets of one (merged) element share its hidden row."""
     h, model = make(case)
     model.eval()
-    hidden = torch.randn(3, CASES[case][1][1], 16)
+    hidden = torch.randn(3, CASES[case].hashing[1], 16)
     targets, rows = torch.tensor([4, 9, 9, 100, 0]), torch.tensor([0, 0, 2, 2, 1])
     assert torch.allclose(model.head.loss(hidden, targets, rows), model.head.loss(hidden[rows], targets), atol=1e-6)
 
@@ -139,7 +173,7 @@ def test_topk_shape_order_and_exclusion(case, decode, device):
     model.eval()
     hidden, exclude = queries(h, model, device)
     k = 9
-    r = model.head.topk(hidden, k, exclude=exclude, decode=decode).cpu()
+    r = model.head.topk(hidden, k, exclude=exclude, decode=decode, context=exclude).cpu()
     exclude = exclude.cpu()
     assert r.ids.shape == r.scores.shape == (len(CONTEXTS), k) and r.exact.shape == r.beam.shape == (len(CONTEXTS),)
     assert r.ids.dtype == torch.long and r.exact.dtype == torch.bool
@@ -157,8 +191,8 @@ def test_fast_topk_equals_exhaustive(case):
     h, model = make(case)
     model.eval()
     hidden, exclude = queries(h, model)
-    fast = model.head.topk(hidden, 10, exclude, DecodeConfig(exact=True))
-    ref = model.head.topk(hidden, 10, exclude, DecodeConfig(exhaustive=True))
+    fast = model.head.topk(hidden, 10, exclude, DecodeConfig(exact=True), context=exclude)
+    ref = model.head.topk(hidden, 10, exclude, DecodeConfig(exhaustive=True), context=exclude)
     assert fast.exact.all() and torch.allclose(fast.scores, ref.scores, atol=1e-5)
 
 
@@ -167,8 +201,9 @@ def test_user_supplied_gamma_maps_scores(case):
     h, model = make(case)
     model.eval()
     hidden, exclude = queries(h, model)
-    plain = model.head.topk(hidden, 5, exclude, DecodeConfig(exact=True))
-    doubled = model.head.topk(hidden, 5, exclude, DecodeConfig(exact=True, score=lambda lp: 2 * lp.sum(-1)))
+    plain = model.head.topk(hidden, 5, exclude, DecodeConfig(exact=True), context=exclude)
+    doubled = model.head.topk(hidden, 5, exclude, DecodeConfig(exact=True, score=lambda lp: 2 * lp.sum(-1)),
+                              context=exclude)
     assert torch.allclose(doubled.scores, 2 * plain.scores, atol=1e-4)
 
 
@@ -179,7 +214,7 @@ def test_eval_mode_is_deterministic(case):
     b = batch(h)
     assert torch.equal(model(b), model(b))
     hidden, exclude = queries(h, model)
-    a, c = model.head.topk(hidden, 6, exclude), model.head.topk(hidden, 6, exclude)
+    a, c = (model.head.topk(hidden, 6, exclude, context=exclude) for _ in range(2))
     assert torch.equal(a.ids, c.ids) and torch.equal(a.scores, c.scores)
 
 
@@ -191,12 +226,67 @@ def test_weights_survive_save_and_load(case, tmp_path):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
     save_model(model, str(tmp_path / "model.safetensors"))
-    _, fresh = make(case, seed=1)
+    _, fresh = make(case, seed=1, fit=False)  # as Predictor.load builds it (the hybrid: an empty term)
     load_weights(fresh, tmp_path)
     model.eval(), fresh.eval()
     hidden, exclude = queries(h, model)
-    a, b = model.head.topk(hidden, 6, exclude), fresh.head.topk(hidden, 6, exclude)
+    a, b = (m.head.topk(hidden, 6, exclude, context=exclude) for m in (model, fresh))
     assert torch.equal(a.ids, b.ids) and torch.allclose(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_hooks_generic_code_calls(case):
+    """heads/base.py's hooks on every head: describe names it (JSON), its fixed weights are counted
+    with the parameters, a head that does not use the context ranks the same without it, each
+    variant ranks inside its block and leaves the head ranking as before, and after choose the head
+    ranks as the candidate whose metrics choose returned."""
+    from superbloom.metrics import summarize, target_ranks
+    h, model = make(case)
+    model.eval()
+    head = model.head
+    hidden, context = queries(h, model)
+    assert head.describe()["name"] == CASES[case].cfg.name
+    assert json.loads(json.dumps(head.describe())) == head.describe()
+    assert count_parameters(model) == sum(p.numel() for p in model.parameters()) + head.fixed_weights()
+
+    def rank():
+        return head.topk(hidden, 10, exclude=context, context=context)
+
+    def same(a, b):
+        return torch.equal(a.ids, b.ids) and torch.equal(a.scores, b.scores)
+    before = rank()
+    if not head.uses_context:
+        assert same(head.topk(hidden, 10, exclude=context), before)
+    for variant in head.variants().values():
+        with variant:
+            assert rank().ids.shape == before.ids.shape
+        assert same(rank(), before)
+    targets = np.array([5, 7, 119, 1])
+
+    def metrics(ranking) -> dict:
+        return summarize(target_ranks(ranking.ids.numpy(), targets))
+    chosen = head.choose(rank, metrics, "mrr", (1.0, 0.5))
+    assert chosen["mrr"] == metrics(rank())["mrr"]
+
+
+def test_no_head_imports_evaluation_code():
+    """The heads (and the item-item math the hybrid uses, itemitem.py) come before evaluation in the
+    data flow: no import of baselines / evaluate / protocols / compare, function-level ones included."""
+    import ast
+    from pathlib import Path
+
+    import superbloom
+    root = Path(superbloom.__file__).parent
+    later = {"baselines", "evaluate", "protocols", "compare"}
+    for path in [*sorted((root / "heads").glob("*.py")), root / "itemitem.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names if not node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not {n.split(".")[-1] for n in names} & later, f"{path.name}:{node.lineno} imports {names}"
 
 
 def test_full_head_ties_its_output_to_the_input_embedding_only_without_hashing():
@@ -232,8 +322,8 @@ def test_configuration_errors_say_what_is_wrong():
 
 
 def test_head_configs_round_trip_and_read_older_model_directories():
-    for cfg, _ in CASES.values():
-        assert head_config_from_dict(head_config_dict(cfg)) == cfg
+    for case in CASES.values():
+        assert head_config_from_dict(head_config_dict(case.cfg)) == case.cfg
     old = {"name": "sampled", "per_hash_softmax": False, "label_smoothing": 0.0, "samples": 64,
            "proposal": "unigram", "tree": "huffman"}  # the single HeadConfig of version 0.1
     assert head_config_from_dict(old) == head_config("sampled", samples=64, proposal="unigram")

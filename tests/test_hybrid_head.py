@@ -1,4 +1,5 @@
-"""The hybrid head (heads/hybrid.py): full softmax + a sparse learned item-item term over the context."""
+"""The hybrid head (heads/hybrid.py): full softmax + a sparse learned item-item term over the context
+(itemitem.py), and its variants: the network alone, the term alone."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,8 @@ from superbloom.checkpoint import load_weights
 from superbloom.dataset import SetArray
 from superbloom.hashing import BloomHash, HashConfig
 from superbloom.heads import head_config
-from superbloom.heads.hybrid import MIXES, neighbour_pattern, transition_pattern
+from superbloom.heads.hybrid import MIXES
+from superbloom.itemitem import largest_pattern, neighbour_pattern, transition_pattern
 from superbloom.mapped import map_weights
 from superbloom.model import ModelConfig, build_model
 from superbloom.predictor import rank_contexts
@@ -214,7 +216,7 @@ def test_sampled_training_uses_the_sampled_loss_and_evaluation_the_full_one():
 
 @pytest.mark.parametrize("term", ["ease", "cooccurrence"])
 def test_the_item_item_values_are_the_closed_forms_on_the_pattern(term):
-    from superbloom.baselines import Cooccurrence, Ease
+    from superbloom.baselines import Cooccurrence, Ease  # the baselines: the same closed forms (itemitem.py)
     _, model = make(neighbours=4, term=term)
     head, sets = model.head, sets_of()
     dense = Ease(sets, N).b if term == "ease" else Cooccurrence(sets, N).cos.toarray()
@@ -329,7 +331,6 @@ def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 9), st.integers(1, 7))
 def test_largest_pattern_is_the_top_k_magnitudes_of_each_row(seed, k, block):
-    from superbloom.heads.hybrid import largest_pattern
     rng = np.random.default_rng(seed)
     b = rng.normal(size=(10, 10)).astype(np.float32) * (rng.random((10, 10)) < 0.6)
     indptr, cols = largest_pattern(b, k, block=block)
@@ -392,3 +393,83 @@ def test_the_transition_term_scores_what_comes_next(tmp_path):
     scores = head.item_item(ctx)[0]
     assert int(scores.argmax()) == ids["i6"]  # after i5 comes i6 (and i6 also follows i4 at gap 2)
     assert float(scores[ids["i3"]]) == 0.0  # nothing before the context is scored: directed
+
+
+def _queries(seed=0, q=9, t=5):
+    """Random hidden states and contexts (q, t) of ids, -1 padded, for ranking by hand."""
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(q, 1, MODEL.d, generator=g)
+    ctx = torch.randint(0, N, (q, t), generator=g)
+    ctx[torch.rand(q, t, generator=g) < 0.3] = -1
+    ctx[0] = -1  # an empty context: the term scores every id 0
+    return hidden, ctx
+
+
+def test_the_network_alone_variant_is_the_hybrid_at_mix_0():
+    _, model = make()
+    head = model.head.eval()
+    head.values.copy_(torch.randn(len(head.values)) * 3)
+    head.mix.fill_(10.0), head.decay.fill_(0.7)
+    hidden, ctx = _queries()
+    with head.variants()["network alone"]:
+        alone = head.topk(hidden, 8, exclude=ctx, context=ctx)
+    assert float(head.mix) == 10.0 and float(head.decay) == pytest.approx(0.7)
+    mixed = head.topk(hidden, 8, exclude=ctx, context=ctx)
+    head.mix.fill_(0.0)
+    pure = head.topk(hidden, 8, exclude=ctx, context=ctx)
+    assert torch.equal(alone.ids, pure.ids) and torch.equal(alone.scores, pure.scores)
+    assert not torch.equal(alone.ids, mixed.ids)  # the term changes the ranking at mix 10
+    assert head.variants() == {}  # mix 0: nothing to report beside the head
+
+
+def test_the_term_alone_variant_ranks_by_the_chosen_term_only():
+    """The term alone is the hybrid at a mix so large that the network only breaks ties: the same
+    order over the ids the term scores (distinct sums); the ids it does not reach (all 0) follow in
+    id order; context and excluded ids never. The chosen term (slot 1 here) and decay are used."""
+    _, model = make(build=False)
+    head = model.head.eval()
+    head.fit(sets_of(), ordered=True)  # two terms: transition (slot 0) and EASE (slot 1)
+    g = torch.Generator().manual_seed(1)
+    head.values.copy_(torch.rand(len(head.values), generator=g) + 0.1)
+    head.alt_values.copy_(torch.rand(len(head.alt_values), generator=g) + 0.1)  # no negative weights
+    head.mix.fill_(3.0), head.decay.fill_(0.5), head.alt.fill_(1)
+    hidden, ctx = _queries()
+    exclude = torch.cat([ctx, torch.tensor([[4]] * len(ctx))], 1)  # and id 4 for every query
+    with head.variants()["term alone"]:
+        alone = head.topk(hidden, N, exclude=exclude, context=ctx)
+        only4 = head.topk(hidden, N, exclude=exclude[:, -1:], context=ctx)  # the context: never, excluded or not
+    assert torch.equal(only4.ids, alone.ids) and torch.equal(only4.scores, alone.scores)
+    assert float(head.mix) == 3.0 and float(head.decay) == 0.5 and int(head.alt) == 1
+    term = head.item_item(ctx, head.age_weights(ctx), slot=1)  # (q, N) the chosen term, decay 0.5
+    head.mix.fill_(1e5)
+    big = head.topk(hidden, N, exclude=exclude, context=ctx)
+    assert alone.exact.all()
+    for q in range(len(ctx)):
+        never = set(exclude[q].tolist()) - {-1}
+        ids = [j for j in alone.ids[q].tolist() if j >= 0]
+        assert ids and not never & set(ids) and len(ids) == N - len(never)
+        reached = [j for j in range(N) if term[q, j] > 0 and j not in never]
+        by_term = sorted(reached, key=lambda j: -float(term[q, j]))
+        assert len(set(term[q, reached].tolist())) == len(reached)  # distinct sums: one order
+        assert ids[:len(reached)] == by_term == big.ids[q, :len(reached)].tolist()
+        assert ids[len(reached):] == sorted(j for j in range(N) if j not in never and j not in reached)  # ties: by id
+        assert torch.equal(alone.scores[q, :len(ids)], term[q, ids])  # the term's own sums, no network
+    assert (alone.ids[0, :N - 1] == torch.tensor([j for j in range(N) if j != 4])).all()  # empty context: by id
+
+
+def test_the_variants_restore_the_head_even_when_the_block_raises():
+    _, model = make()
+    head = model.head.eval()
+    head.values.copy_(torch.randn(len(head.values)))
+    head.mix.fill_(30.0), head.decay.fill_(0.4)
+    hidden, ctx = _queries(2)
+    before = head.topk(hidden, 6, exclude=ctx, context=ctx)
+    assert list(head.variants()) == ["network alone", "term alone"]
+    for name in head.variants():
+        with pytest.raises(RuntimeError, match="inside"):
+            with head.variants()[name]:
+                assert not torch.equal(head.topk(hidden, 6, exclude=ctx, context=ctx).scores, before.scores)
+                raise RuntimeError("inside the variant")
+        assert float(head.mix) == 30.0 and float(head.decay) == pytest.approx(0.4)
+        after = head.topk(hidden, 6, exclude=ctx, context=ctx)
+        assert torch.equal(after.ids, before.ids) and torch.equal(after.scores, before.scores)

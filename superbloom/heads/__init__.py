@@ -1,11 +1,16 @@
-"""Output heads: one interface, four implementations, one factory.
+"""Output heads: one interface (base.py), five implementations, one factory.
 
-Every head maps the m output vectors of an element, hidden (M, m, d), to
+Every head is an nn.Module subclassing HeadBase (base.py: the interface and its default hooks) that
+maps the m output vectors of an element, hidden (M, m, d), to
   loss(hidden, targets, rows=None)         mean over the M targets of -log p(target | hidden[rows[i]])
                                            (for the hashed head: summed over the m hashes); rows
                                            lets several targets share one hidden row (default: own)
-  topk(hidden, k, exclude=None, decode=DecodeConfig())  -> ranking.Ranking of ids, best first;
-                                           exclude (Q, X) ids, -1 padded, are never returned
+  topk(hidden, k, exclude=None, decode=DecodeConfig(), context=None)  -> ranking.Ranking of ids, best
+                                           first; exclude (Q, X) ids, -1 padded, are never returned;
+                                           context (Q, T) the query's context ids, -1 padded, oldest
+                                           first (every caller passes it; most heads ignore it)
+and has the hooks generic code calls instead of asking which head it holds: uses_context, fit,
+choose, variants, describe, fixed_weights (base.py).
 
   superbloom    superbloom.py    the hashed softmax of the paper, tied to the token embedding,
                                  decoded by Algorithm 1 (approximate, or exact with a certificate)
@@ -14,28 +19,26 @@ Every head maps the m output vectors of an element, hidden (M, m, d), to
   hierarchical  hierarchical.py  a binary tree over the ids, top-k by A* (the hierarchical softmax notes)
   hybrid        hybrid.py        the full softmax plus a sparse learned item-item term over the context
                                  (issue 16: a linear item-item term only as its own, named head); its
-                                 loss and topk score with the context ids (`uses_context`)
+                                 topk scores with the context ids (`uses_context`); itemitem.py
 
 Each head has its own small frozen config (`SuperbloomConfig`, `FullConfig`, `SampledConfig`,
-`HierarchicalConfig`), saved in config.json as {"name": ..., its fields}. The heads that are not
+`HierarchicalConfig`, `HybridConfig`), saved in config.json as {"name": ..., its fields}. The heads that are not
 hashed average the m output vectors of an element into one, score ids with one distribution and
 return an exact top-k (`Ranking.exact` all True): the decoding options beam/exact do not apply to
 them; a score gamma is applied to the single log-probability (the identity for sum_log/min/max);
 exhaustive scores every id (hierarchical: every leaf, instead of A*).
 
-A new head is one module with a config and an nn.Module of this interface, and one entry in HEADS.
+A new head is one module with a config and a HeadBase subclass, and one entry in HEADS.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol, Union
+from typing import Union
 
-import torch
 import torch.nn as nn
 
-from ..decode import DecodeConfig
 from ..hashing import BloomHash
-from ..ranking import Ranking
+from .base import HeadBase
 from .full import FullConfig, FullHead
 from .hierarchical import TREES, HierarchicalConfig, HierarchicalHead
 from .hybrid import HybridConfig, HybridHead
@@ -45,16 +48,7 @@ from .superbloom import SuperbloomConfig, SuperbloomHead
 HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig]
 
 
-class Head(Protocol):
-    """The interface every output head implements (an nn.Module)."""
-
-    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-        ...
-
-    def topk(self, hidden: torch.Tensor, k: int, exclude: torch.Tensor | None = None,
-             decode: DecodeConfig = DecodeConfig()) -> Ranking:
-        ...
-
+Head = HeadBase  # the interface every output head implements (base.py)
 
 HEADS: dict[str, tuple[type, type]] = {  # name -> (config class, head class)
     "superbloom": (SuperbloomConfig, SuperbloomHead),
@@ -103,11 +97,11 @@ def head_config_from_dict(d: dict) -> HeadConfig:
     return head_config(name, **{k: v for k, v in d.items() if k in own or k not in _LEGACY_FIELDS})
 
 
-def build_head(cfg: HeadConfig, embedding: nn.Embedding, hashing: BloomHash, counts=None) -> nn.Module:
+def build_head(cfg: HeadConfig, embedding: nn.Embedding, hashing: BloomHash, counts=None) -> HeadBase:
     """The head `cfg` configures. `counts` (training id counts, (N,)) builds proposals and trees."""
     return HEADS[cfg.name][1](embedding, hashing, cfg, counts)
 
 
-__all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "Head", "HeadConfig", "HierarchicalConfig",
+__all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig",
            "HierarchicalHead", "HybridConfig", "HybridHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head",
            "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]

@@ -307,6 +307,7 @@ class HierarchicalHead(HeadBase):
 
     def __init__(self, embedding: nn.Embedding, hashing, cfg: HierarchicalConfig, counts=None):
         super().__init__()
+        self.cfg = cfg
         n, d = hashing.n_ids, embedding.embedding_dim
         tree = build_tree(cfg.tree, n, counts)
         self.n_ids, self.levels, self.max_depth = n, tree.levels, int(tree.depth.max())

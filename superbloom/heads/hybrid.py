@@ -5,7 +5,7 @@
 The network is trained exactly as with the full head (full.py: same loss, same fused kernel), or
 with `samples` > 0 as with the sampled head (sampled.py: that many log-uniform negatives per step,
 full softmax at evaluation): the item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
-training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, baselines.Ease; up
+training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, itemitem.ease_weights; up
 to 25,000 ids, dense to fit), the `neighbours` of largest magnitude in every row; or, beyond (term
 auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
 `neighbours` most frequent co-occurring ids (ties by id); or, for ordered data, when asked, the
@@ -25,10 +25,15 @@ Why a separate, named head: the issue asks for a linear item-item term only besi
 never hidden inside it. The pure model's scores are this head's at mix 0 (the validation log has
 both), and A holds at most N x neighbours values where EASE's own matrix holds N^2.
 
-The head needs the context ids of each query (`needs_context`): predictor.rank_contexts passes the
-tokens of the query's row, which for this head's identity hashing (alpha = 1, m = 1, required) are
-the ids shifted by the special tokens; special tokens ([MASK], [BOS], padding) add nothing. The
-masked set objective and the two sequence objectives (sequence.py) train it.
+The head scores with the context ids of each query (`uses_context`, heads/base.py): every caller
+passes them to `topk` as `context` (Q, T), -1 padded, oldest first (the rank loop takes them from the
+query batch, Batch.context); ids outside [0, N) add nothing. The masked set objective and the two
+sequence objectives (sequence.py) train it. All the item-item math (EASE, the cosine, the patterns)
+is in itemitem.py, shared with the baselines.
+
+Variants (`variants()`, reported beside the head on the same examples, once a validation chose a
+mix > 0): "network alone" (mix 0: the pure model) and "term alone" (the chosen term with its decay
+and no network at all: score = the weighted sum over the context, ties by the smaller id).
 
 Ordered contexts (issue 12): the sum can weight a context id by `decay` ** age, age 0 for the
 newest id of the row (the ids are in the row's order, oldest first), so that the last items of a
@@ -53,10 +58,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..baselines import EASE_MAX_IDS, Cooccurrence, Ease
 from ..decode import DecodeConfig
 from ..hashing import BloomHash
-from ..ranking import Ranking, chunked_topk_variants, exact_ranking
+from ..itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_pattern, neighbour_pattern,
+                        transition_pattern)
+from ..ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
 from .full import FullHead
 from .sampled import Proposal, head_sampled_loss
 
@@ -90,75 +96,6 @@ class HybridConfig:
 
 TERMS = ("auto", "ease", "cooccurrence", "transition")
 MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the item-item term's weights tried at validation
-
-
-def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k most frequent co-occurring ids of every id in `sets` (a SetArray), diagonal excluded,
-    ties broken by the smaller id. -> (indptr (N + 1,) int64, cols (nnz,) int64), each row sorted by id."""
-    x = sets.incidence(n_ids)  # (S, N) binary
-    indptr, cols, _ = _largest_per_row((x.T @ x).tocsr(), k)  # (N, N) co-occurrence counts
-    return indptr, cols
-
-
-def _largest_per_row(c: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The k largest entries of every row of a square sparse matrix (ties by the smaller column),
-    diagonal and zeros left out. -> (indptr (N + 1,), cols (nnz,) int64, values (nnz,)), each row
-    sorted by column."""
-    n = c.shape[0]
-    c = c.tocsr(copy=True)
-    c.setdiag(0)
-    c.eliminate_zeros()
-    c.sort_indices()
-    rows = np.repeat(np.arange(n), np.diff(c.indptr))  # (nnz,)
-    # within each row: value descending, then column ascending; keep the first k of every row
-    order = np.lexsort((c.indices, -c.data, rows))
-    rank = np.arange(len(order)) - np.repeat(c.indptr[:-1], np.diff(c.indptr))
-    keep = np.sort(order[rank < k])  # back to row-major, column-sorted order
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
-    return indptr, c.indices[keep].astype(np.int64), c.data[keep]
-
-
-def transition_pattern(sets, n_ids: int, k: int, window: int, gap_decay: float
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The directed item -> later item term of ordered sets (sequences, oldest id first): T[c, j] =
-    the sum, over every time j comes `gap` <= window ids after c in one sequence, of gap_decay **
-    (gap - 1); kept: the k largest of every row (ties by the smaller id), as log(1 + T) (a damped
-    count: a transition seen 100 times is not worth 100 seen once). No diagonal (an id after itself).
-    -> (indptr (N + 1,), cols (nnz,), values (nnz,) float32), each row sorted by id."""
-    ids = np.asarray(sets.ids, np.int64)
-    owner = np.repeat(np.arange(len(sets)), sets.lengths)  # (L,) the sequence of each position
-    rows, cols, vals = [], [], []
-    for gap in range(1, min(window, max(len(ids) - 1, 0)) + 1):
-        same = owner[:-gap] == owner[gap:]  # (L - gap,) pairs inside one sequence
-        rows.append(ids[:-gap][same])
-        cols.append(ids[gap:][same])
-        vals.append(np.full(int(same.sum()), gap_decay ** (gap - 1), np.float64))
-    cat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype)  # noqa: E731
-    t = sp.csr_matrix((cat(vals, np.float64), (cat(rows, np.int64), cat(cols, np.int64))), shape=(n_ids, n_ids))
-    t.sum_duplicates()  # (N, N) weighted counts
-    indptr, cols, values = _largest_per_row(t, k)
-    return indptr, cols, np.log1p(values).astype(np.float32)
-
-
-def largest_pattern(b: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """The k entries of largest |value| of every row of a dense (N, N) matrix, zeros and the diagonal
-    left out (EASE's weights reach ids that never co-occur, through shared neighbours: a pattern by
-    co-occurrence count would drop those). -> (indptr (N + 1,), cols (nnz,)), each row sorted by id."""
-    n = b.shape[0]
-    k = min(k, n - 1)
-    cols, lens = [], []
-    for a in range(0, n, block):  # (block, N) rows at a time: one |B| copy of a block, not of B
-        mag = np.abs(b[a:a + block])
-        mag[np.arange(len(mag)), np.arange(a, a + len(mag))] = 0.0
-        top = np.argpartition(-mag, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(mag), 0), np.int64)
-        top.sort(axis=1)
-        keep = np.take_along_axis(mag, top, 1) > 0
-        cols.append(top[keep])
-        lens.append(keep.sum(1))
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.concatenate(lens), out=indptr[1:])
-    return indptr, np.concatenate(cols).astype(np.int64)
 
 
 def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
@@ -198,6 +135,7 @@ class HybridHead(FullHead):
         self.register_buffer("alt_values", torch.zeros(0))
         self.register_buffer("alt", torch.zeros((), dtype=torch.long))
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
+        self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
@@ -222,7 +160,7 @@ class HybridHead(FullHead):
 
     def _build_term(self, term: str, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if term == "ease":
-            b = Ease(sets, self.n_ids).b  # (N, N) float32, zero diagonal
+            b = ease_weights(sets, self.n_ids)  # (N, N) float32, zero diagonal
             indptr, cols = largest_pattern(b, self.cfg.neighbours)
             values = b[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]
             del b
@@ -231,7 +169,7 @@ class HybridHead(FullHead):
                                                       self.cfg.gap_decay)
         else:
             indptr, cols = neighbour_pattern(sets, self.n_ids, self.cfg.neighbours)
-            cos = Cooccurrence(sets, self.n_ids).cos  # (N, N) sparse cosine, no diagonal
+            cos = cooccurrence_cosine(sets, self.n_ids)  # (N, N) sparse cosine, no diagonal
             values = np.asarray(cos[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]).reshape(-1)
         return indptr, cols, values
 
@@ -260,20 +198,17 @@ class HybridHead(FullHead):
         return int(self.values.numel()) + int(self.alt_values.numel()) + 1
 
     def variants(self) -> dict:
-        """With an item-item weight: the network alone (mix 0), ranked on the same examples."""
-        return {"network alone": mixed(self, 0.0)} if float(self.mix) else {}
+        """With an item-item weight: the network alone (mix 0) and the term alone (no network),
+        ranked on the same examples."""
+        return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)} if float(self.mix) else {}
 
     def describe(self) -> dict:
-        out = {"name": "hybrid"}
+        """The head's name, and with an item-item weight the chosen mix, decay and term."""
+        out = super().describe()
         if float(self.mix):
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
                        item_term=self.term_names()[int(self.alt)])
         return out
-
-    def context_ids(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Tokens (U, T) -> ids (U, T), -1 at special tokens (identity hashing: a shift)."""
-        ids = tokens - self.first
-        return ids.masked_fill((ids < 0) | (ids >= self.n_ids), -1)
 
     def age_weights(self, context: torch.Tensor, decay: float | None = None) -> torch.Tensor | None:
         """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's
@@ -321,6 +256,8 @@ class HybridHead(FullHead):
             raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = context.masked_fill((context < 0) | (context >= n), -1)  # (U, T) ids, -1 at specials
+        if self._term_alone:
+            return self._term_topk(ctx, k, exclude, decode, chunk_elems)
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
 
         def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
@@ -337,6 +274,23 @@ class HybridHead(FullHead):
             for c, r in enumerate(rankings):
                 self._parts[c].append(r.cpu())
         return rankings[0]
+
+    def _term_topk(self, ctx: torch.Tensor, k: int, exclude, decode: DecodeConfig, chunk_elems: int) -> Ranking:
+        """The "term alone" variant: score = the chosen term's sum over the context ids (U, T), with
+        the chosen decay; every id scored, ties by the smaller id (a stable sort), the context and
+        `exclude` ids never returned."""
+        n, width = self.n_ids, min(k, self.n_ids)
+        step = max(1, chunk_elems // max(1, n))
+        vals = [torch.zeros(0, width, dtype=self.values.dtype, device=ctx.device)]
+        ids = [torch.zeros(0, width, dtype=torch.long, device=ctx.device)]
+        for a in range(0, len(ctx), step):
+            c = ctx[a:a + step]  # (u, T)
+            s = mask_excluded(self.item_item(c, self.age_weights(c)), c)  # (u, N), the context at -inf
+            s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
+            v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
+            vals.append(v[:, :width])
+            ids.append(i[:, :width])
+        return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:
@@ -374,3 +328,14 @@ def mixed(head: HybridHead, mix: float):
         yield head
     finally:
         head.mix.fill_(saved)
+
+
+@contextlib.contextmanager
+def term_alone(head: HybridHead):
+    """The hybrid head ranking by its chosen item-item term alone (no network score) for the block."""
+    saved = head._term_alone
+    head._term_alone = True
+    try:
+        yield head
+    finally:
+        head._term_alone = saved

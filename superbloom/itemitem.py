@@ -1,0 +1,152 @@
+"""Item-item math: the linear item-to-item weights that the hybrid head's term (heads/hybrid.py) and
+the classical baselines (baselines.py) are both built from, so that no head imports evaluation code.
+
+  ease_weights(sets, N, lam)         EASE (Steck, WWW 2019): B = I - P / diag(P), P = (X^T X + lam I)^-1,
+                                     diagonal 0; dense (N, N), so only up to EASE_MAX_IDS ids
+  cooccurrence_cosine(sets, N)       the cosine of the set-incidence columns: C_ij / sqrt(C_ii C_jj),
+                                     C = X^T X, diagonal 0; sparse (N, N)
+  spd_inverse(g)                     the in-place Cholesky inverse EASE uses
+
+and the sparse patterns the hybrid head keeps of them (N + 1 row pointers, one column per kept value,
+each row sorted by column, never the diagonal):
+
+  neighbour_pattern(sets, N, k)      every id's k most frequent co-occurring ids
+  largest_pattern(B, k)              the k largest |B_ij| of every row of a dense matrix
+  transition_pattern(seqs, N, k, window, gap_decay)
+                                     the directed "j comes after c" term of ordered sets, log(1 + count)
+
+X is the (S, N) binary set-incidence matrix of the training sets (dataset.SetArray.incidence).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+EASE_MAX_IDS = 25_000  # EASE is dense: N^2 float64 while it is inverted
+
+
+def spd_inverse(g: np.ndarray) -> np.ndarray:
+    """Inverse of a symmetric positive definite float64 matrix, in place (g is overwritten): Cholesky
+    (LAPACK potrf) then potri, half the flops of an LU inverse. scipy.linalg.inv (LU, getrf/getri)
+    crashed the process with a segmentation fault inside OpenBLAS on the 23,326-id SASRec Video
+    Gram matrix (twice, dmesg), and so did potrf with OpenBLAS's threads; with one BLAS thread the
+    same fit ran to the end (774 s, 10.9 GB peak, on the shared machine). So: potrf/potri, one
+    thread."""
+    from scipy.linalg import lapack
+
+    from threadpoolctl import threadpool_limits
+
+    f = g.T  # symmetric: the transpose is the same matrix, Fortran-ordered, so LAPACK works in place
+    with threadpool_limits(limits=1, user_api="blas"):  # see the docstring: threaded OpenBLAS crashed
+        c, info = lapack.dpotrf(f, lower=True, overwrite_a=True, clean=False)
+        if info != 0:
+            raise ValueError(f"EASE: the regularised Gram matrix is not positive definite (potrf info {info})")
+        inv, info = lapack.dpotri(c, lower=True, overwrite_c=True)
+    if info != 0:
+        raise ValueError(f"EASE: inverse failed (potri info {info})")
+    n, bs = len(inv), 1024  # potri fills the lower triangle only: mirror it in blocks (bounded temporaries)
+    for a in range(0, n, bs):
+        b = min(n, a + bs)
+        inv[a:b, b:] = inv[b:, a:b].T
+        blk = inv[a:b, a:b]
+        iu = np.triu_indices(b - a, 1)
+        blk[iu] = blk.T[iu]
+    return inv
+
+
+def ease_weights(sets, n_ids: int, lam: float = 100.0) -> np.ndarray:
+    """EASE's closed-form weights of the sets (a SetArray) -> B (N, N) float32, zero diagonal:
+    score(j | context) = sum_{c in context} B[c, j]."""
+    if n_ids > EASE_MAX_IDS:
+        raise ValueError(f"EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} limit")
+    x = sets.incidence(n_ids)  # (S, N) binary
+    # float64 N x N, inverted and scaled in place: peak ~1 N^2 x 8 bytes (+ the float32 result),
+    # was ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md)
+    g = (x.T @ x).astype(np.float64).toarray()
+    g[np.diag_indices(n_ids)] += lam
+    p = spd_inverse(g)
+    p /= -np.diag(p)[None, :]  # B = -P / diag(P)
+    p[np.diag_indices(n_ids)] = 0.0
+    return p.astype(np.float32)
+
+
+def cooccurrence_cosine(sets, n_ids: int) -> sp.csr_matrix:
+    """The cosine of every pair of ids' set-incidence columns -> (N, N) sparse float32, zero diagonal
+    (stored without zeros): score(j | context) = sum_{c in context} cos(c, j)."""
+    x = sets.incidence(n_ids)  # (S, N) binary
+    c = (x.T @ x).tocsr()  # (N, N) co-occurrence counts
+    norm = 1.0 / np.sqrt(np.maximum(c.diagonal(), 1.0))
+    c = sp.diags(norm) @ c @ sp.diags(norm)
+    c.setdiag(0.0)
+    c.eliminate_zeros()
+    return c.tocsr().astype(np.float32)
+
+
+def neighbour_pattern(sets, n_ids: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k most frequent co-occurring ids of every id in `sets` (a SetArray), diagonal excluded,
+    ties broken by the smaller id. -> (indptr (N + 1,) int64, cols (nnz,) int64), each row sorted by id."""
+    x = sets.incidence(n_ids)  # (S, N) binary
+    indptr, cols, _ = _largest_per_row((x.T @ x).tocsr(), k)  # (N, N) co-occurrence counts
+    return indptr, cols
+
+
+def _largest_per_row(c: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The k largest entries of every row of a square sparse matrix (ties by the smaller column),
+    diagonal and zeros left out. -> (indptr (N + 1,), cols (nnz,) int64, values (nnz,)), each row
+    sorted by column."""
+    n = c.shape[0]
+    c = c.tocsr(copy=True)
+    c.setdiag(0)
+    c.eliminate_zeros()
+    c.sort_indices()
+    rows = np.repeat(np.arange(n), np.diff(c.indptr))  # (nnz,)
+    # within each row: value descending, then column ascending; keep the first k of every row
+    order = np.lexsort((c.indices, -c.data, rows))
+    rank = np.arange(len(order)) - np.repeat(c.indptr[:-1], np.diff(c.indptr))
+    keep = np.sort(order[rank < k])  # back to row-major, column-sorted order
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
+    return indptr, c.indices[keep].astype(np.int64), c.data[keep]
+
+
+def transition_pattern(sets, n_ids: int, k: int, window: int, gap_decay: float
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The directed item -> later item term of ordered sets (sequences, oldest id first): T[c, j] =
+    the sum, over every time j comes `gap` <= window ids after c in one sequence, of gap_decay **
+    (gap - 1); kept: the k largest of every row (ties by the smaller id), as log(1 + T) (a damped
+    count: a transition seen 100 times is not worth 100 seen once). No diagonal (an id after itself).
+    -> (indptr (N + 1,), cols (nnz,), values (nnz,) float32), each row sorted by id."""
+    ids = np.asarray(sets.ids, np.int64)
+    owner = np.repeat(np.arange(len(sets)), sets.lengths)  # (L,) the sequence of each position
+    rows, cols, vals = [], [], []
+    for gap in range(1, min(window, max(len(ids) - 1, 0)) + 1):
+        same = owner[:-gap] == owner[gap:]  # (L - gap,) pairs inside one sequence
+        rows.append(ids[:-gap][same])
+        cols.append(ids[gap:][same])
+        vals.append(np.full(int(same.sum()), gap_decay ** (gap - 1), np.float64))
+    cat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype)  # noqa: E731
+    t = sp.csr_matrix((cat(vals, np.float64), (cat(rows, np.int64), cat(cols, np.int64))), shape=(n_ids, n_ids))
+    t.sum_duplicates()  # (N, N) weighted counts
+    indptr, cols, values = _largest_per_row(t, k)
+    return indptr, cols, np.log1p(values).astype(np.float32)
+
+
+def largest_pattern(b: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """The k entries of largest |value| of every row of a dense (N, N) matrix, zeros and the diagonal
+    left out (EASE's weights reach ids that never co-occur, through shared neighbours: a pattern by
+    co-occurrence count would drop those). -> (indptr (N + 1,), cols (nnz,)), each row sorted by id."""
+    n = b.shape[0]
+    k = min(k, n - 1)
+    cols, lens = [], []
+    for a in range(0, n, block):  # (block, N) rows at a time: one |B| copy of a block, not of B
+        mag = np.abs(b[a:a + block])
+        mag[np.arange(len(mag)), np.arange(a, a + len(mag))] = 0.0
+        top = np.argpartition(-mag, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(mag), 0), np.int64)
+        top.sort(axis=1)
+        keep = np.take_along_axis(mag, top, 1) > 0
+        cols.append(top[keep])
+        lens.append(keep.sum(1))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.concatenate(lens), out=indptr[1:])
+    return indptr, np.concatenate(cols).astype(np.int64)
+
