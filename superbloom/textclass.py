@@ -419,6 +419,9 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     config = load_json(out / "config.json")
     done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
     save_classifier(model, out, docs.label_names, dict(config, **extra, history=done + history))
+    if d.main and cfg.keep_best:
+        print(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and `superbloom textclass` "
+              "read; BEST names the checkpoint with the best held-out accuracy")
     return out
 
 
