@@ -102,7 +102,7 @@ class ObjectiveEntry:
 
     def check(self, model, mask: MaskConfig) -> None:
         """Fail before anything is written when a model (a ModelConfig) cannot train with it."""
-        causal = getattr(model, "causal", False)
+        causal = model.causal
         if causal and not self.causal:
             only = ", ".join(n for n, e in OBJECTIVES.items() if e.causal)
             raise ValueError(f"a causal model (causal=True, --causal) trains with the {only} objective only, "
