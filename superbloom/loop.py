@@ -1,24 +1,23 @@
-"""The training loop shared by every objective: fit(objective, ...) -> RunState, and the run directory.
+"""The training loop shared by every objective: fit(objective, ...) -> RunState.
 
-Split out of train.py (which keeps the masked id model's config, objectives and `train`): an
-`Objective` is a module whose forward(batch) returns a scalar loss, how the rows of each step are
-drawn (the same on every rank), how a rank turns its share of rows into a batch on its device, and
-how to validate. `fit` runs it with the optimizer of optim.make_optimizer (warm-up + inverse-sqrt
+An `Objective` (objectives.py; importable from here too) is a module whose forward(batch) returns
+a scalar loss, how the rows of each step are drawn (the same on every rank), how a rank turns its
+share of rows into a batch on its device, and how to validate. `fit` runs it with the optimizer of optim.make_optimizer (warm-up + inverse-sqrt
 schedule), gradient clipping, an optional average of the weights (validated and kept as BEST),
 metrics.jsonl, atomic checkpoints that a killed run resumes from exactly (weights, optimizer,
 schedule, data order, every rank's RNG), and one code path for 1 or N processes (torchrun:
-DistributedDataParallel, every stop decision all-reduced, rank 0 alone writes).
+DistributedDataParallel, every stop decision all-reduced, rank 0 alone writes). The run directory
+it writes in (RunDir: staged replacement of an old model) and the overwrite / resume policy are
+rundir.py's; BEST and LATEST are written here.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -29,9 +28,9 @@ from tqdm.auto import tqdm
 from .checkpoint import load_extra, load_optimizer, load_weights, restore_rng, rng_state, save_checkpoint
 from .device import Dist, all_gather, any_rank
 from .files import load_json
+from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's input)
 from .optim import OptimConfig, make_optimizer, set_lr
-
-SELECT = "rec@10"  # validation metric that picks the BEST checkpoint of the masked id model (the default)
+from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -60,17 +59,6 @@ class LoopConfig:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
         if not (self.steps or self.epochs or self.time_budget):
             raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
-
-
-@dataclass
-class Objective:
-    """What `fit` trains. `model.forward(batch)` returns the scalar loss to minimise."""
-    model: nn.Module
-    n_examples: int  # training examples per epoch (for LoopConfig.epochs)
-    epoch: Callable[[int], list[np.ndarray]]  # epoch e -> rows of every step (the same on every rank)
-    batch: Callable[[np.ndarray, np.random.Generator], Any]  # this rank's rows -> a batch on the device
-    validate: Callable[[], dict] | None = None  # -> metrics (called on rank 0); `select` picks BEST
-    select: str = SELECT  # higher is better
 
 
 # ------------------------------------------------------------------------------ the loop
@@ -298,45 +286,3 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
 
 def _brief(v: dict) -> str:
     return "  ".join(f"{k} {x:.3f}" for k, x in list(v.items())[:3])
-
-
-# ------------------------------------------------------------------------------ the run directory
-
-
-class RunDir:
-    """Where a run writes, so that no trained model is ever lost.
-
-    A new run in an empty (or missing) directory writes there. A new run over a directory that
-    holds a model (only with overwrite=True) writes into a staging directory beside it, `OUT.new`,
-    and takes OUT's place only once it has a complete checkpoint of its own (`committed`): until
-    then a failure or a kill leaves the previous model untouched. A resumed run writes in place."""
-
-    def __init__(self, final: Path, staged: bool):
-        self.final = final
-        self.path = final.with_name(final.name + ".new") if staged else final
-        if staged:
-            shutil.rmtree(self.path, ignore_errors=True)  # an earlier staged run that never committed
-
-    @property
-    def staged(self) -> bool:
-        return self.path != self.final
-
-    def committed(self) -> None:
-        """After a complete checkpoint: a staged run replaces the previous model."""
-        if not self.staged:
-            return
-        old = self.final.with_name(self.final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        self.final.rename(old)  # a kill between these renames leaves both complete models on disk
-        self.path.rename(self.final)
-        self.path = self.final
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop metrics.jsonl records a killed run wrote after the checkpoint it resumes from."""
-    if not path.exists():
-        return
-    keep = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")

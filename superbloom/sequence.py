@@ -1,8 +1,8 @@
-"""Training for sequence recommendation (issue 12): ordered examples, the two sequence objectives
-of `train --objective`, their leave-one-out validation, and ordered queries.
+"""Training for sequence recommendation (issue 12): ordered examples of the two sequence objectives
+of `train --objective`, their leave-one-out validation examples, and ordered queries.
 
 Two objectives, both with learned positions (ModelConfig.positions, counted from the oldest id of
-the window) and registered in train.OBJECTIVES:
+the window); their registry entries and builders are in objectives.py:
 
   next-item        causal, SASRec-style (Kang & McAuley 2018): a window of up to n ids
                    s_1..s_L is fed as [BOS] s_1 .. s_{L-1} to a model whose attention is causal
@@ -33,37 +33,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .batches import (Batch, MaskConfig, drop_elements, epoch_batches, mask_segments, query_batch, sample_segments,
-                      to_batch)
+from .batches import Batch, MaskConfig, drop_elements, mask_segments, query_batch, sample_segments, to_batch
 from .dataset import SetArray
 from .hashing import MASK_ELEM, PAD_ELEM, BloomHash
-from .metrics import sequence_summary, target_ranks
+from .metrics import sequence_summary, target_ranks  # noqa: F401 (re-exported: benchmarks/sequence)
 from .protocols import Examples, LeaveOneOut, last_known
 
-if TYPE_CHECKING:  # train.py imports this module: its types are only needed for annotations
-    from .loop import Objective
-    from .train import ObjectiveInputs
+if TYPE_CHECKING:  # objectives.py imports this module: its types are only needed for annotations
+    from .objectives import ObjectiveInputs
 
 BOS = MASK_ELEM  # the element every causal window starts with
 LAST_ITEM_FRACTION = 0.25  # masked-sequence: examples whose only masked id is their newest one
 VAL_USERS = 5000  # validation users at most (a seeded choice); HR@10 ~ 0.06 has a standard error ~ 0.003
 SELECT = "ndcg@10"  # picks the BEST checkpoint (higher is better)
-SEQUENCE_OBJECTIVES = ("next-item", "masked-sequence")
 DECAYS = (1.0, 0.7, 0.4, 0.15)  # hybrid head: the recency weights of the item-item term tried at validation (decay ** age)
-
-
-def check_objective(objective: str, model, mask: MaskConfig) -> None:
-    """Fail before anything is written when the model cannot train with `objective`
-    (model: a ModelConfig)."""
-    causal = getattr(model, "causal", False)
-    if causal and objective != "next-item":
-        raise ValueError(f"a causal model (causal=True, --causal) trains with the next-item objective only, "
-                         f"not {objective!r}")
-    if objective == "next-item" and not causal:
-        raise ValueError("the next-item objective needs a causal model (ModelConfig.causal=True, train --causal)")
-    if objective in SEQUENCE_OBJECTIVES and model.positions < mask.n:
-        raise ValueError(f"the {objective} objective needs learned positions for its windows of --segment "
-                         f"{mask.n} ids: pass --positions {mask.n} or more (got {model.positions})")
 
 
 # ------------------------------------------------------------------------------ batches
@@ -149,68 +132,3 @@ def validation_examples(x: "ObjectiveInputs", n: int, max_users: int = VAL_USERS
     history = SetArray(held.offsets - np.arange(len(held.offsets)), np.delete(ids, held.offsets[1:] - 1))
     contexts = last_known(history, n)
     return Examples(contexts, targets, x.val_rows, 0, contexts)
-
-
-def sequence_validate(model, hashing: BloomHash, ex: Examples):
-    """-> a validate() for fit: HR / NDCG / MRR of `ex` (full ranking, ex.exclude never ranked).
-    A head with an item-item term (heads/hybrid.py) has its weight and its recency decay chosen here."""
-    def rank():
-        from .predictor import rank_contexts  # predictor imports this module
-        return rank_contexts(model, hashing, ex.contexts, 20, exclude=ex.excluded)
-
-    def metrics(ranking) -> dict:
-        return sequence_summary(target_ranks(ranking.ids.numpy(), ex.targets))
-
-    def validate() -> dict:
-        return model.head.choose(rank, metrics, SELECT, DECAYS)  # heads/base.py
-    return validate
-
-
-# ------------------------------------------------------------------------------ the objectives
-
-
-def _sequence_rows(x: "ObjectiveInputs", min_length: int) -> np.ndarray:
-    """Training rows: every training prefix of a sequence dataset (its validation ids are not in
-    them), the training rows of a set dataset; sequences of >= min_length ids."""
-    rows = np.arange(len(x.data.train)) if x.data.split == "leave-one-out" else x.train_rows
-    return rows[x.data.train.lengths[rows] >= min_length]
-
-
-def _objective(x: "ObjectiveInputs", rows: np.ndarray, make_batch, n_context: int) -> "Objective":
-    from .loop import Objective  # train imports this module
-    cfg, lengths = x.cfg, x.data.train.lengths
-    if len(rows) < cfg.loop.batch_size:
-        raise ValueError(f"{cfg.data}: {len(rows)} training sequences; need at least one batch "
-                         f"({cfg.loop.batch_size}); lower --batch-size")
-
-    def epoch(e: int) -> list[np.ndarray]:  # a function of (seed, epoch) only
-        rng = np.random.default_rng([cfg.loop.seed, 2, e])
-        return epoch_batches(rows, lengths, cfg.loop.batch_size, cfg.mask.n, rng)
-
-    def batch(r: np.ndarray, rng: np.random.Generator):
-        return make_batch(r, rng).to(x.device)
-
-    ex = validation_examples(x, n_context)
-    validate = sequence_validate(x.model, x.hashing, ex) if ex is not None and len(ex.targets) else None
-    return Objective(x.model, len(rows), epoch, batch, validate, SELECT)
-
-
-def next_item(x: "ObjectiveInputs") -> "Objective":
-    """Causal next-item training (module docstring), BEST by leave-one-out validation NDCG@10."""
-    check_objective("next-item", x.model_cfg, x.cfg.mask)
-    rows = _sequence_rows(x, 1)
-    sets, n = x.data.train, x.cfg.mask.n
-    return _objective(x, rows, lambda r, rng: next_item_batch(sets, r, x.hashing, n, rng),
-                      x.model_cfg.positions - 1)
-
-
-def masked_sequence(x: "ObjectiveInputs") -> "Objective":
-    """BERT4Rec-style masked training with last-item examples, BEST by leave-one-out NDCG@10."""
-    check_objective("masked-sequence", x.model_cfg, x.cfg.mask)
-    rows = _sequence_rows(x, 2)
-    sets, mask = x.data.train, x.cfg.mask
-    return _objective(x, rows, lambda r, rng: masked_sequence_batch(sets, r, x.hashing, mask, rng),
-                      x.model_cfg.positions - 1)
-
-
-BUILDERS = {"next-item": next_item, "masked-sequence": masked_sequence}

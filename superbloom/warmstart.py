@@ -60,12 +60,14 @@ def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArra
             "tokens": int(hashing.n_tokens)}
 
 
-def resolve_init(name: str, n_ids: int, objective: str) -> str:
-    """'auto' -> 'cooccurrence' for the masked set model up to COOC_INIT_MAX_IDS ids, else 'normal'
-    (other objectives keep the paper's random start: nothing measured them with this one)."""
+def resolve_init(name: str, n_ids: int, auto: str = "normal") -> str:
+    """The init to apply: `name`, or for 'auto' the objective's own choice `auto`
+    (objectives.ObjectiveEntry.auto_init: 'cooccurrence' for the masked set model, 'normal' for the
+    others, which nothing measured with the co-occurrence start), 'cooccurrence' only up to
+    COOC_INIT_MAX_IDS ids."""
     if name != "auto":
         return name
-    return "cooccurrence" if objective == "masked" and n_ids <= COOC_INIT_MAX_IDS else "normal"
+    return "normal" if auto == "cooccurrence" and n_ids > COOC_INIT_MAX_IDS else auto
 
 
 def initialise(name: str, model: nn.Module, hashing: BloomHash, sets: SetArray, n_ids: int, seed: int) -> dict | None:
@@ -84,7 +86,8 @@ def _token_embedding(model: nn.Module) -> nn.Embedding:
 
 
 INITS = {
-    "auto": None,  # resolve_init: cooccurrence for the masked set model up to COOC_INIT_MAX_IDS ids, else normal
+    "auto": None,  # resolve_init: the objective's choice (cooccurrence for the masked set model up to
+    # COOC_INIT_MAX_IDS ids), else normal
     "normal": lambda model, hashing, sets, n_ids, seed: None,
     "cooccurrence": lambda model, hashing, sets, n_ids, seed: cooccurrence_init(_token_embedding(model), hashing,
                                                                                 sets, n_ids, seed),

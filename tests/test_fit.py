@@ -94,8 +94,8 @@ def test_weight_average_is_validated_kept_and_resumed(tmp_path):
 
 
 def test_train_uses_the_registered_objective(tmp_path, monkeypatch):
-    """train() builds its objective from train.OBJECTIVES[cfg.objective]: a registered one is used, with
-    the model and data train() built; an unknown name is refused before anything is written."""
+    """train() builds its objective from the entry objectives.OBJECTIVES[cfg.objective]: a registered one
+    is used, with the model and data train() built; an unknown name is refused before anything is written."""
     import pytest
 
     import superbloom as sb
@@ -120,7 +120,7 @@ def test_train_uses_the_registered_objective(tmp_path, monkeypatch):
             return obj.batch(rows, rng)
         return train_mod.Objective(obj.model, obj.n_examples, obj.epoch, batch, obj.validate, obj.select)
 
-    monkeypatch.setitem(train_mod.OBJECTIVES, "counting", counting)
+    monkeypatch.setitem(train_mod.OBJECTIVES, "counting", train_mod.ObjectiveEntry("counting", counting))
     cfg = train_mod.TrainConfig(data=str(tmp_path / "data"), out=str(tmp_path / "model"), objective="counting",
                                 model=ModelConfig(d=16, heads=2, d_ff=32, layers=1),
                                 loop=train_mod.LoopConfig(steps=3, batch_size=16, eval_every=0))

@@ -15,7 +15,8 @@ from superbloom.dataset import SetArray
 from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.heads import head_config
 from superbloom.model import ModelConfig, build_model
-from superbloom.sequence import (check_objective, keep_last_known, masked_sequence_batch, next_item_batch,
+from superbloom.objectives import check_objective
+from superbloom.sequence import (keep_last_known, masked_sequence_batch, next_item_batch,
                                  next_item_query, ordered_query_batch)
 from superbloom.train import LoopConfig, TrainConfig, train
 

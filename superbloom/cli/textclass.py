@@ -5,8 +5,9 @@
     superbloom textclass-train --wikispeedia ../shared/data/wikispeedia --out MODEL   # article -> category
     superbloom textclass MODEL "the jazz trumpeter recorded an album" [--top 3] [--json]
 
-The model is superbloom/textclass.py (the blog's heads-study network: word embeddings, one
-attention layer, mean pool, linear classes); documents are read by text/labelled.py.
+The model and its training run are superbloom/textclass.py (the blog's heads-study network: word
+embeddings, one attention layer, mean pool, linear classes; train_textclass on loop.fit in the run
+skeleton of rundir.py); documents are read by text/labelled.py. This module only parses flags.
 """
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ..files import load_json
 from ..kernel_attention import ATTENTIONS
 from ..optim import OPTIMIZERS, OptimConfig
-from ..text.labelled import first_words, label_table, load_wikispeedia, read_labelled, split_rows
-from ..textclass import (EMBEDDINGS, TextClassConfig, TextClassifier, TrainTextConfig, load_classifier,
-                         save_classifier, train_classifier)
+from ..text.labelled import first_words
+from ..textclass import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig, load_classifier,
+                         train_textclass)
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
 
 MODEL, OPTIM, TRAIN = TextClassConfig(), OptimConfig(name="adapsgd"), TrainTextConfig()
@@ -41,7 +43,11 @@ def register(sub):
                    help="instead of CORPUS and --labels: the Wikispeedia directory (plaintext_articles.tar.xz, "
                         "categories.tsv); label = the first listed top-level category, the header naming it is cut")
     p.add_argument("--out", required=True, help="model directory to write")
-    p.add_argument("--overwrite", action="store_true", help="replace a model already in --out")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a model already in --out (the old one is kept until the new run has a checkpoint)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its newest complete checkpoint (the model, documents and "
+                        "split may not change; --epochs and the optimizer settings may, and are recorded)")
     g = p.add_argument_group("model")
     g.add_argument("--embedding", choices=EMBEDDINGS, default=MODEL.embedding, help="(default %(default)s)")
     g.add_argument("--attention", choices=sorted(ATTENTIONS), default=MODEL.attention,
@@ -79,41 +85,16 @@ def register(sub):
 
 
 def cmd_train(args) -> int:
-    import torch
-
-    out = Path(args.out)
-    if (out / "config.json").exists() and not args.overwrite:
-        raise ValueError(f"{out} already holds a model; pass --overwrite to replace it")
-    if bool(args.wikispeedia) == bool(args.corpus or args.labels):
-        raise ValueError("give either CORPUS... with --labels FILE, or --wikispeedia DIR")
-    if args.corpus and not args.labels:
-        raise ValueError("CORPUS needs --labels FILE (document name<TAB>label)")
-    cfg = TextClassConfig(d=args.d, heads=args.heads, attention=args.attention, embedding=args.embedding,
-                          smoothing=args.smoothing, dropout=args.dropout)
-    train_cfg = TrainTextConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
-                                optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup,
-                                                  weight_decay=args.weight_decay, clip=args.clip))
-    docs = (load_wikispeedia(args.wikispeedia, args.max_words) if args.wikispeedia
-            else read_labelled(args.corpus, label_table(args.labels), args.max_words))
-    if len(docs.label_names) < 2:
-        raise ValueError(f"the documents have {len(docs.label_names)} label(s); a classifier needs >= 2")
-    train, _, test = split_rows(len(docs), (1 - args.test_fraction, 0.0, args.test_fraction), args.seed)
-    print(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
-          f"{docs.stats['multi_label']} with several labels (the first is used)")
-    torch.manual_seed(args.seed)
-    vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
-    model = TextClassifier(cfg, len(docs.label_names), vocab=list(docs.words[vocab]))
-
-    def show(r):
-        acc = f", test accuracy {100 * r['eval']['accuracy']:.1f}%" if "eval" in r else ""
-        print(f"epoch {r['epoch']}: loss {r['loss']:.4f}, training errors {r['errors']} of {r['examples']}{acc} "
-              f"({r['seconds']} s)", flush=True)
-
-    hist = train_classifier(model, docs, train, train_cfg, eval_rows=test if len(test) else None, on_epoch=show)
-    save_classifier(model, out, docs.label_names,
-                    {"max_words": args.max_words, "history": hist, "data": docs.stats, "seed": args.seed,
-                     "test_fraction": args.test_fraction, "optim": vars(train_cfg.optim)})
-    print(f"wrote {out} ({model.n_parameters:,} parameters)")
+    cfg = TextClassRunConfig(
+        out=args.out, corpus=tuple(args.corpus), labels=args.labels, wikispeedia=args.wikispeedia,
+        model=TextClassConfig(d=args.d, heads=args.heads, attention=args.attention, embedding=args.embedding,
+                              smoothing=args.smoothing, dropout=args.dropout),
+        train=TrainTextConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
+                              optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup,
+                                                weight_decay=args.weight_decay, clip=args.clip)),
+        max_words=args.max_words, test_fraction=args.test_fraction)
+    out = train_textclass(cfg, resume=args.resume, overwrite=args.overwrite)
+    print(f"wrote {out} ({load_json(out / 'config.json')['parameters']:,} parameters)")
     return 0
 
 

@@ -15,7 +15,8 @@ from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
 from ..model import ModelConfig
 from ..optim import OPTIMIZERS, OptimConfig
-from ..train import OBJECTIVES, LoopConfig, TrainConfig
+from ..objectives import OBJECTIVES, objective_entry
+from ..train import LoopConfig, TrainConfig
 from ..warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 
@@ -179,17 +180,10 @@ HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_
               "transition_window": "window", "gap_decay": "gap_decay"}
 
 
-# masking settings of objectives other than the set model's (whose defaults are MaskConfig's):
-# BERT's 80/10/10 and no element dropout for text (text/mlm.py TEXT_MASK: also 128 tokens, 15%)
-# and for the BERT4Rec-style sequence objective (dropping ids from a sequence changes its order)
-BERT_MASKING = {"p_mask": 0.8, "p_random": 0.1, "element_dropout": 0.0}
-
-
 def _objective_mask_defaults(objective: str) -> dict:
-    if objective == "text-mlm":
-        from ..text.mlm import TEXT_MASK
-        return {f: getattr(TEXT_MASK, f) for f in ("n", "mask_rate", "p_mask", "p_random", "element_dropout")}
-    return BERT_MASKING if objective in ("masked-sequence", "next-item") else {}
+    """The MaskConfig fields the objective sets for a new run (objectives.ObjectiveEntry.mask_defaults:
+    BERT's masking for text-mlm and the sequence objectives, the set model's defaults otherwise)."""
+    return objective_entry(objective).mask_defaults
 
 
 def _mask_default(args, name: str, dest: str = "", fixed=None):
@@ -226,7 +220,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                           positions=pick("positions", b.model.positions),
                           norm_first=not pick("post_ln", not b.model.norm_first), embedding=b.model.embedding,
                           attention=pick("attention", b.model.attention),
-                          causal=bool(pick("causal", b.model.causal)) or objective == "next-item",
+                          causal=bool(pick("causal", b.model.causal)) or objective_entry(objective).causal,
                           dynamic=bool(pick("dynamic_embedding", b.model.dynamic))),
         head=_head_config(args) if base is None or head_flags & given else b.head,
         mask=MaskConfig(n=pick("segment", b.mask.n) if base else _mask_default(args, "n", "segment"),

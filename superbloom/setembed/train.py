@@ -1,5 +1,7 @@
 """Training a set embedding: `embed_train(cfg) -> model directory`, on the one training loop
-(train.fit: checkpoints, resume, devices, metrics.jsonl, BEST by validation) with its own Objective.
+(loop.fit: checkpoints, resume, devices, metrics.jsonl, BEST by validation) with its own Objective,
+in the run skeleton every trainer shares (rundir.py: the overwrite / resume policy, config.json's
+resume history).
 
     superbloom embed-train data/pages --out runs/pages_nca --objective nca --labels labels.tsv --steps 1000
 
@@ -13,7 +15,7 @@ Objectives (the losses are pure functions in superbloom/losses.py):
   softmax     a linear classifier on the set vector, label-smoothed cross-entropy (the blog's 0.1);
               a set with k labels has target 1/k on each; BEST by the head's validation accuracy
 
-Why not an entry of train.OBJECTIVES: train() builds an id model (SetModel: encoder + an output head
+Why not an entry of objectives.OBJECTIVES: train() builds an id model (SetModel: encoder + an output head
 over the vocabulary) and a TrainConfig without labels; a set embedding has no output head over ids,
 has a pool, a classifier and a bank whose sizes come from the labels file, and its directory holds
 what retrieval needs (the labels and an index of every training set's vector). So it writes its
@@ -21,7 +23,7 @@ own model directory and hands its Objective to the same `fit`:
 
     OUT/config.json                  "embed", "hash", "model", "train" (this config), "labels", "data"
     OUT/hashing.safetensors, vocab.txt, counts.npy      as a train() directory
-    OUT/checkpoints/, LATEST, BEST, metrics.jsonl       written by train.fit
+    OUT/checkpoints/, LATEST, BEST, metrics.jsonl       written by loop.fit
     OUT/index.safetensors            vectors (S, d) of every training set (the inference checkpoint's),
                                      labels (S, L) uint8; OUT/index.sets.txt their set keys
 
@@ -31,7 +33,6 @@ covers every training set. Under torchrun every rank's batch rows update the NCA
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ import torch.distributed as dist
 from safetensors.torch import save_file
 
 from ..batches import epoch_batches, sample_segments
-from ..checkpoint import holds_model, inference_checkpoint, latest_checkpoint, load_weights
+from ..checkpoint import inference_checkpoint, load_weights
 from ..dataset import Dataset, SetArray
 from ..device import init_distributed
 from ..files import atomic_path, load_json, save_json, write_lines
@@ -50,7 +51,9 @@ from ..hashing import BloomHash, HashConfig
 from ..losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
 from ..model import ModelConfig, count_parameters
 from ..optim import OptimConfig
-from ..loop import LoopConfig, Objective, RunDir, _truncate_metrics, fit
+from ..loop import LoopConfig, fit
+from ..objectives import Objective
+from ..rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
 from ..train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from .labels import load_labels
@@ -89,8 +92,9 @@ class EmbedTrainConfig:
                    optim=OptimConfig(**t["optim"]), loop=LoopConfig(**t["loop"]), val_fraction=t["val_fraction"])
 
 
-# settings a resumed run must keep (they define the model, its bank and its data split)
-ARCHITECTURE = ("embed", "hash", "model", "labels", "val_fraction")
+# settings a resumed run must keep (they define the model, its bank and its data split; the seed
+# too: it draws the validation split, hence the bank's rows): rundir.config_changes
+ARCHITECTURE = ("embed", "hash", "model", "labels", "val_fraction", "loop.seed")
 
 
 # ------------------------------------------------------------------------------ batches
@@ -245,16 +249,6 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
 # ------------------------------------------------------------------------------ embed_train
 
 
-def _arch_changes(saved: dict, cfg: EmbedTrainConfig) -> list[str]:
-    """'field old -> new' for each setting a resumed run may not change (the seed too: it draws the
-    validation split, hence the bank's rows)."""
-    now = cfg.to_dict()
-    diffs = [f"{k} {saved.get(k)!r} -> {now[k]!r}" for k in ARCHITECTURE if saved.get(k) != now[k]]
-    if saved.get("loop", {}).get("seed") != cfg.loop.seed:
-        diffs.append(f"loop.seed {saved.get('loop', {}).get('seed')!r} -> {cfg.loop.seed!r}")
-    return diffs
-
-
 def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False) -> Path:
     """Train a set embedding on a prepared dataset -> the model directory (with its index).
 
@@ -264,17 +258,9 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
-    out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a model directory")
-    if resume and overwrite:
-        raise ValueError("resume and overwrite exclude each other")
+    out = check_out(cfg.out)
     data = Dataset(cfg.data)
-    ckpt = latest_checkpoint(out) if resume else None
-    if resume and ckpt is None and holds_model(out):
-        raise ValueError(f"--resume: {out} holds model files but no complete checkpoint; nothing was changed")
-    if ckpt is None and holds_model(out) and not overwrite:
-        raise ValueError(f"{out} already holds a model; pass --resume to continue it or --overwrite to replace it")
+    ckpt = resume_point(out, resume, overwrite, d.main)
     table = load_labels(cfg.labels, data, ("train",)) if cfg.labels else None
     labels = table["train"] if table is not None else None  # (S, L) bool
     if table is not None and not labels.any():
@@ -282,9 +268,8 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
                          f"(e.g. {', '.join(table.unknown_examples[:3])})")
     if ckpt is not None:
         saved = load_json(out / "config.json")
-        arch = _arch_changes(saved["train"], cfg)
-        if arch:
-            raise ValueError(f"--resume cannot change the model, its labels or its split: {'; '.join(arch)}")
+        arch, changed = config_changes(saved["train"], cfg.to_dict(), ARCHITECTURE)
+        refuse_changes(arch, "the model, its labels or its split", out)
         hcfg = HashConfig(**saved["hash"])
         hashing = BloomHash.load(out / "hashing.safetensors")
     else:
@@ -307,7 +292,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
         net.bank.vectors.copy_(torch.nn.functional.normalize(torch.randn(net.bank.vectors.shape, generator=g), dim=1))
     n_params = count_parameters(net) - (count_parameters(net.classifier) if net.classifier is not None else 0)
     net.to(d.device)
-    run = RunDir(out, staged=ckpt is None and holds_model(out))
+    run = open_run(out, ckpt)
     if d.main and ckpt is None:
         run.path.mkdir(parents=True, exist_ok=True)
         hashing.save(run.path / "hashing.safetensors")
@@ -317,15 +302,8 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
             "labels": table.names if table else [], "label_summary": table.summary() if table else None,
             "data": data.meta, "parameters": n_params,
             "classifier_parameters": count_parameters(net.classifier) if net.classifier is not None else 0})
-    if d.main and ckpt is not None:
-        _truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
-        now = cfg.to_dict()
-        changed = [f"{s}.{k} {v!r} -> {now[s][k]!r}" for s in ("optim", "loop") for k, v in saved["train"][s].items()
-                   if now[s].get(k) != v]
-        if changed:
-            print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
-            save_json(out / "config.json", dict(saved, train=now, resumes=saved.get("resumes", []) +
-                                                [{"from": ckpt.name, "changed": changed}]))
+    if ckpt is not None:
+        continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     if d.main:
         print(f"set embedding ({cfg.embed.objective}): {n_params:,} parameters (d={cfg.model.d}, "
               f"{cfg.model.layers} layers); {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens; "
@@ -333,11 +311,8 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
               + (f"; {len(table.names)} labels" if table else ""))
     obj = embed_objective(net, hashing, data.train, train_rows, val_rows, labels, cfg.loop.batch_size, cfg.loop.seed,
                           d.device)
-    try:
+    with attempt(run, d.main):
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress)
-    finally:
-        if d.main and run.staged:
-            shutil.rmtree(run.path, ignore_errors=True)
     if d.main:
         build_index(out, net, hashing, data, labels)
     if d.world > 1:

@@ -33,7 +33,7 @@ from ..hashing import PAD_ELEM, BloomHash
 from ..metrics import summarize, target_ranks
 from .ngrams import UNK_ID
 
-TEXT_MASK = MaskConfig(n=128, mask_rate=0.15, p_mask=0.8, p_random=0.1, element_dropout=0.0)  # BERT's: the defaults of --objective text-mlm
+TEXT_MASK = MaskConfig(n=128, mask_rate=0.15, p_mask=0.8, p_random=0.1, element_dropout=0.0)  # BERT's: the defaults of --objective text-mlm (objectives.TEXT_MASKING)
 SELECT = "rec@10"  # validation metric that picks BEST
 VAL_ROWS = 256  # held-out training rows validated (about 15% of ~100 tokens each: ~4,000 masked tokens)
 
@@ -130,11 +130,11 @@ def rank_masked(model, hashing: BloomHash, ex: MaskedRows, k: int, decode: Decod
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 
 
-def text_mlm(x):
-    """train.OBJECTIVES["text-mlm"]: BERT's masked LM on prepared text rows, BEST by in-place masked
-    rec@10 on held-out training rows. x: train.ObjectiveInputs."""
-    from ..loop import Objective  # train imports the core; the text package is imported by it lazily
-
+def text_mlm(x, objective):
+    """objectives.OBJECTIVES["text-mlm"]: BERT's masked LM on prepared text rows, BEST by in-place
+    masked rec@10 on held-out training rows. x: objectives.ObjectiveInputs; objective: the
+    objectives.Objective type to return (handed in: the text package does not import the training
+    core, which imports this module only when the objective is built)."""
     cfg, mask = x.cfg, x.cfg.mask
     rows, seed = x.data.train, cfg.loop.seed
     lengths = rows.lengths
@@ -154,4 +154,4 @@ def text_mlm(x):
         ranking = rank_masked(x.model, x.hashing, val, 20)
         return summarize(target_ranks(ranking.ids.numpy(), val.flat()[2]))
 
-    return Objective(x.model, len(x.train_rows), epoch, batch, validate if val is not None else None, SELECT)
+    return objective(x.model, len(x.train_rows), epoch, batch, validate if val is not None else None, SELECT)
