@@ -157,9 +157,9 @@ def test_outputs_are_byte_identical_to_before_the_writer(tmp_path):
 
 def hashing_digests() -> dict[str, str]:
     """sha256[:16] of the buckets and inverse of random hash maps (collisions separated: the key mixing)
-    and of an extended vocabulary's (extend.assign + extend.invert)."""
-    from superbloom.extend import assign, invert
-    from superbloom.hashing import BloomHash, HashConfig
+    and of an extended vocabulary's (extend.assign, and the inverse extend builds: hashing.inverse_index)."""
+    from superbloom.extend import assign
+    from superbloom.hashing import BloomHash, HashConfig, inverse_index
 
     def sha(*arrays) -> str:
         return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:16]
@@ -170,7 +170,7 @@ def hashing_digests() -> dict[str, str]:
         out[f"build {n} {alpha} {m} {seed}"] = sha(h.buckets, h.inverse)
         if m >= 2:
             grown, moved = assign(h.buckets, h.n_buckets, n // 3, np.random.default_rng([seed, 15]))
-            out[f"extend {n} {alpha} {m} {seed}"] = sha(grown, invert(grown, h.n_buckets), np.int64(moved))
+            out[f"extend {n} {alpha} {m} {seed}"] = sha(grown, inverse_index(grown, h.n_buckets), np.int64(moved))
     return out
 
 
