@@ -13,8 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import superbloom as sb
-from superbloom.files import read_lines
+from superbloom.files import load_json, read_lines
+from superbloom.hashing import key_weights, mix_keys
+from superbloom.readers import InputError
 from superbloom.text import TextPrepareConfig, prepare_text
+from superbloom.writer import (held_out, offsets_of, vocabulary_from_counts, vocabulary_order, write_split,
+                               write_staged, write_strings)
 
 # meta.json keys that change from run to run: times, and the out-of-core engine's version and stage times
 _VOLATILE = ("seconds", "seconds_by_stage", "outofcore")
@@ -194,3 +198,88 @@ def test_hash_maps_and_extended_maps_are_bit_identical_to_before():
     if os.environ.get("SUPERBLOOM_RECORD_DIGESTS"):
         print(json.dumps(got, indent=1, sort_keys=True))
     assert got == EXPECTED_HASHING
+
+
+# ------------------------------------------------------------------------------ the writer's pieces
+
+
+def test_held_out_is_the_first_rows_of_a_seeded_permutation():
+    mask = held_out(10, 0.25, seed=4)
+    assert mask.dtype == bool and mask.sum() == 2  # round(2.5) = 2
+    assert np.flatnonzero(mask).tolist() == sorted(np.random.default_rng(4).permutation(10)[:2].tolist())
+    assert not held_out(7, 0.0, 0).any() and held_out(0, 0.5, 0).shape == (0,)
+
+
+def test_vocabulary_order_most_frequent_first_ties_in_key_order(tmp_path):
+    counts = np.array([2, 0, 5, 2, 1])
+    keys, remap = vocabulary_order(counts)
+    assert keys.tolist() == [2, 0, 3, 4] and remap.tolist() == [1, -1, 0, 2, 3] and remap.dtype == np.int32
+    remap = vocabulary_from_counts(tmp_path, pa.array(["a", "b", "c", "d", "e"]), counts)
+    assert read_lines(tmp_path / "vocab.txt") == ["c", "a", "d", "e"]
+    assert np.load(tmp_path / "counts.npy").tolist() == [5, 2, 2, 1] and remap.tolist() == [1, -1, 0, 2, 3]
+
+
+def test_write_split_from_an_array_or_streamed_chunks_gives_the_same_bytes(tmp_path, monkeypatch):
+    import superbloom.writer as writer
+
+    monkeypatch.setattr(writer, "_LINES", 2)  # several chunks of lines
+    lengths, ids = np.array([2, 0, 3]), np.array([4, 1, -1, 0, 7], np.int64)
+    names = ["s0", "s1", "ünï"]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    off = write_split(tmp_path / "a", "train", lengths, ids, names)
+    write_split(tmp_path / "b", "train", lengths, iter([ids[:1], ids[1:4], ids[4:]]), pa.array(names))
+    assert off.tolist() == [0, 2, 2, 5] and off.tolist() == offsets_of(lengths).tolist()
+    for f in ("train.ids.npy", "train.offsets.npy", "train.sets.txt"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    data = np.load(tmp_path / "a" / "train.ids.npy")
+    assert data.dtype == np.int32 and data.tolist() == ids.tolist()
+    assert read_lines(tmp_path / "a" / "train.sets.txt") == names
+    with pytest.raises(AssertionError, match="4 ids streamed for 5"):
+        write_split(tmp_path / "b", "test", lengths, iter([ids[:4]]), names)
+
+
+def test_write_strings_list_and_arrow_agree_and_empty_is_empty(tmp_path):
+    write_strings(tmp_path / "a", ["x", "y"])
+    write_strings(tmp_path / "b", pa.array(["x", "y"]))
+    write_strings(tmp_path / "c", [])
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes() == b"x\ny\n"
+    assert (tmp_path / "c").read_bytes() == b""
+
+
+def test_write_staged_writes_meta_last_and_keeps_the_old_dataset_on_failure(tmp_path):
+    out = tmp_path / "d"
+
+    def build(work):
+        assert not (work / "meta.json").exists() and work.name == "d.partial"
+        (work / "train.ids.npy").write_bytes(b"")
+        return {"n": 1}
+
+    assert write_staged(str(out), build) == {"n": 1} and load_json(out / "meta.json") == {"n": 1}
+
+    def fail(work):
+        raise InputError("bad input")
+
+    with pytest.raises(InputError, match="bad input"):
+        write_staged(str(out), fail)
+    assert load_json(out / "meta.json") == {"n": 1} and not (tmp_path / "d.partial").exists()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "mine.txt").write_text("keep")
+    with pytest.raises(InputError, match="not a prepared dataset"):
+        write_staged(str(tmp_path / "other"), build)
+    assert (tmp_path / "other" / "mine.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("m, n_buckets", [(2, 7), (3, 1000), (7, 625)])  # (7, 625): hashed keys
+def test_mix_keys_is_linear_in_each_bucket_and_tells_exact_tuples_apart(m, n_buckets):
+    rng = np.random.default_rng(m)
+    buckets = rng.integers(0, n_buckets, (m, 500)).astype(np.int32)
+    w, exact = key_weights(m, n_buckets)
+    assert exact == (n_buckets ** m < 2 ** 62) and w[-1] == 1
+    key = mix_keys(buckets, n_buckets)
+    moved = buckets.copy()
+    moved[0, 3] = (moved[0, 3] + 1) % n_buckets
+    with np.errstate(over="ignore"):
+        assert mix_keys(moved, n_buckets)[3] == key[3] + np.int64(moved[0, 3] - buckets[0, 3]) * w[0]
+    if exact:
+        same = key[:, None] == key[None, :]
+        assert np.array_equal(same, (buckets[:, :, None] == buckets[:, None, :]).all(0))
