@@ -42,7 +42,7 @@ import numpy as np
 
 from .checkpoint import latest_checkpoint
 from .files import load_json, save_json
-from .hashing import BloomHash, duplicate_rows, inverse_index, key_weights, mix_keys
+from .hashing import BloomHash, bucket_sizes, duplicate_rows, inverse_index, key_weights, mix_keys
 from .readers import InputError
 from .vocab import Vocab
 
@@ -120,7 +120,7 @@ def place_apart(buckets: np.ndarray, n_old: int, n_buckets: int, rng: np.random.
         raise ValueError("the model's own hash maps give two ids the same buckets; it cannot be extended")
     m = buckets.shape[0]
     w, _ = key_weights(m, n_buckets)
-    fill = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
+    fill = bucket_sizes(buckets, n_buckets)  # (m, nb)
     key = mix_keys(buckets, n_buckets)  # (N,) one int64 per m-tuple, linear in each bucket
     used = np.sort(key)
     added: list[int] = []
@@ -178,7 +178,7 @@ def _least_filled_free_tuple(used: np.ndarray, added: np.ndarray, fill: np.ndarr
 
 def assign(buckets: np.ndarray, n_buckets: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Buckets (m, N) of the old ids -> (buckets (m, N + k) with k new ids appended, ids moved apart)."""
-    new = np.stack([least_filled(np.bincount(row, minlength=n_buckets), k, rng) for row in buckets])  # (m, k)
+    new = np.stack([least_filled(fill, k, rng) for fill in bucket_sizes(buckets, n_buckets)])  # (m, k)
     out = np.concatenate([buckets, new.astype(buckets.dtype)], axis=1)
     moved = place_apart(out, buckets.shape[1], n_buckets, rng)
     return out, moved
@@ -186,7 +186,7 @@ def assign(buckets: np.ndarray, n_buckets: int, k: int, rng: np.random.Generator
 
 def fill_stats(buckets: np.ndarray, n_buckets: int) -> dict:
     """Bucket fill and token sharing of a hashing's (m, N) buckets."""
-    sizes = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
+    sizes = bucket_sizes(buckets, n_buckets)  # (m, nb)
     shares = np.zeros(buckets.shape[1], bool)
     for j, row in enumerate(buckets):
         shares |= sizes[j][row] > 1

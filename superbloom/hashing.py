@@ -79,7 +79,7 @@ class BloomHash:
         self.offsets = self.n_special_tokens + self.n_buckets * np.arange(self.m, dtype=np.int64)
         self.n_tokens = self.n_special_tokens + self.m * self.n_buckets  # the token vocabulary
         if inverse is None:  # built here: check bucket sizes, then invert
-            sizes = np.stack([np.bincount(b, minlength=self.n_buckets) for b in buckets])
+            sizes = bucket_sizes(buckets, self.n_buckets)  # (m, n_buckets)
             expect = np.full(self.n_buckets, self.alpha)
             expect[-1] = self.n_ids - self.alpha * (self.n_buckets - 1)
             if sizes.shape[1] != self.n_buckets or not (sizes == expect).all():
@@ -179,13 +179,18 @@ class BloomHash:
                 "n_tokens": self.n_tokens}
 
 
+def bucket_sizes(buckets: np.ndarray, n_buckets: int) -> np.ndarray:
+    """(m, N) buckets -> (m, n_buckets) int64: how many ids each bucket of each map holds."""
+    return np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])
+
+
 def inverse_index(buckets: np.ndarray, n_buckets: int, width: int | None = None,
                   kind: str | None = "stable") -> np.ndarray:
     """(m, N) buckets -> (m, n_buckets, width) int32 ids of every bucket, -1 padded; width: the fullest
     bucket's size if None. Within a bucket the ids come in the order np.argsort(kind) leaves them
     (stable: increasing id). One vectorised scatter per map."""
     m, n = buckets.shape
-    sizes = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
+    sizes = bucket_sizes(buckets, n_buckets)  # (m, nb)
     width = int(sizes.max(initial=0)) if width is None else int(width)
     order = np.argsort(buckets, axis=1, kind=kind).astype(np.int32)  # (m, N): ids grouped by bucket
     inverse = np.full((m, n_buckets * width), -1, np.int32)
