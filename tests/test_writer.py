@@ -26,7 +26,8 @@ _VOLATILE = ("seconds", "seconds_by_stage", "outofcore")
 TEXT = {"a.txt": "miles davis was a jazz trumpeter. miles davis played with john coltrane.\n\n"
                  "john coltrane played the saxophone. new york is big.\n",
         "b.txt": "miles davis and john coltrane lived in new york. new york has jazz. " * 3 + "\n",
-        "c.txt": "jazz in new york. miles davis, the trumpeter. a very long sentence " + "with many words " * 40 + ".\n",
+        "c.txt": "jazz in new york. miles davis, the trumpeter. a very long sentence " + "with many words " * 40
+                 + ".\n",
         "d.txt": "the saxophone is big. the trumpeter is miles davis.\n",
         "e.txt": "\n\n",  # empty: dropped, counted
         "f.txt": "café ﬁne, Ｆｕｌｌ width; o'neill 13,517 km². new york new york new york.\n"}
@@ -169,7 +170,8 @@ def hashing_digests() -> dict[str, str]:
         return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:16]
 
     out = {}
-    for n, alpha, m, seed in ((1000, 4, 2, 0), (5003, 16, 2, 1), (3001, 8, 3, 2), (4000, 40, 2, 3), (5000, 8, 7, 4), (300, 1, 1, 0)):
+    for n, alpha, m, seed in ((1000, 4, 2, 0), (5003, 16, 2, 1), (3001, 8, 3, 2), (4000, 40, 2, 3), (5000, 8, 7, 4),
+                              (300, 1, 1, 0)):  # (5000, 8, 7, 4): hashed keys (625^7 >= 2^62)
         h = BloomHash.build(n, HashConfig(alpha=alpha, m=m, seed=seed))
         out[f"build {n} {alpha} {m} {seed}"] = sha(h.buckets, h.inverse)
         if m >= 2:

@@ -172,7 +172,8 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
         ids = ids_all[tokens]
         lengths = seg_len[rows]
         docs = seg_doc[rows]
-        write_split(out, name, lengths, ids, [f"{names[d]}#{k}" for d, k in zip(docs.tolist(), seg_rank[rows].tolist())])
+        write_split(out, name, lengths, ids,
+                    [f"{names[d]}#{k}" for d, k in zip(docs.tolist(), seg_rank[rows].tolist())])
         unk = int((ids == UNK_ID).sum())
         split[name] = {"documents": int(len(np.unique(docs))), "sets": int(rows.sum()), "links": int(len(ids)),
                        "mean_set_size": round(float(lengths.mean()), 2) if len(lengths) else 0.0,
