@@ -47,14 +47,14 @@ import superbloom as sb
 from superbloom.dataset import Dataset, SetArray
 from superbloom.decode import DecodeConfig
 from superbloom.extend import extend
-from superbloom.files import load_json, save_json, write_lines
+from superbloom.files import load_json, write_lines
 from superbloom.metrics import summarize_ci, target_ranks
 from superbloom.model import count_parameters
 from superbloom.predictor import rank_contexts
 from superbloom.protocols import make_examples
 from superbloom.remap import vocabulary_map
 from superbloom.train import TrainConfig
-from superbloom.vocab import Vocab
+from superbloom.writer import write_split, write_staged, write_vocabulary
 
 
 def uptime() -> str:
@@ -76,19 +76,20 @@ def without_ids(sets: SetArray, drop: np.ndarray, remap: np.ndarray, keep_as_uns
 
 
 def write_dataset(path: Path, data: Dataset, held: np.ndarray) -> None:
-    """`data` without the held-out ids (bool mask over its ids), as a prepared dataset directory."""
-    path.mkdir(parents=True)
+    """`data` without the held-out ids (bool mask over its ids), as a prepared dataset directory (writer.py)."""
     keep = np.flatnonzero(~held)
     remap = np.full(len(held), -1, np.int64)
     remap[keep] = np.arange(len(keep))
-    Vocab([data.vocab.strings[i] for i in keep], data.counts[keep]).save(path)
-    for name, keep_as_unseen in (("train", False), ("test", True)):
-        s = without_ids(getattr(data, name), held, remap, keep_as_unseen)
-        np.save(path / f"{name}.offsets.npy", s.offsets)
-        np.save(path / f"{name}.ids.npy", s.ids)
-        write_lines(path / f"{name}.sets.txt", data.set_names(name))
-    save_json(path / "meta.json", dict(data.meta, ids=int(len(keep)), held_out_ids=int(held.sum()),
-                                       note="benchmarks/extend_bench.py: the held-out ids removed"))
+
+    def build(work: Path) -> dict:
+        write_vocabulary(work, [data.vocab.strings[i] for i in keep], data.counts[keep])
+        for name, keep_as_unseen in (("train", False), ("test", True)):
+            s = without_ids(getattr(data, name), held, remap, keep_as_unseen)
+            write_split(work, name, s.lengths, s.ids, data.set_names(name))
+        return dict(data.meta, ids=int(len(keep)), held_out_ids=int(held.sum()),
+                    note="benchmarks/extend_bench.py: the held-out ids removed")
+
+    write_staged(str(path), build)
 
 
 def evaluate_groups(model_dir: Path, full: Dataset, examples, new_mask: np.ndarray, checkpoint: str = "") -> dict:

@@ -42,7 +42,7 @@ import numpy as np
 
 from .checkpoint import latest_checkpoint
 from .files import load_json, save_json
-from .hashing import BloomHash, duplicate_rows
+from .hashing import BloomHash, bucket_sizes, duplicate_rows, inverse_index, key_weights, mix_keys
 from .readers import InputError
 from .vocab import Vocab
 
@@ -94,26 +94,6 @@ def read_new_ids(path: str | Path, vocab: Vocab) -> tuple[list[str], dict]:
 # ------------------------------------------------------------------------------ bucket assignment
 
 
-def _multipliers(m: int, n_buckets: int) -> tuple[np.ndarray, bool]:
-    """The factor each map's bucket is multiplied by in a signature key, and whether keys are exact."""
-    exact = float(n_buckets) ** m < 2.0 ** 62
-    step = [np.int64(n_buckets) if exact else np.int64(0x9E3779B97F4A7C15 - (1 << 64) + 2 * j) for j in range(m)]
-    w = np.ones(m, np.int64)
-    with np.errstate(over="ignore"):
-        for j in range(m - 2, -1, -1):
-            w[j] = w[j + 1] * step[j + 1]
-    return w, exact
-
-
-def signature_keys(buckets: np.ndarray, n_buckets: int) -> np.ndarray:
-    """One int64 per id, equal for equal m-tuples: sum_j bucket_j * w_j, exact (mixed radix
-    n_buckets) when it fits in 62 bits, else wrapping with odd multipliers, a hash (a hash tie only
-    costs a needless move). Linear in every bucket, so changing one is one add. (m, N) -> (N,)."""
-    w, _ = _multipliers(buckets.shape[0], n_buckets)
-    with np.errstate(over="ignore"):
-        return (buckets.astype(np.int64) * w[:, None]).sum(0)
-
-
 def least_filled(fill: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """k buckets for k new ids that keep the fullest bucket as low as possible: the k smallest
     (fill level, random) slots, where bucket b offers slots at levels fill[b], fill[b] + 1, ...
@@ -139,9 +119,9 @@ def place_apart(buckets: np.ndarray, n_old: int, n_buckets: int, rng: np.random.
     if dup.min() < n_old:
         raise ValueError("the model's own hash maps give two ids the same buckets; it cannot be extended")
     m = buckets.shape[0]
-    w, _ = _multipliers(m, n_buckets)
-    fill = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
-    key = signature_keys(buckets, n_buckets)
+    w, _ = key_weights(m, n_buckets)
+    fill = bucket_sizes(buckets, n_buckets)  # (m, nb)
+    key = mix_keys(buckets, n_buckets)  # (N,) one int64 per m-tuple, linear in each bucket
     used = np.sort(key)
     added: list[int] = []
     tiebreak = rng.random(n_buckets)
@@ -198,29 +178,15 @@ def _least_filled_free_tuple(used: np.ndarray, added: np.ndarray, fill: np.ndarr
 
 def assign(buckets: np.ndarray, n_buckets: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Buckets (m, N) of the old ids -> (buckets (m, N + k) with k new ids appended, ids moved apart)."""
-    new = np.stack([least_filled(np.bincount(row, minlength=n_buckets), k, rng) for row in buckets])  # (m, k)
+    new = np.stack([least_filled(fill, k, rng) for fill in bucket_sizes(buckets, n_buckets)])  # (m, k)
     out = np.concatenate([buckets, new.astype(buckets.dtype)], axis=1)
     moved = place_apart(out, buckets.shape[1], n_buckets, rng)
     return out, moved
 
 
-def invert(buckets: np.ndarray, n_buckets: int) -> np.ndarray:
-    """(m, N) buckets -> (m, n_buckets, width) ids of every bucket, -1 padded, width = the fullest bucket."""
-    m, n = buckets.shape
-    sizes = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
-    width = int(sizes.max())
-    inverse = np.full((m, n_buckets, width), -1, np.int32)
-    for j, row in enumerate(buckets):  # one vectorised scatter per map
-        order = np.argsort(row, kind="stable")
-        start = np.concatenate([[0], np.cumsum(sizes[j])[:-1]])
-        slot = np.arange(n) - start[row[order]]  # rank of each id within its bucket
-        inverse[j, row[order], slot] = order
-    return inverse
-
-
 def fill_stats(buckets: np.ndarray, n_buckets: int) -> dict:
     """Bucket fill and token sharing of a hashing's (m, N) buckets."""
-    sizes = np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])  # (m, nb)
+    sizes = bucket_sizes(buckets, n_buckets)  # (m, nb)
     shares = np.zeros(buckets.shape[1], bool)
     for j, row in enumerate(buckets):
         shares |= sizes[j][row] > 1
@@ -266,7 +232,7 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     rng = np.random.default_rng([cfg.seed, 15])
     nb = hashing.n_buckets
     buckets, moved = assign(hashing.buckets, nb, len(new), rng)
-    grown = BloomHash(buckets, hashing.alpha, inverse=invert(buckets, nb))
+    grown = BloomHash(buckets, hashing.alpha, inverse=inverse_index(buckets, nb))  # as wide as the fullest bucket
     before, after = fill_stats(hashing.buckets, nb), fill_stats(buckets, nb)
     if after["full_collisions"]:  # place_apart guarantees none; a wrong model must never be written
         raise AssertionError(f"extend left {after['full_collisions']} full collisions")

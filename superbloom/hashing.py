@@ -16,6 +16,8 @@ The inverse index (map j, bucket b) -> ids is a dense (m, n_buckets, alpha) int3
 with -1, since every bucket but the last holds exactly alpha ids; decoding reads it directly.
 A vocabulary grown by `superbloom extend` (extend.py) keeps its n_buckets and token space; its
 buckets then hold alpha or a few more ids, and the inverse is as wide as the fullest bucket.
+Both are built by `inverse_index`, and both builders tell ids apart by `mix_keys` (one int64 per
+id's m-tuple of buckets), so neither exists twice.
 """
 from __future__ import annotations
 
@@ -77,15 +79,14 @@ class BloomHash:
         self.offsets = self.n_special_tokens + self.n_buckets * np.arange(self.m, dtype=np.int64)
         self.n_tokens = self.n_special_tokens + self.m * self.n_buckets  # the token vocabulary
         if inverse is None:  # built here: check bucket sizes, then invert
-            sizes = np.stack([np.bincount(b, minlength=self.n_buckets) for b in buckets])
+            sizes = bucket_sizes(buckets, self.n_buckets)  # (m, n_buckets)
             expect = np.full(self.n_buckets, self.alpha)
             expect[-1] = self.n_ids - self.alpha * (self.n_buckets - 1)
             if sizes.shape[1] != self.n_buckets or not (sizes == expect).all():
                 raise ValueError("every bucket must hold exactly alpha ids (the last may hold fewer)")
-            # (m, n_buckets, alpha): ids of each bucket, -1 padded (only the last bucket is short)
-            order = np.argsort(buckets, axis=1).astype(np.int32)  # order within a bucket is free
-            pad = np.full((self.m, self.n_buckets * self.alpha - self.n_ids), -1, np.int32)
-            inverse = np.concatenate([order, pad], axis=1).reshape(self.m, self.n_buckets, self.alpha)
+            # (m, n_buckets, alpha): ids of each bucket, -1 padded (only the last bucket is short);
+            # the order within a bucket is free, so the faster unstable sort
+            inverse = inverse_index(buckets, self.n_buckets, width=self.alpha, kind="quicksort")
         self.inverse = inverse
 
     # ------------------------------------------------------------------ building
@@ -178,24 +179,61 @@ class BloomHash:
                 "n_tokens": self.n_tokens}
 
 
-def _row_keys(buckets: np.ndarray) -> np.ndarray:
-    """One int64 per id, equal for equal m-tuples: exact mixed radix when it fits, else a hash
-    (hash ties between different tuples only cost a needless swap)."""
-    m, n_buckets = buckets.shape[0], int(buckets.max()) + 1
-    key = np.zeros(buckets.shape[1], np.int64)
+def bucket_sizes(buckets: np.ndarray, n_buckets: int) -> np.ndarray:
+    """(m, N) buckets -> (m, n_buckets) int64: how many ids each bucket of each map holds."""
+    return np.stack([np.bincount(row, minlength=n_buckets) for row in buckets])
+
+
+def inverse_index(buckets: np.ndarray, n_buckets: int, width: int | None = None,
+                  kind: str | None = "stable") -> np.ndarray:
+    """(m, N) buckets -> (m, n_buckets, width) int32 ids of every bucket, -1 padded; width: the fullest
+    bucket's size if None. Within a bucket the ids come in the order np.argsort(kind) leaves them
+    (stable: increasing id). One vectorised scatter per map."""
+    m, n = buckets.shape
+    sizes = bucket_sizes(buckets, n_buckets)  # (m, nb)
+    width = int(sizes.max(initial=0)) if width is None else int(width)
+    order = np.argsort(buckets, axis=1, kind=kind).astype(np.int32)  # (m, N): ids grouped by bucket
+    inverse = np.full((m, n_buckets * width), -1, np.int32)
+    for j in range(m):
+        # position p of `order` holds the (p - start[b])-th id of its bucket b: flat slot p + b*width - start[b]
+        shift = np.arange(n_buckets, dtype=np.int64) * width - (np.cumsum(sizes[j]) - sizes[j])  # (nb,)
+        inverse[j, np.arange(n) + np.repeat(shift, sizes[j])] = order[j]
+    return inverse.reshape(m, n_buckets, width)
+
+
+def key_weights(m: int, n_buckets: int) -> tuple[np.ndarray, bool]:
+    """(m,) int64 weights w of `mix_keys` (w[m-1] = 1, so changing the last map's bucket by d changes the
+    key by d) and whether the keys are exact: mixed radix n_buckets when n_buckets^m < 2^62, else
+    wrapping products of odd multipliers (a hash)."""
     exact = float(n_buckets) ** m < 2.0 ** 62
+    step = [np.int64(n_buckets) if exact else np.int64(0x9E3779B97F4A7C15 - (1 << 64) + 2 * j) for j in range(m)]
+    w = np.ones(m, np.int64)
+    with np.errstate(over="ignore"):
+        for j in range(m - 2, -1, -1):
+            w[j] = w[j + 1] * step[j + 1]
+    return w, exact
+
+
+def mix_keys(buckets: np.ndarray, n_buckets: int | None = None) -> np.ndarray:
+    """One int64 per id, equal for equal m-tuples: sum_j bucket_j * w_j (key_weights), exact when it fits,
+    else a hash (a hash tie between different tuples only costs a needless swap or move). Linear in every
+    bucket, so changing one is one add. (m, N) -> (N,); n_buckets: buckets.max() + 1 if None."""
+    n_buckets = int(buckets.max()) + 1 if n_buckets is None else n_buckets
+    w, _ = key_weights(buckets.shape[0], n_buckets)
+    key = np.zeros(buckets.shape[1], np.int64)
     with np.errstate(over="ignore"):
         for j, row in enumerate(buckets):
-            key = key * (n_buckets if exact else np.int64(0x9E3779B97F4A7C15 - (1 << 64) + 2 * j)) + row
+            key += row.astype(np.int64) * w[j]
     return key
 
 
 def duplicate_rows(buckets: np.ndarray) -> np.ndarray:
     """Ids whose m-tuple of buckets equals that of an id sorted before it. (m, N) -> (k,)."""
-    key = _row_keys(buckets)
+    n_buckets = int(buckets.max()) + 1
+    key = mix_keys(buckets, n_buckets)
     order = np.argsort(key, kind="stable")
     same = key[order[1:]] == key[order[:-1]]
-    if float(int(buckets.max()) + 1) ** buckets.shape[0] >= 2.0 ** 62:  # hashed keys: confirm
+    if not key_weights(buckets.shape[0], n_buckets)[1]:  # hashed keys: confirm
         same &= (buckets[:, order[1:]] == buckets[:, order[:-1]]).all(0)
     return order[1:][same]
 
@@ -216,7 +254,7 @@ def separate_collisions(buckets: np.ndarray, alpha: int, rng: np.random.Generato
     if dup.size == 0:
         return
     last = buckets[-1]
-    key = _row_keys(buckets)
+    key = mix_keys(buckets)
     with np.errstate(over="ignore"):
         prefix = key - last  # key = prefix + last bucket, for both key kinds
     initial = np.sort(key)

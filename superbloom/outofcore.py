@@ -18,7 +18,7 @@ Steps (the same results as prepare.py, see its docstring for what they mean):
   4. the seeded split and the vocabulary with NumPy on per-set and per-id arrays (O(sets + ids),
      never O(links)), exactly as prepare.py does it;
   5. each split's ids streamed out in (set, row) order into a memory-mapped .npy, set keys and the
-     vocabulary written a chunk of lines at a time.
+     vocabulary written a chunk of lines at a time (writer.py writes every file, as for prepare.py).
 
 Peak memory: `memory_limit` (DuckDB) + about 60 bytes per distinct set and id (NumPy) + one reader
 chunk. Only `split="sets"` is supported here (leave-one-out keeps the in-memory path).
@@ -37,15 +37,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from .files import save_json
 from .readers import InputError, ReadStats, read_links
+from .writer import held_out, vocabulary_from_counts, write_split
 
 _UNITS = {"": 1, "B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
           "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
 AUTO_FRACTION = 0.4  # --memory-limit auto: this fraction of the machine's RAM
 MIN_LIMIT = 64 * 10 ** 6  # DuckDB needs some room for its hash tables and sort runs
 _BATCH = 1 << 20  # rows streamed back from DuckDB at a time
-_LINES = 1 << 18  # keys joined into one write
 
 
 def parse_memory_limit(text: str) -> int:
@@ -95,8 +94,7 @@ def prepare_out_of_core(cfg, out: Path, t0: float, progress: bool) -> dict:
     summary["outofcore"] = {"engine": f"duckdb {duckdb.__version__}", "memory_limit_bytes": limit,
                             "stage_seconds": {k: round(t - marks[i][1], 2) for i, (k, t) in enumerate(marks[1:])}}
     summary["seconds"] = round(time.time() - t0, 2)
-    save_json(out / "meta.json", summary)
-    return summary
+    return summary  # write_staged saves it as meta.json
 
 
 def _spill(cfg, path: Path, progress: bool) -> ReadStats:
@@ -137,44 +135,27 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, t
     n_links = con.execute("SELECT count(*) FROM uniq").fetchall()[0][0]
     times["links_deduplicated"] = time.time()
 
-    rng = np.random.default_rng(cfg.seed)  # the split of prepare.py, on per-set arrays
-    is_test = np.zeros(n_sets, bool)
-    is_test[rng.permutation(n_sets)[: int(round(cfg.test_fraction * n_sets))]] = True
+    is_test = held_out(n_sets, cfg.test_fraction, cfg.seed)  # the split of prepare.py, on per-set arrays
     lengths = _per_key(con, "SELECT s, count(*) FROM uniq GROUP BY s", n_sets)  # (S,)
     con.register("set_split", pa.table({"s": np.arange(n_sets, dtype=np.int32), "test": is_test}))
     counts = _per_key(con, "SELECT i, count(*) FROM uniq JOIN set_split USING (s) WHERE NOT test GROUP BY i",
                       n_keys)  # (N,) training count of each key
-    vocab_keys = np.flatnonzero(counts)
-    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
-    remap = np.full(n_keys, -1, np.int32)
-    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
+    remap = vocabulary_from_counts(out, _column(con, "SELECT key FROM id_keys ORDER BY k"), counts)
     con.register("remap", pa.table({"i": np.arange(n_keys, dtype=np.int32), "v": remap}))
-    id_strings = _column(con, "SELECT key FROM id_keys ORDER BY k")
-    _write_lines(out / "vocab.txt", id_strings.take(pa.array(vocab_keys)))
-    np.save(out / "counts.npy", counts[vocab_keys].astype(np.int64))
-    del id_strings
     step.update()
     times["split_and_vocabulary"] = time.time()
 
     split = {}
     for name, chosen in (("train", ~is_test), ("test", is_test)):
         per_set = lengths[chosen]
-        offsets = np.zeros(len(per_set) + 1, np.int64)
-        np.cumsum(per_set, out=offsets[1:])
-        ids = np.lib.format.open_memmap(out / f"{name}.ids.npy", mode="w+", dtype=np.int32, shape=(int(offsets[-1]),))
-        at = 0
-        reader = _batches(con, "SELECT v FROM uniq JOIN set_split USING (s) JOIN remap USING (i) "
-                               f"WHERE test = {name == 'test'} ORDER BY s, pos")
-        for batch in reader:
-            ids[at:at + batch.num_rows] = batch.column(0).to_numpy()
-            at += batch.num_rows
-        assert at == len(ids), (at, len(ids))
-        ids.flush()
-        del ids
-        np.save(out / f"{name}.offsets.npy", offsets)
         names = _column(con, f"SELECT key FROM set_keys JOIN set_split ON k = s WHERE test = {name == 'test'} "
                              "ORDER BY k")
-        _write_lines(out / f"{name}.sets.txt", names)
+        # streamed (the query runs now, so after the names'): never all of a split's ids in memory
+        ids = (b.column(0).to_numpy() for b in _batches(con, "SELECT v FROM uniq JOIN set_split USING (s) "
+                                                              f"JOIN remap USING (i) WHERE test = {name == 'test'} "
+                                                              "ORDER BY s, pos"))
+        offsets = write_split(out, name, per_set, ids, names)
+        del names
         split[name] = {"sets": int(chosen.sum()), "links": int(offsets[-1]),
                        "mean_set_size": round(float(per_set.mean()), 2) if len(per_set) else 0.0}
         step.update()
@@ -186,7 +167,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, t
     return {
         "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "sets",
         "seed": cfg.seed, "test_fraction": cfg.test_fraction,
-        "sets": n_sets, "ids": int(len(vocab_keys)), "links": int(n_links),
+        "sets": n_sets, "ids": int((remap >= 0).sum()), "links": int(n_links),
         "train": split["train"], "test": split["test"],
         "test_links_unseen_in_train": int(unseen_links), "test_ids_unseen_in_train": int(unseen_ids),
         "duplicates_removed": int(stats.links - n_links),
@@ -213,11 +194,3 @@ def _batches(con, sql: str):
     `fetch_arrow_reader`)."""
     rel = con.sql(sql)
     return rel.to_arrow_reader(_BATCH) if hasattr(rel, "to_arrow_reader") else rel.fetch_arrow_reader(_BATCH)
-
-
-def _write_lines(path: Path, strings) -> None:
-    """files.write_lines for an Arrow string array (or batches of one column), a chunk of lines at a
-    time: one string per line, a final newline unless empty."""
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for a in range(0, len(strings), _LINES):
-            f.write("".join(s + "\n" for s in strings.slice(a, _LINES).to_pylist()))

@@ -6,7 +6,7 @@ Steps (DESIGN.md, "prepare"): stream the input in Arrow chunks, dictionary-encod
 keys of each chunk (never one Python object per link or per key), spill the provisional codes to
 disk, unify the chunk dictionaries into global key ints in one Arrow pass, then with NumPy: drop repeated ids within a set (first occurrence
 kept, counted), split the sets train/test with a seeded permutation, build the vocabulary from the
-training sets only (ids numbered by decreasing training count), and write
+training sets only (ids numbered by decreasing training count), and write (all through writer.py)
 
     DATA_DIR/meta.json              summary + how it was made (written last: marks completion)
     DATA_DIR/vocab.txt, counts.npy  the vocabulary (see vocab.py)
@@ -39,7 +39,6 @@ Peak memory is about 40 bytes per link (100M links: ~4 GB).
 """
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,9 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
-from .files import save_json, write_lines
 from .readers import InputError, ReadConfig, ReadStats, check_input, read_links
-from .vocab import Vocab
+from .writer import held_out, offsets_of, vocabulary_from_counts, write_split, write_staged, write_targets
 
 
 SPLITS = ("sets", "leave-one-out")
@@ -124,35 +122,6 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     return write_staged(cfg.out, lambda work: _prepare_into(cfg, work, t0, progress))
 
 
-def write_staged(out: str, build) -> dict:
-    """Run build(work_dir) -> summary in `OUT.partial` and move the result to OUT only when complete
-    (an earlier dataset in OUT stays loadable until then; an OUT holding other files is refused)."""
-    final = _output_dir(out)
-    work = final.with_name(final.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)  # left by an earlier attempt that was killed
-    work.mkdir(parents=True)
-    try:
-        summary = build(work)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    _replace_dir(work, final)
-    return summary
-
-
-def save_vocabulary(id_strings, train_keys: np.ndarray, n_keys: int, out: Path) -> np.ndarray:
-    """The vocabulary of the ids in `train_keys` (the training links' keys, repeats counted), most frequent
-    first (ties: first appearance, the key order), saved with its counts in `out`. -> remap (n_keys,)
-    int32: key -> id, -1 for a key that never occurs in training."""
-    counts = np.bincount(train_keys, minlength=n_keys)
-    vocab_keys = np.flatnonzero(counts)
-    vocab_keys = vocab_keys[np.argsort(-counts[vocab_keys], kind="stable")]
-    remap = np.full(n_keys, -1, np.int32)
-    remap[vocab_keys] = np.arange(len(vocab_keys), dtype=np.int32)
-    Vocab(id_strings.take(pa.array(vocab_keys)).to_pylist(), counts[vocab_keys]).save(out)
-    return remap
-
-
 def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> dict:
     stats = ReadStats()
     sets_enc, ids_enc = KeyEncoder("set"), KeyEncoder("id")
@@ -182,24 +151,18 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
         return _leave_one_out_into(cfg, out, t0, stats, set_of, id_of, set_strings, id_strings)
     set_of, id_of, duplicates = _dedupe_and_group(set_of, id_of, n_keys)
 
-    rng = np.random.default_rng(cfg.seed)
-    is_test = np.zeros(n_sets, bool)
-    is_test[rng.permutation(n_sets)[: int(round(cfg.test_fraction * n_sets))]] = True
+    is_test = held_out(n_sets, cfg.test_fraction, cfg.seed)
     link_test = is_test[set_of]
 
-    remap = save_vocabulary(id_strings, id_of[~link_test], n_keys, out)  # from training sets only
+    # the vocabulary from the training sets only
+    remap = vocabulary_from_counts(out, id_strings, np.bincount(id_of[~link_test], minlength=n_keys))
     del id_strings
 
     split = {}
     for name, chosen in (("train", ~is_test), ("test", is_test)):
         links = chosen[set_of]
-        ids = remap[id_of[links]]
         per_set = np.bincount(set_of[links], minlength=n_sets)[chosen]
-        offsets = np.zeros(len(per_set) + 1, np.int64)
-        np.cumsum(per_set, out=offsets[1:])
-        np.save(out / f"{name}.ids.npy", ids)
-        np.save(out / f"{name}.offsets.npy", offsets)
-        write_lines(out / f"{name}.sets.txt", set_strings.take(pa.array(np.flatnonzero(chosen))).to_pylist())
+        write_split(out, name, per_set, remap[id_of[links]], set_strings.take(pa.array(np.flatnonzero(chosen))))
         split[name] = {"sets": int(chosen.sum()), "links": int(links.sum()),
                        "mean_set_size": round(float(per_set.mean()), 2) if len(per_set) else 0.0}
     test_ids = remap[id_of[link_test]]
@@ -216,8 +179,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
         "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
         "seconds": round(time.time() - t0, 2),
     }
-    save_json(out / "meta.json", summary)
-    return summary
+    return summary  # write_staged saves it as meta.json
 
 
 def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadStats, set_of: np.ndarray,
@@ -226,8 +188,7 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
     n_sets, n_keys = len(set_strings), len(id_strings)
     set_of, id_of, repeats = _dedupe_and_group(set_of, id_of, n_keys, dedupe=False)
     lengths = np.bincount(set_of, minlength=n_sets)  # (S,)
-    starts = np.zeros(n_sets + 1, np.int64)
-    np.cumsum(lengths, out=starts[1:])
+    starts = offsets_of(lengths)  # (S + 1,)
     pos = np.arange(len(id_of)) - starts[set_of]  # (links,) position within its sequence
     evaluated = lengths >= MIN_SEQUENCE  # (S,)
     last = lengths[set_of]  # (links,) length of the link's sequence
@@ -236,22 +197,21 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
     is_valid = ev_link & (pos == last - 2)
     in_train = ~(is_test | is_valid)
 
-    remap = save_vocabulary(id_strings, id_of[in_train], n_keys, out)  # from the training prefixes (repeats count)
+    # the vocabulary from the training prefixes (repeats count)
+    remap = vocabulary_from_counts(out, id_strings, np.bincount(id_of[in_train], minlength=n_keys))
     del id_strings
 
-    train_rows = np.arange(n_sets)
     ev_rows = np.flatnonzero(evaluated)
-    ev_names = set_strings.take(pa.array(ev_rows)).to_pylist()
-    _write_split(out, "train", remap[id_of[in_train]], np.bincount(set_of[in_train], minlength=n_sets),
-                 set_strings.take(pa.array(train_rows)).to_pylist())
+    ev_names = set_strings.take(pa.array(ev_rows))
+    write_split(out, "train", np.bincount(set_of[in_train], minlength=n_sets), remap[id_of[in_train]], set_strings)
     split = {"train": {"sets": n_sets, "links": int(in_train.sum()),
                        "mean_set_size": round(float(in_train.sum() / max(n_sets, 1)), 2)}}
     for name, history, target in (("valid", ev_link & (pos < last - 2), is_valid),
                                   ("test", ev_link & (pos < last - 1), is_test)):
-        _write_split(out, name, remap[id_of[history]], np.bincount(set_of[history], minlength=n_sets)[evaluated],
-                     ev_names)
+        write_split(out, name, np.bincount(set_of[history], minlength=n_sets)[evaluated], remap[id_of[history]],
+                    ev_names)
         targets = remap[id_of[target]]  # (users,): one target per evaluated sequence, in sequence order
-        np.save(out / f"{name}.targets.npy", targets)
+        write_targets(out, name, targets)
         split[name] = {"sets": int(len(ev_rows)), "history_links": int(history.sum()),
                        "targets_unseen_in_train": int((targets < 0).sum()),
                        "history_links_unseen_in_train": int((remap[id_of[history]] < 0).sum())}
@@ -265,52 +225,7 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
         "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
         "seconds": round(time.time() - t0, 2),
     }
-    save_json(out / "meta.json", summary)
-    return summary
-
-
-def _write_split(out: Path, name: str, ids: np.ndarray, per_set: np.ndarray, names: list[str]) -> None:
-    """One CSR split: ids (links,) int32 grouped by set, per_set (sets,) lengths, one key per set."""
-    offsets = np.zeros(len(per_set) + 1, np.int64)
-    np.cumsum(per_set, out=offsets[1:])
-    np.save(out / f"{name}.ids.npy", ids.astype(np.int32))
-    np.save(out / f"{name}.offsets.npy", offsets)
-    write_lines(out / f"{name}.sets.txt", names)
-
-
-def _output_dir(path: str) -> Path:
-    """Check the output path: a new path, an empty directory or a prepared dataset (which is
-    replaced at the end); InputError if it is a file, holds other files, or its parent cannot be made."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory; the output must be a dataset directory "
-                         "(a new path, or an existing directory)")
-    if out.is_dir() and any(out.iterdir()) and not _is_dataset(out):
-        raise InputError(f"{out}: the directory holds files that are not a prepared dataset; give a new or empty "
-                         "directory (or one that `superbloom prepare` wrote)")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
-    return out
-
-
-def _is_dataset(path: Path) -> bool:
-    return (path / "meta.json").exists() or (path / "train.ids.npy").exists()
-
-
-def _replace_dir(work: Path, final: Path) -> None:
-    """Move the finished dataset `work` to `final`, replacing an earlier dataset there."""
-    if final.is_dir() and not any(final.iterdir()):
-        final.rmdir()
-    if final.exists():
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)  # a kill between these renames leaves both complete datasets on disk
-        work.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        work.rename(final)
+    return summary  # write_staged saves it as meta.json
 
 
 def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int, dedupe: bool = True):

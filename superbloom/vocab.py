@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .files import read_lines, write_lines
+from .files import read_lines
 from .mapped_vocab import MappedStrings, mapped_strings
+from .writer import write_vocabulary
 
 
 def canonical(key: str) -> str:
@@ -91,9 +92,8 @@ class Vocab:
         return unquote(self.strings[i])
 
     def save(self, directory: str | Path) -> None:
-        directory = Path(directory)
-        write_lines(directory / "vocab.txt", self.strings)
-        np.save(directory / "counts.npy", self.counts)
+        """vocab.txt + counts.npy in `directory`, as every prepared dataset has them (writer.py)."""
+        write_vocabulary(Path(directory), self.strings, self.counts)
 
     @classmethod
     def load(cls, directory: str | Path, mapped: bool = False) -> "Vocab":

@@ -17,9 +17,9 @@ from superbloom.batches import query_batch
 from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
 from superbloom.cli import main
 from superbloom.decode import DecodeConfig
-from superbloom.extend import assign, extend, invert, least_filled, read_new_ids
+from superbloom.extend import assign, extend, least_filled, read_new_ids
 from superbloom.files import load_json
-from superbloom.hashing import BloomHash, HashConfig, duplicate_rows
+from superbloom.hashing import BloomHash, HashConfig, duplicate_rows, inverse_index
 from superbloom.readers import InputError
 from superbloom.vocab import Vocab
 
@@ -96,9 +96,9 @@ def test_assign_never_makes_a_full_collision_and_never_moves_old_ids(n, alpha, m
         assert fullest == best if moved == 0 else best <= fullest <= best + moved
 
 
-def test_invert_lists_every_id_of_every_bucket_once():
+def test_inverse_index_lists_every_id_of_every_bucket_once():
     buckets = np.array([[0, 1, 1, 2, 1], [2, 2, 0, 1, 0]], np.int32)
-    inv = invert(buckets, 3)
+    inv = inverse_index(buckets, 3)
     assert inv.shape == (2, 3, 3)
     for j in range(2):
         for b in range(3):

@@ -10,7 +10,7 @@ and the id model trains on it (with positions on: a row is an ordered sequence h
                                        each id occurs in train.ids (what the heads, baselines and
                                        deciles need), ngram_counts.npy the raw n-gram counts that
                                        chose the vocabulary
-    DATA_DIR/{train,test}.offsets.npy, .ids.npy   int32 CSR: row = one segment of a document:
+    DATA_DIR/{train,test}.offsets.npy, .ids.npy   CSR (writer.py): row = one segment of a document:
                                        whole sentences packed up to `segment` ids (BERT's procedure;
                                        a longer sentence is cut), or the whole document (segment 0)
     DATA_DIR/{train,test}.sets.txt     row names `DOCUMENT#k` (k-th segment of the document)
@@ -22,8 +22,8 @@ Steps: stream documents (corpora.py) in chunks; NFKC, sentences and words with A
 to disk as uint32; one unification pass; then with NumPy: drop empty documents (counted), split
 documents train/test with a seeded permutation (all segments of a document on one side), count
 unigrams and bigrams of the training documents only (ngrams.py), choose the vocabulary, tokenise
-greedily (bigram, else word, else [UNK]; counted), pack segments, write. Memory: about 30 bytes per
-word plus 16 bytes per distinct training bigram.
+greedily (bigram, else word, else [UNK]; counted), pack segments, write (writer.py, as prepare.py).
+Memory: about 30 bytes per word plus 16 bytes per distinct training bigram.
 """
 from __future__ import annotations
 
@@ -34,10 +34,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..files import save_json, write_lines
-from ..prepare import KeyEncoder, write_staged
+from ..prepare import KeyEncoder
 from ..readers import InputError
-from ..vocab import Vocab
+from ..writer import held_out, write_split, write_staged, write_vocabulary
 from .corpora import CorpusStats, read_documents
 from .ngrams import (SEPARATOR, UNK, UNK_ID, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode,
                      pair_keys, sentence_pairs, vocabulary_strings, word_mask)
@@ -118,9 +117,8 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
     # ---- 2. split documents (non-empty ones) train/test
     doc_words = np.bincount(sent_doc, weights=sent_len, minlength=n_docs).astype(np.int64)
     nonempty = np.flatnonzero(doc_words > 0)
-    rng = np.random.default_rng(cfg.seed)
     is_test = np.zeros(n_docs, bool)
-    is_test[nonempty[rng.permutation(len(nonempty))[: int(round(cfg.test_fraction * len(nonempty)))]]] = True
+    is_test[nonempty] = held_out(len(nonempty), cfg.test_fraction, cfg.seed)
     sent_test = is_test[sent_doc]
 
     # ---- 3. count unigrams and bigrams of the training documents
@@ -173,12 +171,9 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
     for name, rows, tokens in (("train", ~seg_test, ~tok_test), ("test", seg_test, tok_test)):
         ids = ids_all[tokens]
         lengths = seg_len[rows]
-        offsets = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        np.save(out / f"{name}.ids.npy", ids.astype(np.int32))
-        np.save(out / f"{name}.offsets.npy", offsets)
         docs = seg_doc[rows]
-        write_lines(out / f"{name}.sets.txt", [f"{names[d]}#{k}" for d, k in zip(docs.tolist(), seg_rank[rows].tolist())])
+        write_split(out, name, lengths, ids,
+                    [f"{names[d]}#{k}" for d, k in zip(docs.tolist(), seg_rank[rows].tolist())])
         unk = int((ids == UNK_ID).sum())
         split[name] = {"documents": int(len(np.unique(docs))), "sets": int(rows.sum()), "links": int(len(ids)),
                        "mean_set_size": round(float(lengths.mean()), 2) if len(lengths) else 0.0,
@@ -186,7 +181,7 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
                        "unk": unk, "unk_rate": round(unk / max(len(ids), 1), 5)}
         if name == "train":
             train_counts = np.bincount(ids, minlength=len(vocab_strings)).astype(np.int64)
-    Vocab(vocab_strings, train_counts).save(out)
+    write_vocabulary(out, vocab_strings, train_counts)
     np.save(out / "ngram_counts.npy", np.concatenate([[split["train"]["unk"]], ngram_count]).astype(np.int64))
     seconds["write"] = time.time() - t
 
@@ -219,8 +214,7 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
         "seconds_by_stage": {k: round(v, 2) for k, v in seconds.items()},
         "seconds": round(time.time() - t0, 2),
     }
-    save_json(out / "meta.json", summary)
-    return summary
+    return summary  # write_staged saves it as meta.json
 
 
 def _blocks(sent_len: np.ndarray):
