@@ -18,7 +18,8 @@ def dense(sets, n):
 
 def test_popularity_ranks_by_count_and_excludes_context():
     b = fit_baseline("popularity", SetArray.from_lists(SETS), N)
-    got = b.rank(np.array([[1, -1]]), 3)[0]
+    ctx = np.array([[1, -1]])
+    got = b.rank(ctx, ctx, 3)[0]
     counts = dense(SETS, N).sum(0)
     counts[1] = -1
     assert list(got) == list(np.argsort(-counts, kind="stable")[:3])
@@ -56,7 +57,8 @@ def test_puresvd_projects_onto_the_top_singular_space():
     got = b.scores(np.array([[0, 1, -1], [3, 4, 5]]))
     np.testing.assert_allclose(got, dense([[0, 1], [3, 4, 5]], N) @ proj, atol=1e-5)
     # ranking works and never returns a context id
-    top = b.rank(np.array([[0, 1, -1]]), 3)[0]
+    ctx = np.array([[0, 1, -1]])
+    top = b.rank(ctx, ctx, 3)[0]
     assert 0 not in top and 1 not in top
 
 
