@@ -38,8 +38,8 @@ import numpy as np
 from .dataset import Dataset
 from .decode import DecodeConfig
 from .metrics import target_ranks
-from .protocols import REGISTRY, Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (re-exported: train.py, benchmarks)
-from .protocols import EvalProtocol, protocol, resolve
+from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (train.py, benchmarks)
+from .protocols import REGISTRY, EvalProtocol, protocol, resolve
 
 PROTOCOLS = ("auto", *REGISTRY)  # text: masked tokens in place (text/evaluate.py)
 

@@ -13,7 +13,8 @@ from superbloom.dataset import SetArray
 from superbloom.evaluate import EvalConfig
 from superbloom.metrics import hit_rate_at, sequence_summary, target_ranks
 from superbloom.prepare import PrepareConfig, format_summary, prepare
-from superbloom.protocols import LEAVE_ONE_OUT, Examples, LeaveOneOut, SetHoldout, history_matrix, last_known, protocol, resolve
+from superbloom.protocols import (LEAVE_ONE_OUT, Examples, LeaveOneOut, SetHoldout, history_matrix, last_known,
+                                  protocol, resolve)
 
 from conftest import shared_file
 
