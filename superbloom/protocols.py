@@ -25,7 +25,7 @@ with the hooks of `EvalProtocol`: its examples from a dataset, an EvalConfig and
 config.json; the model's and a baseline's top-k on them; the metrics of one method's ranks (with
 their intervals); the examples' targets and bootstrap groups (what a paired comparison checks and
 resamples); its report section; its name for hits at k ("rec" / "hr") and for its bootstrap unit;
-which baselines it ranks. Protocol "auto" is the first entry that claims the dataset. The text
+which baselines it ranks. Protocol "auto" is the last registered entry that claims the dataset. The text
 entry lives in text/evaluate.py and is imported when first asked for.
 """
 from __future__ import annotations
@@ -387,10 +387,10 @@ class Registered:
 
 
 SETS, LEAVE_ONE_OUT = SetsProtocol(), LeaveOneOutProtocol()
-REGISTRY: dict[str, Registered] = {  # "auto" tries them in this order
-    "text": Registered(_text, lambda data: "text" in data.meta),
-    "leave-one-out": Registered(lambda: LEAVE_ONE_OUT, LEAVE_ONE_OUT.claims),
+REGISTRY: dict[str, Registered] = {  # "auto" tries them last first: a text dataset is also a "sets" split
     "sets": Registered(lambda: SETS, SETS.claims),
+    "leave-one-out": Registered(lambda: LEAVE_ONE_OUT, LEAVE_ONE_OUT.claims),
+    "text": Registered(_text, lambda data: "text" in data.meta),
 }
 
 
@@ -402,10 +402,11 @@ def protocol(name: str) -> EvalProtocol:
 
 
 def resolve(name: str, data: Dataset) -> EvalProtocol:
-    """The entry `name`, or for "auto" the first that claims the dataset."""
+    """The entry `name`, or for "auto" the last registered that claims the dataset (the more specific:
+    text before sets)."""
     if name != "auto":
         return protocol(name)
-    for row in REGISTRY.values():
+    for row in reversed(REGISTRY.values()):
         if row.claims(data):
             return row.load()
     raise ValueError(f"{data.path}: no evaluation protocol for a {data.split!r} dataset; "
