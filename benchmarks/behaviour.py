@@ -45,7 +45,7 @@ def _run(work: Path, name: str, steps: int, **cfg) -> dict:
     result = sb.evaluate(model, sb.Dataset(work / "data"),
                          sb.EvalConfig(targets_per_set=10, baselines=("popularity", "cooccurrence", "ease"),
                                        max_sets=150), progress=False)
-    keep = {k: v for k, v in (result if isinstance(result, dict) else result.to_dict()).items()
+    keep = {k: v for k, v in (result if isinstance(result, dict) else result.to_dict()).items()  # (dict: before EvalResult)
             if not k.startswith("_") and k not in ("seconds", "queries_per_second")}
     preds = [[(i, round(s, 5)) for i, s in p.items] for p in model.predict_many(CONTEXTS, k=10)]
     return {"weights": {str(p.relative_to(out)): _weights(p) for p in ckpts}, "curve": curve,

@@ -92,7 +92,7 @@ def read_profile(model, data, train_seconds: float) -> dict:
     grid = rank_grid(n)
     last = np.arange(n // 10, n + 1)  # the last decade of ranks
     slopes = [float(np.polyfit(np.log(last), row[last - 1], 1)[0]) for row in lp]
-    metrics = sb.evaluate(model, data, sb.EvalConfig(baselines=()), progress=False)
+    metrics = sb.evaluate(model, data, sb.EvalConfig(baselines=()), progress=False).model
     return {
         "what": "id-level log-probability profiles of a trained Superbloom model (benchmarks/decode_latency.py)",
         "model": {"config": model.config["model"], "hash": model.config["hash"], "train_seconds": train_seconds,

@@ -8,38 +8,24 @@ another model and against each baseline is given with the bootstrap interval of 
 itself (metrics.paired_difference), resampling the protocol's groups as its own intervals do: whole
 held-out sets (sets), whole test rows (text), users (leave-one-out).
 
+Everything comes from the typed evaluate.EvalResult: the ranks of every method, the examples'
+targets (compared, so a comparison is paired) and the bootstrap groups of the protocol's entry.
+
 Per-example values: hits at k (rec@k, or hr@k for leave-one-out) for k = 1, 10, 20, and the
 reciprocal rank (MRR, truncated at the retrieved depth).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from .evaluate import EvalConfig, evaluate
+from .evaluate import EvalConfig, EvalResult, evaluate
 from .metrics import hits_at, paired_difference
 
 KS = (1, 10, 20)
-
-
-def example_key(result: dict) -> tuple[np.ndarray, np.ndarray | None]:
-    """(targets (E,), groups (E,) or None) of an evaluate(..., return_ranks=True) result: which examples
-    were ranked, and the groups its bootstrap resamples."""
-    ex = result["_examples"]
-    if hasattr(ex, "flat"):  # text: masked tokens in place, grouped by test row
-        rows, _, targets = ex.flat()
-        return targets, ex.rows[rows]
-    if result["protocol"].get("protocol") == "leave-one-out":  # one example per user
-        return ex.targets, None
-    return ex.targets, ex.set_rows
-
-
-def recall_name(result: dict) -> str:
-    """"hr" (hit rate) for the leave-one-out protocol, "rec" (recall) for the others."""
-    return "hr" if result["protocol"].get("protocol") == "leave-one-out" else "rec"
 
 
 def per_example(ranks: np.ndarray) -> dict[int | str, np.ndarray]:
@@ -73,55 +59,68 @@ def check_comparable(model_dir, data) -> None:
                          "compare models trained on the same dataset")
 
 
-def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progress: bool = True) -> dict:
-    """evaluate() of `predictor` (baselines included) with result["compared"]: for each of `others`
-    ({name: predictor, or a function that loads it}) its own metrics on the same examples (no baselines: they would be the same) and
-    the paired differences predictor - other; and result["paired_vs_baselines"]: predictor - each baseline.
-    A model whose protocol draws other examples (a text model trained on other segment lengths) is an
-    error: the comparison would not be paired. (Leave-one-out pairs the users' targets; a sequence
-    model with fewer positions sees a shorter history of the same users, as it would alone.)"""
-    first = evaluate(predictor, data, cfg, progress, return_ranks=True)
-    targets, groups = example_key(first)
-    recall = recall_name(first)
-    ranks = first.pop("_ranks")
-    first.pop("_examples")
-    mine = ranks["model"]
-    first["paired_vs_baselines"] = {name: paired(mine, r, groups, recall) for name, r in ranks.items()
-                                    if name != "model"}
-    first["compared"] = {}
+@dataclass
+class Comparison:
+    """The first model's evaluation, the other models' on the same examples, and the paired differences."""
+    result: EvalResult  # the first model, its variants and the baselines
+    compared: dict[str, EvalResult] = field(default_factory=dict)  # each other model (no baselines)
+    paired: dict[str, dict] = field(default_factory=dict)  # other model -> paired(first - it)
+    paired_vs_baselines: dict[str, dict] = field(default_factory=dict)  # variant or baseline -> paired(first - it)
+
+    def to_dict(self) -> dict:
+        """The JSON of `eval --compare --json`: the first model's, then the paired differences."""
+        compared = {name: {"metrics": {k: v for k, v in res.to_dict().items() if k != "baselines"},
+                           "paired": self.paired[name]} for name, res in self.compared.items()}
+        return self.result.to_dict() | {"paired_vs_baselines": self.paired_vs_baselines, "compared": compared}
+
+    def report(self) -> str:
+        return self.result.report() + format_comparison(self)
+
+
+def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progress: bool = True) -> Comparison:
+    """evaluate() of `predictor` (baselines included) and, for each of `others` ({name: predictor, or
+    a function that loads it}), its own evaluation on the same examples (no baselines: they would be
+    the same) with the paired differences predictor - other; and predictor - each variant of its head
+    and each baseline. A model whose protocol draws other examples (a text model trained on other
+    segment lengths) is an error: the comparison would not be paired. (Leave-one-out pairs the users'
+    targets; a sequence model with fewer positions sees a shorter history of the same users, as it
+    would alone.)"""
+    first = evaluate(predictor, data, cfg, progress)
+    recall, mine = first.entry.recall, first.ranks["model"]
+    out = Comparison(first, paired_vs_baselines={name: paired(mine, r, first.groups, recall)
+                                                 for name, r in first.ranks.items() if name != "model"})
     for name, other in others.items():
         other = other() if callable(other) else other  # a loader: one model in memory at a time
-        res = evaluate(other, data, replace(cfg, baselines=()), progress, return_ranks=True)
-        t_other, _ = example_key(res)
-        if len(t_other) != len(targets) or not np.array_equal(t_other, targets):
-            raise ValueError(f"{name}: its evaluation examples are not the first model's ({len(t_other):,} vs "
-                             f"{len(targets):,} targets): a paired comparison needs models evaluated on the same "
-                             "examples (same dataset and protocol settings; text models trained on the same segment "
-                             "length)")
-        r = res.pop("_ranks")["model"]
-        res.pop("_examples")
-        res.pop("baselines", None)
-        first["compared"][name] = {"metrics": res, "paired": paired(mine, r, groups, recall)}
-    return first
+        res = evaluate(other, data, replace(cfg, baselines=()), progress)
+        if len(res.targets) != len(first.targets) or not np.array_equal(res.targets, first.targets):
+            raise ValueError(f"{name}: its evaluation examples are not the first model's ({len(res.targets):,} vs "
+                             f"{len(first.targets):,} targets): a paired comparison needs models evaluated on the "
+                             "same examples (same dataset and protocol settings; text models trained on the same "
+                             "segment length)")
+        out.compared[name] = res
+        out.paired[name] = paired(mine, res.ranks["model"], first.groups, recall)
+    return out
 
 
-def format_comparison(result: dict) -> str:
-    """The paired part of a compare() result, one line per other method."""
-    keys = [f"{recall_name(result)}@{k}" for k in KS] + ["mrr"]
-    unit = {"sets": "held-out sets", "text": "test rows", "leave-one-out": "users"}.get(
-        result["protocol"].get("protocol", "sets"), "held-out sets")
-    lines = ["", f"compared models on the same {result['examples']:,} examples:"]
-    width = max([len(n) for n in result["compared"]] + [14])
-    for name, c in result["compared"].items():
-        m = c["metrics"]
+def format_comparison(comparison: Comparison) -> str:
+    """The paired part of a comparison, one line per other method."""
+    first = comparison.result
+    keys = [f"{first.entry.recall}@{k}" for k in KS] + ["mrr"]
+    lines = ["", f"compared models on the same {first.counts['examples']:,} examples:"]
+    width = max([len(n) for n in comparison.compared] + [14])
+    for name, res in comparison.compared.items():
+        m = res.to_dict()
         lines.append(f"  {name:<{width}}  " + "  ".join(f"{k} {m[k]:.4f}" for k in keys if k in m))
     lines.append(f"paired differences, this model minus each (95% bootstrap interval of the difference, whole "
-                 f"{unit} resampled):")
-    rows = [(n, c["paired"]) for n, c in result["compared"].items()]
-    rows += [("network only (mix 0)" if n == "network_only" else f"{n} baseline", p)
-             for n, p in result["paired_vs_baselines"].items()]
+                 f"{first.entry.unit} resampled):")
+    rows = [(n, comparison.paired[n]) for n in comparison.compared]
+    rows += [(VARIANT_LABELS.get(n, n.replace("_", " ")) if n in first.variants else f"{n} baseline", p)
+             for n, p in comparison.paired_vs_baselines.items()]
     width = max([len(n) for n, _ in rows] + [14])
     for name, p in rows:
         lines.append(f"  vs {name:<{width}}  " + "  ".join(
             f"{k} {p[k]['diff']:+.4f} [{p[k]['lo']:+.4f}, {p[k]['hi']:+.4f}]" for k in keys))
     return "\n".join(lines)
+
+
+VARIANT_LABELS = {"network_only": "network only (mix 0)"}  # a variant's row in the paired table

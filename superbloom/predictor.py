@@ -96,8 +96,9 @@ class Predictor:
         return count_parameters(self.model)
 
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
-             progress: bool = False) -> Ranking:
-        return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress)
+             progress: bool = False, exclude: np.ndarray | None = None) -> Ranking:
+        """rank_contexts: top-k ids for contexts (Q, c), never an id of exclude (Q, X) (None: the contexts)."""
+        return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress, exclude)
 
     def predict(self, ids: Sequence[str], k: int = 10, decode: DecodeConfig = DecodeConfig()) -> Prediction:
         """Top-k ids for one context of string ids (stored or display form)."""

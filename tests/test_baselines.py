@@ -18,7 +18,8 @@ def dense(sets, n):
 
 def test_popularity_ranks_by_count_and_excludes_context():
     b = fit_baseline("popularity", SetArray.from_lists(SETS), N)
-    got = b.rank(np.array([[1, -1]]), 3)[0]
+    ctx = np.array([[1, -1]])
+    got = b.rank(ctx, ctx, 3)[0]
     counts = dense(SETS, N).sum(0)
     counts[1] = -1
     assert list(got) == list(np.argsort(-counts, kind="stable")[:3])
@@ -56,7 +57,8 @@ def test_puresvd_projects_onto_the_top_singular_space():
     got = b.scores(np.array([[0, 1, -1], [3, 4, 5]]))
     np.testing.assert_allclose(got, dense([[0, 1], [3, 4, 5]], N) @ proj, atol=1e-5)
     # ranking works and never returns a context id
-    top = b.rank(np.array([[0, 1, -1]]), 3)[0]
+    ctx = np.array([[0, 1, -1]])
+    top = b.rank(ctx, ctx, 3)[0]
     assert 0 not in top and 1 not in top
 
 
@@ -82,3 +84,40 @@ def test_spd_inverse_rejects_an_indefinite_matrix():
 
     with pytest.raises(ValueError, match="not positive definite"):
         spd_inverse(np.array([[1.0, 2.0], [2.0, 1.0]]))
+
+
+@pytest.mark.parametrize("name", ["popularity", "cooccurrence", "ease", "puresvd"])
+def test_every_baseline_ranks_through_one_interface_and_never_an_excluded_id(name):
+    from superbloom.baselines import BASELINES
+
+    b = BASELINES[name].fit(SetArray.from_lists(SETS), N)
+    rng = np.random.default_rng(0)
+    contexts, exclude = rng.integers(-1, N, (9, 2)), rng.integers(-1, N, (9, 3))
+    top = b.rank(contexts, exclude, 4)
+    assert top.shape == (9, 4) and not (top[:, :, None] == exclude[:, None, :]).any()
+    assert all(len(set(r)) == 4 for r in top)  # 4 distinct ids: 7 ids, at most 3 excluded
+
+
+def test_rank_scores_is_the_same_in_any_chunking():
+    from superbloom.baselines import rank_scores, topk_excluding
+
+    rng = np.random.default_rng(1)
+    scores = rng.integers(0, 4, (11, 30)).astype(np.float64)  # many ties
+    rows = np.arange(11)[:, None]
+    contexts, exclude = rows, rng.integers(-1, 30, (11, 5))
+    of = lambda c: scores[c[:, 0]]  # noqa: E731  (the "context" names its score row)
+    whole = topk_excluding(scores, exclude, 7)
+    for batch in (1, 3, 256):
+        assert np.array_equal(rank_scores(of, contexts, exclude, 7, batch), whole)
+    best = np.take_along_axis(scores, whole, 1)
+    assert (np.diff(best, axis=1) <= 0).all()  # best first
+    assert rank_scores(of, contexts[:0], exclude[:0], 7, 4).shape == (0, 7)
+
+
+def test_registry_entries_say_when_they_are_skipped():
+    from superbloom.baselines import BASELINES, EASE_MAX_IDS
+
+    assert BASELINES["ease"].skipped(EASE_MAX_IDS) is None
+    assert BASELINES["ease"].skipped(EASE_MAX_IDS + 1) == f"{EASE_MAX_IDS + 1:,} ids > {EASE_MAX_IDS:,} (dense EASE)"
+    assert BASELINES["popularity"].skipped(10**9) is None
+    assert [n for n, e in BASELINES.items() if e.last_context] == ["cooccurrence"]

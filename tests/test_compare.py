@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.compare import format_comparison, paired, per_example
+from superbloom.compare import paired, per_example
 from superbloom.dataset import Dataset
-from superbloom.evaluate import EvalConfig, format_report
+from superbloom.evaluate import EvalConfig
 from superbloom.metrics import bootstrap_ci
 
 
@@ -68,9 +68,12 @@ def two_models(tmp_path_factory):
 def test_compare_sets_protocol_library(two_models):
     d = two_models
     cfg = EvalConfig(max_sets=80, baselines=("popularity",))
-    r = sb.compare(sb.load(d / "a", threads=1), {"b": lambda: sb.load(d / "b", threads=1), "a again": sb.load(d / "a")},
-                Dataset(d / "data"), cfg, progress=False)
-    assert 70 <= r["examples"] <= 80 and "_ranks" not in r and "_examples" not in r  # sets with < 2 ids skipped
+    c = sb.compare(sb.load(d / "a", threads=1), {"b": lambda: sb.load(d / "b", threads=1), "a again": sb.load(d / "a")},
+                   Dataset(d / "data"), cfg, progress=False)
+    r = c.to_dict()
+    assert 70 <= r["examples"] <= 80 and not any(k.startswith("_") for k in r)  # sets with < 2 ids skipped
+    assert np.array_equal(c.compared["a again"].ranks["model"], c.result.ranks["model"])
+    assert np.array_equal(c.compared["b"].targets, c.result.targets)  # paired: the same examples
     same = r["compared"]["a again"]["paired"]
     assert all(v == {"diff": 0.0, "lo": 0.0, "hi": 0.0} for v in same.values())  # same examples, same ranks
     b = r["compared"]["b"]
@@ -80,7 +83,7 @@ def test_compare_sets_protocol_library(two_models):
         assert b["paired"][k]["lo"] <= b["paired"][k]["diff"] <= b["paired"][k]["hi"]
         pop = r["paired_vs_baselines"]["popularity"][k]
         assert pop["diff"] == pytest.approx(r[k] - r["baselines"]["popularity"][k])
-    text = format_report(r) + format_comparison(r)
+    text = c.report()
     assert "vs b " in text and "vs popularity baseline" in text and "whole held-out sets resampled" in text
 
 

@@ -307,7 +307,7 @@ def test_recency_weights_count_the_newest_id_most():
 
 
 def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
-    from superbloom.evaluate import EvalConfig, evaluate, format_report
+    from superbloom.evaluate import EvalConfig, evaluate
     out = tmp_path / "hybrid"
     cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
@@ -316,16 +316,16 @@ def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
     sb.train(cfg, progress=False)
     pred = sb.load(out)
     pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
-    res = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False, return_ranks=True)
-    assert res["head"] == {"name": "hybrid", "item_mix": 10.0, "item_decay": 1.0, "item_term": "cooccurrence"}
+    res = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False)
+    assert res.head == {"name": "hybrid", "item_mix": 10.0, "item_decay": 1.0, "item_term": "cooccurrence"}
     assert float(pred.model.head.mix) == 10.0
-    ranks = res["_ranks"]
+    ranks = res.ranks
     assert not np.array_equal(ranks["model"], ranks["network_only"])  # the term changes the ranking
-    report = format_report(res)
+    report = res.report()
     assert "hybrid (mix 10)" in report and "network only" in report
     pred.model.head.mix.fill_(0.0)
-    again = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False, return_ranks=True)
-    assert np.array_equal(again["_ranks"]["model"], ranks["network_only"]) and "network_only" not in again
+    again = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False)
+    assert np.array_equal(again.ranks["model"], ranks["network_only"]) and "network_only" not in again.to_dict()
 
 
 @settings(max_examples=30, deadline=None)

@@ -92,4 +92,4 @@ def test_a_predictor_with_a_mapped_vocabulary_predicts_the_same(wiki_data, tmp_p
     assert a.items == b.items and a.context == b.context
     from superbloom.evaluate import EvalConfig, evaluate
     r = evaluate(mapped, wiki_data, EvalConfig(max_sets=20, baselines=()), progress=False)  # same vocabulary
-    assert r["examples"] > 0
+    assert r.counts["examples"] > 0

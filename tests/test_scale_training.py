@@ -112,8 +112,8 @@ def test_popularity_without_dense_scores_equals_the_dense_path(seed):
     g = np.random.default_rng(seed + 10)
     # contexts heavy in popular ids (so exclusion matters), -1 padded
     contexts = np.where(g.random((25, 6)) < 0.8, pop.order[g.integers(0, 8, (25, 6))], -1)
-    fast = pop.rank(contexts, 10)
-    dense = Baseline.rank(pop, contexts, 10)  # the generic path: dense scores + tie-break
+    fast = pop.rank(contexts, contexts, 10)
+    dense = Baseline.rank(pop, contexts, contexts, 10)  # the generic path: dense scores + tie-break
     assert np.array_equal(fast, dense)
     for row, ctx in zip(fast, contexts):
         assert not set(row) & set(ctx[ctx >= 0])
@@ -122,8 +122,9 @@ def test_popularity_without_dense_scores_equals_the_dense_path(seed):
 def test_popularity_ties_go_to_the_lower_id_and_short_vocabularies():
     train = SetArray(np.array([0, 2, 4], np.int64), np.array([3, 1, 3, 1], np.int32))  # ids 1 and 3 tie
     pop = Popularity(train, 5)
-    assert pop.rank(np.array([[-1]]), 3).tolist() == [[1, 3, 0]]
-    assert pop.rank(np.array([[1, 3, 0, 2]]), 5).tolist() == [[4, 1, 3, 0, 2]]  # excluded ids come last
+    none, ctx = np.array([[-1]]), np.array([[1, 3, 0, 2]])
+    assert pop.rank(none, none, 3).tolist() == [[1, 3, 0]]
+    assert pop.rank(ctx, ctx, 5).tolist() == [[4, 1, 3, 0, 2]]  # excluded ids come last
 
 
 def test_dense_baselines_score_in_bounded_chunks(monkeypatch):
@@ -134,4 +135,4 @@ def test_dense_baselines_score_in_bounded_chunks(monkeypatch):
     monkeypatch.setattr(baselines, "SCORE_BYTES", 8 * 40 * 3)
     assert pop.batch == 3
     contexts = np.random.default_rng(0).integers(0, 40, (10, 4))
-    assert np.array_equal(Baseline.rank(pop, contexts, 5), pop.rank(contexts, 5))
+    assert np.array_equal(Baseline.rank(pop, contexts, contexts, 5), pop.rank(contexts, contexts, 5))

@@ -9,12 +9,12 @@ import pytest
 import superbloom as sb
 from superbloom.baselines import fit_baseline
 from superbloom.cli import main
-from superbloom.compare import format_comparison
 from superbloom.dataset import SetArray
-from superbloom.evaluate import EvalConfig, make_protocol, rank_baseline
+from superbloom.evaluate import EvalConfig
 from superbloom.metrics import hit_rate_at, sequence_summary, target_ranks
 from superbloom.prepare import PrepareConfig, format_summary, prepare
-from superbloom.protocols import LeaveOneOut, SetHoldout, history_matrix, last_known
+from superbloom.protocols import (LEAVE_ONE_OUT, Examples, LeaveOneOut, SetHoldout, history_matrix, last_known,
+                                  protocol, resolve)
 
 from conftest import shared_file
 
@@ -120,9 +120,11 @@ def test_repeated_target_in_history_is_counted(tmp_path):
 
 def test_positions_bound_the_context(tmp_path):
     _, data = loo(tmp_path)
-    assert make_protocol(EvalConfig(protocol="leave-one-out", context_len=50), data, positions=32).n == 31
-    assert make_protocol(EvalConfig(context_len=50), data, positions=0).n == 50
-    assert isinstance(make_protocol(EvalConfig(protocol="sets"), data), SetHoldout)
+    positions = {"model": {"positions": 32}}
+    assert protocol("leave-one-out").drawer(EvalConfig(context_len=50), positions).n == 31
+    assert resolve("auto", data).drawer(EvalConfig(context_len=50), {}).n == 50  # "auto": the dataset's split
+    assert resolve("auto", data) is LEAVE_ONE_OUT
+    assert isinstance(resolve("sets", data).drawer(EvalConfig(), positions), SetHoldout)
 
 
 # ---------------------------------------------------------------- metrics
@@ -154,13 +156,16 @@ def test_baseline_exclusion_by_hand():
     pop = fit_baseline("popularity", train, 4)
     contexts = np.array([[-1, 2]])
     history = np.array([[0, 2]])  # the history is more than the context window
-    assert rank_baseline(pop, contexts, history, 2).tolist() == [[1, 3]]
-    assert rank_baseline(pop, contexts, np.zeros((1, 0), np.int64), 2).tolist() == [[0, 1]]
+    assert pop.rank(contexts, history, 2).tolist() == [[1, 3]]
+    assert pop.rank(contexts, np.zeros((1, 0), np.int64), 2).tolist() == [[0, 1]]
     # co-occurrence: cos(3, .) = 1/2, 1/sqrt(3), 1/sqrt(2) for 0, 1, 2; cos(0, .) = -, 3/sqrt(12), 2/sqrt(8)
     cooc = fit_baseline("cooccurrence", train, 4)
-    none = np.zeros((1, 0), np.int64)
-    assert rank_baseline(cooc, np.array([[0, 3]]), none, 1, last=1).tolist() == [[2]]  # from the newest id, 3
-    assert rank_baseline(cooc, np.array([[0, 3]]), none, 1, last=0).tolist() == [[1]]  # 0.866 + 0.577 > 0.707 * 2
+    ex = Examples(np.array([[0, 3]]), np.array([1]), np.array([0]), 0, np.zeros((1, 0), np.int64))
+    newest = LEAVE_ONE_OUT.scored("cooccurrence", ex, EvalConfig(cooc_last=1))  # cooccurrence: the last ids only
+    assert newest.tolist() == [[3]] and LEAVE_ONE_OUT.scored("popularity", ex, EvalConfig(cooc_last=1)) is ex.contexts
+    assert cooc.rank(newest, ex.exclude, 1).tolist() == [[2]]  # from the newest id, 3
+    assert cooc.rank(LEAVE_ONE_OUT.scored("cooccurrence", ex, EvalConfig(cooc_last=0)), ex.exclude, 1).tolist() == [[1]]
+    # (0.866 + 0.577 > 0.707 * 2)
 
 
 # ---------------------------------------------------------------- the CLI end to end
@@ -212,7 +217,10 @@ def test_cli_leave_one_out_end_to_end(tmp_path, capsys):
     assert all(v == {"diff": 0.0, "lo": 0.0, "hi": 0.0} for v in r["compared"][model]["paired"].values())
     p = r["compared"][model + "16"]["paired"]["hr@10"]
     assert p["diff"] == pytest.approx(r["hr@10"] - r["compared"][model + "16"]["metrics"]["hr@10"])
-    assert "users resampled" in format_comparison(r)
+    both = sb.compare(sb.load(model, threads=1), {"16": sb.load(model + "16", threads=1)}, sb.Dataset(data),
+                      EvalConfig(split="valid", baselines=()), progress=False)
+    assert both.to_dict()["compared"]["16"]["paired"] == r["compared"][model + "16"]["paired"]
+    assert "users resampled" in both.report()
 
 
 # ---------------------------------------------------------------- S3-Rec Beauty
@@ -236,15 +244,14 @@ def test_s3rec_beauty_split_sizes(tmp_path):
 
 
 def test_model_ranking_with_another_exclusion(tiny_model, wiki_data):
-    from superbloom.evaluate import rank_excluding
     from superbloom.protocols import make_examples
 
     model = sb.load(tiny_model, threads=1)
     ex = make_examples(wiki_data.test, 8, 1, seed=0, max_sets=40)
-    same = rank_excluding(model, ex.contexts, ex.contexts, 10)
+    same = model.rank(ex.contexts, 10, exclude=ex.contexts)
     assert (same.ids == model.rank(ex.contexts, 10).ids).all()  # the context as exclusion: predictor.rank
     other = np.random.default_rng(0).integers(0, wiki_data.n_ids, (len(ex.contexts), 30))
-    got = rank_excluding(model, ex.contexts, other, 10).ids.numpy()
+    got = model.rank(ex.contexts, 10, exclude=other).ids.numpy()
     assert not (got[:, :, None] == other[:, None, :]).any()  # never an excluded id
-    free = rank_excluding(model, ex.contexts, None, 10).ids.numpy()
+    free = model.rank(ex.contexts, 10, exclude=np.zeros((len(ex.contexts), 0), np.int64)).ids.numpy()
     assert (free >= 0).all()  # nothing excluded: a full top-10 (context ids may appear)

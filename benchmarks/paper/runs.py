@@ -114,14 +114,13 @@ def score(run: Run, data: sb.Dataset, ex: Examples, decode: sb.DecodeConfig = sb
     predictor = sb.load(run.dir)
     cfg = EvalConfig(seed=EVAL_SEED, n=SEGMENT, targets_per_set=TARGETS_PER_SET, depth=DEPTH, decode=decode,
                      baselines=())
-    res = evaluate(predictor, data, cfg, progress=False, return_ranks=True)
-    if not np.array_equal(res["_examples"].targets, ex.targets):
+    res = evaluate(predictor, data, cfg, progress=False)
+    if not np.array_equal(res.targets, ex.targets):
         raise RuntimeError("evaluate() drew other examples than the baselines were given; protocol mismatch")
-    arrays = {"ranks": res["_ranks"]["model"].astype(np.int16)}
+    arrays = {"ranks": res.ranks["model"].astype(np.int16)}
     if tokens:
         arrays["token_hits"] = token_hits(predictor, ex)
-    meta = {"certified_exact": res["certified_exact"], "mean_beam": res["mean_beam"],
-            "queries_per_second": res["queries_per_second"]}
+    meta = {k: res.decoding[k] for k in ("certified_exact", "mean_beam", "queries_per_second")}
     np.savez(cache, meta=json.dumps(meta), **arrays)
     return record | meta | arrays
 
@@ -155,7 +154,7 @@ def baselines(name: str, data: sb.Dataset, ex: Examples, which=BASELINES) -> dic
             cache.parent.mkdir(parents=True, exist_ok=True)
             t0 = time.time()
             model = fit_baseline(b, data.train, data.n_ids)
-            ranks = target_ranks(model.rank(ex.contexts, DEPTH), ex.targets).astype(np.int16)
+            ranks = target_ranks(model.rank(ex.contexts, ex.contexts, DEPTH), ex.targets).astype(np.int16)
             stored = model.cos.nnz if b == "cooccurrence" else data.n_ids ** 2 if b == "ease" else data.n_ids
             np.savez(cache, ranks=ranks, seconds=time.time() - t0, stored=stored)
         z = np.load(cache)

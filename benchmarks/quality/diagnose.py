@@ -102,7 +102,7 @@ def predictions(name: str, split: str, runs: list[str], contexts: list[list[str]
         q = ctx[None, :]
         names = ", ".join(show(int(i)) for i in ctx[:8]) + (f", ... ({len(ctx)} ids)" if len(ctx) > 8 else "")
         lines.append(f"- context {{{names}}}" + (f", held out: **{show(target)}**" if target >= 0 else ""))
-        top = {"EASE": ease.rank(q, 8)[0]}
+        top = {"EASE": ease.rank(q, q, 8)[0]}
         for r, p in preds.items():
             top[r] = p.rank(q, 8, sb.DecodeConfig(), 1, False).ids[0].numpy()
         for k, ids in top.items():

@@ -321,7 +321,7 @@ def baseline_ranks(name: str, split: str, data: sb.Dataset, ex: Examples, which=
             cache.parent.mkdir(parents=True, exist_ok=True)
             t0 = time.time()
             base = fit_baseline(b, data.train, data.n_ids)
-            ranks = target_ranks(base.rank(ex.contexts, 20), ex.targets).astype(np.int16)
+            ranks = target_ranks(base.rank(ex.contexts, ex.contexts, 20), ex.targets).astype(np.int16)
             np.savez(cache, ranks=ranks, seconds=time.time() - t0)
         z = np.load(cache)
         out[b] = {"ranks": z["ranks"], "seconds": round(float(z["seconds"]), 1)}

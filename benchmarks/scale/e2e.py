@@ -161,9 +161,9 @@ p = sb.load(model)
 load_s = time.time() - t0
 cfg = EvalConfig(seed=0, max_sets=int(max_sets), decode=sb.DecodeConfig(exact=exact == "1"),
                  baselines=tuple(b for b in baselines.split(",") if b), depth=20)
-r = evaluate(p, sb.Dataset(data), cfg, progress=False, return_ranks=True)
-ex = r.pop("_examples"); ranks = r.pop("_ranks")
-np.savez(out, set_rows=ex.set_rows, targets=ex.targets, **{k: v for k, v in ranks.items()})
+res = evaluate(p, sb.Dataset(data), cfg, progress=False)
+np.savez(out, set_rows=res.groups, targets=res.targets, **res.ranks)
+r = res.to_dict()
 r["load_seconds"] = round(load_s, 2)
 print(json.dumps(r))
 """

@@ -117,9 +117,9 @@ def run_one(name: str, args) -> dict:
     t0 = time.time()
     r = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                          baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
-                 progress=False)
+                 progress=False).to_dict()
     free = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
-                                            exclude_history=False, baselines=()), progress=False)
+                                            exclude_history=False, baselines=()), progress=False).to_dict()
     eval_s = time.time() - t0
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi")
     pick = lambda d: {k: round(d[k], 4) for k in keys}  # noqa: E731

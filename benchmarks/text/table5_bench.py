@@ -88,7 +88,7 @@ val = ([r for r in rows if "val_rec@10" in r] or [None])[-1]
 p = sb.load(a["out"], threads=1, device="cpu")
 t = time.time()
 r = evaluate(p, sb.Dataset(a["data"]), EvalConfig(max_sets=a["max_sets"], seed=0, depth=20,
-             baselines=("unigram", "bigram") if a["baselines"] else ()), progress=False)
+             baselines=("unigram", "bigram") if a["baselines"] else ()), progress=False).to_dict()
 eval_s = time.time() - t
 f = Filler.from_predictor(p, a["out"])
 fills = [x.to_json() for x in f.fill_many(a["fill"], 10)]

@@ -47,7 +47,7 @@ def cmd_demo(args):
     seconds, evaluate it on the held-out pages next to the popularity, co-occurrence and EASE baselines
     (the hybrid's network alone beside it), and print the top-10 predictions for a few contexts."""
     from ..dataset import Dataset
-    from ..evaluate import evaluate, format_report
+    from ..evaluate import evaluate
     from ..predictor import load
     from ..prepare import format_summary, prepare
     from ..train import train
@@ -76,8 +76,8 @@ def cmd_demo(args):
     result = evaluate(model, Dataset(out / "data"),
                       EvalConfig(targets_per_set=10, baselines=("popularity", "cooccurrence", "ease")),
                       progress=not args.quiet)
-    print(format_report(result))
-    (out / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(result.report())
+    (out / "eval.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     print("\n== 4/4 predictions (top-10; context ids excluded)")
     contexts = [c for c in DEMO_CONTEXTS if len(model.vocab.lookup(c)[0])]  # (another --input may lack them)
     for ctx, pred in zip(contexts, model.predict_many(contexts, k=10)):

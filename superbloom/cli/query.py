@@ -130,7 +130,7 @@ def _add_serve(sub):
 
 def cmd_eval(args):
     from ..dataset import Dataset
-    from ..evaluate import evaluate, format_report
+    from ..evaluate import evaluate
     from ..predictor import load
 
     baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
@@ -140,15 +140,15 @@ def cmd_eval(args):
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
     model, data = load(args.model, args.threads, args.device), Dataset(args.data)
     if args.compare:
-        from ..compare import check_comparable, compare, format_comparison
+        from ..compare import check_comparable, compare
         for path in args.compare:  # before any evaluation
             check_comparable(path, data)
         others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
         result = compare(model, others, data, cfg, progress=not args.json)
-        print(json.dumps(result, indent=2) if args.json else format_report(result) + format_comparison(result))
+        print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
         return
     result = evaluate(model, data, cfg, progress=not args.json)
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
 
 
 def cmd_predict(args):

@@ -2,6 +2,8 @@
 
     superbloom eval runs/text data/text            # protocol "auto" picks "text" for a prepare-text dataset
 
+The protocol is the entry `TEXT` of the evaluation registry (protocols.REGISTRY["text"]).
+
 The text protocol (`TextMasking`): from test rows (segments of whole sentences of held-out
 documents; at most `max_sets` rows, seeded), a segment of <= n tokens each, round(15% of its
 non-[UNK] tokens) (at least one) chosen and ALL fed as [MASK], IN PLACE: the order and every other
@@ -24,7 +26,6 @@ the target (ten equal groups of examples by training count, rarest first; Superb
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,7 @@ import scipy.sparse as sp
 
 from ..dataset import Dataset, SetArray
 from ..hashing import PAD_ELEM
-from ..metrics import KS, hits_at, mrr, ndcg_at, summarize_ci, target_ranks
+from ..metrics import KS, hits_at, mrr, ndcg_at, summarize_ci
 from .mlm import TEXT_MASK, MaskedRows, masked_rows, rank_masked
 from .ngrams import SEPARATOR, UNK_ID
 
@@ -181,72 +182,107 @@ def breakdown(ranks: np.ndarray, groups: np.ndarray, bigram: np.ndarray, decile:
     return out
 
 
-def evaluate_text(predictor, data: Dataset, cfg, progress: bool = True, return_ranks: bool = False) -> dict:
-    """The text protocol (module docstring): the model and both baselines on the same masked tokens.
-    cfg: evaluate.EvalConfig (max_sets, seed, depth, decode, batch_size are used; any `baselines`: the two
-    text baselines, none: no baseline); segments are as long
-    as the model's training segments (config.json), at most its positions."""
-    trained = predictor.config.get("train", {}).get("mask", {})  # segments as long as the model trained on
-    n = int(trained.get("n", TEXT_MASK.n))
-    positions = int(predictor.config.get("model", {}).get("positions", 0) or 0)
-    n = min(n, positions) if positions else n
-    protocol = TextMasking(n=n, max_sets=cfg.max_sets or 2000, seed=cfg.seed)
-    ex = protocol.examples(data)
-    rows, cols, targets = ex.flat()
-    if len(targets) == 0:
-        raise ValueError(f"{data.path}: the test split has no in-vocabulary token to mask; nothing to evaluate")
-    t0 = time.time()
-    ranking = rank_masked(predictor.model, predictor.hashing, ex, cfg.depth, cfg.decode, max(1, cfg.batch_size // 8))
-    seconds = time.time() - t0
-    counts = np.asarray(data.counts)
-    bigram = np.char.find(np.array(data.vocab.strings, dtype=object)[targets].astype(str), SEPARATOR) >= 0
-    decile = frequency_deciles(counts[targets])
-    groups = ex.rows[rows]
-    per_method = {"model": target_ranks(ranking.ids.numpy(), targets)}
-    base_seconds = {}
-    if cfg.baselines:  # any baseline asked for (`eval --baselines none`: none): the two text baselines
-        t0 = time.time()
-        per_method["unigram"] = target_ranks(
-            np.broadcast_to(unigram_topk(counts, cfg.depth), (len(targets), cfg.depth)), targets)
-        base_seconds["unigram"] = time.time() - t0
-        t0 = time.time()
-        left, right = neighbours(ex)
-        per_method["bigram"] = target_ranks(BigramContext(data.train, counts).rank(left, right, cfg.depth), targets)
-        base_seconds["bigram"] = time.time() - t0
-    result = breakdown(per_method["model"], groups, bigram, decile)
-    edges = [int(np.min(counts[targets][decile == q])) for q in range(10) if (decile == q).any()]
-    result.update({
-        "examples": int(len(targets)), "rows": int(len(ex.rows)), "bigram_targets": int(bigram.sum()),
-        "decile_min_counts": edges,
-        **ranking.report(seconds),
-        "protocol": protocol.describe() | {"depth": cfg.depth, "decode": cfg.decode.settings()},
-        "baselines": {name: breakdown(per_method[name], groups, bigram, decile) | {"seconds": round(base_seconds[name], 2)}
-                      for name in base_seconds},
-    })
-    if return_ranks:
-        result["_ranks"] = per_method
-        result["_examples"] = ex
-    return result
+@dataclass
+class TextExamples:
+    """The masked tokens of the text protocol, with what its metrics split them by."""
+    masked: MaskedRows
+    targets: np.ndarray  # (M,) target ids in ex.flat() order (the order of rank_masked)
+    groups: np.ndarray  # (M,) the test row of each target: intervals resample whole rows
+    bigram: np.ndarray  # (M,) bool: the target is a bigram token
+    decile: np.ndarray  # (M,) frequency decile of the target, 0 = rarest
+    decile_min_counts: list[int]
 
 
-def format_text_report(result: dict) -> str:
-    """One row per method, then the splits by kind and by decile."""
-    rows = [("superbloom model", result)] + [(f"{k} baseline", v) for k, v in result["baselines"].items()]
-    cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
-    lines = [f"{'method':<18}" + "".join(f"{c:>9}" for c in cols) + "   rec@10 95% interval"]
-    for name, r in rows:
-        lines.append(f"{name:<18}" + "".join(f"{r[c]:>9.4f}" for c in cols) +
-                     f"   [{r['rec@10_lo']:.4f}, {r['rec@10_hi']:.4f}]")
-    for kind in ("unigram", "bigram"):
-        lines.append(f"{kind} targets ({result['by_kind'][kind]['examples']:,}): " + "; ".join(
-            f"{name} {r['by_kind'][kind]['rec@1']:.3f}/{r['by_kind'][kind]['rec@10']:.3f}/"
-            f"{r['by_kind'][kind]['rec@20']:.3f}" for name, r in rows) + "  (rec@1/10/20)")
-    lines.append("rec@10 by target frequency decile (rarest first): " + "; ".join(
-        f"{name} " + " ".join(f"{d['rec@10']:.2f}" for d in r["by_decile"]) for name, r in rows))
-    p = result["protocol"]
-    lines.append(f"{result['examples']:,} masked tokens in {result['rows']:,} test rows (segments of <= {p['n']} "
-                 f"tokens, {p['mask_rate']:.0%} masked in place, all fed as [MASK], seed {p['seed']}); nothing "
-                 "excluded from the rankings; [UNK] never a target; intervals resample whole rows.")
-    lines.append(f"decoding: {result['certified_exact']:.1%} of top-{p['depth']} answers certified exact, "
-                 f"mean beam {result['mean_beam']:.1f}, {result['queries_per_second']:,} masked tokens/s")
-    return "\n".join(lines)
+def _unigram(data: Dataset, ex: TextExamples, k: int) -> np.ndarray:
+    return np.broadcast_to(unigram_topk(np.asarray(data.counts), k), (len(ex.targets), k))
+
+
+def _bigram(data: Dataset, ex: TextExamples, k: int) -> np.ndarray:
+    left, right = neighbours(ex.masked)
+    return BigramContext(data.train, np.asarray(data.counts)).rank(left, right, k)
+
+
+TEXT_BASELINES = {"unigram": _unigram, "bigram": _bigram}  # name -> (data, examples, k) -> (M, k) ids
+
+
+class TextProtocol:
+    """The text protocol (module docstring) as an entry of the evaluation registry (protocols.py's
+    EvalProtocol hooks). cfg: evaluate.EvalConfig (max_sets, seed, depth, decode, batch_size are used;
+    any `baselines`: the two text baselines, none: no baseline); segments are as long as the model's
+    training segments (config.json), at most its positions."""
+    name = "text"
+    recall = "rec"
+    unit = "test rows"
+
+    def drawer(self, cfg, model_config: dict) -> TextMasking:
+        trained = model_config.get("train", {}).get("mask", {})  # segments as long as the model trained on
+        n = int(trained.get("n", TEXT_MASK.n))
+        positions = int(model_config.get("model", {}).get("positions", 0) or 0)
+        n = min(n, positions) if positions else n
+        return TextMasking(n=n, max_sets=cfg.max_sets or 2000, seed=cfg.seed)
+
+    def examples(self, data: Dataset, cfg, model_config: dict) -> TextExamples:
+        ex = self.drawer(cfg, model_config).examples(data)
+        rows, _, targets = ex.flat()
+        if len(targets) == 0:
+            raise ValueError(f"{data.path}: the test split has no in-vocabulary token to mask; nothing to evaluate")
+        counts = np.asarray(data.counts)
+        bigram = np.char.find(np.array(data.vocab.strings, dtype=object)[targets].astype(str), SEPARATOR) >= 0
+        decile = frequency_deciles(counts[targets])
+        edges = [int(np.min(counts[targets][decile == q])) for q in range(10) if (decile == q).any()]
+        return TextExamples(ex, targets, ex.rows[rows], bigram, decile, edges)
+
+    def targets(self, ex: TextExamples) -> np.ndarray:
+        return ex.targets
+
+    def groups(self, ex: TextExamples) -> np.ndarray:
+        return ex.groups
+
+    def rank_model(self, predictor, ex: TextExamples, cfg, progress: bool):
+        return rank_masked(predictor.model, predictor.hashing, ex.masked, cfg.depth, cfg.decode,
+                           max(1, cfg.batch_size // 8))
+
+    def baselines(self, cfg) -> tuple[str, ...]:
+        return tuple(TEXT_BASELINES) if cfg.baselines else ()  # `eval --baselines none`: none
+
+    def baseline_skipped(self, name: str, data: Dataset) -> str | None:
+        return None
+
+    def rank_baseline(self, name: str, data: Dataset, ex: TextExamples, cfg) -> np.ndarray:
+        return TEXT_BASELINES[name](data, ex, cfg.depth)
+
+    def summarize(self, ranks: np.ndarray, ex: TextExamples) -> dict:
+        return breakdown(ranks, ex.groups, ex.bigram, ex.decile)
+
+    def counts(self, ex: TextExamples) -> dict:
+        return {"examples": int(len(ex.targets)), "rows": int(len(ex.masked.rows)),
+                "bigram_targets": int(ex.bigram.sum()), "decile_min_counts": ex.decile_min_counts}
+
+    def settings(self, cfg, model_config: dict) -> dict:
+        return self.drawer(cfg, model_config).describe() | {"depth": cfg.depth, "decode": cfg.decode.settings()}
+
+    def report(self, result) -> str:
+        """One row per method, then the splits by kind and by decile."""
+        r, d = result.to_dict(), result.decoding
+        rows = [("superbloom model", result.model)] + [(f"{k} baseline", v) for k, v in result.baselines.items()]
+        cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
+        lines = [f"{'method':<18}" + "".join(f"{c:>9}" for c in cols) + "   rec@10 95% interval"]
+        for name, m in rows:
+            lines.append(f"{name:<18}" + "".join(f"{m[c]:>9.4f}" for c in cols) +
+                         f"   [{m['rec@10_lo']:.4f}, {m['rec@10_hi']:.4f}]")
+        for kind in ("unigram", "bigram"):
+            lines.append(f"{kind} targets ({r['by_kind'][kind]['examples']:,}): " + "; ".join(
+                f"{name} {m['by_kind'][kind]['rec@1']:.3f}/{m['by_kind'][kind]['rec@10']:.3f}/"
+                f"{m['by_kind'][kind]['rec@20']:.3f}" for name, m in rows) + "  (rec@1/10/20)")
+        lines.append("rec@10 by target frequency decile (rarest first): " + "; ".join(
+            f"{name} " + " ".join(f"{d['rec@10']:.2f}" for d in m["by_decile"]) for name, m in rows))
+        p = result.settings
+        lines.append(f"{r['examples']:,} masked tokens in {r['rows']:,} test rows (segments of <= {p['n']} "
+                     f"tokens, {p['mask_rate']:.0%} masked in place, all fed as [MASK], seed {p['seed']}); nothing "
+                     "excluded from the rankings; [UNK] never a target; intervals resample whole rows.")
+        lines.append(f"decoding: {d['certified_exact']:.1%} of top-{p['depth']} answers certified exact, "
+                     f"mean beam {d['mean_beam']:.1f}, {d['queries_per_second']:,} masked tokens/s")
+        return "\n".join(lines)
+
+
+TEXT = TextProtocol()

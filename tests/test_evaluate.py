@@ -1,0 +1,181 @@
+"""evaluate() over the protocol registry and its typed result (superbloom/evaluate.py, protocols.py): the
+JSON keys of each protocol as before the typed result, save/load, the head's variants with their
+ranks, protocol "auto" through the registry."""
+import contextlib
+import json
+import re
+
+import numpy as np
+import pytest
+
+import superbloom as sb
+from superbloom.cli import main
+from superbloom.evaluate import EvalConfig, EvalResult, evaluate, variant_key
+from superbloom.heads import head_config
+from superbloom.protocols import REGISTRY, resolve
+
+# today's keys, in order, of `eval --json` (read from the code before EvalResult)
+SETS_KEYS = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10", "examples", "targets_unseen", "sets_skipped",
+             "certified_exact", "mean_beam", "queries_per_second", "protocol", "baselines"]
+SETS_PROTOCOL = ["seed", "n", "targets_per_set", "depth", "decode", "context_excluded"]
+LOO_KEYS = ["hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi",
+            "examples", "targets_unseen", "targets_in_history", "empty_contexts", "history_ids_unseen",
+            "certified_exact", "mean_beam", "queries_per_second", "protocol", "baselines"]
+LOO_PROTOCOL = ["protocol", "split", "n", "exclude_history", "max_sets", "seed", "depth", "cooc_last",
+                "context_len_asked", "model_positions", "baselines_fitted_on", "decode"]
+TEXT_KEYS = ["rec@1", "rec@1_lo", "rec@1_hi", "rec@10", "rec@10_lo", "rec@10_hi", "rec@20", "rec@20_lo", "rec@20_hi",
+             "mrr", "ndcg@10", "by_kind", "by_decile", "examples", "rows", "bigram_targets", "decile_min_counts",
+             "certified_exact", "mean_beam", "queries_per_second", "protocol", "baselines"]
+TEXT_PROTOCOL = ["protocol", "n", "mask_rate", "max_sets", "seed", "masked_fed_as", "in_place", "context_excluded",
+                 "depth", "decode"]
+TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "8", "--quiet", "--threads", "1"]
+
+
+def same(a: EvalResult, b: EvalResult) -> bool:
+    arrays = ("ranks", "targets", "groups")
+    fields = [f for f in a.__dataclass_fields__ if f not in arrays]
+    return (all(getattr(a, f) == getattr(b, f) for f in fields) and list(a.ranks) == list(b.ranks)
+            and all(np.array_equal(a.ranks[m], b.ranks[m]) for m in a.ranks)
+            and np.array_equal(a.targets, b.targets)
+            and ((a.groups is None and b.groups is None) or np.array_equal(a.groups, b.groups)))
+
+
+@pytest.fixture(scope="module")
+def sets_result(tiny_predictor, wiki_data):
+    return evaluate(tiny_predictor, wiki_data, EvalConfig(max_sets=60, targets_per_set=2,
+                                                          baselines=("popularity", "cooccurrence")), progress=False)
+
+
+def test_sets_result_keeps_the_json_keys_and_has_the_ranks(sets_result):
+    r = sets_result
+    d = r.to_dict()
+    assert list(d) == SETS_KEYS and list(d["protocol"]) == SETS_PROTOCOL
+    assert list(d["baselines"]) == ["popularity", "cooccurrence"]
+    assert list(d["baselines"]["popularity"]) == ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10", "seconds"]
+    assert r.protocol == "sets" and r.head is None and r.variants == {}
+    assert list(r.ranks) == ["model", "popularity", "cooccurrence"]
+    e = d["examples"]
+    assert all(v.shape == (e,) for v in r.ranks.values()) and r.targets.shape == r.groups.shape == (e,)
+    assert d["rec@10"] == pytest.approx(np.mean((r.ranks["model"] > 0) & (r.ranks["model"] <= 10)))
+    assert json.loads(json.dumps(d)) == d  # plain JSON values
+    assert r.report().startswith("method") and "superbloom model" in r.report()
+
+
+def test_save_load_round_trip(sets_result, tmp_path):
+    sets_result.save(tmp_path / "r")
+    back = EvalResult.load(tmp_path / "r")
+    assert same(back, sets_result) and back.to_dict() == sets_result.to_dict()
+    assert back.report() == sets_result.report()
+    assert not same(back, EvalResult(**{**back.__dict__, "targets": back.targets + 1}))  # `same` can tell
+
+
+def test_ease_too_big_is_skipped_saying_why(tiny_predictor, wiki_data, monkeypatch):
+    from superbloom import baselines
+
+    monkeypatch.setitem(baselines.BASELINES, "ease", baselines.BaselineEntry(baselines.Ease, max_ids=100,
+                                                                             too_big="dense EASE"))
+    r = evaluate(tiny_predictor, wiki_data, EvalConfig(max_sets=20, baselines=("ease",)), progress=False)
+    assert r.baselines == {"ease": {"skipped": f"{wiki_data.n_ids:,} ids > 100 (dense EASE)"}}
+    assert "ease" not in r.ranks and re.search(rf"^ease +skipped: {wiki_data.n_ids:,} ids > 100", r.report(), re.M)
+
+
+@pytest.fixture(scope="module")
+def hybrid(wiki_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("hybrid") / "model"
+    sb.train(sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                            model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                            head=head_config("hybrid", neighbours=20, term="cooccurrence"),
+                            loop=sb.LoopConfig(steps=3, batch_size=32, eval_every=0)), progress=False)
+    pred = sb.load(out, threads=1)
+    pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
+    return pred
+
+
+def test_hybrid_result_has_each_variant_with_its_ranks(hybrid, wiki_data, tmp_path, monkeypatch):
+    cfg = EvalConfig(max_sets=40, baselines=("popularity",))
+    r = evaluate(hybrid, wiki_data, cfg, progress=False)
+    assert list(r.to_dict()) == SETS_KEYS + ["head", "network_only"]
+    assert list(r.ranks) == ["model", "network_only", "popularity"] and list(r.variants) == ["network_only"]
+    assert not np.array_equal(r.ranks["model"], r.ranks["network_only"])
+    assert r.variants["network_only"]["rec@10"] == pytest.approx(np.mean(np.isin(r.ranks["network_only"], range(1, 11))))
+    assert "network only" in r.report()
+    r.save(tmp_path / "h")
+    assert same(EvalResult.load(tmp_path / "h"), r)
+    # a head with a second variant ("term alone", as the hybrid may give): its row and ranks beside the first
+    head, before = hybrid.model.head, hybrid.model.head.variants
+    monkeypatch.setattr(head, "variants", lambda: {**before(), "term alone": contextlib.nullcontext()})
+    r2 = evaluate(hybrid, wiki_data, cfg, progress=False)
+    assert list(r2.variants) == ["network_only", "term_only"] and list(r2.to_dict())[-2:] == ["network_only", "term_only"]
+    assert np.array_equal(r2.ranks["term_only"], r2.ranks["model"])  # (here: the head unchanged)
+    assert "term only" in r2.report()
+    assert variant_key("network alone") == "network_only" and variant_key("term alone") == "term_only"
+
+
+@pytest.fixture(scope="module")
+def loo(tmp_path_factory):
+    d = tmp_path_factory.mktemp("loo")
+    rng = np.random.default_rng(1)
+    lines = [f"u{u} " + " ".join(f"i{(rng.integers(25) + 3 * j) % 25}" for j in range(rng.integers(3, 12)))
+             for u in range(40)]
+    (d / "seq.txt").write_text("\n".join(lines) + "\n")
+    assert main(["prepare", str(d / "seq.txt"), "--format", "lines", "--split", "leave-one-out", "--out",
+                 str(d / "data")]) == 0
+    assert main(["train", str(d / "data"), "--out", str(d / "model"), "--steps", "2", "--positions", "16",
+                 "--alpha", "2", "--m", "2", *TINY]) == 0
+    return sb.Dataset(d / "data"), sb.load(d / "model", threads=1)
+
+
+def test_leave_one_out_keys_and_auto(loo, tmp_path):
+    data, model = loo
+    assert resolve("auto", data).name == "leave-one-out"
+    r = evaluate(model, data, EvalConfig(baselines=("popularity", "cooccurrence")), progress=False)
+    d = r.to_dict()
+    assert list(d) == LOO_KEYS and list(d["protocol"]) == LOO_PROTOCOL and r.protocol == "leave-one-out"
+    assert d["protocol"]["n"] == 15 and r.groups is None  # 16 positions: 15 context ids; users are the groups
+    assert list(d["baselines"]["cooccurrence"])[-1] == "seconds" and "hr@10_lo" in d["baselines"]["cooccurrence"]
+    assert r.entry.recall == "hr" and r.entry.unit == "users"
+    r.save(tmp_path / "s")
+    assert same(EvalResult.load(tmp_path / "s"), r)
+    with pytest.raises(ValueError, match="--protocol leave-one-out"):
+        evaluate(model, data, EvalConfig(protocol="sets"), progress=False)
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    from superbloom.text.prepare import TextPrepareConfig, prepare_text
+
+    d = tmp_path_factory.mktemp("text")
+    (d / "corpus").mkdir()
+    rng = np.random.default_rng(0)
+    words = ["miles davis", "played", "jazz", "in", "paris", "new york", "with", "john coltrane", "the", "band"]
+    for i in range(30):
+        (d / "corpus" / f"doc{i}.txt").write_text(" ".join(
+            " ".join(rng.choice(words, 6)) + " ." for _ in range(8)) + "\n")
+    prepare_text(TextPrepareConfig((str(d / "corpus"),), str(d / "data"), vocab_size=1000, segment=16,
+                                   test_fraction=0.2), progress=False)
+    assert main(["train", str(d / "data"), "--out", str(d / "model"), "--objective", "text-mlm", "--steps", "2",
+                 "--eval-every", "0", "--segment", "16", "--positions", "16", "--alpha", "4", "--m", "2", *TINY]) == 0
+    return sb.Dataset(d / "data"), sb.load(d / "model", threads=1)
+
+
+def test_text_keys_auto_and_groups(text, tmp_path):
+    data, model = text
+    assert resolve("auto", data).name == "text"
+    r = evaluate(model, data, EvalConfig(), progress=False)
+    d = r.to_dict()
+    assert list(d) == TEXT_KEYS and list(d["protocol"]) == TEXT_PROTOCOL and r.protocol == "text"
+    assert list(d["baselines"]) == ["unigram", "bigram"] and list(r.ranks) == ["model", "unigram", "bigram"]
+    assert len(r.groups) == d["examples"] and len(np.unique(r.groups)) == d["rows"]  # grouped by test row
+    assert r.entry.unit == "test rows" and "masked tokens/s" in r.report()
+    r.save(tmp_path / "t")
+    assert same(EvalResult.load(tmp_path / "t"), r)
+    assert evaluate(model, data, EvalConfig(baselines=()), progress=False).baselines == {}
+
+
+def test_registry_names_and_errors(wiki_data):
+    assert set(REGISTRY) == {"sets", "leave-one-out", "text"}
+    assert resolve("auto", wiki_data).name == "sets"
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        EvalConfig(protocol="nope")
+    with pytest.raises(ValueError, match="unknown protocol"):
+        resolve("nope", wiki_data)
