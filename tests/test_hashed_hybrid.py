@@ -44,7 +44,7 @@ def random_head(rng, alpha, m, neighbours=6, d=8):
     with torch.no_grad():
         head.bias.copy_(torch.from_numpy(rng.normal(0, 1, h.n_tokens)).float())
     lens = rng.integers(0, neighbours + 1, N)
-    cols = np.concatenate([np.sort(rng.choice(N, n, replace=False)) for n in lens]).astype(np.int64)
+    cols = np.concatenate([np.sort(rng.choice(N, n, replace=False)) for n in lens]).astype(np.int32)
     head.indptr = torch.from_numpy(np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
     head.cols = torch.from_numpy(cols)
     head.values = torch.from_numpy(rng.normal(0, 2, len(cols))).float()

@@ -40,7 +40,7 @@ Validation (`choose`): one network pass for every candidate (mix, decay): the lo
 Algorithm 1 on the untouched ids are computed once per query batch, the term once per decay, and
 each candidate only re-scores the touched ids and merges; mix 0 is the plain superbloom ranking.
 
-Storage: the pattern (indptr (N + 1,), cols (nnz,)), its values (nnz,), mix () and decay () are
+Storage: the pattern (indptr (N + 1,) int64, cols (nnz,) int32), its values (nnz,) float32, mix () and decay () are
 buffers of the model (model.safetensors); a model is built with an empty pattern and takes the saved
 one's size when its weights are loaded, so load, resume and serve need nothing new.
 """
@@ -178,7 +178,7 @@ class HashedHybridHead(SuperbloomHead):
         super().__init__(embedding, hashing, cfg, counts)
         self.n_ids = hashing.n_ids
         self.register_buffer("indptr", torch.zeros(self.n_ids + 1, dtype=torch.long))
-        self.register_buffer("cols", torch.zeros(0, dtype=torch.long))
+        self.register_buffer("cols", torch.zeros(0, dtype=torch.int32))  # ids < 2^31: half of int64
         self.register_buffer("values", torch.zeros(0))
         self.register_buffer("mix", torch.zeros(()))
         self.register_buffer("decay", torch.ones(()))
@@ -192,7 +192,7 @@ class HashedHybridHead(SuperbloomHead):
         indptr, cols, values = self._build_term(sets)
         dev = self.bias.device
         self.indptr = torch.from_numpy(np.ascontiguousarray(indptr, np.int64)).to(dev)
-        self.cols = torch.from_numpy(np.ascontiguousarray(cols, np.int64)).to(dev)
+        self.cols = torch.from_numpy(np.ascontiguousarray(cols, np.int32)).to(dev)
         self.values = torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(dev)
         self.mix = torch.zeros((), device=dev)
         self.decay = torch.ones((), device=dev)
