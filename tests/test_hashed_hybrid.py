@@ -13,6 +13,7 @@ from safetensors.torch import save_model
 
 import superbloom as sb
 from superbloom.baselines import Cooccurrence
+from superbloom.batches import MaskConfig
 from superbloom.checkpoint import load_weights
 from superbloom.dataset import SetArray
 from superbloom.decode import DecodeConfig, decode_topk
@@ -24,6 +25,8 @@ from superbloom.model import ModelConfig, build_model
 from superbloom.neighbours import cooccurrence_neighbours
 from superbloom.predictor import rank_contexts
 from superbloom.ranking import NEG_INF, combine
+
+from conftest import DEVICES
 
 N = 40
 MODEL = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.0)
@@ -100,13 +103,14 @@ def assert_is_top_k(r, scores, order, k, rows):
 CASES = st.sampled_from([(1, 1), (2, 2), (3, 2), (4, 3), (2, 3)])
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10**6), CASES, st.integers(1, 8), st.sampled_from([0.5, 1.0, 3.0, 30.0]),
        st.sampled_from([1.0, 0.5]), st.sampled_from(["sum_log", "min", "max"]), st.booleans(),
        st.sampled_from([None, 1, 2, 4]), st.booleans())
-def test_the_merge_is_the_exhaustive_top_k(seed, hashing, k, mix, decay, score, exact, beam, exclude_more):
+def test_the_merge_is_the_exhaustive_top_k(device, seed, hashing, k, mix, decay, score, exact, beam, exclude_more):
     rng = np.random.default_rng(seed)
-    head = random_head(rng, *hashing)
+    head = random_head(rng, *hashing).to(device)
     q = 5
     context = torch.from_numpy(rng.integers(-1, N, (q, 4))).long()
     context[0] = -1  # an empty context: nothing touched
@@ -114,23 +118,25 @@ def test_the_merge_is_the_exhaustive_top_k(seed, hashing, k, mix, decay, score, 
     if exclude_more:
         exclude = torch.cat([exclude, torch.from_numpy(rng.integers(-1, N, (q, 3)))], 1)
     hidden = torch.from_numpy(rng.normal(0, 1, (q, head.m, 8))).float()
+    context, exclude, hidden = context.to(device), exclude.to(device), hidden.to(device)
     head.mix.fill_(mix), head.decay.fill_(decay)
     cfg = DecodeConfig(beam=beam, exact=exact, score=score)
-    r = head.topk(hidden, k, exclude, cfg, context)
-    scores, order, _ = exhaustive(head, hidden, context, exclude, mix, decay, score)
-    if exact:
-        assert bool(r.exact.all())
-    assert_is_top_k(r, scores, order, k, [i for i in range(q) if r.exact[i]])  # a certified answer is exact
+    r = head.topk(hidden, k, exclude, cfg, context).cpu()
     # the variants: the network alone is the superbloom head's own ranking; the term alone, exactly ranked
     v = head.variants()
     assert set(v) == {"network alone", "term alone"}
     with v["network alone"]:
-        pure = head.topk(hidden, k, exclude, cfg, context)
-    plain = decode_topk(head.log_probs(hidden), head.buckets, head.inverse, k, exclude, cfg)
-    assert torch.equal(pure.ids, plain.ids) and torch.equal(pure.exact, plain.exact)
+        pure = head.topk(hidden, k, exclude, cfg, context).cpu()
+    plain = decode_topk(head.log_probs(hidden), head.buckets, head.inverse, k, exclude, cfg).cpu()
     with v["term alone"]:
-        alone = head.topk(hidden, k, exclude, DecodeConfig(exact=True, score=score), context)
+        alone = head.topk(hidden, k, exclude, DecodeConfig(exact=True, score=score), context).cpu()
     assert float(head.mix) == mix and not head._term_alone  # restored
+    head, hidden, context, exclude = head.cpu(), hidden.cpu(), context.cpu(), exclude.cpu()  # references: CPU
+    scores, order, _ = exhaustive(head, hidden, context, exclude, mix, decay, score)
+    if exact:
+        assert bool(r.exact.all())
+    assert_is_top_k(r, scores, order, k, [i for i in range(q) if r.exact[i]])  # a certified answer is exact
+    assert torch.equal(pure.ids, plain.ids) and torch.equal(pure.exact, plain.exact)
     term, order, _ = exhaustive(head, hidden, context, exclude, mix, decay, score, term_alone=True)
     assert bool(alone.exact.all())
     assert_is_top_k(alone, term, order, k, range(q))
@@ -248,3 +254,26 @@ def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
     assert exact.exact  # the certificate, with decode exact
     if pred.exact:  # a certified approximate answer is the exact one
         assert [s for _, s in exact.items] == pytest.approx([s for _, s in pred.items])
+
+
+def test_a_sequence_objective_trains_it_and_chooses_mix_and_decay(tmp_path):
+    rng = np.random.default_rng(0)  # each user walks item i -> i + 1 (mod 20): order is everything
+    lines = [f"u{u} " + " ".join(f"i{(s + j) % 20}" for j in range(n))
+             for u, s, n in zip(range(200), rng.integers(20, size=200), rng.integers(4, 10, size=200))]
+    (tmp_path / "seq.txt").write_text("\n".join(lines) + "\n")
+    sb.prepare(sb.PrepareConfig(str(tmp_path / "seq.txt"), str(tmp_path / "d"), read=sb.ReadConfig(format="lines"),
+                                split="leave-one-out"), progress=False)
+    cfg = sb.TrainConfig(data=str(tmp_path / "d"), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=2, m=2),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12, causal=True),
+                         mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),
+                         head=head_config("hashed-hybrid", neighbours=4, term="transition"), objective="next-item",
+                         loop=sb.LoopConfig(steps=30, batch_size=32, eval_every=15, threads=1, checkpoint_every=1e9))
+    out = sb.train(cfg, progress=False)
+    val = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
+    assert len(val) >= 2 and all(r["val_item_term"] == "transition" and "val_item_decay" in r for r in val)
+    assert all(r["val_ndcg@10"] >= r["val_pure_ndcg@10"] for r in val)  # mix 0 is a candidate
+    model = sb.load(out, threads=1)
+    best = max(val, key=lambda r: r["val_ndcg@10"])
+    assert float(model.model.head.mix) == best["val_item_mix"]
+    assert float(model.model.head.decay) == pytest.approx(best["val_item_decay"])
+    assert len(model.predict(["i1", "i2", "i3"], 5).items) == 5
