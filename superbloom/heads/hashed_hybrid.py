@@ -40,6 +40,11 @@ Validation (`choose`): one network pass for every candidate (mix, decay): the lo
 Algorithm 1 on the untouched ids are computed once per query batch, the term once per decay, and
 each candidate only re-scores the touched ids and merges; mix 0 is the plain superbloom ranking.
 
+Measured (benchmarks/results/hashed_hybrid_topk.md: 283K ids, alpha 16, m 2, 200 neighbours, 256
+queries of 10 context ids, k 10, random weights, one shared CPU core): 0.18 s CPU against 0.14 s for
+Algorithm 1 alone (approximate; certified 74% against 0%), 0.34 against 0.22 s (exact). The term's
+build: neighbours.py.
+
 Storage: the pattern (indptr (N + 1,) int64, cols (nnz,) int32), its values (nnz,) float32, mix () and decay () are
 buffers of the model (model.safetensors); a model is built with an empty pattern and takes the saved
 one's size when its weights are loaded, so load, resume and serve need nothing new.
@@ -187,7 +192,9 @@ class HashedHybridHead(SuperbloomHead):
         self._term_alone = False  # the "term alone" variant, inside its `with`
 
     def fit(self, sets, ordered: bool = False) -> dict:
-        """The item-item term from the training sets (a fresh run, before training); mix 0, decay 1."""
+        """The item-item term from the training sets (a fresh run, before training); mix 0, decay 1.
+        `ordered` changes nothing: one term is built (term auto never builds the hybrid's second,
+        transition term on ordered data; ask for term transition). -> what config.json records."""
         t0 = time.time()
         indptr, cols, values = self._build_term(sets)
         dev = self.bias.device
