@@ -94,14 +94,15 @@ def hybrid(wiki_data, tmp_path_factory):
 def test_hybrid_result_has_each_variant_with_its_ranks(hybrid, wiki_data, tmp_path, monkeypatch):
     cfg = EvalConfig(max_sets=40, baselines=("popularity",))
     r = evaluate(hybrid, wiki_data, cfg, progress=False)
-    assert list(r.to_dict()) == SETS_KEYS + ["head", "network_only"]
-    assert list(r.ranks) == ["model", "network_only", "popularity"] and list(r.variants) == ["network_only"]
+    assert list(r.to_dict()) == SETS_KEYS + ["head", "network_only", "term_only"]
+    assert list(r.ranks) == ["model", "network_only", "term_only", "popularity"]
+    assert list(r.variants) == ["network_only", "term_only"]
     assert not np.array_equal(r.ranks["model"], r.ranks["network_only"])
     assert r.variants["network_only"]["rec@10"] == pytest.approx(np.mean(np.isin(r.ranks["network_only"], range(1, 11))))
     assert "network only" in r.report()
     r.save(tmp_path / "h")
     assert same(EvalResult.load(tmp_path / "h"), r)
-    # a head with a second variant ("term alone", as the hybrid may give): its row and ranks beside the first
+    # a variant replaced (here by the head itself): its row and ranks follow what the hook gives
     head, before = hybrid.model.head, hybrid.model.head.variants
     monkeypatch.setattr(head, "variants", lambda: {**before(), "term alone": contextlib.nullcontext()})
     r2 = evaluate(hybrid, wiki_data, cfg, progress=False)

@@ -20,6 +20,9 @@ choose, variants, describe, fixed_weights (base.py).
   hybrid        hybrid.py        the full softmax plus a sparse learned item-item term over the context
                                  (issue 16: a linear item-item term only as its own, named head); its
                                  topk scores with the context ids (`uses_context`); itemitem.py
+  hashed-hybrid hashed_hybrid.py the superbloom head plus the same kind of item-item term, at any hashing
+                                 (millions of ids): exact top-k by Algorithm 1 on the ids the term does
+                                 not touch, merged with the touched ids scored exactly
 
 Each head has its own small frozen config (`SuperbloomConfig`, `FullConfig`, `SampledConfig`,
 `HierarchicalConfig`, `HybridConfig`), saved in config.json as {"name": ..., its fields}. The heads that are not
@@ -40,12 +43,13 @@ import torch.nn as nn
 from ..hashing import BloomHash
 from .base import HeadBase
 from .full import FullConfig, FullHead
+from .hashed_hybrid import HashedHybridConfig, HashedHybridHead
 from .hierarchical import TREES, HierarchicalConfig, HierarchicalHead
 from .hybrid import HybridConfig, HybridHead
 from .sampled import PROPOSALS, SampledConfig, SampledHead
 from .superbloom import SuperbloomConfig, SuperbloomHead
 
-HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig]
+HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
 
 
 Head = HeadBase  # the interface every output head implements (base.py)
@@ -56,6 +60,7 @@ HEADS: dict[str, tuple[type, type]] = {  # name -> (config class, head class)
     "sampled": (SampledConfig, SampledHead),
     "hierarchical": (HierarchicalConfig, HierarchicalHead),
     "hybrid": (HybridConfig, HybridHead),
+    "hashed-hybrid": (HashedHybridConfig, HashedHybridHead),
 }
 
 # settings of the single HeadConfig that config.json files written before the heads package carry
@@ -102,6 +107,6 @@ def build_head(cfg: HeadConfig, embedding: nn.Embedding, hashing: BloomHash, cou
     return HEADS[cfg.name][1](embedding, hashing, cfg, counts)
 
 
-__all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig",
+__all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig",
            "HierarchicalHead", "HybridConfig", "HybridHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head",
            "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]
