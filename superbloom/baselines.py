@@ -16,7 +16,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .als import ALS
+from .cooccur_index import CoocCosine, CoocCount, CoocIdf
 from .dataset import SetArray
+from .item2vec import Item2Vec
 
 EASE_MAX_IDS = 25_000
 SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
@@ -177,7 +180,10 @@ class PureSVD(Baseline):
         return (_context_matrix(contexts, self.n_ids) @ self.v) @ self.v.T
 
 
-BASELINES = {"popularity": Popularity, "cooccurrence": Cooccurrence, "ease": Ease, "puresvd": PureSVD}
+BASELINES = {"popularity": Popularity, "cooccurrence": Cooccurrence, "ease": Ease, "puresvd": PureSVD,
+             "cooc-count": CoocCount, "cooc-idf": CoocIdf, "cooc-cosine": CoocCosine,  # cooccur_index.py: millions of ids
+             "item2vec": Item2Vec,  # item2vec.py (gensim)
+             "als": ALS}  # als.py (implicit)
 
 
 def fit_baseline(name: str, train: SetArray, n_ids: int) -> Baseline:
