@@ -35,8 +35,8 @@ Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~7 ar
 counts, popularity order and rank, a, b): 56 N bytes. At the paper's Wikipedia size (5.3M ids, 462M
 links, ~5M sets) that is 3.7 + 0.08 + 0.30 GB = ~4.1 GB steady, ~4.6 GB more while building (a copy of
 the ids and one byte per link for each of scipy's two matrices). Per batch: ~40 bytes per gathered
-candidate entry (at most CANDIDATE_BUDGET, or one query's own reach when that is larger) and, on the
-bincount path, 8 bytes per (query, id) of the batch (at most DENSE_ENTRIES).
+candidate entry gathered at once (at most CANDIDATE_BUDGET: a query that gathers more is summed in
+chunks) and, on the bincount path, 8 bytes per (query, id) of the batch (at most DENSE_ENTRIES).
 """
 from __future__ import annotations
 
@@ -145,17 +145,35 @@ class CooccurIndex:
         uk, inv = np.unique(keys, return_inverse=True)
         w = np.bincount(inv.reshape(-1), a[ctx][own], minlength=len(uk))  # (U,) w_s per (query, set)
         qs, sets = np.divmod(uk, self.n_sets)
-        pos, own = _ragged(self.set_ptr, sets)  # the ids of those sets
-        keys = qs[own] * self.n_ids + self.set_ids[pos]  # (T,) (query, candidate)
-        weights = w[own]
+        lens = self.set_ptr[sets + 1] - self.set_ptr[sets]  # (U,) candidate entries of each (query, set)
+        cum = np.concatenate([[0], np.cumsum(lens)])
+        cuts = [0]  # chunks of (query, set) pairs gathering <= CANDIDATE_BUDGET entries (one pair at least)
+        while cuts[-1] < len(sets):
+            nxt = int(np.searchsorted(cum, cum[cuts[-1]] + CANDIDATE_BUDGET, "right")) - 1
+            cuts.append(min(max(nxt, cuts[-1] + 1), len(sets)))
         size = n_q * self.n_ids
-        if size <= DENSE_ENTRIES and size <= 8 * len(keys):  # dense accumulator: no sort
-            acc = np.bincount(keys, weights, minlength=size)
+        dense = size <= DENSE_ENTRIES and (size <= 8 * int(cum[-1]) or len(cuts) > 2)
+        acc = np.zeros(size) if dense else None
+        parts = []
+        for c0, c1 in zip(cuts[:-1], cuts[1:]):
+            pos, own = _ragged(self.set_ptr, sets[c0:c1])  # the ids of those sets
+            keys = qs[c0:c1][own] * self.n_ids + self.set_ids[pos]  # (T,) (query, candidate)
+            weights = w[c0:c1][own]
+            if dense and len(cuts) == 2:
+                acc = np.bincount(keys, weights, minlength=size)
+            elif dense:  # the same sums, in the same order, as one bincount over all chunks
+                np.add.at(acc, keys, weights)
+            else:
+                uk, inv = np.unique(keys, return_inverse=True)
+                parts.append((uk, np.bincount(inv.reshape(-1), weights, minlength=len(uk))))
+        if dense:
             uk = np.flatnonzero(acc)  # every weight is > 0, so these are the touched pairs
             sums = acc[uk]
-        else:
-            uk, inv = np.unique(keys, return_inverse=True)
-            sums = np.bincount(inv.reshape(-1), weights, minlength=len(uk))
+        elif len(parts) == 1:
+            uk, sums = parts[0]
+        else:  # partial sums of several chunks (more than DENSE_ENTRIES ids and one huge query only)
+            uk, inv = np.unique(np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]), return_inverse=True)
+            sums = np.bincount(inv.reshape(-1), np.concatenate([p[1] for p in parts] or [np.zeros(0)]), minlength=len(uk))
         qq, cand = np.divmod(uk, self.n_ids)
         qptr = np.searchsorted(qq, np.arange(n_q + 1))
         return qptr, cand, sums * b[cand]

@@ -105,15 +105,23 @@ def test_exclusion_ties_and_fill():
     assert (index.rank(np.array([[0, 2]]), None, 10, "count") == -1).sum() == 2  # 10 ids, 2 in the context
 
 
-def test_batches_do_not_change_the_ranking(monkeypatch):
+@pytest.mark.parametrize("budget,dense,weight", [(5, 16 << 20, "cosine"), (8 << 20, 0, "cosine"), (5, 0, "count")])
+def test_batches_and_chunks_do_not_change_the_ranking(monkeypatch, budget, dense, weight):
+    """One query per batch summed in chunks (np.add.at), the np.unique path, and both (partial sums
+    merged: exact only for integer counts) rank as the default (one batch, one bincount)."""
     import superbloom.cooccur_index as ci
 
     train, contexts = tiny(6, n_queries=60)
     index = CooccurIndex(train, N)
-    whole = index.rank(contexts, None, 10, "cosine")
-    monkeypatch.setattr(ci, "CANDIDATE_BUDGET", 5)  # one query per batch, and the np.unique path
-    monkeypatch.setattr(ci, "DENSE_ENTRIES", 0)
-    np.testing.assert_array_equal(index.rank(contexts, None, 10, "cosine"), whole)
+    whole = index.rank(contexts, None, 10, weight)
+    monkeypatch.setattr(ci, "CANDIDATE_BUDGET", budget)
+    monkeypatch.setattr(ci, "DENSE_ENTRIES", dense)
+    np.testing.assert_array_equal(index.rank(contexts, None, 10, weight), whole)
+    ids, s = index.touched(contexts[1], weight)
+    monkeypatch.undo()
+    ids0, s0 = index.touched(contexts[1], weight)
+    np.testing.assert_array_equal(ids, ids0)
+    np.testing.assert_array_equal(s, s0)
 
 
 def test_table_topk_equals_brute_force_with_ties():
