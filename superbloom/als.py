@@ -89,9 +89,11 @@ class ALS:
             return np.ones(x.nnz, np.float32)
         k1, b = self.config.bm25_k1, self.config.bm25_b
         norm = (1.0 - b) + b * self.df / self.mean_df  # (N,) per id
-        idf = np.log(float(self.n_ids)) - np.log1p(np.diff(x.indptr).astype(np.float64))  # (S,) per set
-        rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
-        return ((k1 + 1.0) / (k1 * norm[x.indices] + 1.0) * idf[rows]).astype(np.float32)
+        per_id = ((k1 + 1.0) / (k1 * norm + 1.0)).astype(np.float32)  # (N,)
+        idf = (np.log(float(self.n_ids)) - np.log1p(np.diff(x.indptr).astype(np.float64))).astype(np.float32)  # (S,)
+        values = per_id[x.indices]  # (nnz,) float32: 4 bytes a link, and one more array like it below
+        values *= np.repeat(idf, np.diff(x.indptr))
+        return values
 
     def query_factors(self, contexts: np.ndarray) -> np.ndarray:
         """(Q, c) context ids (-1 padded) -> (Q, f): each context folded in as a new set."""

@@ -31,12 +31,14 @@ gathers (bounded by `reach`, the sum of the context ids' sets' lengths) under `C
 Registry entries for baselines.BASELINES: `cooc-count`, `cooc-idf`, `cooc-cosine` (one class each,
 `fit(train, n_ids)` -> the fitted baseline, whose `rank(contexts, exclude, k)` gives (Q, k) ids).
 
-Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~7 arrays of N (df, reach,
-counts, popularity order and rank, a, b): 56 N bytes. At the paper's Wikipedia size (5.3M ids, 462M
-links, ~5M sets) that is 3.7 + 0.08 + 0.30 GB = ~4.1 GB steady, ~4.6 GB more while building (a copy of
-the ids and one byte per link for each of scipy's two matrices). Per batch: ~40 bytes per gathered
-candidate entry gathered at once (at most CANDIDATE_BUDGET: a query that gathers more is summed in
-chunks) and, on the bincount path, 8 bytes per (query, id) of the batch (at most DENSE_ENTRIES).
+Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~6 int64 arrays of N (df,
+reach, the popularity order and rank, a, b). Building holds ~10 L bytes at its peak (scipy's copy of
+the ids and its transpose, one byte per link for each matrix's data). Measured: 4.49M links, 52K sets,
+200K ids: +61 MB kept, +80 MB at the peak of the build. At the paper's Wikipedia size (5.3M ids, 462M
+links, ~5M sets): ~4.0 GB kept, ~5 GB while building (estimated from these sizes, not run). Ranking
+adds ~40 bytes per candidate entry gathered at once (at most CANDIDATE_BUDGET: ~0.3 GB; a query that
+gathers more is summed in chunks) and the dense accumulator, 8 bytes per (query, id) of a batch (at
+most DENSE_ENTRIES: 128 MB); measured +0.11 GB at 200K ids.
 """
 from __future__ import annotations
 
@@ -97,9 +99,9 @@ class CooccurIndex:
     def __init__(self, train: SetArray, n_ids: int):
         self.n_ids = n_ids
         self.n_sets = len(train)
-        ids = np.array(train.ids, dtype=np.int32)  # a writable copy: scipy sorts each set in place
-        x = sp.csr_matrix((np.ones(len(ids), bool), ids, np.asarray(train.offsets)), shape=(self.n_sets, n_ids))
-        del ids
+        # copy=True: scipy's own copy of the ids (it sorts each set in place) is the only one made
+        x = sp.csr_matrix((np.ones(len(train.ids), bool), np.asarray(train.ids, np.int32), np.asarray(train.offsets)),
+                          shape=(self.n_sets, n_ids), copy=True)
         x.sum_duplicates()  # an id repeated within a set counts once
         self.set_ptr = x.indptr.astype(np.int64)  # (S + 1,)
         self.set_ids = x.indices.astype(np.int32, copy=False)  # (L,) ids of each set
@@ -115,7 +117,7 @@ class CooccurIndex:
         self.poprank[self.order] = np.arange(n_ids)
         self.reach = self._reach()
 
-    def _reach(self, step: int = 1 << 24) -> np.ndarray:
+    def _reach(self, step: int = 1 << 20) -> np.ndarray:
         """(N,) int64: for each id, the summed length of its sets (the candidate entries it gathers)."""
         lens = np.diff(self.set_ptr)
         reach = np.zeros(self.n_ids, np.int64)

@@ -183,3 +183,20 @@ def test_als():
     x = train.incidence(N)
     ref = bm25_weight(x.T.tocsr(), K1=100, B=0.8).T.tocsr()  # implicit's own BM25, ids x sets
     np.testing.assert_allclose(ALS(train, N, ALSConfig(factors=8, iterations=1))._values(x), ref.data, rtol=1e-5)
+
+
+def test_als_fold_in_reproduces_the_training_sets_factors():
+    """A training set given as a query gets (nearly) its own fitted factors: the fold-in solves the
+    same normal equations exactly where fitting ran 3 conjugate-gradient steps."""
+    pytest.importorskip("implicit")
+    from superbloom.als import ALS, ALSConfig
+
+    train, _ = tiny(10)
+    contexts = np.full((len(train), int(train.lengths.max())), -1, np.int64)
+    for s in range(len(train)):
+        contexts[s, :train.lengths[s]] = train[s]
+    for conf in ("bm25", "plain"):
+        base = ALS(train, N, ALSConfig(factors=8, iterations=5, confidence=conf))
+        folded = base.query_factors(contexts)
+        assert np.corrcoef(folded.ravel(), base.model.user_factors.ravel())[0, 1] > 0.99
+        assert not np.allclose(folded[:5], folded[5:10])  # different sets, different factors

@@ -13,16 +13,17 @@ every baseline and any model evaluated with the same settings sees the very same
 
 Each baseline runs in its own fresh Python process (this script with --worker), so its peak RSS
 (getrusage ru_maxrss) is its own: `peak_rss_gb` is the whole process (interpreter, NumPy, the
-memory-mapped dataset pages it touched, the examples) and `fit_rss_gb` the growth over the RSS
-before fitting. `query_s` is wall seconds per query, `query_cpu_s` CPU seconds per query (all
+memory-mapped dataset pages it touched, the examples), `fit_rss_gb` the growth of the peak over the
+RSS before fitting, up to the end of the fit, and `query_rss_gb` the further growth while ranking
+(the per-batch temporaries). `query_s` is wall seconds per query, `query_cpu_s` CPU seconds per query (all
 threads). Results: benchmarks/results/scale/NAME.{json,md}, with the machine and the load average.
 
-Memory at the paper's size (5.3M ids, 462M training links, ~5M sets; see each module's docstring):
-cooc-* ~4.1 GB steady (two int32 CSRs of the links, 8 bytes per link, plus ~56 bytes per id), ~8.7 GB
-while building; item2vec ~2.9 GB kept, ~3.7 GB while training (gensim's two 5.3M x 64 float32
-layers and its vocabulary dict); als ~10 GB while fitting (the float32 confidence matrix and its
-transpose, 8 bytes per link each, plus the factors), 1.4 GB kept. All within 24 GB. Not run at that
-size yet.
+Memory at the paper's size (5.3M ids, 462M training links, ~5M sets), estimated from each module's
+data structures (see their docstrings), not run: cooc-* ~4.0 GB kept (two int32 CSRs of the links,
+8 bytes per link, plus ~50 bytes per id), ~5 GB while building, +0.45 GB while ranking; item2vec
+~2.9 GB kept, ~4 GB while training (gensim's two 5.3M x 64 float32 layers and its vocabulary);
+als ~10 GB while fitting (the float32 confidence matrix and its transpose, 8 bytes per link each, and
+the two factor tables), 1.4 GB kept. All within 24 GB.
 """
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ def worker(args) -> None:
     t, c = time.perf_counter(), time.process_time()
     base = fit(args.worker, data, args)
     fit_s, fit_cpu = time.perf_counter() - t, time.process_time() - c
+    fit_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB on Linux
     t, c = time.perf_counter(), time.process_time()
     top = base.rank(ex.contexts, ex.exclude, args.depth)
     query_s, query_cpu = time.perf_counter() - t, time.process_time() - c
@@ -103,7 +105,8 @@ def worker(args) -> None:
     e = max(1, len(ex.targets))
     (Path(args.out) / "timing.json").write_text(json.dumps({
         "fit_s": round(fit_s, 3), "fit_cpu_s": round(fit_cpu, 3), "query_s": query_s / e, "query_cpu_s": query_cpu / e,
-        "peak_rss_gb": round(peak, 3), "fit_rss_gb": round(peak - rss0, 3)}))
+        "peak_rss_gb": round(peak, 3), "fit_rss_gb": round(fit_peak - rss0, 3),
+        "query_rss_gb": round(peak - fit_peak, 3)}))
 
 
 def run_one(name: str, args) -> dict:
@@ -164,18 +167,18 @@ def main():
               f"{result['train_links']:,} training links; {result['examples']:,} examples "
               f"({result['targets_unseen']} targets unseen in training), context ids excluded; "
               f"{args.threads} thread(s).\n")
-    md.append("| baseline | rec@1 | rec@10 [95%] | rec@20 | fit s | query ms | query CPU ms | peak RSS GB | fit RSS GB |")
-    md.append("|---|---|---|---|---|---|---|---|---|")
+    md.append("| baseline | rec@1 | rec@10 [95%] | rec@20 | fit s | query ms | query CPU ms | peak RSS GB | fit RSS GB | query RSS GB |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
         if "rec@10" not in r:
-            md.append(f"| {name} | {r.get('skipped') or r.get('failed')} ||||||||")
+            md.append(f"| {name} | {r.get('skipped') or r.get('failed')} |||||||||")
             continue
         md.append(f"| {name} | {r['rec@1']:.4f} | {r['rec@10']:.4f} [{r['rec@10_lo']:.4f}, {r['rec@10_hi']:.4f}] | "
                   f"{r['rec@20']:.4f} | {r['fit_s']:.2f} | {1e3 * r['query_s']:.2f} | {1e3 * r['query_cpu_s']:.2f} | "
-                  f"{r['peak_rss_gb']:.2f} | {r['fit_rss_gb']:.2f} |")
+                  f"{r['peak_rss_gb']:.2f} | {r['fit_rss_gb']:.2f} | {r['query_rss_gb']:.2f} |")
     md.append("")
     md.append("Each baseline in its own process: peak RSS is that process's (interpreter and examples included), "
-              "fit RSS its growth from just before the fit. " + machine_line(result["machine"]) +
+              "fit RSS the growth of its peak from just before the fit to the fit's end, query RSS the further growth while ranking. " + machine_line(result["machine"]) +
               f" Load average before/after: {load0[0]:.2f} / {result['loadavg_after'][0]:.2f}.")
     write_results(ROOT / "benchmarks" / "results" / "scale", args.name, result, md)
     print("\n".join(md))
