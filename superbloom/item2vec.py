@@ -7,8 +7,9 @@ ids are shuffled (a set has no order), as a baseline at millions of ids. Optiona
 
 Training: gensim's Word2Vec, CBOW or skip-gram (`Item2VecConfig.sg`), every training set one
 sentence, shuffled afresh on each pass (seeded by (seed, pass)); `window` 0 makes the window the
-longest training set, so that every id's context covers its whole set (gensim truncates sentences at
-10,000 ids). With one worker and a fixed seed the vectors are a function of the data and the config.
+longest training set and `shrink_windows=False` keeps it whole (gensim's default draws each position's
+window from 1..window), so that every id's context covers its whole set (gensim truncates sentences
+at 10,000 ids). With one worker and a fixed seed the vectors are a function of the data and the config.
 Scoring: the mean of the context ids' input vectors (wv.vectors) against the output layer of the
 negative-sampling loss (syn1neg), the CBOW prediction itself; exact top-k by the chunked product of
 dot_topk.py over the ids seen in training (an id never seen has no vector and is never ranked), ties
@@ -39,6 +40,7 @@ class Item2VecConfig:
     sg: bool = False  # False: CBOW (the issue-29 run), True: skip-gram
     dim: int = 64
     window: int = 50  # 0: the longest training set
+    shrink_windows: bool = True  # gensim's default: each position's window drawn from 1..window
     negative: int = 10
     epochs: int = 5
     workers: int = 1  # gensim threads (more than 1: not reproducible)
@@ -83,7 +85,8 @@ class Item2Vec:
         window = config.window or int(max(1, train.lengths.max(initial=1)))
         w2v = Word2Vec(sentences=ShuffledSets(train, config.seed), vector_size=config.dim, window=window,
                        min_count=1, sg=int(config.sg), hs=0, negative=config.negative, epochs=config.epochs,
-                       workers=config.workers, seed=config.seed, sorted_vocab=1)
+                       workers=config.workers, seed=config.seed, sorted_vocab=1,
+                       shrink_windows=config.shrink_windows)
         keys = np.asarray(w2v.wv.index_to_key, np.int64)  # (V,) our id of each gensim row
         self.gensim_row = np.full(n_ids, -1, np.int64)  # (N,) each id's input-layer row (-1: unseen)
         self.gensim_row[keys] = np.arange(len(keys))

@@ -167,7 +167,8 @@ def test_item2vec():
 
     train, contexts = tiny(8)
     for sg in (False, True):
-        check_factor_baseline(lambda: Item2Vec(train, N, Item2VecConfig(sg=sg, dim=8, epochs=2)), train, contexts)
+        check_factor_baseline(lambda: Item2Vec(train, N, Item2VecConfig(sg=sg, dim=8, epochs=2, window=0 if sg else 50,
+                                                                       shrink_windows=not sg)), train, contexts)
 
 
 def test_als():
@@ -200,3 +201,11 @@ def test_als_fold_in_reproduces_the_training_sets_factors():
         folded = base.query_factors(contexts)
         assert np.corrcoef(folded.ravel(), base.model.user_factors.ravel())[0, 1] > 0.99
         assert not np.allclose(folded[:5], folded[5:10])  # different sets, different factors
+
+
+@pytest.mark.parametrize("module,name", [("gensim.models", "item2vec"), ("implicit.cpu.als", "als")])
+def test_missing_optional_dependency_says_how_to_install(monkeypatch, module, name):
+    monkeypatch.setitem(__import__("sys").modules, module, None)  # import of it now fails
+    train, _ = tiny(11)
+    with pytest.raises(ImportError, match=r"pip install 'superbloom\[baselines\]'"):
+        BASELINES[name].fit(train, N)
