@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .dataset import SetArray
-from .dot_topk import excluded_rows, popularity_table, table_topk
+from .dot_topk import excluded_rows, id_counts, popularity_table, table_topk
 
 INSTALL = "pip install 'superbloom[baselines]'"
 QUERY_BATCH = 4096  # queries folded in at a time
@@ -75,7 +75,7 @@ class ALS:
         with threadpool_limits(limits=1, user_api="blas"):  # implicit runs its own threads
             self.model.fit(x, show_progress=False)
         del x
-        counts = np.bincount(np.asarray(train.ids), minlength=n_ids)
+        counts = id_counts(train.ids, n_ids)
         self.seen, self.row_of = popularity_table(counts)  # (M,), (N,): table rows, most popular first
         self.table = np.ascontiguousarray(self.model.item_factors[self.seen], np.float32)  # (M, f)
 

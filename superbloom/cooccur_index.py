@@ -34,7 +34,8 @@ Registry entries for baselines.BASELINES: `cooc-count`, `cooc-idf`, `cooc-cosine
 Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~6 int64 arrays of N (df,
 reach, the popularity order and rank, a, b). Building holds ~10 L bytes at its peak (scipy's copy of
 the ids and its transpose, one byte per link for each matrix's data). Measured: 4.49M links, 52K sets,
-200K ids: +61 MB kept, +80 MB at the peak of the build. At the paper's Wikipedia size (5.3M ids, 462M
+200K ids: +61 MB kept, +80 MB at the peak of the build; 18.4M links, 1M ids: +0.30 GB at the peak
+(with the pages of the memory-mapped ids, 4 bytes a link; benchmarks/results/scale/smoke_synth1m_cooc.md). At the paper's Wikipedia size (5.3M ids, 462M
 links, ~5M sets): ~4.0 GB kept, ~5 GB while building (estimated from these sizes, not run). Ranking
 adds ~40 bytes per candidate entry gathered at once (at most CANDIDATE_BUDGET: ~0.3 GB; a query that
 gathers more is summed in chunks) and the dense accumulator, 8 bytes per (query, id) of a batch (at
@@ -46,6 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .dataset import SetArray
+from .dot_topk import id_counts
 
 CANDIDATE_BUDGET = 8 << 20  # candidate entries (query, set, id) gathered per batch of queries
 DENSE_ENTRIES = 16 << 20  # a batch sums on a dense (queries x ids) accumulator up to this size
@@ -111,7 +113,7 @@ class CooccurIndex:
         self.id_sets = xt.indices.astype(np.int32, copy=False)  # (L,) sets of each id
         del xt
         self.df = np.diff(self.id_ptr)  # (N,) sets holding each id
-        counts = np.bincount(np.asarray(train.ids), minlength=n_ids)  # (N,) training count (popularity)
+        counts = id_counts(train.ids, n_ids)  # (N,) training count (popularity)
         self.order = np.argsort(-counts, kind="stable")  # (N,) most popular first, ties: smaller id
         self.poprank = np.empty(n_ids, np.int64)
         self.poprank[self.order] = np.arange(n_ids)

@@ -68,6 +68,15 @@ def table_topk(queries: np.ndarray, table: np.ndarray, exclude_rows: np.ndarray,
     return rows_out, scores_out
 
 
+def id_counts(ids: np.ndarray, n_ids: int, step: int = 1 << 22) -> np.ndarray:
+    """(N,) int64 occurrences of each id in `ids` (L,) (a memory map is fine), summed over chunks of
+    `step`: np.bincount of the whole would first copy int32 ids to int64 (8 L bytes at once)."""
+    counts = np.zeros(n_ids, np.int64)
+    for a in range(0, len(ids), step):
+        counts += np.bincount(np.asarray(ids[a:a + step]), minlength=n_ids)
+    return counts
+
+
 def popularity_table(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The ids seen in training (counts > 0), most popular first (ties: smaller id) -> seen (M,) int64
     ids in table order, and row_of (N,) int64: each id's table row (-1: unseen)."""

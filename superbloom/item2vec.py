@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .dataset import SetArray
-from .dot_topk import excluded_rows, popularity_table, table_topk
+from .dot_topk import excluded_rows, id_counts, popularity_table, table_topk
 
 INSTALL = "pip install 'superbloom[baselines]'"
 CHUNK_LINKS = 1 << 20  # links shuffled and handed to gensim at a time
@@ -91,7 +91,7 @@ class Item2Vec:
         self.gensim_row = np.full(n_ids, -1, np.int64)  # (N,) each id's input-layer row (-1: unseen)
         self.gensim_row[keys] = np.arange(len(keys))
         self.inputs = w2v.wv.vectors  # (V, d) float32
-        counts = np.bincount(np.asarray(train.ids), minlength=n_ids)
+        counts = id_counts(train.ids, n_ids)
         self.seen, self.row_of = popularity_table(counts)  # (M,), (N,): table rows, most popular first
         self.outputs = np.ascontiguousarray(w2v.syn1neg[self.gensim_row[self.seen]])  # (M, d) output layer
         del w2v

@@ -209,3 +209,10 @@ def test_missing_optional_dependency_says_how_to_install(monkeypatch, module, na
     train, _ = tiny(11)
     with pytest.raises(ImportError, match=r"pip install 'superbloom\[baselines\]'"):
         BASELINES[name].fit(train, N)
+
+
+def test_id_counts_in_chunks():
+    from superbloom.dot_topk import id_counts
+
+    ids = np.random.default_rng(12).integers(0, 9, 100).astype(np.int32)
+    np.testing.assert_array_equal(id_counts(ids, 11, step=7), np.bincount(ids, minlength=11))
