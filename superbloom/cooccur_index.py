@@ -34,7 +34,7 @@ Registry entries for baselines.BASELINES: `cooc-count`, `cooc-idf`, `cooc-cosine
 Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~6 int64 arrays of N (df,
 reach, the popularity order and rank, a, b). Building holds ~10 L bytes at its peak (scipy's copy of
 the ids and its transpose, one byte per link for each matrix's data). Measured: 4.49M links, 52K sets,
-200K ids: +61 MB kept, +80 MB at the peak of the build; 18.4M links, 1M ids: +0.30 GB at the peak
+200K ids: +61 MB kept, +80 MB at the peak of the build; 18.0M links, 1M ids: +0.30 GB at the peak
 (with the pages of the memory-mapped ids, 4 bytes a link; benchmarks/results/scale/smoke_synth1m_cooc.md). At the paper's Wikipedia size (5.3M ids, 462M
 links, ~5M sets): ~4.0 GB kept, ~5 GB while building (estimated from these sizes, not run). Ranking
 adds ~40 bytes per candidate entry gathered at once (at most CANDIDATE_BUDGET: ~0.3 GB; a query that
