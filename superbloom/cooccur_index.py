@@ -33,13 +33,13 @@ Registry entries for baselines.BASELINES: `cooc-count`, `cooc-idf`, `cooc-cosine
 
 Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~6 int64 arrays of N (df,
 reach, the popularity order and rank, a, b). Building holds ~10 L bytes at its peak (scipy's copy of
-the ids and its transpose, one byte per link for each matrix's data). Measured: 4.49M links, 52K sets,
-200K ids: +61 MB kept, +80 MB at the peak of the build; 18.0M links, 1M ids: +0.30 GB at the peak
-(with the pages of the memory-mapped ids, 4 bytes a link; benchmarks/results/scale/smoke_synth1m_cooc.md). At the paper's Wikipedia size (5.3M ids, 462M
-links, ~5M sets): ~4.0 GB kept, ~5 GB while building (estimated from these sizes, not run). Ranking
-adds ~40 bytes per candidate entry gathered at once (at most CANDIDATE_BUDGET: ~0.3 GB; a query that
-gathers more is summed in chunks) and the dense accumulator, 8 bytes per (query, id) of a batch (at
-most DENSE_ENTRIES: 128 MB); measured +0.11 GB at 200K ids.
+the ids and its transpose, one byte per link for each matrix's data). Measured: 4.49M links, 52K
+sets, 200K ids: +61 MB kept, +80 MB at the peak of the build; 18.0M links, 1M ids: +0.30 GB at the
+peak, the pages of the memory-mapped ids included (benchmarks/results/scale/smoke_synth1m_cooc.md).
+At the paper's Wikipedia size (5.3M ids, 462M links, ~5M sets): ~4.0 GB kept, ~5 GB while building
+(estimated from these sizes, not run). Ranking adds ~40 bytes per candidate entry gathered at once
+(at most CANDIDATE_BUDGET: ~0.3 GB; a query that gathers more is summed in chunks) and the dense
+accumulator, 8 bytes per (query, id) of a batch (at most DENSE_ENTRIES: 128 MB); measured +0.11 GB.
 """
 from __future__ import annotations
 
@@ -175,9 +175,11 @@ class CooccurIndex:
             sums = acc[uk]
         elif len(parts) == 1:
             uk, sums = parts[0]
-        else:  # partial sums of several chunks (more than DENSE_ENTRIES ids and one huge query only)
-            uk, inv = np.unique(np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]), return_inverse=True)
-            sums = np.bincount(inv.reshape(-1), np.concatenate([p[1] for p in parts] or [np.zeros(0)]), minlength=len(uk))
+        else:  # no chunk (empty contexts), or the partial sums of several (a huge query, more than DENSE_ENTRIES ids)
+            keys = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+            uk, inv = np.unique(keys, return_inverse=True)
+            sums = np.bincount(inv.reshape(-1), np.concatenate([p[1] for p in parts]) if parts else None,
+                               minlength=len(uk)).astype(np.float64)
         qq, cand = np.divmod(uk, self.n_ids)
         qptr = np.searchsorted(qq, np.arange(n_q + 1))
         return qptr, cand, sums * b[cand]

@@ -103,6 +103,9 @@ def test_exclusion_ties_and_fill():
     ranked = index.rank(np.array([[0, -1]]), np.array([[2, 5]]), 4, "count")
     np.testing.assert_array_equal(ranked, [[1, 3, 6, 7]])
     assert (index.rank(np.array([[0, 2]]), None, 10, "count") == -1).sum() == 2  # 10 ids, 2 in the context
+    np.testing.assert_array_equal(index.rank(np.array([[-1, -1]]), None, 3, "idf"), [[5, 0, 2]])  # empty: popularity
+    ids, scores = index.touched(np.array([-1]))
+    assert len(ids) == 0 and len(scores) == 0
 
 
 @pytest.mark.parametrize("budget,dense,weight", [(5, 16 << 20, "cosine"), (8 << 20, 0, "cosine"), (5, 0, "count")])
