@@ -33,8 +33,11 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from .als import ALS
+from .cooccur_index import CoocCosine, CoocCount, CoocIdf
 from .dataset import SetArray
 from .itemitem import EASE_MAX_IDS, cooccurrence_cosine, ease_weights, spd_inverse  # noqa: F401 (re-exported)
+from .item2vec import Item2Vec
 
 SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
 
@@ -182,6 +185,12 @@ BASELINES: dict[str, BaselineEntry] = {
     "cooccurrence": BaselineEntry(Cooccurrence, last_context=True),
     "ease": BaselineEntry(Ease, max_ids=EASE_MAX_IDS, too_big="dense EASE"),
     "puresvd": BaselineEntry(PureSVD),
+    # millions of ids: co-occurrence counting over an inverted index (no N x N matrix), cooccur_index.py
+    "cooc-count": BaselineEntry(CoocCount, last_context=True),
+    "cooc-idf": BaselineEntry(CoocIdf, last_context=True),
+    "cooc-cosine": BaselineEntry(CoocCosine, last_context=True),
+    "item2vec": BaselineEntry(Item2Vec),  # item2vec.py (gensim, the [baselines] extra)
+    "als": BaselineEntry(ALS),  # als.py (implicit, the [baselines] extra)
 }
 
 

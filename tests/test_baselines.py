@@ -120,4 +120,4 @@ def test_registry_entries_say_when_they_are_skipped():
     assert BASELINES["ease"].skipped(EASE_MAX_IDS) is None
     assert BASELINES["ease"].skipped(EASE_MAX_IDS + 1) == f"{EASE_MAX_IDS + 1:,} ids > {EASE_MAX_IDS:,} (dense EASE)"
     assert BASELINES["popularity"].skipped(10**9) is None
-    assert [n for n, e in BASELINES.items() if e.last_context] == ["cooccurrence"]
+    assert [n for n, e in BASELINES.items() if e.last_context] == ["cooccurrence", "cooc-count", "cooc-idf", "cooc-cosine"]
