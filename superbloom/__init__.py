@@ -24,7 +24,7 @@ __version__ = "0.2.0"  # the one version string (pyproject.toml reads it)
 _EXPORTS = {
     "compare": ".compare",
     "Dataset": ".dataset",
-    "DecodeConfig": ".decode",
+    "DecodeConfig": ".decode_config",
     "EvalConfig": ".evaluate", "evaluate": ".evaluate",
     "ExpandConfig": ".expand", "expand": ".expand",
     "BloomHash": ".hashing", "HashConfig": ".hashing",
