@@ -15,7 +15,7 @@ The model is loaded once. Requests never run the model on the event loop: one wo
 (`Batcher`, batcher.py) ranks everything queued since its previous batch in one call, so under load
 requests are batched and an idle server adds no waiting; expansions run in the thread pool and each
 of their steps joins those batches. Library use: `create_app(predictor, ServeConfig())` (ServeConfig:
-serve_config.py); serve.py is the launcher (one process or N workers) and the only module that imports
+serve_config.py); serve.py is the launcher (one process or N workers) and the only module here that imports
 this one.
 
 Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
