@@ -23,24 +23,10 @@ best blocks) + O(m * B * alpha) candidates, against O(m * N) for exhaustive scor
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from .decode_config import DecodeConfig  # noqa: F401  (its home is decode_config.py: no torch there)
 from .ranking import NEG_INF, Ranking, check_score, chunked_topk, combine, excluded, pad_to_k, topk_last
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    beam: int | None = None  # beam width B per map; None: B = k (appendix B)
-    exact: bool = False  # widen the beam until the top-k is certified exact
-    score: str = "sum_log"  # gamma: sum_log | min | max (library callers may pass a callable)
-    exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
-
-    def settings(self) -> dict:
-        """The settings as JSON values (a callable score by its repr), for reports."""
-        return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
-                for k, v in self.__dict__.items()}
 
 
 def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log") -> Ranking:

@@ -7,7 +7,8 @@
 Under torchrun (WORLD_SIZE > 1) every rank takes its local GPU (cuda:LOCAL_RANK) with NCCL, or the
 CPU with gloo. Nothing happens at import time: `init_distributed` is called by train().
 Checkpoints are device-independent: tensors are saved from wherever they are and loaded onto the
-device asked for (a GPU-trained model loads on a CPU machine).
+device asked for (a GPU-trained model loads on a CPU machine). torch is imported inside the
+functions, so the command line reads DEVICE_CHOICES without importing it.
 """
 from __future__ import annotations
 
@@ -15,14 +16,13 @@ import os
 import re
 from dataclasses import dataclass
 
-import torch
-import torch.distributed as dist
-
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 
 
 def resolve_device(name: str = "auto", local_rank: int | None = None) -> torch.device:
     """The torch device `name` stands for (see the module docstring); local_rank picks the GPU of a rank."""
+    import torch
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":
@@ -53,6 +53,9 @@ class Dist:
 def init_distributed(device: str = "auto") -> Dist:
     """Read torchrun's RANK / WORLD_SIZE / LOCAL_RANK, join the process group (NCCL on GPU, gloo on
     CPU) and choose this rank's device. Without torchrun: rank 0 of 1, no process group."""
+    import torch
+    import torch.distributed as dist
+
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
     dev = resolve_device(device, local if world > 1 else None)
@@ -67,6 +70,8 @@ def all_gather(obj, d: Dist) -> list:
     """Every rank's `obj` (picklable Python data, not tensors), in rank order; [obj] for one process."""
     if d.world == 1:
         return [obj]
+    import torch.distributed as dist
+
     out = [None] * d.world
     dist.all_gather_object(out, obj)
     return out
@@ -76,6 +81,9 @@ def any_rank(flag: bool, d: Dist) -> bool:
     """True on every rank if it is True on any (so that all ranks stop at the same step)."""
     if d.world == 1:
         return flag
+    import torch
+    import torch.distributed as dist
+
     t = torch.tensor([float(flag)], device=d.device if dist.get_backend() == "nccl" else "cpu")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())

@@ -1,14 +1,19 @@
-"""HTTP guards of the server, as ASGI middleware and a uvicorn protocol: request-body limits and
-deadlines (413 / 408), security headers and HEAD (Hardening, content_security_policy), and a deadline
-for the request head (timed_h11). serve.py puts them around its FastAPI app; workers.py uses the same
-protocol in each worker process."""
+"""HTTP guards of the server, as ASGI middleware and uvicorn protocols: request-body limits and
+deadlines (413 / 408), security headers and HEAD (Hardening, content_security_policy), a deadline
+for the request head (TimedH11Protocol, timed_h11), TCP_NODELAY on sockets inherited from uvicorn's
+supervisor (NoDelayH11Protocol) and the answering worker's pid (WorkerHeader). serve_app.py puts the
+middleware around its FastAPI app; serve.py hands the protocols to uvicorn."""
 
 import asyncio
 import base64
 import hashlib
+import os
 import re
+import socket
 
+import h11
 from fastapi.responses import JSONResponse
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
 def error_response(status: int, message: str, detail=None, headers: dict | None = None) -> JSONResponse:
@@ -101,37 +106,73 @@ class Hardening:
             raise
 
 
-def timed_h11(head_timeout: float):
+class TimedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol plus a deadline for the request head. uvicorn times an idle connection
     out only after a response (keep-alive), so a client that connects and sends nothing, or half a
-    request line, would otherwise hold its connection (and a file descriptor) forever."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    request line, would otherwise hold its connection (and a file descriptor) forever. The deadline is
+    the class's `head_timeout` (timed_h11 makes a subclass with a given one)."""
 
-    class TimedH11Protocol(H11Protocol):
-        head_timer: asyncio.TimerHandle | None = None
+    head_timeout: float = 10.0  # seconds
+    head_timer: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport):
-            super().connection_made(transport)
-            self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self.head_timer = self.loop.call_later(self.head_timeout, self.head_timed_out)
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
-            if not waiting and self.head_timer is not None:
-                self.head_timer.cancel()
-                self.head_timer = None
-            elif waiting and self.head_timer is None:  # a partial head after a keep-alive response
-                self.head_timer = self.loop.call_later(head_timeout, self.head_timed_out)
-
-        def head_timed_out(self) -> None:
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        if not waiting and self.head_timer is not None:
+            self.head_timer.cancel()
             self.head_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.transport.close()
+        elif waiting and self.head_timer is None:  # a partial head after a keep-alive response
+            self.head_timer = self.loop.call_later(self.head_timeout, self.head_timed_out)
 
-        def connection_lost(self, exc) -> None:
-            if self.head_timer is not None:
-                self.head_timer.cancel()
-            super().connection_lost(exc)
+    def head_timed_out(self) -> None:
+        self.head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
 
-    return TimedH11Protocol
+    def connection_lost(self, exc) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+        super().connection_lost(exc)
+
+
+def timed_h11(head_timeout: float) -> type[TimedH11Protocol]:
+    """TimedH11Protocol with a deadline of `head_timeout` seconds for the request head."""
+    return type("TimedH11Protocol", (TimedH11Protocol,), {"head_timeout": head_timeout})
+
+
+class NoDelayH11Protocol(TimedH11Protocol):
+    """TCP_NODELAY on every connection. asyncio sets it only on sockets whose `proto` is IPPROTO_TCP,
+    and the listening socket the workers get from uvicorn's supervisor has proto 0, so without this a
+    response's head and body writes meet Nagle's algorithm and the client's delayed ACK: ~40 ms per
+    keep-alive request (measured: 48 ms vs 7 ms)."""
+
+    def connection_made(self, transport):
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        super().connection_made(transport)
+
+
+class WorkerHeader:
+    """ASGI middleware: every HTTP response says which worker process answered (X-Superbloom-Worker)."""
+
+    def __init__(self, app):
+        self.app, self.pid = app, str(os.getpid()).encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_tagged(msg):
+            if msg["type"] == "http.response.start":
+                msg = dict(msg, headers=list(msg.get("headers", [])) + [(b"x-superbloom-worker", self.pid)])
+            await send(msg)
+
+        await self.app(scope, receive, send_tagged)

@@ -16,13 +16,14 @@ from typing import Callable, Iterator
 
 import torch
 
+from .decode_config import SCORES
+
 NEG_INF = float("-inf")
 
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]  # (..., m) log-probs -> (...), increasing
 
 # the built-in gammas as binary operations, folded left over the maps
-_FOLDS = {"sum_log": torch.add, "min": torch.minimum, "max": torch.maximum}
-SCORES = tuple(_FOLDS)
+_FOLDS = dict(zip(SCORES, (torch.add, torch.minimum, torch.maximum)))  # sum_log, min, max
 
 
 def check_score(score: str | ScoreFn) -> None:

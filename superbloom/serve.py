@@ -1,382 +1,60 @@
-"""HTTP service: a trained model behind a small JSON API and a web page (FastAPI on uvicorn).
+"""The server launcher: `superbloom serve` in one process or in N worker processes on one port.
 
-    superbloom serve runs/wiki/model --port 8000      # then open http://127.0.0.1:8000/ (API docs: /docs)
+    superbloom serve runs/wiki/model --port 8000        # then open http://127.0.0.1:8000/ (API docs: /docs)
+    superbloom serve runs/synth/model --workers 2       # N processes sharing one copy of the weights (issue 14)
 
-    POST /v1/predict   {"context": ["Copenhagen"], "k": 10, "exact": false}
-    POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
-                        "random_seed": 0}
-    POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
-    GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
-    GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
-    POST /v1/similar, /v1/classify   set embeddings (setembed/http.py; serve --embed EMBED_DIR)
-    GET  /health
+The app itself (routes, batching, guards) is serve_app.py; this module imports it, never the
+reverse, and only inside the functions that serve, so importing this module does not import torch.
 
-The model is loaded once. Requests never run the model on the event loop: one worker thread
-(`Batcher`) ranks everything queued since its previous batch in one call, so under load requests
-are batched and an idle server adds no waiting; expansions run in the thread pool and each of
-their steps joins those batches. Library use: `create_app(predictor, ServeConfig())`.
+One process: the model is loaded here (errors are raised before the server starts) and its app is
+run by uvicorn with the request-head deadline of `ServeConfig.head_timeout`.
 
-Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
-request bodies over `max_body_bytes` are a 413, bodies not received within `body_timeout` seconds a
-408 (the connection is then closed); a connection that has not sent a complete request head within
-`head_timeout` seconds is closed, an idle keep-alive one after `keep_alive_timeout`. HEAD works on
-every GET route. Every response carries `X-Content-Type-Options: nosniff`, a frame policy and a
-content-security policy that allows the page's and /docs' own inline script and style by their
-SHA-256 hashes, and nothing from elsewhere.
+N workers: uvicorn's process manager binds the socket once in a supervisor process (which loads no
+model), spawns N worker processes that inherit it and restarts a worker that dies. Each worker builds
+the same app (`app_from_env`), loading the model with its weights memory-mapped (mapped.py), so the N
+workers share the weights' pages instead of holding N copies; what stays per worker is the
+vocabulary's lookup tables, the decoding tables of the hash (int64 copies of hashing.safetensors'
+maps) and torch itself. Requests are distributed per CONNECTION, by the kernel: all workers call
+accept() on the one listening socket and the kernel hands each new connection to one waiting worker;
+every request of a keep-alive connection then goes to that worker, and within a worker concurrent
+requests are batched as with one process. So N workers help with N or more concurrent connections (a
+load balancer, many clients), not with a single keep-alive client. Each response carries
+`X-Superbloom-Worker: PID` to show which process answered. The workers get the settings through the
+environment variable SUPERBLOOM_SERVE (JSON): uvicorn spawns them fresh (no fork of a process holding
+torch threads) and imports the app factory and the protocol class below by name.
 """
+from __future__ import annotations
 
-import asyncio
-import importlib.resources
-import math
-import queue
-import threading
-from concurrent.futures import Future
-from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
-from typing import Annotated, Literal
+import functools
+import json
+import os
+from dataclasses import asdict
 
-import numpy as np
-import torch
-from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, ConfigDict, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from .http_guards import NoDelayH11Protocol
+from .serve_config import ServeConfig
 
-from . import __version__
-from .decode import DecodeConfig
-from .expand import ExpandConfig, expand
-from .predictor import Predictor
-from .ranking import Ranking
-from .setembed.http import router as setembed_router
-from .autocomplete import PrefixIndex
-from .http_guards import BodyLimit, Hardening, content_security_policy, error_response, timed_h11
+ENV = "SUPERBLOOM_SERVE"
 
-
-@dataclass(frozen=True)
-class ServeConfig:
-    max_context: int = 512  # ids in a context / seed
-    max_k: int = 1000  # predictions per request
-    max_steps: int = 100  # ids added by one expansion
-    max_id_chars: int = 1000  # characters in one id
-    max_body_bytes: int = 1 << 20  # request body
-    max_batch: int = 64  # queries ranked in one model call
-    max_batch_ids: int = 1 << 14  # padded context ids in one model call
-    body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
-    keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
-    head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
-
-    def __post_init__(self):
-        for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):
-            if not 0 < getattr(self, name) <= 3600:
-                raise ValueError(f"{name} must be in (0, 3600] seconds, got {getattr(self, name)}")
-
-
-# ---------------------------------------------------------------- batching
-
-
-@dataclass
-class _Query:
-    context: np.ndarray  # (c,) int64 known ids
-    k: int
-    decode: DecodeConfig
-    future: Future
-
-
-class Batcher:
-    """One worker thread ranks every query queued since its last batch with one `predictor.rank` call
-    per (k, decode) group and length-sorted chunk. Also a drop-in `model` for `expand.expand`."""
-
-    def __init__(self, predictor: Predictor, max_batch: int = 64, max_batch_ids: int = 1 << 14):
-        self.predictor, self.vocab = predictor, predictor.vocab
-        self.max_batch, self.max_batch_ids = max_batch, max_batch_ids
-        self.queue: queue.Queue[_Query | None] = queue.Queue()
-        self.batches = self.queries = 0  # counters for /health
-        self.thread = threading.Thread(target=self._loop, name="superbloom-batcher", daemon=True)
-        self.thread.start()
-
-    def submit(self, context: np.ndarray, k: int, decode: DecodeConfig) -> Future:
-        """Queue one context (known int ids); the future's result is a one-row Ranking."""
-        fut: Future = Future()
-        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut))
-        return fut
-
-    def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
-        """Blocking, like Predictor.rank: (Q, c) ids, -1 padded -> Ranking."""
-        futs = [self.submit(row[row >= 0], k, decode) for row in np.asarray(contexts)]
-        return Ranking.concat([f.result() for f in futs])
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while (first := self.queue.get()) is not None:
-            batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    q = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if q is None:
-                    self.queue.put(None)  # stop after this batch
-                    break
-                batch.append(q)
-            self._run(batch)
-
-    def _run(self, batch: list[_Query]) -> None:
-        groups: dict[tuple, list[_Query]] = {}
-        for q in batch:
-            groups.setdefault((q.k, q.decode), []).append(q)
-        for (k, decode), qs in groups.items():
-            qs.sort(key=lambda q: len(q.context))
-            for chunk in self._chunks(qs):
-                self._rank_chunk(chunk, k, decode)
-
-    def _chunks(self, qs: list[_Query]):
-        """Length-sorted queries -> chunks of at most max_batch_ids padded ids."""
-        start = 0
-        for i in range(1, len(qs) + 1):
-            if i == len(qs) or (i + 1 - start) * max(1, len(qs[i].context)) > self.max_batch_ids:
-                yield qs[start:i]
-                start = i
-
-    def _rank_chunk(self, qs: list[_Query], k: int, decode: DecodeConfig) -> None:
-        qs = [q for q in qs if q.future.set_running_or_notify_cancel()]
-        if not qs:
-            return
-        mat = np.full((len(qs), max(len(q.context) for q in qs)), -1, np.int64)
-        for i, q in enumerate(qs):
-            mat[i, :len(q.context)] = q.context
-        try:
-            r = self.predictor.rank(mat, k, decode)
-        except Exception as e:  # noqa: BLE001 - handed to the waiting requests, the worker lives on
-            for q in qs:
-                q.future.set_exception(e)
-            return
-        self.batches, self.queries = self.batches + 1, self.queries + len(qs)
-        for i, q in enumerate(qs):
-            q.future.set_result(r.select(torch.tensor([i])))
-
-
-# ---------------------------------------------------------------- request and response bodies
-
-
-def request_models(cfg: ServeConfig):
-    """Request bodies with the limits of `cfg` (so a 422 names the field and the limit)."""
-    Id = Annotated[str, Field(min_length=1, max_length=cfg.max_id_chars)]
-    Ids = Annotated[list[Id], Field(min_length=1, max_length=cfg.max_context)]
-    K = Annotated[int, Field(ge=1, le=cfg.max_k, description="number of ids to return")]
-    strict = ConfigDict(extra="forbid", strict=True)
-
-    class PredictRequest(BaseModel):
-        model_config = strict
-        context: Ids = Field(description="ids of the set (as stored or URL-decoded)",
-                             examples=[["Copenhagen", "Paris"]])
-        k: K = 10
-        exact: bool = Field(False, description="widen the beam until the top-k is certified exact")
-
-    class ExpandRequest(BaseModel):
-        model_config = strict
-        seed: Ids = Field(description="ids of the set to grow", examples=[["Copenhagen"]])
-        steps: int = Field(10, ge=1, le=cfg.max_steps, description="ids to add, one at a time")
-        strategy: Literal["argmax", "sample"] = "argmax"
-        temperature: float = Field(1.0, gt=0, le=100, allow_inf_nan=False,
-                                   description="sample: softmax(score / temperature) over the top k")
-        random_seed: int = Field(0, ge=0, le=2 ** 63 - 1)
-        k: Annotated[int, Field(ge=1, le=cfg.max_k, description="candidates ranked per step")] = 10
-        exact: bool = False
-
-    return PredictRequest, ExpandRequest
-
-
-class Item(BaseModel):
-    id: str = Field(description="id as stored in the vocabulary")
-    display: str = Field(description="URL-decoded id, for people")
-    score: float | None = Field(description="gamma score (sum of log-probabilities); null if not finite")
-
-
-class PredictResponse(BaseModel):
-    predictions: list[Item]
-    exact: bool = Field(description="the top-k is certified exact (Algorithm 1's bound)")
-    beam: int
-    context: list[str] = Field(description="known context ids, as stored")
-    unknown: list[str] = Field(description="context ids not in the vocabulary (ignored)")
-
-
-class ExpandedItem(Item):
-    exact: bool
-
-
-class ExpandResponse(BaseModel):
-    seed: list[str]
-    unknown: list[str]
-    added: list[ExpandedItem]
-
-
-class Entity(BaseModel):
-    id: str
-    display: str
-    count: int = Field(description="occurrences in the training sets")
-
-
-# ---------------------------------------------------------------- the app
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def _message(errors) -> str:
-    parts = []
-    for e in errors:
-        loc = e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"]  # body fields by name alone
-        if e["loc"] == ("body",):
-            parts.append(f"request body: {e['msg']} (expected a JSON object, Content-Type: application/json)")
-        elif e["type"] == "json_invalid":
-            parts.append(f"request body is not valid JSON (at character {e['loc'][-1]}: "
-                         f"{e.get('ctx', {}).get('error', '')})")
-        else:
-            parts.append(f"{'.'.join(map(str, loc))}: {e['msg']}")
-    return "; ".join(parts)
-
-
-def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> FastAPI:
-    """The FastAPI app serving `predictor`. Builds the lookup and autocomplete indexes now."""
-    vocab = predictor.vocab
-    vocab.index, vocab.aliases  # noqa: B018 - build the lazy lookup tables before the first request
-    prefixes = PrefixIndex(vocab)
-    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids)
-    PredictRequest, ExpandRequest = request_models(config)
-    page = (importlib.resources.files("superbloom") / "static" / "index.html").read_text("utf-8")
-
-    @asynccontextmanager
-    async def lifespan(app):
-        yield
-        batcher.close()
-
-    app = FastAPI(title="superbloom", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Set completion and expansion over a huge vocabulary of ids (Superbloom: "
-                              "Bloom filter meets Transformer). Every error has a `message`.")
-    docs_page = _offline_docs(app)
-    app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
-    app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))  # added last: outermost
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError):
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
-        return error_response(422, _message(exc.errors()), errors)  # no echo of the input: it may not encode
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        if exc.status_code == 400:  # FastAPI could not parse the body (bad UTF-8, JSON nested too deep)
-            return error_response(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
-        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow
-
-    def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str]]:
-        known, unknown = vocab.lookup(ids)
-        if len(known) == 0:
-            shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-            raise HTTPException(422, f"{name}: none of the {len(unknown)} ids is in the model's vocabulary "
-                                     f"(unknown: {shown})")
-        return known, unknown
-
-    def item(i: int, score: float) -> dict:
-        return {"id": vocab.strings[i], "display": vocab.display(i), "score": _finite(score)}
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def index():
-        return page
-
-    @app.post("/v1/predict", response_model=PredictResponse, summary="top-k ids for a context")
-    async def predict(req: PredictRequest):
-        known, unknown = known_or_422(req.context, "context")
-        r = await asyncio.wrap_future(batcher.submit(known, req.k, DecodeConfig(exact=req.exact)))
-        preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
-        return {"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
-                "context": vocab.decode(known.tolist()), "unknown": unknown}
-
-    @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
-    def expand_set(req: ExpandRequest):  # sync: runs in the thread pool, its steps join the batches
-        known_or_422(req.seed, "seed")
-        cfg = ExpandConfig(req.steps, req.strategy, req.temperature, req.k, req.random_seed,
-                           DecodeConfig(exact=req.exact))
-        out = expand(batcher, req.seed, cfg)
-        added = [dict(item(vocab.get(a.id), a.score), exact=a.exact) for a in out.added]
-        return {"seed": out.seed, "unknown": out.unknown, "added": added}
-
-    @app.get("/v1/entities", response_model=list[Entity], summary="autocomplete: ids whose display name "
-             "starts with a prefix (case-insensitive, '_' = ' '), most frequent first")
-    async def entities(prefix: Annotated[str, Query(max_length=config.max_id_chars)] = "",
-                       limit: Annotated[int, Query(ge=1, le=100)] = 10):
-        return [{"id": vocab.strings[i], "display": vocab.display(i), "count": int(vocab.counts[i])}
-                for i in prefixes.search(prefix, limit).tolist()]
-
-    @app.get("/v1/model", summary="configuration, number of ids and of tokens, parameter count, training data summary")
-    async def model_info():
-        c = predictor.config
-        return {"n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
-                "checkpoint": c.get("checkpoint"), "version": __version__,
-                "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
-                "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
-
-    if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
-        app.include_router(__import__("superbloom.text.routes", fromlist=["_"]).fill_router(predictor, config))
-    app.include_router(setembed_router(config))  # /v1/similar, /v1/classify: app.state.embedder (serve --embed)
-
-    @app.get("/health", summary="liveness, with batching counters")
-    async def health():
-        return {"status": "ok", "n_ids": len(vocab), "queued": batcher.queue.qsize(),
-                "batches": batcher.batches, "queries": batcher.queries}
-
-    return app
-
-
-def _offline_docs(app: FastAPI) -> str:
-    """/docs with Swagger UI 5's assets served from the installed fastapi-offline package, not a CDN
-    -> its HTML (made once: the content-security policy allows its inline script by hash)."""
-    from pathlib import Path
-
-    import fastapi_offline
-    from fastapi.openapi.docs import get_swagger_ui_html
-    from fastapi.staticfiles import StaticFiles
-
-    assets = Path(fastapi_offline.__file__).parent / "static"
-    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
-    html = get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
-                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
-                               swagger_css_url="/docs-assets/swagger-ui.css",
-                               swagger_favicon_url="/docs-assets/favicon.png").body.decode()
-
-    @app.get("/docs", include_in_schema=False)
-    async def docs():
-        return HTMLResponse(html)
-
-    return html
-
-
-def _data_summary(meta: dict) -> dict:
-    keys = ("input", "format", "sets", "ids", "links", "train", "test", "test_fraction", "seed",
-            "test_ids_unseen_in_train", "duplicates_removed", "text")
-    return {k: meta[k] for k in keys if k in meta}
+__all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "serve"]
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
           threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None,
           workers: int = 1) -> None:
-    """Load the model once (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
+    """Load the model (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
     threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar,
-    /v1/classify. workers > 1: that many processes (workers.py)."""
+    /v1/classify. workers > 1: that many processes on the one port (see the module docstring)."""
     import uvicorn
 
-    if workers > 1:
-        from .workers import serve_workers
+    from .http_guards import timed_h11
 
+    if workers > 1:
         if embed:
             raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
+        return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers)
 
-        return serve_workers(model_dir, host, port, config, threads, access_log, device, workers)
+    from .predictor import Predictor
+    from .serve_app import create_app
 
     app = create_app(Predictor.load(model_dir, threads, device), config)
     if embed:
@@ -384,3 +62,46 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
         app.state.embedder = load_embedder(embed, threads, device)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info",
                 timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))
+
+
+def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, threads: int, access_log: bool,
+                   device: str, workers: int) -> None:
+    """uvicorn's supervisor with `workers` processes, each running `app_from_env`."""
+    import uvicorn
+
+    from .checkpoint import require_inference_checkpoint
+
+    require_inference_checkpoint(model_dir)  # fail here, once, not in every worker
+    os.environ[ENV] = json.dumps({"model": str(model_dir), "threads": threads, "device": device,
+                                  "config": asdict(config)})
+    uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,
+                access_log=access_log, log_level="info", timeout_keep_alive=config.keep_alive_timeout,
+                http=f"{__name__}:WorkerH11Protocol")
+
+
+@functools.cache
+def _settings() -> dict:
+    if ENV not in os.environ:
+        raise RuntimeError(f"{ENV} is not set: this app factory is for `superbloom serve --workers N`")
+    return json.loads(os.environ[ENV])
+
+
+def app_from_env():
+    """uvicorn's app factory in each worker: the model loaded (weights mapped) and serve_app's app."""
+    from .http_guards import WorkerHeader
+    from .predictor import Predictor
+    from .serve_app import create_app
+
+    s = _settings()
+    app = create_app(Predictor.load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]))
+    app.add_middleware(WorkerHeader)
+    return app
+
+
+class WorkerH11Protocol(NoDelayH11Protocol):
+    """The protocol of each worker (uvicorn imports it by name): TCP_NODELAY (the inherited socket) and
+    the request-head deadline of the settings in SUPERBLOOM_SERVE."""
+
+    @property
+    def head_timeout(self) -> float:
+        return _settings()["config"]["head_timeout"]

@@ -1,4 +1,4 @@
-"""Memory-mapped weights (mapped.py) and `serve --workers N` (workers.py), issue 14."""
+"""Memory-mapped weights (mapped.py) and `serve --workers N` (serve.py), issue 14."""
 import subprocess
 import sys
 import time

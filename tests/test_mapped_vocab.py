@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import superbloom as sb
 import superbloom.mapped_vocab as mv
 from superbloom.mapped_vocab import MappedStrings, SortedLookup
-from superbloom.serve import PrefixIndex
+from superbloom.autocomplete import PrefixIndex
 from superbloom.vocab import Vocab
 
 STRINGS = ["Copenhagen", "%C3%85land", "Miles_Davis", "New York", "zebra", "Äpfel", "a", "ab", "日本", "😀x", "b%20c"]

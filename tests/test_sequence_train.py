@@ -186,7 +186,7 @@ def test_sequence_objective_learns_order_and_validates_leave_one_out(tmp_path, o
 def test_hashed_next_item_model_and_http_predict_keep_order(tmp_path):
     from fastapi.testclient import TestClient
 
-    from superbloom.serve import create_app
+    from superbloom.serve_app import create_app
 
     data = cycles(tmp_path)
     cfg = small(data, tmp_path / "m", "next-item", steps=200)

@@ -11,9 +11,12 @@ import torch
 from fastapi.testclient import TestClient
 
 import superbloom as sb
+from superbloom.autocomplete import PrefixIndex
+from superbloom.batcher import Batcher
 from superbloom.decode import DecodeConfig
 from superbloom.expand import ExpandConfig, expand
-from superbloom.serve import Batcher, PrefixIndex, ServeConfig, create_app
+from superbloom.serve_app import create_app
+from superbloom.serve_config import ServeConfig
 
 LIMITS = ServeConfig(max_context=8, max_k=50, max_steps=20, max_body_bytes=4096)
 

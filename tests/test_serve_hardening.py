@@ -13,7 +13,8 @@ import pytest
 from conftest import _free_port, serving
 from fastapi.testclient import TestClient
 
-from superbloom.serve import ServeConfig, create_app
+from superbloom.serve_app import create_app
+from superbloom.serve_config import ServeConfig
 
 TIMEOUT = 1.0  # body_timeout, keep_alive_timeout and head_timeout of the server under test (seconds)
 SERVE = ("import sys; from superbloom.serve import ServeConfig, serve; serve(sys.argv[1], port=int(sys.argv[2]), "

@@ -292,7 +292,7 @@ def test_fill_on_a_set_model_is_a_clear_error(tiny_model, capsys):
 
 
 def test_http_fill(text_model, tiny_model):
-    from superbloom.serve import create_app
+    from superbloom.serve_app import create_app
 
     with TestClient(create_app(sb.load(text_model, threads=1))) as client:
         r = client.post("/v1/fill", json={"text": "Charlie Parker was born in [MASK] .", "k": 4})

@@ -20,8 +20,12 @@
 One module per group of commands, each with register(sub): data.py (prepare, prepare-text,
 synth), training.py (train), query.py (eval, predict, expand, serve), text.py (fill), demo.py,
 setembed.py (embed-train, embed, similar, classify), textclass.py (textclass-train, textclass),
-extend.py (extend); flags.py holds the
-typed flags they share. A new command is a new module listed in COMMAND_GROUPS.
+extend.py (extend); flags.py holds the typed flags they share. A new command is one line in
+COMMANDS (its group module and its line in `superbloom --help`) and the module's register.
+
+`superbloom --help` and `--version` are made from COMMANDS alone; a command's module is imported,
+and its flags added, only when the command runs or shows its help, so the commands that need no
+torch (prepare, synth, --help) start without importing it.
 
 Every numeric flag is checked when the command line is parsed (exit 2 with a one-line message
 naming the flag and its allowed range); defaults are read from the config dataclasses, never
@@ -30,15 +34,32 @@ repeated here.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from .. import __version__
-from ..readers import InputError
-from . import data, demo, extend, query, setembed, text, textclass, training
-from .training import train_config_from_args  # noqa: F401  (public: tests and scripts build configs)
 
-COMMAND_GROUPS = (demo, data, training, query, text, setembed, textclass, extend)
-__all__ = ["main", "train_config_from_args", "COMMAND_GROUPS"]
+# command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
+COMMANDS = {
+    "demo": ("demo", "the main job: prepare, train, evaluate and predict on the embedded Wikispeedia links"),
+    "prepare": ("data", "split sets, build the vocabulary, write a memory-mapped dataset"),
+    "prepare-text": ("data", "plain text -> unigram+bigram vocabulary and token-id sequences"),
+    "synth": ("data", "write a SYNTHETIC links file with planted topics (any size, bounded memory)"),
+    "train": ("training", "train a model on a prepared dataset"),
+    "eval": ("query", "the paper's protocol on the held-out sets, with baselines"),
+    "predict": ("query", "top-k ids for a context of ids"),
+    "expand": ("query", "grow a set one predicted id at a time"),
+    "serve": ("query", "HTTP API and web page for a model"),
+    "fill": ("text", "fill in the blanks ([MASK]) of a sentence with a text model"),
+    "embed-train": ("setembed", "train a set embedding (one vector per set) and its index"),
+    "embed": ("setembed", "write one vector per set of a prepared dataset (Parquet)"),
+    "similar": ("setembed", "the training sets nearest to a set of ids"),
+    "classify": ("setembed", "the label of a set of ids, rejected under a confidence"),
+    "textclass-train": ("textclass", "train a text classifier (words -> one attention layer -> class)"),
+    "textclass": ("textclass", "classify texts with a model of textclass-train"),
+    "extend": ("extend", "add new ids to a trained model (no table grows)"),
+}
+__all__ = ["COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -46,6 +67,29 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The full parser of `command` (prog `superbloom COMMAND`): its group module imported, its
+    register(sub) run, and that command's parser taken."""
+    root = Parser(prog="superbloom")
+    sub = root.add_subparsers(parser_class=Parser)
+    importlib.import_module(f"{__name__}.{COMMANDS[command][0]}").register(sub)
+    return sub.choices[command]
+
+
+class _Command(Parser):
+    """A command as the main parser lists it: parsing its arguments (or its --help) builds its full
+    parser first (command_parser), once."""
+
+    def __init__(self, *args, command: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.command, self.full = command, None
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self.full is None:
+            self.full = command_parser(self.command)
+        return self.full.parse_known_args(args, namespace)
 
 
 def _given(subparser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
@@ -67,12 +111,18 @@ def main(argv=None) -> int:
     parser = Parser(prog="superbloom", description="Superbloom: Bloom-filter hashing + "
                     "Transformers for set completion over huge id vocabularies.")
     parser.add_argument("--version", action="version", version=f"superbloom {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for group in COMMAND_GROUPS:
-        group.register(sub)
-    args = parser.parse_args(argv)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Command)
+    for name, (_, line) in COMMANDS.items():
+        sub.add_parser(name, help=line, command=name)
+    args, unknown = parser.parse_known_args(argv)
     words = sys.argv[1:] if argv is None else list(argv)
-    args.given = _given(sub.choices[args.command], words[words.index(args.command) + 1:])
+    at = words.index(args.command)
+    command = sub.choices[args.command].full
+    if unknown:  # blamed on the command when typed after it: its --help lists its flags
+        (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.given = _given(command, words[at + 1:])
+    from ..readers import InputError
+
     try:
         return args.func(args) or 0
     except (InputError, ValueError, FloatingPointError, OSError) as e:  # bad input, a diverged run, a file
@@ -81,3 +131,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def __getattr__(name: str):
+    """`train_config_from_args` (cli/training.py), imported on first use (tests and scripts build configs)."""
+    if name == "train_config_from_args":
+        from .training import train_config_from_args
+        return train_config_from_args
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

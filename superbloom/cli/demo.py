@@ -5,12 +5,6 @@ import json
 import time
 from pathlib import Path
 
-from ..evaluate import EvalConfig
-from ..hashing import UNHASHED_MAX_IDS, HashConfig
-from ..heads import head_config
-from ..prepare import PrepareConfig
-from ..readers import ReadConfig
-from ..train import LoopConfig, TrainConfig
 from .flags import NONNEG_INT, POSITIVE, add_device_arg
 
 
@@ -46,13 +40,15 @@ def cmd_demo(args):
     sparse item-item term mixed in on the validation sets; --pure: the default head) for --time-budget
     seconds, evaluate it on the held-out pages next to the popularity, co-occurrence and EASE baselines
     (the hybrid's network alone beside it), and print the top-10 predictions for a few contexts."""
-    from ..dataset import Dataset
-    from ..evaluate import evaluate
-    from ..predictor import load
-    from ..prepare import format_summary, prepare
-    from ..train import train
-
     from .. import embedded_dataset
+    from ..dataset import Dataset
+    from ..evaluate import EvalConfig, evaluate
+    from ..hashing import UNHASHED_MAX_IDS, HashConfig
+    from ..heads import head_config
+    from ..predictor import load
+    from ..prepare import PrepareConfig, format_summary, prepare
+    from ..readers import ReadConfig
+    from ..train import LoopConfig, TrainConfig, train
 
     t0 = time.time()
     out = Path(args.out)

@@ -1,14 +1,14 @@
 """Typed command-line flags, checked when the command line is parsed (exit 2 with a one-line message
-naming the flag and its allowed range), and the argument groups several commands share."""
+naming the flag and its allowed range), and the argument groups several commands share. Imports no
+torch (decode_config.py, device.py's names), so a command's --help need not."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
 
-from ..decode import DecodeConfig
+from ..decode_config import SCORES, DecodeConfig
 from ..device import DEVICE_CHOICES
-from ..ranking import SCORES
 
 
 def default_of(cls, name):

@@ -97,7 +97,7 @@ def _add_expand(sub):
 
 
 def _add_serve(sub):
-    from ..serve import ServeConfig
+    from ..serve_config import ServeConfig
 
     p = sub.add_parser("serve", help="HTTP API and web page for a model",
                        description="Serve a model: JSON API (docs at /docs) and a web page at /. "

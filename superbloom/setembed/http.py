@@ -1,4 +1,4 @@
-"""HTTP endpoints of a set embedding, as a FastAPI router that serve.create_app includes:
+"""HTTP endpoints of a set embedding, as a FastAPI router that serve_app.create_app includes:
 
     POST /v1/similar   {"context": ["Jazz", "Miles_Davis"], "k": 10}
                        -> {"similar": [{"set", "display", "score"}, ...], "context", "unknown"}
@@ -49,7 +49,7 @@ class ClassifyResponse(BaseModel):
 
 
 def router(config) -> APIRouter:
-    """The set-embedding routes with the request limits of a serve.ServeConfig."""
+    """The set-embedding routes with the request limits of a serve_config.ServeConfig."""
     Id = Annotated[str, Field(min_length=1, max_length=config.max_id_chars)]
     Ids = Annotated[list[Id], Field(min_length=1, max_length=config.max_context,
                                     description="ids of the set (as stored or URL-decoded)",

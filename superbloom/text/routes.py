@@ -1,4 +1,4 @@
-"""HTTP endpoint of the text model (appendix E's fill-in-the-blank), an APIRouter that serve.py includes
+"""HTTP endpoint of the text model (appendix E's fill-in-the-blank), an APIRouter that serve_app.py includes
 when the served model is a text model (trained on a prepare-text dataset).
 
     POST /v1/fill   {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10, "exact": false}
@@ -19,7 +19,7 @@ MAX_TEXT_CHARS = 20_000
 
 
 def fill_router(predictor, config) -> APIRouter:
-    """The /v1/fill route for `predictor` (a loaded text model); config: serve.ServeConfig (max_k)."""
+    """The /v1/fill route for `predictor` (a loaded text model); config: serve_config.ServeConfig (max_k)."""
     filler = Filler.from_predictor(predictor, "the served model")
     router = APIRouter()
 

@@ -1,0 +1,19 @@
+"""Decoding settings (`DecodeConfig`) and the names of the built-in scores gamma (`SCORES`), in a
+module that imports nothing heavy: the command line shows their defaults and choices without
+importing torch. decode.py (Algorithm 1) and ranking.py (gamma) use them."""
+from dataclasses import dataclass
+
+SCORES = ("sum_log", "min", "max")  # gamma over the m per-map log-probabilities (ranking.py folds them)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam: int | None = None  # beam width B per map; None: B = k (appendix B)
+    exact: bool = False  # widen the beam until the top-k is certified exact
+    score: str = "sum_log"  # gamma: sum_log | min | max (library callers may pass a callable)
+    exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
+
+    def settings(self) -> dict:
+        """The settings as JSON values (a callable score by its repr), for reports."""
+        return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+                for k, v in self.__dict__.items()}
