@@ -6,7 +6,9 @@
 For every dataset: prepare it once (10% of the sets held out, seed 0, under runs/quality/data/),
 train a named recipe for a number of steps, rank the evaluation examples with the model and every
 baseline (the very same examples: superbloom.evaluate.make_examples, 5 held-out ids per set, context
-ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/common.py).
+ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/report.py).
+Dataset names: those of benchmarks/datasets.py; here `beauty` is S3-Rec's Beauty and `bert4rec_beauty`
+BERT4Rec's, as in results/quality.json.
 
 Splits:
   val   the held-out sets are carved from the *training* sets (10% of them, seed 1); the model and
