@@ -11,6 +11,7 @@ this shows how far. Results: benchmarks/results/adapsgd_quadratics.{json,md}.
 """
 from __future__ import annotations
 
+import argparse
 import warnings
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def errors(a: torch.Tensor, b: torch.Tensor, steps: int = 1000) -> list[float]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # no options; --help
     torch.set_num_threads(1)
     n, rows = 10, []
     for family in ("axis-aligned", "dense"):

@@ -34,15 +34,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.datasets import DATA_ROOT
 from benchmarks.machine import machine_info, machine_line
 from superbloom.optim import OptimConfig
 from superbloom.text.labelled import LabelledDocs, load_wikispeedia, split_rows
 from superbloom.textclass import TextClassConfig, TextClassifier, TrainTextConfig, train_classifier
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = [Path(p) for p in (os.environ.get("SUPERBLOOM_SHARED_DATA"),) if p] + [
-    REPO.parent / "shared" / "data", REPO.parents[1] / "shared" / "data"]  # /work/main or /work/wt/NAME
-DATA = next((p for p in SHARED if p.exists()), SHARED[-1]) / "wikispeedia"
+DATA = DATA_ROOT / "wikispeedia"  # links.tsv, categories.tsv, plaintext_articles.tar.xz (benchmarks/datasets.py)
 CACHE = REPO / "runs" / "heads_study"
 RESULTS = REPO / "benchmarks" / "results"
 NAME = "heads_study"

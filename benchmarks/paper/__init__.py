@@ -10,8 +10,9 @@ command makes which file). Run each as a module from the repository root:
 
 shared by them:
 
-    datasets.py   the shared datasets (SOURCES), prepared once; the evaluation examples (protocol)
-    runs.py       one cached training run, its rankings, the baselines' rankings, matched widths
+    datasets.py   the registry's datasets (benchmarks/datasets.py) prepared once; the evaluation examples
+    runs.py       one cached training run, its rankings, the baselines' rankings
+                  (models of equal size: superbloom/sizing.py)
     report.py     metric rows with confidence intervals, markdown tables, plots, result files
 
 Work files (prepared datasets, trained models, cached rankings) go to runs/paper/ (git-ignored);

@@ -1,6 +1,6 @@
 """One training run of the paper benchmarks, cached: its configuration, training, the rankings it
-makes on the evaluation examples, the baselines' rankings on the same examples, and model widths
-matched to a parameter count.
+makes on the evaluation examples, and the baselines' rankings on the same examples. (Model widths
+matched to a parameter count: superbloom/sizing.py.)
 
 A trained model is cached under runs/paper/models/DATASET/KEY, KEY a hash of its full
 configuration, so a script reuses the identical run another script made (e.g. f3_frequency reuses
@@ -26,10 +26,8 @@ from superbloom.batches import MaskConfig, query_batch
 from superbloom.checkpoint import latest_checkpoint
 from superbloom.evaluate import EvalConfig, Examples, evaluate
 from superbloom.files import load_json
-from superbloom.hashing import BloomHash
 from superbloom.heads import HeadConfig, head_config_dict
 from superbloom.metrics import target_ranks
-from superbloom.model import build_model, count_parameters
 
 from .datasets import EVAL_SEED, SEGMENT, TARGETS_PER_SET, WORK, dataset, examples_tag
 
@@ -62,10 +60,6 @@ class Run:
     @property
     def dir(self) -> Path:
         return WORK / "models" / self.dataset / self.key()
-
-
-def model_config(d: int, layers: int, heads: int = 4, d_ff: int | None = None, dropout: float = 0.1) -> sb.ModelConfig:
-    return sb.ModelConfig(d=d, heads=heads, d_ff=d_ff or 4 * d, layers=layers, dropout=dropout)
 
 
 def fit(run: Run) -> dict:
@@ -160,26 +154,3 @@ def baselines(name: str, data: sb.Dataset, ex: Examples, which=BASELINES) -> dic
         z = np.load(cache)
         out[b] = {"ranks": z["ranks"], "seconds": round(float(z["seconds"]), 1), "stored": int(z["stored"])}
     return out
-
-
-# ------------------------------------------------------------------------------------ model sizes
-
-
-def count_params(data: sb.Dataset, hash_cfg: sb.HashConfig, model: sb.ModelConfig, head: HeadConfig) -> int:
-    """Parameters (embeddings included) of the model a run would build, without training it."""
-    sizes = BloomHash.build(data.n_ids, sb.HashConfig(hash_cfg.alpha, hash_cfg.m, hash_cfg.seed))  # random: sizes only
-    return count_parameters(build_model(model, head, sizes, data.counts))
-
-
-def matched_width(data: sb.Dataset, target: int, hash_cfg: sb.HashConfig, layers: int, head: HeadConfig,
-                  widths=(4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384)) -> tuple[sb.ModelConfig, int]:
-    """The model width d (4 heads, d_ff = 4d) whose parameter count is closest to `target`."""
-    best = None
-    for d in widths:
-        cfg = model_config(d, layers, heads=4 if d % 4 == 0 else 2)
-        p = count_params(data, hash_cfg, cfg, head)
-        if best is None or abs(p - target) < abs(best[1] - target):
-            best = (cfg, p)
-        if p > target:
-            break
-    return best

@@ -23,11 +23,12 @@ import argparse
 
 import superbloom as sb
 from superbloom.metrics import hits_at
+from superbloom.sizing import count_params, matched_width, model_config
 
 from .datasets import prepared
 from .report import (STANDARD_COLUMNS, Timer, baseline_rows, by_dataset, diff_cell, markdown_table, model_row,
                      paired, plot_bars, protocol, result_path, write_results)
-from .runs import Run, baselines, count_params, matched_width, model_config, score
+from .runs import Run, baselines, score
 
 ALPHA, M, D, LAYERS = 50, 2, 128, 4
 SAMPLE_FRACTION = 0.025
@@ -42,15 +43,15 @@ def superbloom_run(name: str, budget: float = BUDGET) -> Run:
 def runs(name: str, data: sb.Dataset, budget: float) -> list[tuple[str, Run]]:
     """The four runs of one dataset, parameter counts matched as described in the module docstring."""
     sbr = superbloom_run(name, budget)
-    target = count_params(data, sbr.hash, sbr.model, sbr.head)
+    target = count_params(data.n_ids, data.counts, sbr.hash, sbr.model, sbr.head)
     plain = sb.HashConfig(1, 1)
     out = [("superbloom", sbr)]
-    full_model, _ = matched_width(data, target, plain, LAYERS, sb.FullConfig())
+    full_model, _ = matched_width(data.n_ids, data.counts, target, plain, LAYERS, sb.FullConfig())
     out.append(("full softmax", Run(name, plain, full_model, sb.FullConfig(), budget)))
     samples = max(1, round(SAMPLE_FRACTION * data.n_ids))
     wide = model_config(4 * full_model.d, LAYERS)
     out.append(("sampled softmax", Run(name, plain, wide, sb.SampledConfig(samples=samples), budget)))
-    hs_model, _ = matched_width(data, target, plain, LAYERS, sb.HierarchicalConfig())
+    hs_model, _ = matched_width(data.n_ids, data.counts, target, plain, LAYERS, sb.HierarchicalConfig())
     out.append(("hierarchical softmax", Run(name, plain, hs_model, sb.HierarchicalConfig(), budget)))
     return out
 

@@ -22,11 +22,12 @@ import numpy as np
 
 import superbloom as sb
 from superbloom.metrics import hits_at
+from superbloom.sizing import count_params, matched_width, model_config
 
 from .datasets import prepared
 from .report import (STANDARD_COLUMNS, Timer, baseline_rows, by_dataset, diff_cell, markdown_table, model_row,
                      paired, plot_bars, protocol, result_path, write_results)
-from .runs import Run, baselines, count_params, matched_width, model_config, score
+from .runs import Run, baselines, score
 
 D, DEEP, ALPHA = 128, 4, 20
 BUDGET = 150.0
@@ -42,7 +43,7 @@ def runs(name: str, data: sb.Dataset, budget: float) -> list[tuple[str, Run]]:
     head = sb.SuperbloomConfig()  # with alpha = 1, m = 1 it is exactly the unhashed full softmax
     plain, hashed = sb.HashConfig(1, 1), sb.HashConfig(ALPHA, 2)
     deep = model_config(D, DEEP)
-    wide, _ = matched_width(data, count_params(data, hashed, deep, head), hashed, 1, head,
+    wide, _ = matched_width(data.n_ids, data.counts, count_params(data.n_ids, data.counts, hashed, deep, head), hashed, 1, head,
                             widths=tuple(range(D, 8 * D + 1, 32)))
     return [("unhashed L1", Run(name, plain, model_config(D, 1), head, budget)),
             (f"unhashed L{DEEP}", Run(name, plain, deep, head, budget)),

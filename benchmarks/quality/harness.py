@@ -6,7 +6,9 @@
 For every dataset: prepare it once (10% of the sets held out, seed 0, under runs/quality/data/),
 train a named recipe for a number of steps, rank the evaluation examples with the model and every
 baseline (the very same examples: superbloom.evaluate.make_examples, 5 held-out ids per set, context
-ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/common.py).
+ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/report.py).
+Dataset names: those of benchmarks/datasets.py; here `beauty` is S3-Rec's Beauty and `bert4rec_beauty`
+BERT4Rec's, as in results/quality.json.
 
 Splits:
   val   the held-out sets are carved from the *training* sets (10% of them, seed 1); the model and
@@ -31,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.paper.datasets import DATA_ROOT, REPO
-from benchmarks.paper.datasets import strip_header as _strip_header
+from benchmarks.datasets import REPO
+from benchmarks.datasets import prepare as prepare_dataset
 from benchmarks.paper.report import paired
 from benchmarks.paper.report import rec_metrics as metrics
 from superbloom.metrics import hits_at
@@ -46,14 +48,13 @@ from superbloom.evaluate import Examples, make_examples
 from superbloom.heads.hybrid import mixed
 from superbloom.files import load_json
 from superbloom.heads import head_config
+from superbloom.holdout import hold_out
 from superbloom.metrics import target_ranks
 
 WORK = REPO / "runs" / "quality"
 RESULTS = REPO / "benchmarks" / "results"
 THREADS = 1  # torch threads: 1 is ~8x faster than 2 when other jobs share the 2 cores (OpenMP stalls; measured)
-# ../shared/data beside the checkout (a git worktree may sit one level deeper than /work/main)
-DATA = DATA_ROOT if DATA_ROOT.exists() or "SUPERBLOOM_SHARED_DATA" in os.environ else next(
-    (p / "shared" / "data" for p in REPO.parents if (p / "shared" / "data").exists()), DATA_ROOT)
+FAMILY = "quality"  # the registry's aliases for the names in results/quality.json
 TARGETS_PER_SET = 5
 EVAL_SEED = 0
 VAL_SEED = 1
@@ -63,80 +64,20 @@ BASELINES = ("popularity", "cooccurrence", "ease", "puresvd")
 # ------------------------------------------------------------------------------------ datasets
 
 
-@dataclass(frozen=True)
-class Source:
-    path: str  # under DATA_ROOT
-    read: sb.ReadConfig
-    about: str
-    header: str | None = None
-
-
-EDGES_NEIGHBOURS = sb.ReadConfig("edges", set_column=0, id_column=2, undirected=True)
-SOURCES = {
-    "wikispeedia": Source("wikispeedia/links.tsv", sb.ReadConfig("edges"), "Wikispeedia: the links of a page"),
-    "fb15k237": Source("fb15k-237/train.txt.gz", EDGES_NEIGHBOURS, "FB15k-237 neighbour sets (both directions)"),
-    "wn18rr": Source("wn18rr/train.txt", EDGES_NEIGHBOURS, "WN18RR neighbour sets (both directions)"),
-    "beauty": Source("s3rec/Beauty.txt", sb.ReadConfig("lines"), "S3-Rec Amazon Beauty: a user's items"),
-    "toys": Source("s3rec/Toys_and_Games.txt", sb.ReadConfig("lines"), "S3-Rec Amazon Toys: a user's items"),
-    "lastfm": Source("s3rec/LastFM.txt", sb.ReadConfig("lines"), "S3-Rec LastFM: a user's artists"),
-    "video": Source("sasrec_video/Video.txt", sb.ReadConfig("lines"), "SASRec Amazon Video Games: a user's items"),
-    "bert4rec_beauty": Source("bert4rec_beauty/beauty.txt", sb.ReadConfig("lines"),
-                              "BERT4Rec Amazon Beauty: a user's items"),
-    "epinions": Source("epinions/epinions_ratings.tsv.gz", sb.ReadConfig("edges"),
-                       "Epinions: the items a user rated (long tail)",
-                       header="user\titem\tcategory\trating\thelpfulness\ttime"),
-}
-
-
 def dataset(name: str) -> sb.Dataset:
-    """Dataset `name` prepared once (seed 0, 10% of the sets held out) under runs/quality/data/."""
-    if name not in SOURCES:
-        raise SystemExit(f"unknown dataset {name!r}; choose from {sorted(SOURCES)}")
-    out = WORK / "data" / name
-    if (out / "meta.json").exists():
-        return sb.Dataset(out)
-    spec = SOURCES[name]
-    src = DATA / spec.path
-    if not src.exists():
-        raise SystemExit(f"dataset {name!r} needs {src}, which does not exist")
-    if spec.header is not None:
-        converted = WORK / "sources" / (name + ".tsv")
-        converted.parent.mkdir(parents=True, exist_ok=True)
-        if not converted.exists():
-            _strip_header(src, converted, spec.header)
-        src = converted
-    s = sb.prepare(sb.PrepareConfig(str(src), str(out), spec.read, 0.1, 0), progress=False)
-    print(f"prepared {name}: {s['ids']:,} ids, {s['train']['sets']:,} train / {s['test']['sets']:,} test sets")
-    return sb.Dataset(out)
+    """Dataset `name` (the registry's, benchmarks/datasets.py; "beauty" is S3-Rec's file here) prepared
+    once (seed 0, 10% of the sets held out) under runs/quality/data/."""
+    return prepare_dataset(name, WORK / "data" / name, FAMILY)
 
 
 def split_dataset(name: str, split: str) -> sb.Dataset:
     """split 'test': the prepared dataset; 'val': its training sets, 10% of them held out (seed 1),
-    written as a dataset directory of its own (same vocabulary; counts from its training part)."""
-    data = dataset(name)
-    if split == "test":
-        return data
-    if split != "val":
+    written as a dataset directory of its own (superbloom.holdout: same vocabulary; counts from its
+    training part)."""
+    if split not in ("val", "test"):
         raise SystemExit(f"--split must be val or test, got {split!r}")
-    out = WORK / "data" / f"{name}-val"
-    if (out / "meta.json").exists():
-        return sb.Dataset(out)
-    out.mkdir(parents=True, exist_ok=True)
-    n = len(data.train)
-    is_val = np.zeros(n, bool)
-    is_val[np.random.default_rng(VAL_SEED).permutation(n)[: int(round(0.1 * n))]] = True
-    for part, rows in (("train", np.flatnonzero(~is_val)), ("test", np.flatnonzero(is_val))):
-        sets = data.train.subset(rows)
-        np.save(out / f"{part}.ids.npy", np.asarray(sets.ids, np.int32))
-        np.save(out / f"{part}.offsets.npy", sets.offsets)
-        if part == "train":
-            np.save(out / "counts.npy", np.bincount(np.asarray(sets.ids), minlength=data.n_ids).astype(np.int64))
-    for f in ("vocab.txt",):
-        shutil.copy(data.path / f, out / f)
-    meta = dict(data.meta, validation_of=name, val_seed=VAL_SEED,
-                train={"sets": int((~is_val).sum())}, test={"sets": int(is_val.sum())})
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    return sb.Dataset(out)
+    data = dataset(name)
+    return data if split == "test" else hold_out(data, WORK / "data" / f"{name}-val", 0.1, VAL_SEED, name)
 
 
 def examples(data: sb.Dataset) -> Examples:
@@ -174,12 +115,6 @@ class Recipe:
     item_term: str = "auto"  # hybrid: ease | cooccurrence | auto (HybridConfig.term)
     samples: int = 0  # hybrid: > 0 trains the network with sampled softmax (HybridConfig.samples)
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
-
-
-def trained_run(name: str, split: str, run: str):
-    """A trained harness model with its data and examples (for the probes) -> (data, examples, predictor)."""
-    data = split_dataset(name, split)
-    return data, examples(data), sb.load(WORK / "models" / f"{name}-{split}" / run)
 
 
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:

@@ -102,16 +102,16 @@ def heads(args, work: Path) -> dict:
     """{name: (train flags, parameters)}: superbloom alpha=50 m=2, and the two softmax heads matched
     to its parameter count as in benchmarks/paper/t2_heads.py."""
     import superbloom as sb
-    from benchmarks.paper.runs import count_params, matched_width, model_config
+    from superbloom.sizing import count_params, matched_width, model_config
 
     data = sb.Dataset(work / "data")
     layers = args.layers
     sbm = model_config(args.d, layers)
-    target = count_params(data, sb.HashConfig(50, 2), sbm, sb.SuperbloomConfig())
-    full, full_p = matched_width(data, target, sb.HashConfig(1, 1), layers, sb.FullConfig(), widths=(2, 4, 8, 16, 32))
+    target = count_params(data.n_ids, data.counts, sb.HashConfig(50, 2), sbm, sb.SuperbloomConfig())
+    full, full_p = matched_width(data.n_ids, data.counts, target, sb.HashConfig(1, 1), layers, sb.FullConfig(), widths=(2, 4, 8, 16, 32))
     samples = max(1, round(0.025 * data.n_ids))
     wide = model_config(4 * full.d, layers, heads=4 if (4 * full.d) % 4 == 0 else 2)
-    wide_p = count_params(data, sb.HashConfig(1, 1), wide, sb.SampledConfig(samples=samples))
+    wide_p = count_params(data.n_ids, data.counts, sb.HashConfig(1, 1), wide, sb.SampledConfig(samples=samples))
 
     def flags(m, extra):
         return ["--d", str(m.d), "--heads", str(m.heads), "--d-ff", str(m.d_ff), "--layers", str(m.layers), *extra]

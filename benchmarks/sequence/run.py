@@ -34,18 +34,13 @@ from superbloom.model import ModelConfig
 from superbloom.optim import OptimConfig
 from superbloom.train import LoopConfig, TrainConfig, train
 
+from ..datasets import DATASETS, resolve
+from ..datasets import prepare as prepare_dataset
 from ..machine import machine_info, machine_line
 
-DATA = Path(os.environ.get("SUPERBLOOM_SHARED", Path(__file__).resolve().parents[3] / "shared")) / "data"
 WORK = Path("runs/sequence")
 RESULTS = Path("benchmarks/results")
-
-DATASETS = {  # name -> (file, read config)
-    "beauty": ("s3rec/Beauty.txt", sb.ReadConfig(format="lines")),
-    "toys": ("s3rec/Toys_and_Games.txt", sb.ReadConfig(format="lines")),
-    "lastfm": ("s3rec/LastFM.txt", sb.ReadConfig(format="lines")),
-    "bert4rec_beauty": ("bert4rec_beauty/beauty.txt", sb.ReadConfig(format="edges", delimiter=" ")),
-}
+FAMILY = "sequence"  # the registry's aliases for the names in results/sequence.json: "beauty" is S3-Rec's file
 PUBLISHED = {  # HR@10, leave-one-out, full ranking
     "beauty": {"SASRec": 0.0605, "S3-Rec": 0.0647, "eSASRec": 0.0928},
     "toys": {"SASRec": 0.0675, "S3-Rec": 0.0700, "eSASRec": 0.0939},
@@ -60,10 +55,9 @@ def load_average() -> list[float]:
 
 
 def prepared(name: str) -> Path:
+    """Dataset `name` (the registry's, benchmarks/datasets.py) split leave-one-out under runs/sequence/data/."""
     out = WORK / "data" / name
-    if not (out / "meta.json").exists():
-        file, read = DATASETS[name]
-        sb.prepare(sb.PrepareConfig(str(DATA / file), str(out), read=read, split="leave-one-out"), progress=False)
+    prepare_dataset(name, out, FAMILY, split="leave-one-out")
     return out
 
 
@@ -124,7 +118,7 @@ def run_one(name: str, args) -> dict:
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi")
     pick = lambda d: {k: round(d[k], 4) for k in keys}  # noqa: E731
     return {
-        "dataset": name, "setting": setting, "file": DATASETS[name][0], "users": r["examples"],
+        "dataset": name, "setting": setting, "file": DATASETS[resolve(name, FAMILY)].path, "users": r["examples"],
         "ids": data.n_ids, "targets_unseen": r["targets_unseen"], "targets_in_history": r["targets_in_history"],
         "model": pick(r), "model_no_exclusion": pick(free),
         "baselines": {b: pick(v) for b, v in r["baselines"].items() if "skipped" not in v},

@@ -20,8 +20,8 @@ cores, mostly the logistic regressions on the 191K word features. scikit-learn i
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 
 import numpy as np
@@ -159,8 +159,12 @@ def plot_links_tsne(p: Pages, vtr: np.ndarray, vte: np.ndarray) -> None:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--plot-only", action="store_true",
+                    help="redraw the t-SNE figure only (seconds of SVD + the t-SNE)")
+    args = ap.parse_args()
     torch.set_num_threads(THREADS)
-    if "--plot-only" in sys.argv:  # redraw the t-SNE figure only (seconds of SVD + the t-SNE)
+    if args.plot_only:  # redraw the t-SNE figure only (seconds of SVD + the t-SNE)
         p = load_pages("links")
         vtr, vte, _ = svd_mean(p, 128)
         plot_links_tsne(p, vtr, vte)

@@ -24,22 +24,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import tarfile
 from collections import defaultdict
 from pathlib import Path
 
+import superbloom as sb
+from benchmarks.datasets import DATA_ROOT
+
 REPO = Path(__file__).resolve().parents[2]
-SHARED = [Path(p) for p in (os.environ.get("SUPERBLOOM_SHARED_DATA"),) if p] + [
-    REPO.parent / "shared" / "data", REPO.parents[1] / "shared" / "data"]  # /work/main or /work/wt/NAME
-DATA = next((p for p in SHARED if p.exists()), SHARED[-1]) / "wikispeedia"
+DATA = DATA_ROOT / "wikispeedia"  # links.tsv, categories.tsv, plaintext_articles.tar.xz (benchmarks/datasets.py)
 WORK = REPO / "runs" / "setembed"
 TEST_FRACTION = 0.2  # ~920 held-out pages: per-class F1 of the small classes needs more than 10%
 SEED = 0
-
-import superbloom as sb  # noqa: E402
 
 WORD = re.compile(r"[a-z]+")
 

