@@ -13,9 +13,8 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from .sequence import ordered_query_batch
+from .rank import rank_contexts
 from .checkpoint import load_weights, require_inference_checkpoint
 from .decode import DecodeConfig
 from .device import resolve_device
@@ -26,30 +25,6 @@ from .heads import head_config_from_dict
 from .model import ModelConfig, SetModel, build_model, count_parameters
 from .ranking import Ranking
 from .vocab import Vocab
-
-
-@torch.no_grad()
-def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: int,
-                  decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False,
-                  exclude: np.ndarray | None = None) -> Ranking:
-    """Top-k ids for each context row (Q, c) of ids (-1 padded). Never returned: the ids of `exclude`
-    (Q, X), -1 padded, or by default (None) the context ids themselves.
-    Runs on the model's device; the Ranking comes back on the CPU. Order matters for a model with
-    positions (oldest id first): a causal one scores its newest element (sequence.ordered_query_batch)."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    exclude = contexts if exclude is None else exclude
-    parts = []
-    for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
-        ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
-        ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
-        qb = ordered_query_batch(ctx, hashing, model.encoder.cfg).to(device)
-        hidden = model.target_hidden(qb)  # (q, m, d)
-        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
-                                     decode=decode, context=qb.context(qb.target_elem)).cpu())
-    model.train(was_training)
-    return Ranking.concat(parts) if parts else Ranking.empty(k)
 
 
 @dataclass

@@ -37,6 +37,7 @@ import numpy as np
 
 from .baselines import baseline_entry, fit_baseline
 from .batches import sample_segments
+from .dataset import history_matrix, last_known
 from .dataset import Dataset, SetArray
 from .metrics import hits_at, mean_ci, sequence_summary, summarize
 
@@ -105,35 +106,6 @@ class SetHoldout:
     def describe(self) -> dict:
         return {"protocol": self.name, "seed": self.seed, "n": self.n, "targets_per_set": self.targets_per_set,
                 "context_excluded": True}
-
-
-def last_known(history: SetArray, n: int) -> np.ndarray:
-    """The most recent n known ids of each history, order kept: (U, w) ids, w <= n, right-aligned
-    (newest in the last column), -1 padded on the left; unknown (-1) ids are dropped first."""
-    ids = np.asarray(history.ids)
-    known = ids >= 0  # (links,)
-    user = np.repeat(np.arange(len(history)), history.lengths)  # (links,)
-    n_known = np.bincount(user[known], minlength=len(history))  # (U,)
-    # rank of each known id counted from the end of its history: 0 = newest
-    csum = np.cumsum(known)  # (links,) known ids up to and including this link
-    total_before = np.concatenate([[0], np.cumsum(n_known)])[:-1]  # (U,) known ids of earlier users
-    from_end = total_before[user] + n_known[user] - csum  # (links,) valid where known
-    w = int(min(n, n_known.max())) if len(history) and n_known.max() > 0 else 0
-    out = np.full((len(history), w), -1, np.int64)
-    take = known & (from_end < w)
-    out[user[take], w - 1 - from_end[take]] = ids[take]
-    return out
-
-
-def history_matrix(history: SetArray) -> np.ndarray:
-    """(U, L) the whole histories, left-aligned, -1 padded (for exclusion)."""
-    lengths = history.lengths
-    w = int(lengths.max()) if len(history) else 0
-    col = np.arange(w)[None, :]
-    valid = col < lengths[:, None]
-    idx = np.where(valid, history.offsets[:-1, None] + col, 0)
-    ids = np.asarray(history.ids)
-    return np.where(valid, ids[idx] if len(ids) else -1, -1).astype(np.int64)
 
 
 @dataclass(frozen=True)
