@@ -88,8 +88,8 @@ def test_unknown_flag_names_the_command_help(capsys):
 
 
 def test_decode_config_is_one_class():
-    import superbloom.decode
-    import superbloom.ranking
+    import superbloom.decode as decode
+    import superbloom.ranking as ranking
 
-    assert sb.DecodeConfig is superbloom.decode.DecodeConfig
-    assert superbloom.ranking.SCORES == ("sum_log", "min", "max")
+    assert sb.DecodeConfig is decode.DecodeConfig
+    assert ranking.SCORES == ("sum_log", "min", "max")
