@@ -36,11 +36,11 @@ import torch
 from benchmarks.machine import machine_info, write_results
 
 import superbloom as sb
-from superbloom.adapsgd import AdapSGD
-from superbloom.batches import MaskConfig, training_batch
-from superbloom.hashing import BloomHash
-from superbloom.model import build_model, count_parameters
-from superbloom.optim import lr_factor
+from superbloom.training.adapsgd import AdapSGD
+from superbloom.model.batches import MaskConfig, training_batch
+from superbloom.hashing.bloom import BloomHash
+from superbloom.model.encoder import build_model, count_parameters
+from superbloom.training.optim import lr_factor
 
 warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
 

@@ -19,7 +19,7 @@ import torch
 
 from benchmarks.machine import machine_info, write_results
 
-from superbloom.adapsgd import AdapSGD
+from superbloom.training.adapsgd import AdapSGD
 
 warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
 CHECK = (10, 100, 300, 1000)

@@ -56,11 +56,11 @@ def text_runs() -> list[dict]:
 
 def setembed_runs(steps: int = SETEMBED_STEPS) -> list[dict]:
     from benchmarks.setembed.common import WORK, classification_report, load_pages
-    from superbloom.hashing import HashConfig
-    from superbloom.model import ModelConfig
-    from superbloom.optim import OptimConfig
+    from superbloom.hashing.bloom import HashConfig
+    from superbloom.model.encoder import ModelConfig
+    from superbloom.training.optim import OptimConfig
     from superbloom.setembed import EmbedConfig, EmbedTrainConfig, embed_train, load_embedder
-    from superbloom.train import LoopConfig
+    from superbloom.training.train import LoopConfig
 
     if not (WORK / "data_links" / "meta.json").exists():
         from benchmarks.setembed.data import build

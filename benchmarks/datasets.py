@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import superbloom as sb
-from superbloom.header import strip_header
+from superbloom.data.header import strip_header
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("sets", "sequences", "text", "archive")

@@ -46,12 +46,12 @@ import torch
 
 import superbloom as sb
 from benchmarks.machine import machine_info, write_results
-from superbloom.batches import query_batch
-from superbloom.checkpoint import inference_checkpoint
-from superbloom.decode import beam_topk, exhaustive_topk
-from superbloom.evaluate import make_examples
-from superbloom.hashing import BloomHash, HashConfig
-from superbloom.ranking import Ranking
+from superbloom.model.batches import query_batch
+from superbloom.storage.checkpoint import inference_checkpoint
+from superbloom.heads.beam import beam_topk, exhaustive_topk
+from superbloom.evaluation.evaluate import make_examples
+from superbloom.hashing.bloom import BloomHash, HashConfig
+from superbloom.heads.ranking import Ranking
 
 RESULTS = Path(__file__).parent / "results"
 PROFILE = RESULTS / "decode_profile.json"

@@ -44,17 +44,17 @@ import torch
 from benchmarks.machine import machine_info, write_results
 
 import superbloom as sb
-from superbloom.dataset import Dataset, SetArray
-from superbloom.decode import DecodeConfig
-from superbloom.extend import extend
-from superbloom.files import load_json, write_lines
-from superbloom.metrics import summarize_ci, target_ranks
-from superbloom.model import count_parameters
-from superbloom.predictor import rank_contexts
-from superbloom.protocols import make_examples
-from superbloom.remap import vocabulary_map
-from superbloom.train import TrainConfig
-from superbloom.writer import write_split, write_staged, write_vocabulary
+from superbloom.data.dataset import Dataset, SetArray
+from superbloom.heads.beam import DecodeConfig
+from superbloom.hashing.grow import extend
+from superbloom.storage.files import load_json, write_lines
+from superbloom.evaluation.metrics import summarize_ci, target_ranks
+from superbloom.model.encoder import count_parameters
+from superbloom.inference.rank import rank_contexts
+from superbloom.evaluation.protocols import make_examples
+from superbloom.data.remap import vocabulary_map
+from superbloom.training.train import TrainConfig
+from superbloom.data.writer import write_split, write_staged, write_vocabulary
 
 
 def uptime() -> str:

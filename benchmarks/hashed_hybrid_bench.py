@@ -37,9 +37,9 @@ def main():
     import torch
     import torch.nn as nn
 
-    from superbloom.dataset import Dataset
-    from superbloom.decode import DecodeConfig
-    from superbloom.hashing import BloomHash, HashConfig
+    from superbloom.data.dataset import Dataset
+    from superbloom.heads.beam import DecodeConfig
+    from superbloom.hashing.bloom import BloomHash, HashConfig
     from superbloom.heads import head_config
     from superbloom.heads.hashed_hybrid import HashedHybridHead, mixed
 

@@ -36,9 +36,9 @@ import torch
 
 from benchmarks.datasets import DATA_ROOT
 from benchmarks.machine import machine_info, machine_line
-from superbloom.optim import OptimConfig
-from superbloom.text.labelled import LabelledDocs, load_wikispeedia, split_rows
-from superbloom.textclass import TextClassConfig, TextClassifier, TrainTextConfig, train_classifier
+from superbloom.training.optim import OptimConfig
+from superbloom.textclass.docs import LabelledDocs, load_wikispeedia, split_rows
+from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, train_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = DATA_ROOT / "wikispeedia"  # links.tsv, categories.tsv, plaintext_articles.tar.xz (benchmarks/datasets.py)

@@ -96,10 +96,10 @@ def run_one(cfg: dict) -> dict:
     import torch
 
     import superbloom as sb
-    from superbloom.batches import MaskConfig, training_batch
-    from superbloom.dataset import SetArray
-    from superbloom.hashing import BloomHash
-    from superbloom.model import build_model, count_parameters
+    from superbloom.model.batches import MaskConfig, training_batch
+    from superbloom.data.dataset import SetArray
+    from superbloom.hashing.bloom import BloomHash
+    from superbloom.model.encoder import build_model, count_parameters
 
     torch.set_num_threads(cfg["threads"])
     n, d, head = cfg["n_ids"], cfg["d"], cfg["head"]

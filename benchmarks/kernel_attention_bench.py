@@ -52,8 +52,8 @@ def one(method: str, t: int, reps: int, warm: int, threads: int, heads: int = HE
     import torch
     import torch.nn.functional as F
 
-    from superbloom.kernel_attention import kernel_attention
-    from superbloom.model import Attention
+    from superbloom.model.attention import kernel_attention
+    from superbloom.model.encoder import Attention
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -30,8 +30,8 @@ import numpy as np
 
 import superbloom as sb
 from benchmarks.machine import machine_info, write_results
-from superbloom.checkpoint import latest_checkpoint
-from superbloom.files import load_json
+from superbloom.storage.checkpoint import latest_checkpoint
+from superbloom.storage.files import load_json
 
 
 def ensure_model(model: Path, data: Path, seconds: float) -> None:

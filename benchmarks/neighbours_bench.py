@@ -47,8 +47,8 @@ def main():
     ap.add_argument("--name", default="neighbours")
     args = ap.parse_args()
 
-    from superbloom.dataset import Dataset
-    from superbloom.neighbours import cooccurrence_neighbours
+    from superbloom.data.dataset import Dataset
+    from superbloom.heads.neighbours import cooccurrence_neighbours
 
     load0 = os.getloadavg()
     data = Dataset(args.data)
@@ -64,7 +64,7 @@ def main():
     result["blocked"] = {"seconds": round(s, 2), "cpu_seconds": round(cpu, 2), "peak_traced_mb": round(peak, 1), "values": len(cols),
                          "result_mb": round((indptr.nbytes + cols.nbytes + values.nbytes) / 2**20, 1)}
     if args.xtx:
-        from superbloom.baselines import Cooccurrence
+        from superbloom.evaluation.baselines import Cooccurrence
         from superbloom.heads.hybrid import neighbour_pattern
 
         def hybrid_path():

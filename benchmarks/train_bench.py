@@ -24,9 +24,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import superbloom as sb
 from benchmarks.machine import machine_info, write_results
-from superbloom.batches import MaskConfig, training_batch
-from superbloom.hashing import BloomHash
-from superbloom.model import build_model, count_parameters
+from superbloom.model.batches import MaskConfig, training_batch
+from superbloom.hashing.bloom import BloomHash
+from superbloom.model.encoder import build_model, count_parameters
 
 YARDSTICK = 60e9  # fp32 FLOP/s, the project's reference rate for this machine
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from superbloom.adapsgd import STATE, AdapSGD
+from superbloom.training.adapsgd import STATE, AdapSGD
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 
@@ -161,9 +161,9 @@ def test_no_step_before_a_curvature_estimate():
 
 
 def test_state_dict_round_trip_through_the_checkpoint_format(tmp_path):
-    from superbloom.checkpoint import _optimizer_state, load_optimizer
+    from superbloom.storage.checkpoint import _optimizer_state, load_optimizer
     from safetensors.torch import save_file
-    from superbloom.files import save_json
+    from superbloom.storage.files import save_json
 
     torch.manual_seed(0)
     model = nn.Linear(5, 3)
@@ -224,9 +224,9 @@ def test_trains_the_library_set_model_through_the_loop_contract(wiki_data):
     import numpy as np
 
     import superbloom as sb
-    from superbloom.batches import MaskConfig, training_batch
-    from superbloom.hashing import BloomHash
-    from superbloom.model import build_model
+    from superbloom.model.batches import MaskConfig, training_batch
+    from superbloom.hashing.bloom import BloomHash
+    from superbloom.model.encoder import build_model
 
     torch.manual_seed(0)
     hashing = BloomHash.build(wiki_data.n_ids, sb.HashConfig(alpha=8, m=2))
@@ -246,11 +246,11 @@ def test_the_training_loops_train_step_drives_it(wiki_data):
     import numpy as np
 
     import superbloom as sb
-    from superbloom.batches import MaskConfig, training_batch
-    from superbloom.hashing import BloomHash
-    from superbloom.model import build_model
-    from superbloom.optim import OptimConfig
-    from superbloom.loop import train_step
+    from superbloom.model.batches import MaskConfig, training_batch
+    from superbloom.hashing.bloom import BloomHash
+    from superbloom.model.encoder import build_model
+    from superbloom.training.optim import OptimConfig
+    from superbloom.training.loop import train_step
 
     torch.manual_seed(0)
     hashing = BloomHash.build(wiki_data.n_ids, sb.HashConfig(alpha=8, m=2))
@@ -269,7 +269,7 @@ def test_cli_trains_with_adapsgd_and_kernel_attention(wiki_data, tmp_path, capsy
     6 steps (a Hessian step at 0 and 5), checkpoints, and a model that loads and predicts."""
     import superbloom as sb
     from superbloom.cli import main
-    from superbloom.files import load_json
+    from superbloom.storage.files import load_json
 
     out = tmp_path / "m"
     assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "6", "--optimizer", "adapsgd",

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from superbloom.baselines import fit_baseline
-from superbloom.dataset import SetArray
+from superbloom.evaluation.baselines import fit_baseline
+from superbloom.data.dataset import SetArray
 
 SETS = [[0, 1, 2], [0, 1], [1, 2, 3], [3, 4], [3, 4, 5], [0, 2], [4, 5]]
 N = 7  # id 6 never occurs
@@ -36,7 +36,7 @@ def test_cooccurrence_is_the_cosine_sum():
 
 def test_ease_matches_the_closed_form():
     lam = 2.0
-    from superbloom.baselines import Ease
+    from superbloom.evaluation.baselines import Ease
 
     b = Ease(SetArray.from_lists(SETS), N, lam=lam)
     x = dense(SETS, N)
@@ -46,7 +46,7 @@ def test_ease_matches_the_closed_form():
 
 
 def test_puresvd_projects_onto_the_top_singular_space():
-    from superbloom.baselines import PureSVD
+    from superbloom.evaluation.baselines import PureSVD
 
     x = dense(SETS, N)
     rank = 3
@@ -68,7 +68,7 @@ def test_unknown_baseline_is_named():
 
 
 def test_spd_inverse_in_place_matches_numpy():
-    from superbloom.baselines import spd_inverse
+    from superbloom.evaluation.baselines import spd_inverse
 
     rng = np.random.default_rng(0)
     a = rng.normal(size=(2100, 40))
@@ -80,7 +80,7 @@ def test_spd_inverse_in_place_matches_numpy():
 
 
 def test_spd_inverse_rejects_an_indefinite_matrix():
-    from superbloom.baselines import spd_inverse
+    from superbloom.evaluation.baselines import spd_inverse
 
     with pytest.raises(ValueError, match="not positive definite"):
         spd_inverse(np.array([[1.0, 2.0], [2.0, 1.0]]))
@@ -88,7 +88,7 @@ def test_spd_inverse_rejects_an_indefinite_matrix():
 
 @pytest.mark.parametrize("name", ["popularity", "cooccurrence", "ease", "puresvd"])
 def test_every_baseline_ranks_through_one_interface_and_never_an_excluded_id(name):
-    from superbloom.baselines import BASELINES
+    from superbloom.evaluation.baselines import BASELINES
 
     b = BASELINES[name].fit(SetArray.from_lists(SETS), N)
     rng = np.random.default_rng(0)
@@ -99,7 +99,7 @@ def test_every_baseline_ranks_through_one_interface_and_never_an_excluded_id(nam
 
 
 def test_rank_scores_is_the_same_in_any_chunking():
-    from superbloom.baselines import rank_scores, topk_excluding
+    from superbloom.evaluation.baselines import rank_scores, topk_excluding
 
     rng = np.random.default_rng(1)
     scores = rng.integers(0, 4, (11, 30)).astype(np.float64)  # many ties
@@ -115,7 +115,7 @@ def test_rank_scores_is_the_same_in_any_chunking():
 
 
 def test_registry_entries_say_when_they_are_skipped():
-    from superbloom.baselines import BASELINES, EASE_MAX_IDS
+    from superbloom.evaluation.baselines import BASELINES, EASE_MAX_IDS
 
     assert BASELINES["ease"].skipped(EASE_MAX_IDS) is None
     assert BASELINES["ease"].skipped(EASE_MAX_IDS + 1) == f"{EASE_MAX_IDS + 1:,} ids > {EASE_MAX_IDS:,} (dense EASE)"

@@ -1,10 +1,9 @@
 """Training examples (paper sec. 3.1): segments, masking rates, corruption split, hashing."""
 import numpy as np
 
-from superbloom.batches import (MaskConfig, epoch_batches, mask_segments, merge_masks, query_batch,
-                                sample_segments, training_batch)
-from superbloom.dataset import SetArray
-from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+from superbloom.model.batches import MaskConfig, epoch_batches, mask_segments, merge_masks, query_batch, sample_segments, training_batch
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 
 
 def test_segments_are_contiguous_and_capped(rng):
@@ -83,7 +82,7 @@ def test_epoch_batches_cover_each_row_once(rng):
 
 
 def test_element_dropout_drops_only_unmasked_context(rng):
-    from superbloom.batches import drop_elements
+    from superbloom.model.batches import drop_elements
 
     elems = np.array([[5, 6, MASK_ELEM, 8, PAD_ELEM], [1, 2, 3, 4, 9]])
     targets = np.array([[-1, -1, 7, -1, -1], [-1, 2, -1, -1, -1]])

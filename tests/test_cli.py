@@ -61,7 +61,7 @@ def test_cli_json_and_http_api_give_the_same_answer(trained, capsys):
     """predict / expand --json print exactly what POST /v1/predict and /v1/expand answer."""
     from fastapi.testclient import TestClient
 
-    from superbloom.serve_app import create_app
+    from superbloom.serving.app import create_app
 
     model = sb.load(trained / "model")
     with TestClient(create_app(model)) as client:

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-import superbloom.coherent as coherent
+from superbloom.hashing import coherent as coherent
 from superbloom.cli import main
-from superbloom.coherent import CoherentStats, coherent_orders, cooccurrence_embeddings
-from superbloom.dataset import SetArray
-from superbloom.hashing import BloomHash, HashConfig, duplicate_rows
+from superbloom.hashing.coherent import CoherentStats, coherent_orders, cooccurrence_embeddings
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import BloomHash, HashConfig, duplicate_rows
 
 N_CLUSTERS, PER_CLUSTER = 30, 10
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.compare import paired, per_example
-from superbloom.dataset import Dataset
-from superbloom.evaluate import EvalConfig
-from superbloom.metrics import bootstrap_ci
+from superbloom.evaluation.compare import paired, per_example
+from superbloom.data.dataset import Dataset
+from superbloom.evaluation.evaluate import EvalConfig
+from superbloom.evaluation.metrics import bootstrap_ci
 
 
 def run(*args):

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import superbloom as sb
-from superbloom.checkpoint import latest_checkpoint
+from superbloom.storage.checkpoint import latest_checkpoint
 from superbloom.cli import main
-from superbloom.device import resolve_device
+from superbloom.model.device import resolve_device
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA GPU: torch.cuda.is_available() is False on this machine")

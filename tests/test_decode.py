@@ -5,9 +5,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.decode import DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk, sufficient_beam
-from superbloom.ranking import score_fn, topk_last
-from superbloom.hashing import BloomHash, HashConfig
+from superbloom.heads.beam import DecodeConfig, beam_pass, beam_topk, decode_topk, exhaustive_topk, sufficient_beam
+from superbloom.heads.ranking import score_fn, topk_last
+from superbloom.hashing.bloom import BloomHash, HashConfig
 
 from conftest import DEVICES
 

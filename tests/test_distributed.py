@@ -39,8 +39,8 @@ def test_two_ranks_kill_and_resume_give_the_same_run(wiki_data, tmp_path):
     very weights of an uninterrupted 6-step run (same data order, masks and dropout on every rank)."""
     from safetensors.torch import load_file
 
-    from superbloom.checkpoint import latest_checkpoint
-    from superbloom.files import load_json
+    from superbloom.storage.checkpoint import latest_checkpoint
+    from superbloom.storage.files import load_json
 
     _ranks_run(wiki_data, tmp_path / "whole", "--steps", "6")
     _ranks_run(wiki_data, tmp_path / "split", "--steps", "3")

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.dynamic import N_TRITS, DynamicEmbedding, TritVocab, trits
+from superbloom.model.dynamic import N_TRITS, DynamicEmbedding, TritVocab, trits
 
 
 def reference_trits(s: str) -> list[int]:

@@ -10,15 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import superbloom as sb
-from superbloom.batches import query_batch
-from superbloom.checkpoint import latest_checkpoint
+from superbloom.model.batches import query_batch
+from superbloom.storage.checkpoint import latest_checkpoint
 from superbloom.cli import main
-from superbloom.dynamic import trits
-from superbloom.embeddings import DynamicIdInput
-from superbloom.files import load_json
-from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+from superbloom.model.dynamic import trits
+from superbloom.model.embeddings import DynamicIdInput
+from superbloom.storage.files import load_json
+from superbloom.hashing.bloom import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.heads import SuperbloomConfig
-from superbloom.model import ModelConfig, build_model, count_parameters
+from superbloom.model.encoder import ModelConfig, build_model, count_parameters
 
 STRINGS = [f"id_{i}" for i in range(40)]
 

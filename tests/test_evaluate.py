@@ -10,9 +10,9 @@ import pytest
 
 import superbloom as sb
 from superbloom.cli import main
-from superbloom.evaluate import EvalConfig, EvalResult, evaluate, variant_key
+from superbloom.evaluation.evaluate import EvalConfig, EvalResult, evaluate, variant_key
 from superbloom.heads import head_config
-from superbloom.protocols import REGISTRY, resolve
+from superbloom.evaluation.protocols import REGISTRY, resolve
 
 # today's keys, in order, of `eval --json` (read from the code before EvalResult)
 SETS_KEYS = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10", "examples", "targets_unseen", "sets_skipped",
@@ -70,7 +70,7 @@ def test_save_load_round_trip(sets_result, tmp_path):
 
 
 def test_ease_too_big_is_skipped_saying_why(tiny_predictor, wiki_data, monkeypatch):
-    from superbloom import baselines
+    from superbloom.evaluation import baselines
 
     monkeypatch.setitem(baselines.BASELINES, "ease", baselines.BaselineEntry(baselines.Ease, max_ids=100,
                                                                              too_big="dense EASE"))

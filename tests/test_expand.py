@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from superbloom.cli import main
-from superbloom.ranking import Ranking
-from superbloom.expand import ExpandConfig, choose, expand
-from superbloom.vocab import Vocab
+from superbloom.heads.ranking import Ranking
+from superbloom.inference.expand import ExpandConfig, choose, expand
+from superbloom.data.vocab import Vocab
 
 
 class FixedScores:

@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 from safetensors.numpy import load_file
 
 import superbloom as sb
-from superbloom.batches import query_batch
-from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
+from superbloom.model.batches import query_batch
+from superbloom.storage.checkpoint import inference_checkpoint, latest_checkpoint
 from superbloom.cli import main
-from superbloom.decode import DecodeConfig
-from superbloom.extend import assign, extend, least_filled, read_new_ids
-from superbloom.files import load_json
-from superbloom.hashing import BloomHash, HashConfig, duplicate_rows, inverse_index
-from superbloom.readers import InputError
-from superbloom.vocab import Vocab
+from superbloom.heads.beam import DecodeConfig
+from superbloom.hashing.grow import assign, extend, least_filled, read_new_ids
+from superbloom.storage.files import load_json
+from superbloom.hashing.bloom import BloomHash, HashConfig, duplicate_rows, inverse_index
+from superbloom.data.readers import InputError
+from superbloom.data.vocab import Vocab
 
 NEW = [f"New_page_{i}" for i in range(60)]
 TINY = sb.ModelConfig(d=32, heads=2, d_ff=64, layers=1)

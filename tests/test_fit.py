@@ -6,10 +6,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from superbloom.checkpoint import latest_checkpoint
-from superbloom.device import Dist
-from superbloom.optim import OptimConfig
-from superbloom.loop import LoopConfig, Objective, fit
+from superbloom.storage.checkpoint import latest_checkpoint
+from superbloom.model.device import Dist
+from superbloom.training.optim import OptimConfig
+from superbloom.training.loop import LoopConfig, Objective, fit
 
 CPU = Dist(0, 1, torch.device("cpu"))
 
@@ -64,7 +64,7 @@ def test_fit_trains_checkpoints_and_resumes_any_objective(tmp_path):
     fit(objective(resumed), LoopConfig(batch_size=32, steps=60, eval_every=0, checkpoint_every=1e9), optim,
         tmp_path, CPU, resume_from=latest_checkpoint(tmp_path), progress=False)
     whole = Regression()
-    from superbloom.checkpoint import load_weights
+    from superbloom.storage.checkpoint import load_weights
 
     load_weights(whole, latest_checkpoint(tmp_path / "whole"))
     assert torch.equal(whole.w.weight, resumed.w.weight) and torch.equal(whole.w.bias, resumed.w.bias)
@@ -73,7 +73,7 @@ def test_fit_trains_checkpoints_and_resumes_any_objective(tmp_path):
 def test_weight_average_is_validated_kept_and_resumed(tmp_path):
     """LoopConfig.ema: BEST holds the averaged weights (not the trained ones), and a resumed run
     continues the average: its weights and average equal an uninterrupted run's, bit for bit."""
-    from superbloom.checkpoint import inference_checkpoint, load_extra, load_weights
+    from superbloom.storage.checkpoint import inference_checkpoint, load_extra, load_weights
 
     optim = OptimConfig(lr=0.3, warmup=5)
     runs = {}
@@ -101,10 +101,10 @@ def test_train_uses_the_registered_objective(tmp_path, monkeypatch):
     import superbloom as sb
     import importlib
 
-    train_mod = importlib.import_module("superbloom.train")  # (superbloom.train is also the function)
-    from superbloom.model import ModelConfig
-    from superbloom.prepare import PrepareConfig, prepare
-    from superbloom.readers import ReadConfig
+    train_mod = importlib.import_module("superbloom.training.train")  # (superbloom.train is also the function)
+    from superbloom.model.encoder import ModelConfig
+    from superbloom.data.prepare import PrepareConfig, prepare
+    from superbloom.data.readers import ReadConfig
 
     prepare(PrepareConfig(input=str(sb.embedded_dataset()), out=str(tmp_path / "data"),
                           read=ReadConfig(format="edges")), progress=False)

@@ -12,19 +12,19 @@ from hypothesis import strategies as st
 from safetensors.torch import save_model
 
 import superbloom as sb
-from superbloom.baselines import Cooccurrence
-from superbloom.batches import MaskConfig
-from superbloom.checkpoint import load_weights
-from superbloom.dataset import SetArray
-from superbloom.decode import DecodeConfig, decode_topk
-from superbloom.hashing import BloomHash, HashConfig
+from superbloom.evaluation.baselines import Cooccurrence
+from superbloom.model.batches import MaskConfig
+from superbloom.storage.checkpoint import load_weights
+from superbloom.data.dataset import SetArray
+from superbloom.heads.beam import DecodeConfig, decode_topk
+from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import HEADS, head_config
 from superbloom.heads.hashed_hybrid import MIXES, HashedHybridHead, mixed
-from superbloom.mapped import map_weights
-from superbloom.model import ModelConfig, build_model
-from superbloom.neighbours import cooccurrence_neighbours
-from superbloom.predictor import rank_contexts
-from superbloom.ranking import NEG_INF, combine
+from superbloom.storage.mapped import map_weights
+from superbloom.model.encoder import ModelConfig, build_model
+from superbloom.heads.neighbours import cooccurrence_neighbours
+from superbloom.inference.rank import rank_contexts
+from superbloom.heads.ranking import NEG_INF, combine
 
 from conftest import DEVICES
 

@@ -4,8 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.hashing import (MASK, MASK_ELEM, PAD, PAD_ELEM, SPECIALS, BloomHash, HashConfig,
-                                duplicate_rows)
+from superbloom.hashing.bloom import MASK, MASK_ELEM, PAD, PAD_ELEM, SPECIALS, BloomHash, HashConfig, duplicate_rows
 
 
 @settings(max_examples=40, deadline=None)
@@ -73,7 +72,7 @@ def test_save_load_roundtrip(tmp_path):
 
 
 def test_alpha_zero_is_chosen_from_the_vocabulary_size():
-    from superbloom.hashing import AUTO_ALPHA, UNHASHED_MAX_IDS
+    from superbloom.hashing.bloom import AUTO_ALPHA, UNHASHED_MAX_IDS
 
     small = HashConfig(alpha=0, m=2).resolve(UNHASHED_MAX_IDS)
     assert (small.alpha, small.m) == (1, 1)

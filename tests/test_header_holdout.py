@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.header import strip_header
-from superbloom.holdout import hold_out
-from superbloom.readers import InputError
+from superbloom.data.header import strip_header
+from superbloom.data.holdout import hold_out
+from superbloom.data.readers import InputError
 
 HEADER = "user\titem\trating"
 

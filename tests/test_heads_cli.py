@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from superbloom.cli import main
-from superbloom.files import load_json
+from superbloom.storage.files import load_json
 
 HEADS = {
     "full": ["--alpha", "1", "--m", "1"],

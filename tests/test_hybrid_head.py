@@ -11,16 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import superbloom as sb
-from superbloom.batches import MaskConfig, query_batch, training_batch
-from superbloom.checkpoint import load_weights
-from superbloom.dataset import SetArray
-from superbloom.hashing import BloomHash, HashConfig
+from superbloom.model.batches import MaskConfig, query_batch, training_batch
+from superbloom.storage.checkpoint import load_weights
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import MIXES
-from superbloom.itemitem import largest_pattern, neighbour_pattern, transition_pattern
-from superbloom.mapped import map_weights
-from superbloom.model import ModelConfig, build_model
-from superbloom.predictor import rank_contexts
+from superbloom.heads.itemitem import largest_pattern, neighbour_pattern, transition_pattern
+from superbloom.storage.mapped import map_weights
+from superbloom.model.encoder import ModelConfig, build_model
+from superbloom.inference.rank import rank_contexts
 from safetensors.torch import load_file, save_file, save_model
 
 N = 30
@@ -216,7 +216,7 @@ def test_sampled_training_uses_the_sampled_loss_and_evaluation_the_full_one():
 
 @pytest.mark.parametrize("term", ["ease", "cooccurrence"])
 def test_the_item_item_values_are_the_closed_forms_on_the_pattern(term):
-    from superbloom.baselines import Cooccurrence, Ease  # the baselines: the same closed forms (itemitem.py)
+    from superbloom.evaluation.baselines import Cooccurrence, Ease  # the baselines: the same closed forms (itemitem.py)
     _, model = make(neighbours=4, term=term)
     head, sets = model.head, sets_of()
     dense = Ease(sets, N).b if term == "ease" else Cooccurrence(sets, N).cos.toarray()
@@ -253,7 +253,7 @@ def _validation(head, seed=0, q=37):
         return head.topk(hidden, 10, exclude=ids, context=ids, chunk_elems=5 * N)  # 8 chunks
 
     def metrics(ranking):
-        from superbloom.metrics import summarize, target_ranks
+        from superbloom.evaluation.metrics import summarize, target_ranks
         return summarize(target_ranks(ranking.ids.numpy(), targets))
     return rank, metrics, calls
 
@@ -307,7 +307,7 @@ def test_recency_weights_count_the_newest_id_most():
 
 
 def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
-    from superbloom.evaluate import EvalConfig, evaluate
+    from superbloom.evaluation.evaluate import EvalConfig, evaluate
     out = tmp_path / "hybrid"
     cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),

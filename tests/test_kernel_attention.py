@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.kernel_attention import ATTENTIONS, kernel_attention, quadratic_features
+from superbloom.model.attention import ATTENTIONS, kernel_attention, quadratic_features
 
 
 def qkv(b=2, h=3, t=7, dh=4, seed=0, dtype=torch.float64):
@@ -118,7 +118,7 @@ def test_same_signature_as_softmax_and_bad_masks():
 
 @pytest.mark.parametrize("dh,t", [(2, 9), (2, 40), (4, 7), (10, 30)])  # (2, 40): auto takes the linear form
 def test_explicit_and_auto_forms_equal_the_linear_form_with_padding_and_multiplicities(dh, t):
-    from superbloom.kernel_attention import kernel_attention_auto, kernel_attention_explicit
+    from superbloom.model.attention import kernel_attention_auto, kernel_attention_explicit
 
     q, k, v = qkv(b=3, h=2, t=t, dh=dh, seed=dh)
     keep = torch.ones(3, t, dtype=torch.bool)

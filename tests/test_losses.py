@@ -9,8 +9,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.losses import (PAD, MemoryBank, _positive_log_mass, alignment, nca_log_mass, nca_loss,
-                               smoothed_cross_entropy, split_views, uniformity)
+from superbloom.heads.losses import PAD, MemoryBank, _positive_log_mass, alignment, nca_log_mass, nca_loss, smoothed_cross_entropy, split_views, uniformity
 
 
 def unit(*rows) -> torch.Tensor:

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import save_file
 
 import superbloom as sb
-from superbloom.checkpoint import inference_checkpoint
-from superbloom.decode import DecodeConfig
-from superbloom.mapped import is_mapped, map_safetensors
+from superbloom.storage.checkpoint import inference_checkpoint
+from superbloom.heads.beam import DecodeConfig
+from superbloom.storage.mapped import is_mapped, map_safetensors
 
 from conftest import _free_port
 

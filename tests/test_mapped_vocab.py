@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import superbloom as sb
-import superbloom.mapped_vocab as mv
-from superbloom.mapped_vocab import MappedStrings, SortedLookup
-from superbloom.autocomplete import PrefixIndex
-from superbloom.vocab import Vocab
+from superbloom.data import mapped_vocab as mv
+from superbloom.data.mapped_vocab import MappedStrings, SortedLookup
+from superbloom.serving.autocomplete import PrefixIndex
+from superbloom.data.vocab import Vocab
 
 STRINGS = ["Copenhagen", "%C3%85land", "Miles_Davis", "New York", "zebra", "Äpfel", "a", "ab", "日本", "😀x", "b%20c"]
 
@@ -85,11 +85,11 @@ def test_a_predictor_with_a_mapped_vocabulary_predicts_the_same(wiki_data, tmp_p
     plain = sb.load(tmp_path / "m")
     assert isinstance(plain.vocab.strings, list)  # 4K ids: below the size that is mapped
     monkeypatch.setattr(mv, "MAPPED_MIN_IDS", 0)
-    monkeypatch.setattr("superbloom.predictor.MAPPED_MIN_IDS", 0)
+    monkeypatch.setattr("superbloom.inference.predictor.MAPPED_MIN_IDS", 0)
     mapped = sb.load(tmp_path / "m")
     assert isinstance(mapped.vocab.strings, MappedStrings)
     a, b = plain.predict(["Copenhagen", "Aarhus"], 10), mapped.predict(["Copenhagen", "Aarhus"], 10)
     assert a.items == b.items and a.context == b.context
-    from superbloom.evaluate import EvalConfig, evaluate
+    from superbloom.evaluation.evaluate import EvalConfig, evaluate
     r = evaluate(mapped, wiki_data, EvalConfig(max_sets=20, baselines=()), progress=False)  # same vocabulary
     assert r.counts["examples"] > 0

@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from superbloom.metrics import (bootstrap_ci, hits_at, mean_ci, mrr, ndcg_at, paired_difference, recall_at,
-                                summarize, summarize_ci, target_ranks)
+from superbloom.evaluation.metrics import bootstrap_ci, hits_at, mean_ci, mrr, ndcg_at, paired_difference, recall_at, summarize, summarize_ci, target_ranks
 
 
 def test_hand_computed():

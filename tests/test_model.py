@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from superbloom.batches import MaskConfig, query_batch, to_batch, training_batch
-from superbloom.dataset import SetArray
-from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+from superbloom.model.batches import MaskConfig, query_batch, to_batch, training_batch
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.heads import SuperbloomConfig
-from superbloom.model import ModelConfig, build_model, count_parameters
+from superbloom.model.encoder import ModelConfig, build_model, count_parameters
 
 
 def make(alpha=4, m=2, n_ids=200, layers=2, positions=0, norm_first=True, per_hash=False):

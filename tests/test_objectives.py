@@ -16,19 +16,18 @@ import torch
 from safetensors.torch import load_file
 
 import superbloom as sb
-from superbloom.batches import MaskConfig
-from superbloom.checkpoint import latest_checkpoint
+from superbloom.model.batches import MaskConfig
+from superbloom.storage.checkpoint import latest_checkpoint
 from superbloom.heads import head_config
-from superbloom.model import ModelConfig
-from superbloom.objectives import OBJECTIVES, TEXT_MASKING, ObjectiveEntry, check_objective, objective_entry
-from superbloom.optim import OptimConfig
-from superbloom.rundir import config_changes, resume_point
+from superbloom.model.encoder import ModelConfig
+from superbloom.training.objectives import OBJECTIVES, TEXT_MASKING, ObjectiveEntry, check_objective, objective_entry
+from superbloom.training.optim import OptimConfig
+from superbloom.training.rundir import config_changes, resume_point
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, embed_train, load_embedder
 from superbloom.text import TextPrepareConfig, prepare_text
-from superbloom.textclass import (TextClassConfig, TextClassifier, TextClassRunConfig, TrainTextConfig,
-                                  load_classifier, train_classifier, train_textclass)
-from superbloom.text.labelled import label_table, read_labelled, split_rows
-from superbloom.warmstart import COOC_INIT_MAX_IDS, resolve_init
+from superbloom.textclass.model import TextClassConfig, TextClassifier, TextClassRunConfig, TrainTextConfig, load_classifier, train_classifier, train_textclass
+from superbloom.textclass.docs import label_table, read_labelled, split_rows
+from superbloom.model.warmstart import COOC_INIT_MAX_IDS, resolve_init
 
 torch.set_num_threads(1)
 
@@ -226,7 +225,7 @@ def test_entries_own_their_requirements_and_defaults():
     assert [e.ordered for e in (masked, nxt, mseq, text)] == [False, True, True, False]
     assert [e.gives_context for e in (masked, nxt, mseq, text)] == [True, True, True, False]
     assert [e.causal for e in (masked, nxt, mseq, text)] == [False, True, False, False]
-    from superbloom.text.mlm import TEXT_MASK  # the text package's own constant agrees with the entry
+    from superbloom.model.text_batches import TEXT_MASK  # the text package's own constant agrees with the entry
     assert text.mask_defaults == {f: getattr(TEXT_MASK, f) for f in text.mask_defaults} and len(text.mask_defaults) == 5
     assert masked.mask_defaults == {} and nxt.mask_defaults["element_dropout"] == 0.0
     # init 'auto': the entry's choice, co-occurrence only up to COOC_INIT_MAX_IDS ids

@@ -8,8 +8,8 @@ import pytest
 
 import superbloom as sb
 from superbloom.cli import main
-from superbloom.outofcore import parse_memory_limit
-from superbloom.readers import InputError, ReadConfig
+from superbloom.data.outofcore import parse_memory_limit
+from superbloom.data.readers import InputError, ReadConfig
 
 LIMIT = "64MB"  # the smallest allowed: DuckDB spills whatever does not fit
 

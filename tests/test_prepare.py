@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.readers import InputError
+from superbloom.data.readers import InputError
 
 
 def write_edges(path, sets):

@@ -7,9 +7,9 @@ import torch
 from safetensors.torch import load_file
 
 import superbloom as sb
-from superbloom.batches import MaskConfig, drop_elements
-from superbloom.checkpoint import latest_checkpoint
-from superbloom.hashing import MASK_ELEM, PAD_ELEM
+from superbloom.model.batches import MaskConfig, drop_elements
+from superbloom.storage.checkpoint import latest_checkpoint
+from superbloom.hashing.bloom import MASK_ELEM, PAD_ELEM
 
 
 def test_drop_elements_never_touches_targets_or_padding():
@@ -43,7 +43,7 @@ def test_ema_keeps_the_averaged_weights(wiki_data, tmp_path):
 
 
 def test_auto_alpha_resolves_from_the_vocabulary_size():
-    from superbloom.hashing import UNHASHED_MAX_IDS, BloomHash, HashConfig
+    from superbloom.hashing.bloom import UNHASHED_MAX_IDS, BloomHash, HashConfig
 
     auto = HashConfig(alpha=0)
     assert auto.resolve(UNHASHED_MAX_IDS) == HashConfig(alpha=1, m=1)

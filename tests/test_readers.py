@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from superbloom.readers import InputError, ReadConfig, ReadStats, read_links
+from superbloom.data.readers import InputError, ReadConfig, ReadStats, read_links
 
 
 def links(path, cfg):
@@ -119,7 +119,7 @@ def test_missing_file_and_not_parquet(tmp_path):
 
 
 def test_line_numbers_across_blocks(tmp_path, monkeypatch):
-    import superbloom.readers as readers
+    from superbloom.data import readers as readers
 
     monkeypatch.setattr(readers, "_BLOCK_BYTES", 64)  # many small Arrow blocks
     p = tmp_path / "e.tsv"
@@ -132,7 +132,7 @@ def test_line_numbers_across_blocks(tmp_path, monkeypatch):
 def test_text_check_across_pieces(tmp_path, monkeypatch, piece):
     """Multi-byte characters and long lines split across the pieces read: valid text passes, and the
     first bad byte is named by line and byte of the line, whatever the piece size."""
-    import superbloom.readers as readers
+    from superbloom.data import readers as readers
 
     monkeypatch.setattr(readers, "_PIECE_BYTES", piece)
     text = "".join(f"Åland_{i}\t東京€{'x' * (i % 7)}\n" for i in range(40))

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 import superbloom as sb
-from superbloom.checkpoint import complete_checkpoints, latest_checkpoint
+from superbloom.storage.checkpoint import complete_checkpoints, latest_checkpoint
 from superbloom.cli import main
-from superbloom.files import load_json
+from superbloom.storage.files import load_json
 
 TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "16", "--eval-every", "0",
         "--val-fraction", "0.01", "--quiet", "--threads", "1"]

@@ -3,10 +3,10 @@ the inverted index equals the dense co-occurrence it replaces, exclusion holds, 
 import numpy as np
 import pytest
 
-from superbloom.baselines import BASELINES, Cooccurrence
-from superbloom.cooccur_index import CooccurIndex
-from superbloom.dataset import SetArray
-from superbloom.dot_topk import table_topk
+from superbloom.evaluation.baselines import BASELINES, Cooccurrence
+from superbloom.heads.cooccur_index import CooccurIndex
+from superbloom.data.dataset import SetArray
+from superbloom.heads.dot_topk import table_topk
 
 N = 50
 
@@ -112,7 +112,7 @@ def test_exclusion_ties_and_fill():
 def test_batches_and_chunks_do_not_change_the_ranking(monkeypatch, budget, dense, weight):
     """One query per batch summed in chunks (np.add.at), the np.unique path, and both (partial sums
     merged: exact only for integer counts) rank as the default (one batch, one bincount)."""
-    import superbloom.cooccur_index as ci
+    from superbloom.heads import cooccur_index as ci
 
     train, contexts = tiny(6, n_queries=60)
     index = CooccurIndex(train, N)
@@ -166,7 +166,7 @@ def check_factor_baseline(make, train, contexts, k=10):
 
 def test_item2vec():
     pytest.importorskip("gensim")
-    from superbloom.item2vec import Item2Vec, Item2VecConfig
+    from superbloom.evaluation.item2vec import Item2Vec, Item2VecConfig
 
     train, contexts = tiny(8)
     for sg in (False, True):
@@ -178,7 +178,7 @@ def test_als():
     pytest.importorskip("implicit")
     from implicit.nearest_neighbours import bm25_weight
 
-    from superbloom.als import ALS, ALSConfig
+    from superbloom.evaluation.als import ALS, ALSConfig
 
     train, contexts = tiny(9)
     for conf in ("bm25", "plain"):
@@ -193,7 +193,7 @@ def test_als_fold_in_reproduces_the_training_sets_factors():
     """A training set given as a query gets (nearly) its own fitted factors: the fold-in solves the
     same normal equations exactly where fitting ran 3 conjugate-gradient steps."""
     pytest.importorskip("implicit")
-    from superbloom.als import ALS, ALSConfig
+    from superbloom.evaluation.als import ALS, ALSConfig
 
     train, _ = tiny(10)
     contexts = np.full((len(train), int(train.lengths.max())), -1, np.int64)
@@ -215,7 +215,7 @@ def test_missing_optional_dependency_says_how_to_install(monkeypatch, module, na
 
 
 def test_id_counts_in_chunks():
-    from superbloom.dot_topk import id_counts
+    from superbloom.heads.dot_topk import id_counts
 
     ids = np.random.default_rng(12).integers(0, 9, 100).astype(np.int32)
     np.testing.assert_array_equal(id_counts(ids, 11, step=7), np.bincount(ids, minlength=11))

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from superbloom import optim as optim_mod
-from superbloom.baselines import Baseline, Popularity
-from superbloom.checkpoint import latest_checkpoint, load_extra, load_optimizer, load_weights, save_checkpoint
-from superbloom.dataset import SetArray
-from superbloom.device import Dist
-from superbloom.optim import OptimConfig, make_optimizer
-from superbloom.loop import LoopConfig, Objective, fit
+from superbloom.training import optim as optim_mod
+from superbloom.evaluation.baselines import Baseline, Popularity
+from superbloom.storage.checkpoint import latest_checkpoint, load_extra, load_optimizer, load_weights, save_checkpoint
+from superbloom.data.dataset import SetArray
+from superbloom.model.device import Dist
+from superbloom.training.optim import OptimConfig, make_optimizer
+from superbloom.training.loop import LoopConfig, Objective, fit
 
 CPU = Dist(0, 1, torch.device("cpu"))
 
@@ -128,7 +128,7 @@ def test_popularity_ties_go_to_the_lower_id_and_short_vocabularies():
 
 
 def test_dense_baselines_score_in_bounded_chunks(monkeypatch):
-    from superbloom import baselines
+    from superbloom.evaluation import baselines
 
     pop = Popularity(_sets(0, 40), 40)
     assert pop.batch == 256

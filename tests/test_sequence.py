@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.baselines import fit_baseline
+from superbloom.evaluation.baselines import fit_baseline
 from superbloom.cli import main
-from superbloom.dataset import SetArray
-from superbloom.evaluate import EvalConfig
-from superbloom.metrics import hit_rate_at, sequence_summary, target_ranks
-from superbloom.prepare import PrepareConfig, format_summary, prepare
-from superbloom.protocols import (LEAVE_ONE_OUT, Examples, LeaveOneOut, SetHoldout, history_matrix, last_known,
-                                  protocol, resolve)
+from superbloom.data.dataset import SetArray
+from superbloom.evaluation.evaluate import EvalConfig
+from superbloom.evaluation.metrics import hit_rate_at, sequence_summary, target_ranks
+from superbloom.data.prepare import PrepareConfig, format_summary, prepare
+from superbloom.evaluation.protocols import LEAVE_ONE_OUT, Examples, LeaveOneOut, SetHoldout, protocol, resolve
+from superbloom.data.dataset import history_matrix, last_known
 
 from conftest import shared_file
 
@@ -244,7 +244,7 @@ def test_s3rec_beauty_split_sizes(tmp_path):
 
 
 def test_model_ranking_with_another_exclusion(tiny_model, wiki_data):
-    from superbloom.protocols import make_examples
+    from superbloom.evaluation.protocols import make_examples
 
     model = sb.load(tiny_model, threads=1)
     ex = make_examples(wiki_data.test, 8, 1, seed=0, max_sets=40)

@@ -9,16 +9,15 @@ import pytest
 import torch
 
 import superbloom as sb
-from superbloom.batches import MaskConfig, to_batch
+from superbloom.model.batches import MaskConfig, to_batch
 from superbloom.cli import main
-from superbloom.dataset import SetArray
-from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.heads import head_config
-from superbloom.model import ModelConfig, build_model
-from superbloom.objectives import check_objective
-from superbloom.sequence import (keep_last_known, masked_sequence_batch, next_item_batch,
-                                 next_item_query, ordered_query_batch)
-from superbloom.train import LoopConfig, TrainConfig, train
+from superbloom.model.encoder import ModelConfig, build_model
+from superbloom.training.objectives import check_objective
+from superbloom.model.sequence_batches import keep_last_known, masked_sequence_batch, next_item_batch, next_item_query, ordered_query_batch
+from superbloom.training.train import LoopConfig, TrainConfig, train
 
 torch.set_num_threads(1)
 
@@ -186,7 +185,7 @@ def test_sequence_objective_learns_order_and_validates_leave_one_out(tmp_path, o
 def test_hashed_next_item_model_and_http_predict_keep_order(tmp_path):
     from fastapi.testclient import TestClient
 
-    from superbloom.serve_app import create_app
+    from superbloom.serving.app import create_app
 
     data = cycles(tmp_path)
     cfg = small(data, tmp_path / "m", "next-item", steps=200)
@@ -201,13 +200,13 @@ def test_hashed_next_item_model_and_http_predict_keep_order(tmp_path):
 
 
 def test_next_item_validation_targets_are_the_second_to_last(tmp_path):
-    from superbloom.sequence import validation_examples
-    from superbloom.train import ObjectiveInputs
+    from superbloom.training.sequence import validation_examples
+    from superbloom.training.train import ObjectiveInputs
 
     data = sb.Dataset(cycles(tmp_path, users=50))
     cfg = small(data.path, tmp_path / "m", "next-item")
     x = ObjectiveInputs(None, None, data, np.arange(50), np.arange(0), cfg, cfg.model, torch.device("cpu"))
-    ex = validation_examples(x, 11)
+    ex = validation_examples(x.data, x.val_rows, x.cfg.loop.seed, 11)
     assert np.array_equal(ex.targets, np.asarray(data.targets("valid")))
     v = data.history("valid")
     last = np.asarray(v.ids)[v.offsets[1:] - 1]

@@ -11,12 +11,12 @@ import torch
 from fastapi.testclient import TestClient
 
 import superbloom as sb
-from superbloom.autocomplete import PrefixIndex
-from superbloom.batcher import Batcher
-from superbloom.decode import DecodeConfig
-from superbloom.expand import ExpandConfig, expand
-from superbloom.serve_app import create_app
-from superbloom.serve_config import ServeConfig
+from superbloom.serving.autocomplete import PrefixIndex
+from superbloom.serving.batcher import Batcher
+from superbloom.heads.beam import DecodeConfig
+from superbloom.inference.expand import ExpandConfig, expand
+from superbloom.serving.app import create_app
+from superbloom.serving.config import ServeConfig
 
 LIMITS = ServeConfig(max_context=8, max_k=50, max_steps=20, max_body_bytes=4096)
 
@@ -84,7 +84,7 @@ def test_entities_autocomplete(client, tiny_predictor):
 
 
 def test_prefix_index_matches_a_scan():
-    from superbloom.vocab import Vocab
+    from superbloom.data.vocab import Vocab
 
     words = ["b_x", "A%20b", "ab", "Abc", "abd", "b", "%C3%85land", "ä", "a"]
     vocab = Vocab(words, np.arange(len(words))[::-1].copy())

@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from superbloom.serve_app import create_app
-from superbloom.serve_config import ServeConfig
+from superbloom.serving.app import create_app
+from superbloom.serving.config import ServeConfig
 
 BUDGET = {"/v1/predict": 250, "/v1/expand": 300, "/v1/entities": 150}  # requests per operation
 OTHERS = 25  # per operation without parameters (random query strings)

@@ -13,11 +13,11 @@ import pytest
 from conftest import _free_port, serving
 from fastapi.testclient import TestClient
 
-from superbloom.serve_app import create_app
-from superbloom.serve_config import ServeConfig
+from superbloom.serving.app import create_app
+from superbloom.serving.config import ServeConfig
 
 TIMEOUT = 1.0  # body_timeout, keep_alive_timeout and head_timeout of the server under test (seconds)
-SERVE = ("import sys; from superbloom.serve import ServeConfig, serve; serve(sys.argv[1], port=int(sys.argv[2]), "
+SERVE = ("import sys; from superbloom.serving.launch import ServeConfig, serve; serve(sys.argv[1], port=int(sys.argv[2]), "
          f"config=ServeConfig(body_timeout={TIMEOUT}, keep_alive_timeout={TIMEOUT}, head_timeout={TIMEOUT}), "
          "access_log=False)")
 

@@ -6,10 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from superbloom.readers import InputError
-from superbloom.setembed import (AttentionPool, classify, coverage_curve, knn_votes, label_agreement, load_labels,
-                                 multilabel_scores, read_label_pairs, topk_cosine)
-from superbloom.setembed.labels import align_labels
+from superbloom.data.readers import InputError
+from superbloom.setembed import AttentionPool, classify, coverage_curve, knn_votes, label_agreement, load_labels, multilabel_scores, read_label_pairs, topk_cosine
+from superbloom.data.labels import align_labels
 
 # ------------------------------------------------------------------------------------- pool
 

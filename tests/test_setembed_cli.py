@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from superbloom.cli import main
-from superbloom.serve_app import create_app
-from superbloom.serve_config import ServeConfig
+from superbloom.serving.app import create_app
+from superbloom.serving.config import ServeConfig
 from superbloom.setembed import load_embedder
 
 TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--pool-heads", "2", "--alpha", "8", "--segment", "8",

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import superbloom as sb
-from superbloom.dataset import SetArray
-from superbloom.hashing import BloomHash, HashConfig
-from superbloom.losses import alignment, nca_loss, smoothed_cross_entropy, uniformity
-from superbloom.model import ModelConfig
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import BloomHash, HashConfig
+from superbloom.heads.losses import alignment, nca_loss, smoothed_cross_entropy, uniformity
+from superbloom.model.encoder import ModelConfig
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, SetEmbedder, embed_sets, embed_train, load_embedder
 from superbloom.setembed.model import chunk_rows, set_tokens
 from superbloom.setembed.train import LabelledBatch, embed_loss, views_batch
@@ -102,7 +102,7 @@ def test_nca_objective_reads_and_updates_the_bank():
 
 
 def _copy(bank, vectors):
-    from superbloom.losses import MemoryBank
+    from superbloom.heads.losses import MemoryBank
     return MemoryBank(vectors.clone(), bank.labels.clone(), bank.momentum)
 
 
@@ -204,7 +204,7 @@ def test_torchrun_two_ranks_update_one_bank(labelled, tmp_path):
 
     from safetensors.torch import load_file
 
-    from superbloom.checkpoint import latest_checkpoint
+    from superbloom.storage.checkpoint import latest_checkpoint
 
     data, labels = labelled
     out = tmp_path / "m"

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from superbloom.hashing import BloomHash
-from superbloom.model import build_model, count_parameters
-from superbloom.sizing import count_params, matched_width, model_config
+from superbloom.hashing.bloom import BloomHash
+from superbloom.model.encoder import build_model, count_parameters
+from superbloom.model.sizing import count_params, matched_width, model_config
 
 N = 300
 COUNTS = np.arange(N, 0, -1, dtype=np.int64)  # (N,) training counts (the hierarchical head's tree needs them)

@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from superbloom.cli import main
-from superbloom.synth import SynthConfig, build_tables, planted_topics, read_provenance, synth
-import superbloom.synth as synth_mod
+from superbloom.data.synth import SynthConfig, build_tables, planted_topics, read_provenance, synth
+from superbloom.data import synth as synth_mod
 
 SMALL = dict(ids=2000, links=200_000, topics=20, mean_set_size=20)  # the brief's recoverability setting
 
@@ -164,7 +164,7 @@ def test_memory_does_not_grow_with_links(tmp_path):
 
 
 def test_topic_oracle_equals_brute_force_scoring():
-    from superbloom.synth import TopicOracle
+    from superbloom.data.synth import TopicOracle
 
     cfg = SynthConfig(out="unused", ids=300, links=1000, topics=7, zipf=1.1, mean_set_size=10)
     oracle = TopicOracle(cfg, top=64)
@@ -193,7 +193,7 @@ def test_topic_oracle_equals_brute_force_scoring():
 def test_topic_oracle_is_far_above_popularity_on_held_out_sets(tmp_path):
     """On generated sets, ranking by the planted topics of the context finds held-out ids that the
     popularity list does not: the structure a model can learn is there."""
-    from superbloom.synth import TopicOracle
+    from superbloom.data.synth import TopicOracle
 
     cfg, _ = gen(tmp_path)
     sets, ids = table(cfg.out)

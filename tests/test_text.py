@@ -16,11 +16,10 @@ from hypothesis import strategies as st
 
 import superbloom as sb
 from superbloom.cli import main
-from superbloom.readers import InputError
+from superbloom.data.readers import InputError
 from superbloom.text import TextConfig, TextPrepareConfig, prepare_text, read_documents, split_words
 from superbloom.text.corpora import CorpusStats, clean_brown, clean_gcide, detect_format
-from superbloom.text.ngrams import (UNK_ID, BigramCounter, bigram_mask, NgramVocab, choose_vocabulary, greedy_encode, pair_keys,
-                                    split_keys)
+from superbloom.text.ngrams import UNK_ID, BigramCounter, bigram_mask, NgramVocab, choose_vocabulary, greedy_encode, pair_keys, split_keys
 from superbloom.text.prepare import pack_segments
 
 from conftest import shared_file
@@ -349,7 +348,7 @@ def test_wikispeedia_articles_are_documents():
 
 
 def test_text_encoder_tokenises_queries_like_the_training_data(corpus, tmp_path):
-    from superbloom.hashing import MASK_ELEM
+    from superbloom.hashing.bloom import MASK_ELEM
     from superbloom.text.encode import TextEncoder
 
     prepare_text(TextPrepareConfig((str(corpus),), str(tmp_path / "out"), test_fraction=0.0), progress=False)

@@ -11,14 +11,14 @@ import torch
 from fastapi.testclient import TestClient
 
 import superbloom as sb
-from superbloom.batches import MaskConfig
+from superbloom.model.batches import MaskConfig
 from superbloom.cli import main
-from superbloom.dataset import SetArray
-from superbloom.hashing import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import MASK_ELEM, PAD_ELEM, BloomHash, HashConfig
 from superbloom.text import TextPrepareConfig, prepare_text
-from superbloom.text.evaluate import BigramContext, frequency_deciles, neighbours, unigram_topk
-from superbloom.text.fill import Filler
-from superbloom.text.mlm import masked_rows, mask_tokens, text_batch
+from superbloom.evaluation.text_protocol import BigramContext, frequency_deciles, neighbours, unigram_topk
+from superbloom.inference.fill import Filler
+from superbloom.model.text_batches import masked_rows, mask_tokens, text_batch
 from superbloom.text.ngrams import UNK_ID
 
 PEOPLE = ["miles davis", "john coltrane", "charlie parker", "bill evans", "duke ellington"]
@@ -208,7 +208,7 @@ def test_bigram_baseline_keeps_the_most_likely_neighbours_per_token():
 
 
 def test_neighbours_skip_masks_and_padding():
-    from superbloom.text.mlm import MaskedRows
+    from superbloom.model.text_batches import MaskedRows
     e = np.array([[4, MASK_ELEM, MASK_ELEM, 7, PAD_ELEM], [MASK_ELEM, UNK_ID, 3, 2, 1]])
     t = np.array([[-1, 5, 6, -1, -1], [8, -1, -1, -1, -1]])
     left, right = neighbours(MaskedRows(e, t, np.array([0, 1])))
@@ -292,7 +292,7 @@ def test_fill_on_a_set_model_is_a_clear_error(tiny_model, capsys):
 
 
 def test_http_fill(text_model, tiny_model):
-    from superbloom.serve_app import create_app
+    from superbloom.serving.app import create_app
 
     with TestClient(create_app(sb.load(text_model, threads=1))) as client:
         r = client.post("/v1/fill", json={"text": "Charlie Parker was born in [MASK] .", "k": 4})
@@ -315,7 +315,7 @@ def test_text_mlm_cli_defaults_are_berts_masking():
 
     from superbloom.cli import main  # noqa: F401  (the parser is built by main)
     from superbloom.cli.training import _mask_default
-    from superbloom.text.mlm import TEXT_MASK
+    from superbloom.model.text_batches import TEXT_MASK
 
     args = argparse.Namespace(objective="text-mlm", given=set())
     assert _mask_default(args, "p_mask", fixed=0.6) == TEXT_MASK.p_mask == 0.8

@@ -7,12 +7,10 @@ import pyarrow as pa
 import pytest
 import torch
 
-from superbloom.optim import OptimConfig
-from superbloom.readers import InputError
-from superbloom.text.labelled import (LabelledDocs, first_words, load_wikispeedia, split_rows, strip_wikispeedia,
-                                      top_level_categories)
-from superbloom.textclass import (TextClassConfig, TextClassifier, TrainTextConfig, evaluate, text_batch,
-                                  train_classifier)
+from superbloom.training.optim import OptimConfig
+from superbloom.data.readers import InputError
+from superbloom.textclass.docs import LabelledDocs, first_words, load_wikispeedia, split_rows, strip_wikispeedia, top_level_categories
+from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, evaluate, text_batch, train_classifier
 
 from conftest import shared_file
 
@@ -175,7 +173,7 @@ def test_wikispeedia_articles_load_with_labels_and_no_header():
 
 @pytest.mark.parametrize("embedding", ["dynamic", "table"])
 def test_save_and_load_give_the_same_predictions(tmp_path, embedding):
-    from superbloom.textclass import load_classifier, save_classifier
+    from superbloom.textclass.model import load_classifier, save_classifier
 
     torch.manual_seed(0)
     docs = toy_docs(8)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-import superbloom.vocab as vocab_module
-from superbloom.vocab import Vocab
+from superbloom.data import vocab as vocab_module
+from superbloom.data.vocab import Vocab
 
 STRINGS = ["United_States", "Miles_Davis", "%C3%85land_Islands", "New York", "A_B", "A B", "C%2B%2B",
            "%C3%85land Islands"]

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from superbloom.dataset import SetArray
-from superbloom.hashing import BloomHash, HashConfig
-from superbloom.warmstart import cooccurrence_init, initialise
+from superbloom.data.dataset import SetArray
+from superbloom.hashing.bloom import BloomHash, HashConfig
+from superbloom.model.warmstart import cooccurrence_init, initialise
 
 # two topics: ids 0-4 always together, ids 5-9 always together; id 10 alone; id 11 in no training set
 SETS = SetArray.from_lists([[0, 1, 2, 3, 4]] * 6 + [[5, 6, 7, 8, 9]] * 6 + [[0, 2, 4], [5, 7, 9], [10]])
@@ -49,9 +49,9 @@ def test_unknown_init_is_refused():
 
 def test_train_records_the_init(tmp_path):
     import superbloom as sb
-    from superbloom.model import ModelConfig
-    from superbloom.prepare import PrepareConfig, prepare
-    from superbloom.readers import ReadConfig
+    from superbloom.model.encoder import ModelConfig
+    from superbloom.data.prepare import PrepareConfig, prepare
+    from superbloom.data.readers import ReadConfig
 
     prepare(PrepareConfig(input=str(sb.embedded_dataset()), out=str(tmp_path / "data"),
                           read=ReadConfig(format="edges")), progress=False)

@@ -13,12 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import superbloom as sb
-from superbloom.files import load_json, read_lines
-from superbloom.hashing import key_weights, mix_keys
-from superbloom.readers import InputError
+from superbloom.storage.files import load_json, read_lines
+from superbloom.hashing.bloom import key_weights, mix_keys
+from superbloom.data.readers import InputError
 from superbloom.text import TextPrepareConfig, prepare_text
-from superbloom.writer import (held_out, offsets_of, vocabulary_from_counts, vocabulary_order, write_split,
-                               write_staged, write_strings)
+from superbloom.data.writer import held_out, offsets_of, vocabulary_from_counts, vocabulary_order, write_split, write_staged, write_strings
 
 # meta.json keys that change from run to run: times, and the out-of-core engine's version and stage times
 _VOLATILE = ("seconds", "seconds_by_stage", "outofcore")
@@ -164,8 +163,8 @@ def test_outputs_are_byte_identical_to_before_the_writer(tmp_path):
 def hashing_digests() -> dict[str, str]:
     """sha256[:16] of the buckets and inverse of random hash maps (collisions separated: the key mixing)
     and of an extended vocabulary's (extend.assign, and the inverse extend builds: hashing.inverse_index)."""
-    from superbloom.extend import assign
-    from superbloom.hashing import BloomHash, HashConfig, inverse_index
+    from superbloom.hashing.grow import assign
+    from superbloom.hashing.bloom import BloomHash, HashConfig, inverse_index
 
     def sha(*arrays) -> str:
         return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()[:16]
@@ -223,7 +222,7 @@ def test_vocabulary_order_most_frequent_first_ties_in_key_order(tmp_path):
 
 
 def test_write_split_from_an_array_or_streamed_chunks_gives_the_same_bytes(tmp_path, monkeypatch):
-    import superbloom.writer as writer
+    from superbloom.data import writer as writer
 
     monkeypatch.setattr(writer, "_LINES", 2)  # several chunks of lines
     lengths, ids = np.array([2, 0, 3]), np.array([4, 1, -1, 0, 7], np.int64)

@@ -17,7 +17,7 @@ import json
 import numpy as np
 
 import superbloom as sb
-from superbloom.evaluate import Examples, make_examples
+from superbloom.evaluation.evaluate import Examples, make_examples
 
 from ..datasets import DATASETS, REPO, resolve
 from ..datasets import prepare as prepare_dataset

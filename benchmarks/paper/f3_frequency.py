@@ -18,7 +18,7 @@ import argparse
 
 import numpy as np
 
-from superbloom.metrics import hits_at
+from superbloom.evaluation.metrics import hits_at
 
 from . import t2_heads
 from .datasets import prepared

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from benchmarks.machine import machine_info, machine_line
-from superbloom.metrics import mean_ci, paired_difference, summarize_ci
+from superbloom.evaluation.metrics import mean_ci, paired_difference, summarize_ci
 
 from .datasets import EVAL_SEED, REPO, SEGMENT, TARGETS_PER_SET
 from .runs import DEPTH, THREADS, Run

@@ -21,13 +21,13 @@ import numpy as np
 import torch
 
 import superbloom as sb
-from superbloom.baselines import EASE_MAX_IDS, fit_baseline
-from superbloom.batches import MaskConfig, query_batch
-from superbloom.checkpoint import latest_checkpoint
-from superbloom.evaluate import EvalConfig, Examples, evaluate
-from superbloom.files import load_json
+from superbloom.evaluation.baselines import EASE_MAX_IDS, fit_baseline
+from superbloom.model.batches import MaskConfig, query_batch
+from superbloom.storage.checkpoint import latest_checkpoint
+from superbloom.evaluation.evaluate import EvalConfig, Examples, evaluate
+from superbloom.storage.files import load_json
 from superbloom.heads import HeadConfig, head_config_dict
-from superbloom.metrics import target_ranks
+from superbloom.evaluation.metrics import target_ranks
 
 from .datasets import EVAL_SEED, SEGMENT, TARGETS_PER_SET, WORK, dataset, examples_tag
 

@@ -21,8 +21,8 @@ import argparse
 import numpy as np
 
 import superbloom as sb
-from superbloom.metrics import hits_at
-from superbloom.sizing import count_params, matched_width, model_config
+from superbloom.evaluation.metrics import hits_at
+from superbloom.model.sizing import count_params, matched_width, model_config
 
 from .datasets import prepared
 from .report import (STANDARD_COLUMNS, Timer, baseline_rows, by_dataset, diff_cell, markdown_table, model_row,

@@ -23,9 +23,9 @@ import time
 import numpy as np
 
 import superbloom as sb
-from superbloom.coherent import CoherentStats, coherent_orders
-from superbloom.hashing import BloomHash, duplicate_rows
-from superbloom.metrics import hits_at
+from superbloom.hashing.coherent import CoherentStats, coherent_orders
+from superbloom.hashing.bloom import BloomHash, duplicate_rows
+from superbloom.evaluation.metrics import hits_at
 
 from . import t3_layers
 from .datasets import dataset, prepared

@@ -37,19 +37,19 @@ from benchmarks.datasets import REPO
 from benchmarks.datasets import prepare as prepare_dataset
 from benchmarks.paper.report import paired
 from benchmarks.paper.report import rec_metrics as metrics
-from superbloom.metrics import hits_at
+from superbloom.evaluation.metrics import hits_at
 from benchmarks.machine import machine_info, machine_line
 
 import superbloom as sb
-from superbloom.baselines import EASE_MAX_IDS, fit_baseline
-from superbloom.batches import MaskConfig
-from superbloom.checkpoint import inference_checkpoint, latest_checkpoint
-from superbloom.evaluate import Examples, make_examples
+from superbloom.evaluation.baselines import EASE_MAX_IDS, fit_baseline
+from superbloom.model.batches import MaskConfig
+from superbloom.storage.checkpoint import inference_checkpoint, latest_checkpoint
+from superbloom.evaluation.evaluate import Examples, make_examples
 from superbloom.heads.hybrid import mixed
-from superbloom.files import load_json
+from superbloom.storage.files import load_json
 from superbloom.heads import head_config
-from superbloom.holdout import hold_out
-from superbloom.metrics import target_ranks
+from superbloom.data.holdout import hold_out
+from superbloom.evaluation.metrics import target_ranks
 
 WORK = REPO / "runs" / "quality"
 RESULTS = REPO / "benchmarks" / "results"

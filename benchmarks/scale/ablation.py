@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import machine_info, write_results
-from superbloom.metrics import hits_at, mean_ci, paired_difference
+from superbloom.evaluation.metrics import hits_at, mean_ci, paired_difference
 
 RESULTS = Path(__file__).parents[1] / "results" / "scale"
 KS = (1, 10, 20)

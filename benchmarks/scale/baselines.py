@@ -49,8 +49,8 @@ def rss_gb() -> float:
 
 
 def examples(data_dir: str, eval_sets: int, seed: int):
-    from superbloom.dataset import Dataset
-    from superbloom.evaluate import EvalConfig, make_protocol
+    from superbloom.data.dataset import Dataset
+    from superbloom.evaluation.evaluate import EvalConfig, make_protocol
 
     data = Dataset(data_dir)
     cfg = EvalConfig(seed=seed, max_sets=eval_sets)
@@ -59,12 +59,12 @@ def examples(data_dir: str, eval_sets: int, seed: int):
 
 
 def _item2vec(data, args):
-    from superbloom.item2vec import Item2Vec, Item2VecConfig
+    from superbloom.evaluation.item2vec import Item2Vec, Item2VecConfig
     return Item2Vec(data.train, data.n_ids, Item2VecConfig(sg=args.skip_gram, workers=args.threads))
 
 
 def _als(data, args):
-    from superbloom.als import ALS, ALSConfig
+    from superbloom.evaluation.als import ALS, ALSConfig
     return ALS(data.train, data.n_ids, ALSConfig(threads=args.threads))
 
 
@@ -72,7 +72,7 @@ class _Popularity:
     """baselines.Popularity behind rank(contexts, exclude, k) (it ranks without the context)."""
 
     def __init__(self, data, args):
-        from superbloom.baselines import Popularity
+        from superbloom.evaluation.baselines import Popularity
         self.base = Popularity(data.train, data.n_ids)
 
     def rank(self, contexts, exclude, k):
@@ -84,7 +84,7 @@ SETTINGS = {"item2vec": _item2vec, "als": _als, "popularity": _Popularity}  # fi
 
 def fit(name: str, data, args):
     """The fitted baseline `name`: with this script's settings where it has some, else the registry's defaults."""
-    from superbloom.baselines import BASELINES
+    from superbloom.evaluation.baselines import BASELINES
 
     return SETTINGS[name](data, args) if name in SETTINGS else BASELINES[name].fit(data.train, data.n_ids)
 
@@ -143,7 +143,7 @@ def main():
     if args.worker:
         return worker(args)
 
-    from superbloom.metrics import summarize_ci, target_ranks
+    from superbloom.evaluation.metrics import summarize_ci, target_ranks
 
     from ..machine import machine_info, machine_line, write_results
 

@@ -50,8 +50,8 @@ def held_out(set_of: np.ndarray, id_of: np.ndarray, sets: int, seed: int = 0) ->
 
 
 def setting(ids: int, zipf: float, topics: int, sets: int) -> dict:
-    from superbloom.metrics import hits_at, mean_ci, target_ranks
-    from superbloom.synth import SynthConfig, TopicOracle, build_tables, make_chunk
+    from superbloom.evaluation.metrics import hits_at, mean_ci, target_ranks
+    from superbloom.data.synth import SynthConfig, TopicOracle, build_tables, make_chunk
 
     t0 = time.time()
     cfg = SynthConfig(out="unused", ids=ids, links=10**9, topics=topics, zipf=zipf)

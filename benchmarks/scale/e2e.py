@@ -102,7 +102,7 @@ def heads(args, work: Path) -> dict:
     """{name: (train flags, parameters)}: superbloom alpha=50 m=2, and the two softmax heads matched
     to its parameter count as in benchmarks/paper/t2_heads.py."""
     import superbloom as sb
-    from superbloom.sizing import count_params, matched_width, model_config
+    from superbloom.model.sizing import count_params, matched_width, model_config
 
     data = sb.Dataset(work / "data")
     layers = args.layers
@@ -189,9 +189,9 @@ def stage_oracle(args, work: Path, state: State) -> None:
     if "oracle" in state and not args.force:
         return
     import superbloom as sb
-    from superbloom.evaluate import EvalConfig, SetHoldout
-    from superbloom.metrics import target_ranks
-    from superbloom.synth import SynthConfig, TopicOracle, read_provenance
+    from superbloom.evaluation.evaluate import EvalConfig, SetHoldout
+    from superbloom.evaluation.metrics import target_ranks
+    from superbloom.data.synth import SynthConfig, TopicOracle, read_provenance
 
     t0, load0 = time.time(), os.getloadavg()
     made = read_provenance(work / "links.parquet")
@@ -308,7 +308,7 @@ def stage_serve(args, work: Path, state: State) -> None:
 
 def report(args, work: Path, state: State) -> None:
     from benchmarks.machine import machine_info, write_results
-    from superbloom.metrics import hits_at, mean_ci, paired_difference
+    from superbloom.evaluation.metrics import hits_at, mean_ci, paired_difference
 
     rows, paired = [], {}
     ranks = {}

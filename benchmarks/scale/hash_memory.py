@@ -73,7 +73,7 @@ def main() -> None:
     p.add_argument("--workers", default="1,2,4", help="process counts to measure")
     p.add_argument("--name", default="hash_memory")
     args = p.parse_args()
-    from superbloom.hashing import BloomHash, HashConfig
+    from superbloom.hashing.bloom import BloomHash, HashConfig
 
     t0 = time.time()
     h = BloomHash.build(args.ids, HashConfig(alpha=args.alpha, m=args.m, seed=0))

@@ -35,7 +35,7 @@ def main():
 
     import torch
 
-    from superbloom import coherent
+    from superbloom.hashing import coherent
 
     torch.set_num_threads(args.threads)
     load0 = os.getloadavg()

@@ -25,14 +25,14 @@ from pathlib import Path
 import torch
 
 import superbloom as sb
-from superbloom.batches import MaskConfig
-from superbloom.evaluate import EvalConfig, evaluate
-from superbloom.hashing import HashConfig
+from superbloom.model.batches import MaskConfig
+from superbloom.evaluation.evaluate import EvalConfig, evaluate
+from superbloom.hashing.bloom import HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import TERMS as HYBRID_TERMS
-from superbloom.model import ModelConfig
-from superbloom.optim import OptimConfig
-from superbloom.train import LoopConfig, TrainConfig, train
+from superbloom.model.encoder import ModelConfig
+from superbloom.training.optim import OptimConfig
+from superbloom.training.train import LoopConfig, TrainConfig, train
 
 from ..datasets import DATASETS, resolve
 from ..datasets import prepare as prepare_dataset

@@ -32,7 +32,7 @@ from benchmarks.setembed.common import (K, REJECT, RESULTS, THREADS, Pages, chan
 from sklearn.feature_extraction.text import TfidfTransformer
 from sklearn.linear_model import LogisticRegression
 
-from superbloom.coherent import cooccurrence_embeddings
+from superbloom.hashing.coherent import cooccurrence_embeddings
 
 RANKS = (32, 128)
 CS = (1.0, 10.0, 100.0)

@@ -22,10 +22,9 @@ import torch
 
 import superbloom as sb
 from benchmarks.machine import machine_info, machine_line
-from superbloom.dataset import SetArray
-from superbloom.metrics import bootstrap_ci
-from superbloom.setembed import (classify, coverage_curve, knn_votes, label_agreement, load_labels, multilabel_scores,
-                                 topk_cosine)
+from superbloom.data.dataset import SetArray
+from superbloom.evaluation.metrics import bootstrap_ci
+from superbloom.setembed import classify, coverage_curve, knn_votes, label_agreement, load_labels, multilabel_scores, topk_cosine
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -32,11 +32,11 @@ import torch
 
 from benchmarks.setembed.common import (K, REJECT, RESULTS, WORK, classification_report, evaluate_vectors, load_pages,
                                         machine, machine_text, plot_curves, plot_projection)
-from superbloom.hashing import HashConfig
-from superbloom.model import ModelConfig
-from superbloom.optim import OptimConfig
+from superbloom.hashing.bloom import HashConfig
+from superbloom.model.encoder import ModelConfig
+from superbloom.training.optim import OptimConfig
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, embed_train, load_embedder
-from superbloom.train import LoopConfig
+from superbloom.training.train import LoopConfig
 
 OUT_JSON = RESULTS / "embed.json"
 MODELS = WORK / "models"

@@ -38,8 +38,8 @@ def main():
     args = ap.parse_args()
 
     import superbloom as sb
-    from superbloom.compare import compare
-    from superbloom.evaluate import EvalConfig
+    from superbloom.evaluation.compare import compare
+    from superbloom.evaluation.evaluate import EvalConfig
 
     first, *others = args.models.split(",")
     load0, t0 = os.getloadavg(), time.time()

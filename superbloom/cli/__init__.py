@@ -37,7 +37,7 @@ import argparse
 import importlib
 import sys
 
-from .. import __version__
+from .._version import __version__
 
 # command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
 COMMANDS = {
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
     if unknown:  # blamed on the command when typed after it: its --help lists its flags
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
     args.given = _given(command, words[at + 1:])
-    from ..readers import InputError
+    from ..data.readers import InputError
 
     try:
         return args.func(args) or 0

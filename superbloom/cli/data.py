@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..prepare import SPLITS, PrepareConfig
-from ..readers import FORMATS, ReadConfig
-from ..synth import SYNTH_FORMATS, SynthConfig
+from ..data.prepare import SPLITS, PrepareConfig
+from ..data.readers import FORMATS, ReadConfig
+from ..data.synth import SYNTH_FORMATS, SynthConfig
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, default_of, number
 
 
@@ -60,7 +60,7 @@ def _delimiter(text: str) -> str:
 
 
 def _memory_limit(text: str) -> str:
-    from ..outofcore import parse_memory_limit
+    from ..data.outofcore import parse_memory_limit
 
     try:
         parse_memory_limit(text)
@@ -123,7 +123,7 @@ def _add_synth(sub):
 
 
 def cmd_prepare(args):
-    from ..prepare import format_summary, prepare
+    from ..data.prepare import format_summary, prepare
 
     read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter)
@@ -143,7 +143,7 @@ def cmd_prepare_text(args):
 
 
 def cmd_synth(args):
-    from ..synth import format_summary, synth
+    from ..data.synth import format_summary, synth
 
     cfg = SynthConfig(out=args.out, ids=args.ids, links=args.links, topics=args.topics,
                       topics_per_set=args.topics_per_set, mean_set_size=args.mean_set_size, zipf=args.zipf,

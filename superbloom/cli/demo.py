@@ -40,15 +40,15 @@ def cmd_demo(args):
     sparse item-item term mixed in on the validation sets; --pure: the default head) for --time-budget
     seconds, evaluate it on the held-out pages next to the popularity, co-occurrence and EASE baselines
     (the hybrid's network alone beside it), and print the top-10 predictions for a few contexts."""
-    from .. import embedded_dataset
-    from ..dataset import Dataset
-    from ..evaluate import EvalConfig, evaluate
-    from ..hashing import UNHASHED_MAX_IDS, HashConfig
+    from ..data.embedded import embedded_dataset
+    from ..data.dataset import Dataset
+    from ..evaluation.evaluate import EvalConfig, evaluate
+    from ..hashing.bloom import UNHASHED_MAX_IDS, HashConfig
     from ..heads import head_config
-    from ..predictor import load
-    from ..prepare import PrepareConfig, format_summary, prepare
-    from ..readers import ReadConfig
-    from ..train import LoopConfig, TrainConfig, train
+    from ..inference.predictor import load
+    from ..data.prepare import PrepareConfig, format_summary, prepare
+    from ..data.readers import ReadConfig
+    from ..training.train import LoopConfig, TrainConfig, train
 
     t0 = time.time()
     out = Path(args.out)

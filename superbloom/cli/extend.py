@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..extend import ExtendConfig
+from ..hashing.grow import ExtendConfig
 from .flags import NONNEG_INT, default_of
 
 
@@ -26,7 +26,7 @@ def register(sub):
 
 
 def cmd_extend(args):
-    from ..extend import extend, format_summary
+    from ..hashing.grow import extend, format_summary
 
     summary = extend(args.model, args.new_ids, args.out, ExtendConfig(seed=args.seed))
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))

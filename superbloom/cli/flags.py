@@ -7,8 +7,8 @@ import argparse
 import dataclasses
 import math
 
-from ..decode_config import SCORES, DecodeConfig
-from ..device import DEVICE_CHOICES
+from ..heads.decode_config import SCORES, DecodeConfig
+from ..model.device import DEVICE_CHOICES
 
 
 def default_of(cls, name):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import sys
 
-from ..evaluate import PROTOCOLS, EvalConfig
-from ..expand import STRATEGIES, ExpandConfig
+from ..evaluation.evaluate import PROTOCOLS, EvalConfig
+from ..inference.expand import STRATEGIES, ExpandConfig
 from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_device_arg, decode_config, default_of,
-                    finite, number)
+    finite, number)
 
 
 def register(sub):
@@ -97,7 +97,7 @@ def _add_expand(sub):
 
 
 def _add_serve(sub):
-    from ..serve_config import ServeConfig
+    from ..serving.config import ServeConfig
 
     p = sub.add_parser("serve", help="HTTP API and web page for a model",
                        description="Serve a model: JSON API (docs at /docs) and a web page at /. "
@@ -129,9 +129,9 @@ def _add_serve(sub):
 
 
 def cmd_eval(args):
-    from ..dataset import Dataset
-    from ..evaluate import evaluate
-    from ..predictor import load
+    from ..data.dataset import Dataset
+    from ..evaluation.evaluate import evaluate
+    from ..inference.predictor import load
 
     baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
     cfg = EvalConfig(seed=args.seed, targets_per_set=args.targets_per_set, depth=args.depth, decode=decode_config(args),
@@ -140,7 +140,7 @@ def cmd_eval(args):
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
     model, data = load(args.model, args.threads, args.device), Dataset(args.data)
     if args.compare:
-        from ..compare import check_comparable, compare
+        from ..evaluation.compare import check_comparable, compare
         for path in args.compare:  # before any evaluation
             check_comparable(path, data)
         others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
@@ -152,7 +152,7 @@ def cmd_eval(args):
 
 
 def cmd_predict(args):
-    from ..predictor import load
+    from ..inference.predictor import load
 
     model = load(args.model, device=args.device)
     if args.k > len(model.vocab):
@@ -171,8 +171,8 @@ def cmd_predict(args):
 
 
 def cmd_expand(args):
-    from ..expand import expand
-    from ..predictor import load
+    from ..inference.expand import expand
+    from ..inference.predictor import load
 
     model = load(args.model, device=args.device)
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
@@ -193,7 +193,7 @@ def cmd_expand(args):
 
 
 def cmd_serve(args):
-    from ..serve import ServeConfig, serve
+    from ..serving.launch import ServeConfig, serve
 
     names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
              "head_timeout"]

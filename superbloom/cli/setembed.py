@@ -11,8 +11,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..device import DEVICE_CHOICES
-from ..optim import OPTIMIZERS
+from ..model.device import DEVICE_CHOICES
+from ..training.optim import OPTIMIZERS
 from ..setembed.embedder import METHODS
 from ..setembed.model import OBJECTIVES
 from ..setembed.train import EmbedTrainConfig
@@ -196,8 +196,8 @@ def embed_config_from_args(args, base: EmbedTrainConfig | None = None, given: se
 
 
 def cmd_embed_train(args):
-    from ..checkpoint import latest_checkpoint
-    from ..files import load_json
+    from ..storage.checkpoint import latest_checkpoint
+    from ..storage.files import load_json
     from ..setembed.train import embed_train
 
     if args.resume and args.overwrite:
@@ -215,8 +215,8 @@ def cmd_embed(args):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..dataset import Dataset, SetArray
-    from ..files import atomic_path
+    from ..data.dataset import Dataset, SetArray
+    from ..storage.files import atomic_path
     from ..setembed.embedder import load_embedder
 
     emb = load_embedder(args.model, device=args.device)

@@ -29,7 +29,7 @@ def register(sub):
 
 
 def cmd_fill(args):
-    from ..text.fill import Filler, format_fill
+    from ..inference.fill import Filler, format_fill
 
     filler = Filler.load(args.model, args.threads, args.device)
     results = filler.fill_many(args.texts, args.k, decode_config(args))

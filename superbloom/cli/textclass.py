@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..files import load_json
-from ..kernel_attention import ATTENTIONS
-from ..optim import OPTIMIZERS, OptimConfig
-from ..text.labelled import first_words
-from ..textclass import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig, load_classifier,
-                         train_textclass)
+from ..storage.files import load_json
+from ..model.attention import ATTENTIONS
+from ..training.optim import OPTIMIZERS, OptimConfig
+from ..textclass.docs import first_words
+from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig, load_classifier,
+    train_textclass)
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
 
 MODEL, OPTIM, TRAIN = TextClassConfig(), OptimConfig(name="adapsgd"), TrainTextConfig()

@@ -3,21 +3,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..batches import MaskConfig
-from ..coherent import TREE_MIN_IDS
-from ..device import DEVICE_CHOICES
-from ..hashing import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
+from ..model.batches import MaskConfig
+from ..hashing.coherent import TREE_MIN_IDS
+from ..model.device import DEVICE_CHOICES
+from ..hashing.bloom import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
 from ..heads.hierarchical import HierarchicalConfig
 from ..heads.hybrid import TERMS as HYBRID_TERMS
 from ..heads.hybrid import HybridConfig
 from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
-from ..model import ModelConfig
-from ..optim import OPTIMIZERS, OptimConfig
-from ..objectives import OBJECTIVES, objective_entry
-from ..train import LoopConfig, TrainConfig
-from ..warmstart import INITS
+from ..model.encoder import ModelConfig
+from ..training.optim import OPTIMIZERS, OptimConfig
+from ..training.objectives import OBJECTIVES, objective_entry
+from ..training.train import LoopConfig, TrainConfig
+from ..model.warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 
 
@@ -242,9 +242,9 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
 
 
 def cmd_train(args):
-    from ..checkpoint import latest_checkpoint
-    from ..files import load_json
-    from ..train import train
+    from ..storage.checkpoint import latest_checkpoint
+    from ..storage.files import load_json
+    from ..training.train import train
 
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")

@@ -21,10 +21,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..decode import DecodeConfig
-from ..hashing import BloomHash
-from ..losses import smoothed_nll
-from ..ranking import Ranking, chunked_topk, exact_ranking
+from .beam import DecodeConfig
+from ..hashing.bloom import BloomHash
+from .losses import smoothed_nll
+from .ranking import Ranking, chunked_topk, exact_ranking
 from .base import HeadBase
 
 

@@ -51,7 +51,6 @@ one's size when its weights are loaded, so load, resume and serve need nothing n
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar
@@ -60,13 +59,13 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..itemitem import EASE_MAX_IDS, ease_weights
-from ..decode import DecodeConfig, decode_topk
-from ..hashing import BloomHash
-from ..neighbours import cooccurrence_neighbours
-from ..ranking import NEG_INF, Ranking, combine, excluded, topk_last
-from ..itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES
+from .itemitem import EASE_MAX_IDS, ease_weights
+from .beam import DecodeConfig, decode_topk
+from ..hashing.bloom import BloomHash
+from .neighbours import cooccurrence_neighbours
+from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
+from .itemitem import largest_pattern, transition_pattern
+from .hybrid import MIXES, mixed, term_alone  # the variants' context managers: any head with mix / _term_alone
 from .superbloom import SuperbloomConfig, SuperbloomHead
 
 TERMS = ("auto", "ease", "cooccurrence", "transition")
@@ -327,24 +326,3 @@ class HashedHybridHead(SuperbloomHead):
         self.decay.fill_(decay)
         return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_name,
                     **{f"pure_{select}": results[0][select]})
-
-
-@contextlib.contextmanager
-def mixed(head: HashedHybridHead, mix: float):
-    """The head with its item-item weight set to `mix` for the block (restored after)."""
-    saved = float(head.mix)
-    head.mix.fill_(mix)
-    try:
-        yield head
-    finally:
-        head.mix.fill_(saved)
-
-
-@contextlib.contextmanager
-def term_alone(head: HashedHybridHead):
-    """The head ranking by its term alone (ties by the network) for the block."""
-    head._term_alone = True
-    try:
-        yield head
-    finally:
-        head._term_alone = False

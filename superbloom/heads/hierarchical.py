@@ -40,8 +40,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..decode import DecodeConfig
-from ..ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, excluded
+from .beam import DecodeConfig
+from .ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, excluded
 from .base import HeadBase
 
 TREES = ("balanced", "huffman", "fano")

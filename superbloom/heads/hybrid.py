@@ -53,16 +53,15 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..decode import DecodeConfig
-from ..hashing import BloomHash
-from ..itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_pattern, neighbour_pattern,
-                        transition_pattern)
-from ..ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
+from .beam import DecodeConfig
+from ..hashing.bloom import BloomHash
+from .itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_pattern, neighbour_pattern,
+    transition_pattern)
+from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
 from .full import FullHead
 from .sampled import Proposal, head_sampled_loss
 
@@ -320,8 +319,8 @@ class HybridHead(FullHead):
 
 
 @contextlib.contextmanager
-def mixed(head: HybridHead, mix: float):
-    """The hybrid head with its item-item weight set to `mix` for the block (restored after)."""
+def mixed(head, mix: float):
+    """A hybrid head (hybrid.py, hashed_hybrid.py) with its item-item weight set to `mix` for the block (restored after)."""
     saved = float(head.mix)
     head.mix.fill_(mix)
     try:
@@ -331,8 +330,8 @@ def mixed(head: HybridHead, mix: float):
 
 
 @contextlib.contextmanager
-def term_alone(head: HybridHead):
-    """The hybrid head ranking by its chosen item-item term alone (no network score) for the block."""
+def term_alone(head):
+    """A hybrid head (hybrid.py, hashed_hybrid.py) ranking by its chosen item-item term alone (no network score) for the block."""
     saved = head._term_alone
     head._term_alone = True
     try:

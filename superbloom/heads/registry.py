@@ -1,39 +1,6 @@
 """The head registry: name -> (config class, head class), head_config(name, **settings), build_head.
 
-Output heads: one interface (base.py), five implementations, one factory.
-
-Every head is an nn.Module subclassing HeadBase (base.py: the interface and its default hooks) that
-maps the m output vectors of an element, hidden (M, m, d), to
-  loss(hidden, targets, rows=None)         mean over the M targets of -log p(target | hidden[rows[i]])
-                                           (for the hashed head: summed over the m hashes); rows
-                                           lets several targets share one hidden row (default: own)
-  topk(hidden, k, exclude=None, decode=DecodeConfig(), context=None)  -> ranking.Ranking of ids, best
-                                           first; exclude (Q, X) ids, -1 padded, are never returned;
-                                           context (Q, T) the query's context ids, -1 padded, oldest
-                                           first (every caller passes it; most heads ignore it)
-and has the hooks generic code calls instead of asking which head it holds: uses_context, fit,
-choose, variants, describe, fixed_weights (base.py).
-
-  superbloom    superbloom.py    the hashed softmax of the paper, tied to the token embedding,
-                                 decoded by Algorithm 1 (approximate, or exact with a certificate)
-  full          full.py          one output row per id and a full softmax (the paper's `baseline`)
-  sampled       sampled.py       the full head's output layer trained with sampled softmax
-  hierarchical  hierarchical.py  a binary tree over the ids, top-k by A* (the hierarchical softmax notes)
-  hybrid        hybrid.py        the full softmax plus a sparse learned item-item term over the context
-                                 (issue 16: a linear item-item term only as its own, named head); its
-                                 topk scores with the context ids (`uses_context`); itemitem.py
-  hashed-hybrid hashed_hybrid.py the superbloom head plus the same kind of item-item term, at any hashing
-                                 (millions of ids): exact top-k by Algorithm 1 on the ids the term does
-                                 not touch, merged with the touched ids scored exactly
-
-Each head has its own small frozen config (`SuperbloomConfig`, `FullConfig`, `SampledConfig`,
-`HierarchicalConfig`, `HybridConfig`), saved in config.json as {"name": ..., its fields}. The heads that are not
-hashed average the m output vectors of an element into one, score ids with one distribution and
-return an exact top-k (`Ranking.exact` all True): the decoding options beam/exact do not apply to
-them; a score gamma is applied to the single log-probability (the identity for sum_log/min/max);
-exhaustive scores every id (hierarchical: every leaf, instead of A*).
-
-A new head is one module with a config and a HeadBase subclass, and one entry in HEADS.
+The heads and their interface are described in heads/__init__.py; a new head is one entry in HEADS.
 """
 from __future__ import annotations
 
@@ -42,7 +9,7 @@ from typing import Union
 
 import torch.nn as nn
 
-from ..hashing import BloomHash
+from ..hashing.bloom import BloomHash
 from .base import HeadBase
 from .full import FullConfig, FullHead
 from .hashed_hybrid import HashedHybridConfig, HashedHybridHead

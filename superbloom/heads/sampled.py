@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..hashing import BloomHash
+from ..hashing.bloom import BloomHash
 from .full import FullHead, target_rows
 
 PROPOSALS = ("uniform", "unigram", "log_uniform")

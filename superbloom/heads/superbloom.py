@@ -15,10 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..decode import DecodeConfig, decode_topk
-from ..hashing import BloomHash
-from ..losses import smoothed_nll
-from ..ranking import Ranking
+from .beam import DecodeConfig, decode_topk
+from ..hashing.bloom import BloomHash
+from .losses import smoothed_nll
+from .ranking import Ranking
 from .base import HeadBase
 
 

@@ -16,7 +16,7 @@ The losses (alignment, uniformity, NCA with a memory bank, label smoothing) are 
 superbloom/losses.py.
 """
 from .knn import classify, coverage_curve, knn_votes, label_agreement, multilabel_scores, topk_cosine
-from .labels import LabelTable, load_labels, read_label_pairs
+from ..data.labels import LabelTable, load_labels, read_label_pairs
 from .pool import AttentionPool
 from .model import EmbedConfig, SetEmbedder, embed_sets
 from .train import EmbedTrainConfig, embed_train

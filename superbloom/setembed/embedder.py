@@ -25,13 +25,13 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from ..checkpoint import inference_checkpoint, load_weights
-from ..dataset import SetArray
-from ..device import resolve_device
-from ..files import load_json, read_lines
-from ..hashing import BloomHash
-from ..model import ModelConfig, count_parameters
-from ..vocab import Vocab
+from ..storage.checkpoint import inference_checkpoint, load_weights
+from ..data.dataset import SetArray
+from ..model.device import resolve_device
+from ..storage.files import load_json, read_lines
+from ..hashing.bloom import BloomHash
+from ..model.encoder import ModelConfig, count_parameters
+from ..data.vocab import Vocab
 from .knn import knn_votes, topk_cosine
 from .model import EmbedConfig, SetEmbedder, embed_sets
 from .train import EmbedLoss

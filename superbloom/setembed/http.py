@@ -1,4 +1,4 @@
-"""HTTP endpoints of a set embedding, as a FastAPI router that serve_app.create_app includes:
+"""HTTP endpoints of a set embedding, as a FastAPI router that serving/app.py's create_app includes:
 
     POST /v1/similar   {"context": ["Jazz", "Miles_Davis"], "k": 10}
                        -> {"similar": [{"set", "display", "score"}, ...], "context", "unknown"}

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..dataset import SetArray
-from ..embeddings import DynamicIdInput, build_embedding
-from ..hashing import PAD_ELEM, BloomHash
-from ..losses import MemoryBank
-from ..model import ModelConfig, SetEncoder
+from ..data.dataset import SetArray
+from ..model.embeddings import DynamicIdInput, build_embedding
+from ..hashing.bloom import PAD_ELEM, BloomHash
+from ..heads.losses import MemoryBank
+from ..model.encoder import ModelConfig, SetEncoder
 from .pool import AttentionPool
 
 OBJECTIVES = ("uniformity", "nca", "softmax")

@@ -42,21 +42,21 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import save_file
 
-from ..batches import epoch_batches, sample_segments
-from ..checkpoint import inference_checkpoint, load_weights
-from ..dataset import Dataset, SetArray
-from ..device import init_distributed
-from ..files import atomic_path, load_json, save_json, write_lines
-from ..hashing import BloomHash, HashConfig
-from ..losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
-from ..model import ModelConfig, count_parameters
-from ..optim import OptimConfig
-from ..loop import LoopConfig, fit
-from ..objectives import Objective
-from ..rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
-from ..train import split_validation
+from ..model.batches import epoch_batches, sample_segments
+from ..storage.checkpoint import inference_checkpoint, load_weights
+from ..data.dataset import Dataset, SetArray
+from ..model.device import init_distributed
+from ..storage.files import atomic_path, load_json, save_json, write_lines
+from ..hashing.bloom import BloomHash, HashConfig
+from ..heads.losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
+from ..model.encoder import ModelConfig, count_parameters
+from ..training.optim import OptimConfig
+from ..training.loop import LoopConfig, fit
+from ..training.objectives import Objective
+from ..training.rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
+from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
-from .labels import load_labels
+from ..data.labels import load_labels
 from .model import EmbedConfig, SetEmbedder, embed_sets, set_tokens
 
 K = 10  # neighbours of the validation kNN scores

@@ -1,5 +1,8 @@
-"""Text pipeline (Superbloom sec. 4): plain-text corpora -> unigram+bigram vocabulary -> prepared
-token-id sequences that the core trains on (with positions on). Imports the core, never the reverse.
+"""text/: the text front end (paper sec. 4): corpora -> unigram+bigram vocabulary -> prepared token-id rows.
+
+The model trains on those rows like any set data (with positions on); the text objective, protocol,
+fill and fill route are registry entries and modules of training/, evaluation/, inference/ and serving/.
+This folder imports only storage/, data/ and hashing/.
 
     from superbloom.text import TextPrepareConfig, prepare_text
     prepare_text(TextPrepareConfig(("plaintext_articles.tar.xz", "brown.tar.xz"), "data/text"))

@@ -31,7 +31,7 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..readers import InputError
+from ..data.readers import InputError
 
 FORMATS = ("auto", "txt", "gcide", "brown")
 _MAX_EXAMPLES = 5

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..files import load_json
-from ..hashing import MASK_ELEM
-from ..vocab import Vocab
+from ..storage.files import load_json
+from ..hashing.bloom import MASK_ELEM
+from ..data.vocab import Vocab
 from .ngrams import SEPARATOR, UNK_ID, NgramVocab, greedy_encode, pair_keys
 from .tokenize import TextConfig, split_words
 

@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..prepare import KeyEncoder
-from ..readers import InputError
-from ..writer import held_out, write_split, write_staged, write_vocabulary
+from ..data.prepare import KeyEncoder
+from ..data.readers import InputError
+from ..data.writer import held_out, write_split, write_staged, write_vocabulary
 from .corpora import CorpusStats, read_documents
-from .ngrams import (SEPARATOR, UNK, UNK_ID, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode,
-                     pair_keys, sentence_pairs, vocabulary_strings, word_mask)
+from .ngrams import (SEPARATOR, UNK, UNK_ID, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode, pair_keys,
+    sentence_pairs, vocabulary_strings, word_mask)
 from .tokenize import TextConfig, split_words
 
 _BLOCK_TOKENS = 4 << 20  # words per counting / encoding block

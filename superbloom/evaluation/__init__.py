@@ -1,0 +1,1 @@
+"""evaluation/: metrics, protocols (sets, leave-one-out, text), baselines, evaluate -> EvalResult, compare."""

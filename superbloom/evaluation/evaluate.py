@@ -1,0 +1,172 @@
+"""Evaluation: a protocol's examples (protocols.py), model and baselines side by side on the same.
+
+`protocol="sets"`, the paper's protocol (sec. 3.1) on held-out sets: for each held-out set one random
+contiguous segment of up to n = 32 ids, one random id of it held out (or several,
+`targets_per_set`, each its own example), the rest of the segment is the context. Context ids are
+excluded from every ranking. A held-out id never seen in training is kept as an example and counts
+as a miss for every method (reported as `targets_unseen`); sets with fewer than two ids cannot give
+an example (reported as `sets_skipped`).
+
+`protocol="leave-one-out"` (sequence recommendation, issue 12) on a `prepare --split leave-one-out`
+dataset: one example per user, the `split` ("valid" or "test") target ranked against every id (full
+ranking, no sampled negatives) from the most recent `context_len` ids of the user's history, order
+kept. `exclude_history` says whether the user's whole history is excluded from every ranking (the
+report states which). Metrics: HR@1/5/10/20, NDCG@5/10/20, MRR (truncated at `depth`). Baselines
+are fitted on the training prefixes; co-occurrence scores from the last `cooc_last` context ids,
+EASE from the whole context. A model with learned positions for P elements gets contexts of at
+most P - 1 ids (the query's [MASK] takes the last position); every method sees those same contexts.
+
+The examples are a function of the dataset, the protocol settings and the seed only, so the model
+and every baseline see the very same.
+
+`evaluate(predictor, data, cfg) -> EvalResult` runs one protocol of the registry (protocols.py; "auto":
+the one that claims the dataset) through its hooks: the model, each named variant of its head
+(heads/base.py `variants()`: the hybrid's network alone) and each baseline rank the same examples.
+The result is typed: named fields, the per-method target ranks and the examples' targets and
+bootstrap groups (what compare.py pairs on), `to_dict()` (the JSON of `eval --json` and the demo's
+eval.json), `report()` (the table a person reads), `save(dir)` / `load(dir)` (JSON + .npz, no pickle).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..data.dataset import Dataset
+from ..heads.beam import DecodeConfig
+from .metrics import target_ranks
+from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (train.py, benchmarks)
+from .protocols import REGISTRY, EvalProtocol, protocol, resolve
+
+PROTOCOLS = ("auto", *REGISTRY)  # text: masked tokens in place (evaluation/text_protocol.py)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    seed: int = 0
+    n: int = 32  # segment length
+    targets_per_set: int = 1  # held-out ids per set, each its own example
+    depth: int = 20  # ids retrieved per example (MRR is truncated here)
+    decode: DecodeConfig = DecodeConfig()
+    baselines: tuple[str, ...] = ("popularity", "cooccurrence")
+    batch_size: int = 256
+    max_sets: int = 0  # evaluate on at most this many held-out sets / users (0: all)
+    protocol: str = "auto"  # a protocols.REGISTRY name, or "auto": the one the dataset was prepared for
+    split: str = "test"  # leave-one-out: rank the "valid" or the "test" targets
+    context_len: int = 50  # leave-one-out: the most recent ids of the history in the context
+    exclude_history: bool = True  # leave-one-out: the user's whole history is never ranked
+    cooc_last: int = 1  # leave-one-out: co-occurrence scores from the last this many context ids (0: all)
+
+    def __post_init__(self):
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {self.split!r}")
+
+
+def variant_key(name: str) -> str:
+    """A head variant's key in the result: "network alone" -> "network_only", "term alone" -> "term_only"."""
+    return name.replace(" alone", "_only").replace(" ", "_")
+
+
+@dataclass
+class EvalResult:
+    """One evaluation: the metrics of every method on the same examples, and the ranks behind them."""
+    protocol: str  # the registry name: "sets", "leave-one-out", "text"
+    model: dict  # the model's metrics (the protocol's summary, with its intervals)
+    counts: dict  # examples and the protocol's counts (targets_unseen, sets_skipped, ...)
+    decoding: dict  # certified_exact, mean_beam, queries_per_second
+    settings: dict  # the protocol settings ("protocol" in to_dict())
+    baselines: dict[str, dict] = field(default_factory=dict)  # name -> metrics + "seconds", or {"skipped": why}
+    head: dict | None = None  # head.describe(), where the head has variants
+    variants: dict[str, dict] = field(default_factory=dict)  # variant_key -> metrics ("network_only")
+    ranks: dict[str, np.ndarray] = field(default_factory=dict)  # method -> (E,) 1-based target ranks, 0: missed
+    # ("model", the variants' keys, the baselines ranked)
+    targets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (E,) the examples' targets
+    groups: np.ndarray | None = None  # (E,) the bootstrap's groups; None: each example its own
+
+    @property
+    def entry(self) -> EvalProtocol:
+        return protocol(self.protocol)
+
+    def to_dict(self) -> dict:
+        """The JSON of `eval --json` and eval.json: the model's metrics at the top level."""
+        out = {**self.model, **self.counts, **self.decoding, "protocol": self.settings, "baselines": self.baselines}
+        if self.head is not None:
+            out["head"] = self.head
+        return out | self.variants
+
+    def report(self) -> str:
+        """The table a person reads: one row per method, then the protocol's notes."""
+        return self.entry.report(self)
+
+    def save(self, path) -> Path:
+        """result.json (every field but the arrays) and ranks.npz (the ranks, targets, groups) in `path`."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        meta = {"protocol": self.protocol, "model": self.model, "counts": self.counts, "decoding": self.decoding,
+                "settings": self.settings, "baselines": self.baselines, "head": self.head,
+                "variants": self.variants, "methods": list(self.ranks), "grouped": self.groups is not None}
+        (path / "result.json").write_text(json.dumps(meta, indent=1) + "\n")
+        arrays = {"targets": self.targets, **{f"ranks.{m}": r for m, r in self.ranks.items()}}
+        if self.groups is not None:
+            arrays["groups"] = self.groups
+        np.savez(path / "ranks.npz", **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path) -> "EvalResult":
+        path = Path(path)
+        meta = json.loads((path / "result.json").read_text())
+        with np.load(path / "ranks.npz", allow_pickle=False) as z:
+            ranks = {m: z[f"ranks.{m}"] for m in meta["methods"]}
+            targets, groups = z["targets"], (z["groups"] if meta["grouped"] else None)
+        return cls(meta["protocol"], meta["model"], meta["counts"], meta["decoding"], meta["settings"],
+                   meta["baselines"], meta["head"], meta["variants"], ranks, targets, groups)
+
+
+def check_vocabulary(vocab, data: Dataset) -> None:
+    """The model's ids must be the dataset's ids, in the same order (the int ids index both)."""
+    if vocab.strings != data.vocab.strings:
+        first = next((i for i, (a, b) in enumerate(zip(vocab.strings, data.vocab.strings)) if a != b),
+                     min(len(vocab), len(data.vocab)))
+        raise ValueError(f"{data.path}: the dataset's vocabulary ({len(data.vocab):,} ids) is not the model's "
+                         f"({len(vocab):,} ids; they first differ at id {first}): evaluate a model on the dataset "
+                         "it was trained on (or one prepared with the same vocabulary)")
+
+
+def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress: bool = True) -> EvalResult:
+    """Metrics of the model, its head's variants and the baselines on the same examples (module docstring)."""
+    check_vocabulary(predictor.vocab, data)
+    entry = resolve(cfg.protocol, data)
+    model_config = getattr(predictor, "config", None) or {}
+    ex = entry.examples(data, cfg, model_config)
+    targets = entry.targets(ex)
+    t0 = time.time()
+    ranking = entry.rank_model(predictor, ex, cfg, progress)
+    seconds = time.time() - t0
+    ranks = {"model": target_ranks(ranking.ids.numpy(), targets)}
+    result = EvalResult(entry.name, entry.summarize(ranks["model"], ex), entry.counts(ex), ranking.report(seconds),
+                        entry.settings(cfg, model_config), ranks=ranks, targets=targets, groups=entry.groups(ex))
+    head = predictor.model.head
+    variants = head.variants()
+    if variants:
+        result.head = head.describe()
+    for name, context in variants.items():  # the head as each named variant, on the same examples
+        with context:
+            r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)
+        ranks[variant_key(name)] = r
+        result.variants[variant_key(name)] = entry.summarize(r, ex)
+    for name in entry.baselines(cfg):
+        why = entry.baseline_skipped(name, data)
+        if why:
+            result.baselines[name] = {"skipped": why}
+            continue
+        t0 = time.time()
+        r = target_ranks(entry.rank_baseline(name, data, ex, cfg), targets)
+        result.baselines[name] = entry.summarize(r, ex) | {"seconds": round(time.time() - t0, 2)}
+        ranks[name] = r
+    return result

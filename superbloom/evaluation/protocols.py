@@ -1,0 +1,385 @@
+"""Evaluation protocols: how (context, target) examples are drawn from a prepared dataset, and the
+registry of protocols that evaluate.py and compare.py run.
+
+Two example drawers, `drawer.examples(data) -> Examples` (plus the text protocol's, evaluation/text_protocol.py):
+
+  SetHoldout   the paper's protocol (Superbloom sec. 3.1) on held-out sets: from each test set one
+               random contiguous segment of up to n ids, one random id of it held out (or
+               `targets_per_set`, each its own example); the rest of the segment is the context and
+               is excluded from the ranking.
+  LeaveOneOut  sequence recommendation (issue 12; SASRec / S3-Rec / BERT4Rec full ranking): one
+               example per user of a `prepare --split leave-one-out` dataset, the target is the
+               user's validation or test id, the context the user's history up to it (ids unseen
+               in training dropped), the most recent n ids, ORDER KEPT (oldest first, newest
+               last, so a query's [MASK] follows the newest id). The whole history (not only the
+               n-window) is excluded from the ranking when `exclude_history` (the S3-Rec code's
+               convention), nothing is excluded otherwise. With repeats kept in the sequences a
+               target may occur in its own history: with exclusion it cannot be ranked; such
+               targets are counted (`targets_in_history`).
+
+Examples are a function of the dataset and the protocol's settings (and seed) only, so the model
+and every baseline see the very same. Everything is vectorised over the examples.
+
+The registry (`REGISTRY`, `protocol(name)`, `resolve(name, data)`): each protocol is one entry object
+with the hooks of `EvalProtocol`: its examples from a dataset, an EvalConfig and the model's
+config.json; the model's and a baseline's top-k on them; the metrics of one method's ranks (with
+their intervals); the examples' targets and bootstrap groups (what a paired comparison checks and
+resamples); its report section; its name for hits at k ("rec" / "hr") and for its bootstrap unit;
+which baselines it ranks. Protocol "auto" is the last registered entry that claims the dataset. The text
+entry lives in evaluation/text_protocol.py and is imported when first asked for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol as _Interface
+
+import numpy as np
+
+from .baselines import baseline_entry, fit_baseline
+from ..model.batches import sample_segments
+from ..data.dataset import history_matrix, last_known
+from ..data.dataset import Dataset, SetArray
+from .metrics import hits_at, mean_ci, sequence_summary, summarize
+
+
+@dataclass
+class Examples:
+    contexts: np.ndarray  # (E, n) ids, -1 = padding / unknown; for sequences ordered oldest -> newest
+    targets: np.ndarray  # (E,) ids, -1 = unseen in training
+    set_rows: np.ndarray  # (E,) which held-out set / user (groups for bootstrap intervals)
+    sets_skipped: int
+    exclude: np.ndarray | None = None  # (E, X) ids never ranked, -1 padded; None: the contexts
+    notes: dict = field(default_factory=dict)  # protocol-specific counts for the report
+
+    @property
+    def excluded(self) -> np.ndarray:
+        return self.contexts if self.exclude is None else self.exclude
+
+
+class ExampleDrawer(_Interface):
+    name: str
+
+    def examples(self, data: Dataset) -> Examples:
+        ...
+
+    def describe(self) -> dict:
+        ...
+
+
+def make_examples(sets: SetArray, n: int = 32, targets_per_set: int = 1, seed: int = 0,
+                  max_sets: int = 0) -> Examples:
+    """The set hold-out examples (sec. 3.1): see SetHoldout."""
+    rng = np.random.default_rng(seed)
+    rows = np.arange(len(sets))
+    if max_sets and max_sets < len(rows):
+        rows = np.sort(rng.choice(rows, max_sets, replace=False))
+    seg_len = np.minimum(sets.lengths[rows], n)
+    usable = seg_len >= 2
+    rows, seg_len = rows[usable], seg_len[usable]
+    # sample_segments marks padding and unseen ids alike with -1; seg_len tells them apart
+    segs = sample_segments(sets, rows, n, rng)
+    width = segs.shape[1]
+    keys = np.where(np.arange(width)[None, :] < seg_len[:, None], rng.random(segs.shape), np.inf)
+    order = np.argsort(keys, axis=1)
+    per_set = np.minimum(targets_per_set, seg_len - 1)
+    ex_row = np.repeat(np.arange(len(rows)), per_set)
+    ex_pos = order[ex_row, np.arange(len(ex_row)) - np.repeat(np.cumsum(per_set) - per_set, per_set)]
+    contexts = segs[ex_row].copy()
+    targets = contexts[np.arange(len(ex_row)), ex_pos].copy()
+    contexts[np.arange(len(ex_row)), ex_pos] = -1
+    return Examples(contexts, targets, rows[ex_row], int((~usable).sum()))
+
+
+@dataclass(frozen=True)
+class SetHoldout:
+    n: int = 32
+    targets_per_set: int = 1
+    seed: int = 0
+    max_sets: int = 0
+    name: str = "sets"
+
+    def examples(self, data: Dataset) -> Examples:
+        if data.split != "sets":
+            raise ValueError(f"{data.path}: a {data.split!r} dataset; evaluate it with --protocol {data.split}")
+        return make_examples(data.test, self.n, self.targets_per_set, self.seed, self.max_sets)
+
+    def describe(self) -> dict:
+        return {"protocol": self.name, "seed": self.seed, "n": self.n, "targets_per_set": self.targets_per_set,
+                "context_excluded": True}
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    split: str = "test"  # "valid" or "test": which target of each user
+    n: int = 50  # context: the most recent n ids of the history
+    exclude_history: bool = True  # the user's whole history is never ranked
+    max_sets: int = 0  # at most this many users (seeded choice), 0: all
+    seed: int = 0
+    name: str = "leave-one-out"
+
+    def __post_init__(self):
+        if self.split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {self.split!r}")
+        if self.n < 1:
+            raise ValueError(f"n (context length) must be >= 1, got {self.n}")
+
+    def examples(self, data: Dataset) -> Examples:
+        if data.split != "leave-one-out":
+            raise ValueError(f"{data.path}: a {data.split!r} dataset has no sequence targets; prepare it with "
+                             "`superbloom prepare --split leave-one-out` (or evaluate with --protocol sets)")
+        history, targets = data.history(self.split), np.asarray(data.targets(self.split), np.int64)
+        rows = np.arange(len(history))
+        if self.max_sets and self.max_sets < len(rows):
+            rows = np.sort(np.random.default_rng(self.seed).choice(rows, self.max_sets, replace=False))
+            history = history.subset(rows)
+            targets = targets[rows]
+        contexts = last_known(history, self.n)  # (U, <=n)
+        full = history_matrix(history)  # (U, L)
+        in_history = ((full == targets[:, None]) & (targets[:, None] >= 0)).any(1)
+        empty = (contexts >= 0).sum(1) == 0
+        exclude = full if self.exclude_history else np.full((len(rows), 0), -1, np.int64)
+        notes = {"targets_in_history": int(in_history.sum()), "empty_contexts": int(empty.sum()),
+                 "history_ids_unseen": int((np.asarray(history.ids) < 0).sum())}
+        return Examples(contexts, targets, rows, 0, exclude, notes)
+
+    def describe(self) -> dict:
+        return {"protocol": self.name, "split": self.split, "n": self.n, "exclude_history": self.exclude_history,
+                "max_sets": self.max_sets, "seed": self.seed}
+
+
+# ---------------------------------------------------------------- the registry of protocols
+
+
+class EvalProtocol(_Interface):
+    """The hooks evaluate() and compare() call; `ex` is whatever the entry's `examples` returned."""
+    name: str
+    recall: str  # "rec" / "hr": hits at k in its metrics
+    unit: str  # what its bootstrap resamples ("held-out sets")
+
+    def examples(self, data: Dataset, cfg, model_config: dict): ...  # the examples (an error if none)
+    def targets(self, ex) -> np.ndarray: ...  # (E,) ids, -1 unseen, in ranking order
+    def groups(self, ex) -> np.ndarray | None: ...  # (E,) bootstrap groups; None: each example its own
+    def rank_model(self, predictor, ex, cfg, progress: bool): ...  # -> Ranking (E, cfg.depth)
+    def baselines(self, cfg) -> tuple[str, ...]: ...  # the baselines it ranks for cfg
+    def baseline_skipped(self, name: str, data: Dataset) -> str | None: ...
+    def rank_baseline(self, name: str, data: Dataset, ex, cfg) -> np.ndarray: ...  # (E, cfg.depth) ids
+    def summarize(self, ranks: np.ndarray, ex) -> dict: ...  # one method's metrics
+    def counts(self, ex) -> dict: ...  # the examples' counts for the report
+    def settings(self, cfg, model_config: dict) -> dict: ...  # the protocol settings ("protocol" in the JSON)
+    def report(self, result) -> str: ...  # evaluate.EvalResult -> the report text
+
+
+def model_positions(model_config: dict) -> int:
+    """The model's learned positions (config.json), 0 if it has none."""
+    return int((model_config or {}).get("model", {}).get("positions", 0) or 0)
+
+
+class _ContextRanking:
+    """The hooks shared by the protocols whose examples are `Examples` (contexts of ids): the model
+    and each baseline rank the contexts, never returning `ex.excluded`."""
+    recall = "rec"
+
+    def targets(self, ex: Examples) -> np.ndarray:
+        return ex.targets
+
+    def rank_model(self, predictor, ex: Examples, cfg, progress: bool):
+        return predictor.rank(ex.contexts, cfg.depth, cfg.decode, cfg.batch_size, progress, exclude=ex.excluded)
+
+    def baselines(self, cfg) -> tuple[str, ...]:
+        return tuple(cfg.baselines)
+
+    def baseline_skipped(self, name: str, data: Dataset) -> str | None:
+        return baseline_entry(name).skipped(data.n_ids)
+
+    def scored(self, name: str, ex: Examples, cfg) -> np.ndarray:
+        """The context columns a baseline scores from (default: all)."""
+        return ex.contexts
+
+    def rank_baseline(self, name: str, data: Dataset, ex: Examples, cfg) -> np.ndarray:
+        base = fit_baseline(name, data.train, data.n_ids)
+        return base.rank(self.scored(name, ex, cfg), ex.excluded, cfg.depth)
+
+
+class SetsProtocol(_ContextRanking):
+    """The paper's protocol on held-out sets (SetHoldout; evaluate.py's module docstring)."""
+    name = "sets"
+    unit = "held-out sets"
+
+    def claims(self, data: Dataset) -> bool:
+        return data.split == "sets"
+
+    def drawer(self, cfg, model_config: dict) -> SetHoldout:
+        return SetHoldout(cfg.n, cfg.targets_per_set, cfg.seed, cfg.max_sets)
+
+    def examples(self, data: Dataset, cfg, model_config: dict) -> Examples:
+        ex = self.drawer(cfg, model_config).examples(data)
+        if len(ex.targets) == 0:
+            raise ValueError(f"{data.path}: no held-out set has two or more ids; nothing to evaluate")
+        return ex
+
+    def groups(self, ex: Examples) -> np.ndarray:
+        return ex.set_rows
+
+    def summarize(self, ranks: np.ndarray, ex: Examples) -> dict:
+        return summarize(ranks)
+
+    def counts(self, ex: Examples) -> dict:
+        return {"examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum()),
+                "sets_skipped": ex.sets_skipped}
+
+    def settings(self, cfg, model_config: dict) -> dict:
+        return {"seed": cfg.seed, "n": cfg.n, "targets_per_set": cfg.targets_per_set, "depth": cfg.depth,
+                "decode": cfg.decode.settings(), "context_excluded": True}
+
+    def report(self, result) -> str:
+        cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
+        r, p = result.to_dict(), result.settings
+        lines = method_table(result, cols, 18, lambda head: f"hybrid (mix {head['item_mix']:g})")
+        if result.variants:
+            lines.append("hybrid head: the network's log-probabilities + mix x a sparse item-item term (EASE's or "
+                         "cosine weights), mix chosen on the validation sets; 'network only' is the same model at "
+                         "mix 0.")
+        lines.append(f"{r['examples']:,} examples ({p['targets_per_set']} held-out id per set, segments of "
+                     f"<= {p['n']}, seed {p['seed']}); context ids excluded from every ranking; "
+                     f"{r['targets_unseen']} targets unseen in training count as misses; "
+                     f"{r['sets_skipped']} sets with < 2 ids skipped.")
+        lines.append(decoding_line(result))
+        return "\n".join(lines)
+
+
+def _with_ci(ranks: np.ndarray, k: int = 10) -> dict:
+    """sequence_summary + a 95% bootstrap interval of HR@k (users resampled)."""
+    _, lo, hi = mean_ci(hits_at(ranks, k))
+    return sequence_summary(ranks) | {f"hr@{k}_lo": lo, f"hr@{k}_hi": hi}
+
+
+class LeaveOneOutProtocol(_ContextRanking):
+    """Sequence recommendation (LeaveOneOut; evaluate.py's module docstring)."""
+    name = "leave-one-out"
+    recall = "hr"
+    unit = "users"
+
+    def claims(self, data: Dataset) -> bool:
+        return data.split == "leave-one-out"
+
+    def drawer(self, cfg, model_config: dict) -> LeaveOneOut:
+        """A model with P learned positions gets contexts of at most P - 1 ids."""
+        positions = model_positions(model_config)
+        n = min(cfg.context_len, positions - 1) if positions > 1 else cfg.context_len
+        return LeaveOneOut(cfg.split, n, cfg.exclude_history, cfg.max_sets, cfg.seed)
+
+    def examples(self, data: Dataset, cfg, model_config: dict) -> Examples:
+        ex = self.drawer(cfg, model_config).examples(data)
+        if len(ex.targets) == 0:
+            raise ValueError(f"{data.path}: no sequence has a {cfg.split} target (all shorter than 3 ids?)")
+        return ex
+
+    def groups(self, ex: Examples) -> None:
+        return None  # one example per user
+
+    def scored(self, name: str, ex: Examples, cfg) -> np.ndarray:
+        last = cfg.cooc_last if baseline_entry(name).last_context else 0
+        return ex.contexts[:, -last:] if last and ex.contexts.shape[1] > last else ex.contexts
+
+    def summarize(self, ranks: np.ndarray, ex: Examples) -> dict:
+        return _with_ci(ranks)
+
+    def counts(self, ex: Examples) -> dict:
+        return {"examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum()), **ex.notes}
+
+    def settings(self, cfg, model_config: dict) -> dict:
+        return self.drawer(cfg, model_config).describe() | {
+            "depth": cfg.depth, "cooc_last": cfg.cooc_last, "context_len_asked": cfg.context_len,
+            "model_positions": model_positions(model_config), "baselines_fitted_on": "training prefixes",
+            "decode": cfg.decode.settings()}
+
+    def report(self, result) -> str:
+        cols = ["hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr"]
+        r, p = result.to_dict(), result.settings
+        label = lambda h: (f"hybrid ({h.get('item_term', 'term')} x {h['item_mix']:g}, "  # noqa: E731
+                           f"decay {h.get('item_decay', 1.0):g})")
+        rows = method_rows(result, label)
+        lines = method_table(result, cols, max(18, *(len(name) + 1 for name, _ in rows)), label)
+        excl = ("the user's whole history EXCLUDED from every ranking" if p["exclude_history"]
+                else "nothing excluded from the ranking (the user's history may be ranked)")
+        lines.append("hr@10 95% bootstrap intervals (users resampled): " + "; ".join(
+            f"{name} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}]" for name, m in rows if "skipped" not in m))
+        lines.append(f"leave-one-out, {p['split']} targets: {r['examples']:,} users, full ranking over all ids, "
+                     f"context = the {p['n']} most recent history ids in order; {excl}.")
+        lines.append(f"{r['targets_unseen']} targets unseen in training count as misses; "
+                     f"{r['targets_in_history']} targets also occur in their history"
+                     f"{' (unrankable with exclusion)' if p['exclude_history'] else ''}; "
+                     f"{r['empty_contexts']} empty contexts; MRR truncated at depth {p['depth']}; "
+                     f"baselines fitted on the training prefixes, co-occurrence from the last "
+                     f"{p['cooc_last'] or 'all'} context id(s).")
+        lines.append(decoding_line(result))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- report pieces the entries share
+
+
+def method_rows(result, head_label: Callable[[dict], str]) -> list[tuple[str, dict]]:
+    """(row name, metrics) of the model, its head's variants (beside it: "network only") and the
+    baselines; with variants the model's row is named by head_label(result.head)."""
+    rows = [(head_label(result.head) if result.variants else "superbloom model", result.model)]
+    rows += [(key.replace("_", " "), m) for key, m in result.variants.items()]
+    return rows + list(result.baselines.items())
+
+
+def method_table(result, cols: list[str], width: int, head_label: Callable[[dict], str]) -> list[str]:
+    """The report's table: a header, then one line per method with `cols`, or why it was skipped."""
+    lines = [f"{'method':<{width}}" + "".join(f"{c:>9}" for c in cols)]
+    for name, r in method_rows(result, head_label):
+        if "skipped" in r:
+            lines.append(f"{name:<{width}}  skipped: {r['skipped']}")
+        else:
+            lines.append(f"{name:<{width}}" + "".join(f"{r[c]:>9.4f}" for c in cols))
+    return lines
+
+
+def decoding_line(result) -> str:
+    d, depth = result.decoding, result.settings["depth"]
+    return (f"decoding: {d['certified_exact']:.1%} of top-{depth} answers certified exact, "
+            f"mean beam {d['mean_beam']:.1f}, {d['queries_per_second']:,} queries/s")
+
+
+def _text() -> EvalProtocol:
+    from .text_protocol import TEXT  # the text front end is imported only for a text evaluation
+
+    return TEXT
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A registry row: the entry (loaded when first asked for) and whether it claims a dataset
+    (protocol "auto")."""
+    load: Callable[[], EvalProtocol]
+    claims: Callable[[Dataset], bool]
+
+
+SETS, LEAVE_ONE_OUT = SetsProtocol(), LeaveOneOutProtocol()
+REGISTRY: dict[str, Registered] = {  # "auto" tries them last first: a text dataset is also a "sets" split
+    "sets": Registered(lambda: SETS, SETS.claims),
+    "leave-one-out": Registered(lambda: LEAVE_ONE_OUT, LEAVE_ONE_OUT.claims),
+    "text": Registered(_text, lambda data: "text" in data.meta),
+}
+
+
+def protocol(name: str) -> EvalProtocol:
+    """The registry's entry `name`."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown protocol {name!r}; choose from {sorted(REGISTRY)}")
+    return REGISTRY[name].load()
+
+
+def resolve(name: str, data: Dataset) -> EvalProtocol:
+    """The entry `name`, or for "auto" the last registered that claims the dataset (the more specific:
+    text before sets)."""
+    if name != "auto":
+        return protocol(name)
+    for row in reversed(REGISTRY.values()):
+        if row.claims(data):
+            return row.load()
+    raise ValueError(f"{data.path}: no evaluation protocol for a {data.split!r} dataset; "
+                     f"choose one of {sorted(REGISTRY)}")

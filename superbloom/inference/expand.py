@@ -1,0 +1,90 @@
+"""Set expansion: grow a set one id at a time, each added id joining the context of the next prediction.
+
+The blog's "query expansion for sets" (Y = []; repeat: T = g(f(X)); Y += T; X = X + T) with the
+Superbloom decoder as g, as in the paper's appendix D examples. Each step ranks the top `k` ids for
+the current context (context ids excluded, so an id is never added twice) and takes the best one
+(`argmax`) or draws one from softmax(score / temperature) over those k (`sample`, seeded).
+
+    from superbloom import load
+    from superbloom.expand import ExpandConfig, expand
+    expand(load("runs/wiki/model"), ["Copenhagen"], ExpandConfig(steps=5)).added
+    # -> [Expanded(id=..., score=..., exact=...), ...]  one per added id
+
+    superbloom expand runs/wiki/model Copenhagen --steps 5 [--strategy sample --temperature 0.7]
+
+`model` is anything with a `vocab` and `rank(contexts, k, decode) -> Ranking` (a Predictor, or the
+HTTP service's batching wrapper).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..heads.beam import DecodeConfig
+
+STRATEGIES = ("argmax", "sample")
+
+
+@dataclass(frozen=True)
+class ExpandConfig:
+    steps: int = 10  # ids to add
+    strategy: str = "argmax"  # argmax | sample
+    temperature: float = 1.0  # sample: softmax(score / temperature) over the top k
+    k: int = 10  # candidates ranked per step (sample draws among them)
+    seed: int = 0  # sample: random seed
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.steps < 1 or self.k < 1:
+            raise ValueError(f"steps and k must be >= 1, got steps={self.steps}, k={self.k}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@dataclass
+class Expanded:
+    id: str  # as stored in the vocabulary
+    score: float  # gamma score of the id in the step that added it
+    exact: bool  # that step's top-k was certified exact
+
+
+@dataclass
+class Expansion:
+    seed: list[str]  # known seed ids, as stored
+    unknown: list[str]  # seed ids not in the vocabulary (ignored)
+    added: list[Expanded]  # in the order they were added; fewer than steps only if the vocabulary ran out
+
+
+def choose(scores: np.ndarray, strategy: str, temperature: float, rng: np.random.Generator) -> int:
+    """Index of the chosen candidate among finite `scores` (best first)."""
+    if strategy == "argmax":
+        return 0
+    z = (scores - scores.max()) / temperature
+    p = np.exp(z)
+    return int(rng.choice(len(p), p=p / p.sum()))
+
+
+def expand(model, seed: Sequence[str], cfg: ExpandConfig = ExpandConfig()) -> Expansion:
+    """Add cfg.steps ids to the set `seed` (string ids, stored or display form), one at a time."""
+    known, unknown = model.vocab.lookup(seed)
+    if len(known) == 0:
+        raise ValueError("none of the seed ids is in the model's vocabulary"
+                         + (f" (unknown: {', '.join(unknown[:5])})" if unknown else ""))
+    rng = np.random.default_rng(cfg.seed)
+    context = [int(i) for i in known]
+    added = []
+    for _ in range(cfg.steps):
+        r = model.rank(np.asarray([context], np.int64), cfg.k, cfg.decode)
+        ids, scores = r.ids[0].numpy(), r.scores[0].numpy().astype(np.float64)
+        ok = (ids >= 0) & np.isfinite(scores)
+        if not ok.any():
+            break  # every id is already in the set
+        ids, scores = ids[ok], scores[ok]
+        j = choose(scores, cfg.strategy, cfg.temperature, rng)
+        context.append(int(ids[j]))
+        added.append(Expanded(model.vocab.strings[ids[j]], float(scores[j]), bool(r.exact[0])))
+    return Expansion(model.vocab.decode(known.tolist()), unknown, added)

@@ -1,0 +1,257 @@
+"""The HTTP app: a trained model behind a small JSON API and a web page (FastAPI; serve.py runs it on uvicorn).
+
+    superbloom serve runs/wiki/model --port 8000      # then open http://127.0.0.1:8000/ (API docs: /docs)
+
+    POST /v1/predict   {"context": ["Copenhagen"], "k": 10, "exact": false}
+    POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
+                        "random_seed": 0}
+    POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
+    GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
+    GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
+    POST /v1/similar, /v1/classify   set embeddings (setembed/http.py; serve --embed EMBED_DIR)
+    GET  /health
+
+The model is loaded once. Requests never run the model on the event loop: one worker thread
+(`Batcher`, batcher.py) ranks everything queued since its previous batch in one call, so under load
+requests are batched and an idle server adds no waiting; expansions run in the thread pool and each
+of their steps joins those batches. Library use: `create_app(predictor, ServeConfig())` (ServeConfig:
+serve_config.py); serve.py is the launcher (one process or N workers) and the only module here that imports
+this one.
+
+Bad input is a 4xx whose JSON has a `message` naming the field (and FastAPI's `detail` list);
+request bodies over `max_body_bytes` are a 413, bodies not received within `body_timeout` seconds a
+408 (the connection is then closed); a connection that has not sent a complete request head within
+`head_timeout` seconds is closed, an idle keep-alive one after `keep_alive_timeout`. HEAD works on
+every GET route. Every response carries `X-Content-Type-Options: nosniff`, a frame policy and a
+content-security policy that allows the page's and /docs' own inline script and style by their
+SHA-256 hashes, and nothing from elsewhere.
+"""
+
+import asyncio
+import importlib.resources
+import math
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from typing import Annotated, Literal
+
+import numpy as np
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .._version import __version__
+from .autocomplete import PrefixIndex
+from .batcher import Batcher
+from ..heads.beam import DecodeConfig
+from ..inference.expand import ExpandConfig, expand
+from .guards import BodyLimit, Hardening, content_security_policy, error_response
+from ..inference.predictor import Predictor
+from .config import ServeConfig
+from ..setembed.http import router as setembed_router
+
+
+# ---------------------------------------------------------------- request and response bodies
+
+
+def request_models(cfg: ServeConfig):
+    """Request bodies with the limits of `cfg` (so a 422 names the field and the limit)."""
+    Id = Annotated[str, Field(min_length=1, max_length=cfg.max_id_chars)]
+    Ids = Annotated[list[Id], Field(min_length=1, max_length=cfg.max_context)]
+    K = Annotated[int, Field(ge=1, le=cfg.max_k, description="number of ids to return")]
+    strict = ConfigDict(extra="forbid", strict=True)
+
+    class PredictRequest(BaseModel):
+        model_config = strict
+        context: Ids = Field(description="ids of the set (as stored or URL-decoded)",
+                             examples=[["Copenhagen", "Paris"]])
+        k: K = 10
+        exact: bool = Field(False, description="widen the beam until the top-k is certified exact")
+
+    class ExpandRequest(BaseModel):
+        model_config = strict
+        seed: Ids = Field(description="ids of the set to grow", examples=[["Copenhagen"]])
+        steps: int = Field(10, ge=1, le=cfg.max_steps, description="ids to add, one at a time")
+        strategy: Literal["argmax", "sample"] = "argmax"
+        temperature: float = Field(1.0, gt=0, le=100, allow_inf_nan=False,
+                                   description="sample: softmax(score / temperature) over the top k")
+        random_seed: int = Field(0, ge=0, le=2 ** 63 - 1)
+        k: Annotated[int, Field(ge=1, le=cfg.max_k, description="candidates ranked per step")] = 10
+        exact: bool = False
+
+    return PredictRequest, ExpandRequest
+
+
+class Item(BaseModel):
+    id: str = Field(description="id as stored in the vocabulary")
+    display: str = Field(description="URL-decoded id, for people")
+    score: float | None = Field(description="gamma score (sum of log-probabilities); null if not finite")
+
+
+class PredictResponse(BaseModel):
+    predictions: list[Item]
+    exact: bool = Field(description="the top-k is certified exact (Algorithm 1's bound)")
+    beam: int
+    context: list[str] = Field(description="known context ids, as stored")
+    unknown: list[str] = Field(description="context ids not in the vocabulary (ignored)")
+
+
+class ExpandedItem(Item):
+    exact: bool
+
+
+class ExpandResponse(BaseModel):
+    seed: list[str]
+    unknown: list[str]
+    added: list[ExpandedItem]
+
+
+class Entity(BaseModel):
+    id: str
+    display: str
+    count: int = Field(description="occurrences in the training sets")
+
+
+# ---------------------------------------------------------------- the app
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _message(errors) -> str:
+    parts = []
+    for e in errors:
+        loc = e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"]  # body fields by name alone
+        if e["loc"] == ("body",):
+            parts.append(f"request body: {e['msg']} (expected a JSON object, Content-Type: application/json)")
+        elif e["type"] == "json_invalid":
+            parts.append(f"request body is not valid JSON (at character {e['loc'][-1]}: "
+                         f"{e.get('ctx', {}).get('error', '')})")
+        else:
+            parts.append(f"{'.'.join(map(str, loc))}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> FastAPI:
+    """The FastAPI app serving `predictor`. Builds the lookup and autocomplete indexes now."""
+    vocab = predictor.vocab
+    vocab.index, vocab.aliases  # noqa: B018 - build the lazy lookup tables before the first request
+    prefixes = PrefixIndex(vocab)
+    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids)
+    PredictRequest, ExpandRequest = request_models(config)
+    page = (importlib.resources.files("superbloom") / "static" / "index.html").read_text("utf-8")
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        batcher.close()
+
+    app = FastAPI(title="superbloom", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Set completion and expansion over a huge vocabulary of ids (Superbloom: "
+                              "Bloom filter meets Transformer). Every error has a `message`.")
+    docs_page = _offline_docs(app)
+    app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
+    app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))  # added last: outermost
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return error_response(422, _message(exc.errors()), errors)  # no echo of the input: it may not encode
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400:  # FastAPI could not parse the body (bad UTF-8, JSON nested too deep)
+            return error_response(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
+        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow
+
+    def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str]]:
+        known, unknown = vocab.lookup(ids)
+        if len(known) == 0:
+            shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise HTTPException(422, f"{name}: none of the {len(unknown)} ids is in the model's vocabulary "
+                                     f"(unknown: {shown})")
+        return known, unknown
+
+    def item(i: int, score: float) -> dict:
+        return {"id": vocab.strings[i], "display": vocab.display(i), "score": _finite(score)}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index():
+        return page
+
+    @app.post("/v1/predict", response_model=PredictResponse, summary="top-k ids for a context")
+    async def predict(req: PredictRequest):
+        known, unknown = known_or_422(req.context, "context")
+        r = await asyncio.wrap_future(batcher.submit(known, req.k, DecodeConfig(exact=req.exact)))
+        preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
+        return {"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
+                "context": vocab.decode(known.tolist()), "unknown": unknown}
+
+    @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
+    def expand_set(req: ExpandRequest):  # sync: runs in the thread pool, its steps join the batches
+        known_or_422(req.seed, "seed")
+        cfg = ExpandConfig(req.steps, req.strategy, req.temperature, req.k, req.random_seed,
+                           DecodeConfig(exact=req.exact))
+        out = expand(batcher, req.seed, cfg)
+        added = [dict(item(vocab.get(a.id), a.score), exact=a.exact) for a in out.added]
+        return {"seed": out.seed, "unknown": out.unknown, "added": added}
+
+    @app.get("/v1/entities", response_model=list[Entity], summary="autocomplete: ids whose display name "
+             "starts with a prefix (case-insensitive, '_' = ' '), most frequent first")
+    async def entities(prefix: Annotated[str, Query(max_length=config.max_id_chars)] = "",
+                       limit: Annotated[int, Query(ge=1, le=100)] = 10):
+        return [{"id": vocab.strings[i], "display": vocab.display(i), "count": int(vocab.counts[i])}
+                for i in prefixes.search(prefix, limit).tolist()]
+
+    @app.get("/v1/model", summary="configuration, number of ids and of tokens, parameter count, training data summary")
+    async def model_info():
+        c = predictor.config
+        return {"n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
+                "checkpoint": c.get("checkpoint"), "version": __version__,
+                "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
+                "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
+
+    if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
+        from .fill_route import fill_router
+        app.include_router(fill_router(predictor, config))
+    app.include_router(setembed_router(config))  # /v1/similar, /v1/classify: app.state.embedder (serve --embed)
+
+    @app.get("/health", summary="liveness, with batching counters")
+    async def health():
+        return {"status": "ok", "n_ids": len(vocab), "queued": batcher.queue.qsize(),
+                "batches": batcher.batches, "queries": batcher.queries}
+
+    return app
+
+
+def _offline_docs(app: FastAPI) -> str:
+    """/docs with Swagger UI 5's assets served from the installed fastapi-offline package, not a CDN
+    -> its HTML (made once: the content-security policy allows its inline script by hash)."""
+    from pathlib import Path
+
+    import fastapi_offline
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+    html = get_swagger_ui_html(openapi_url=app.openapi_url, title="superbloom API",
+                               swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                               swagger_css_url="/docs-assets/swagger-ui.css",
+                               swagger_favicon_url="/docs-assets/favicon.png").body.decode()
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return HTMLResponse(html)
+
+    return html
+
+
+def _data_summary(meta: dict) -> dict:
+    keys = ("input", "format", "sets", "ids", "links", "train", "test", "test_fraction", "seed",
+            "test_ids_unseen_in_train", "duplicates_removed", "text")
+    return {k: meta[k] for k in keys if k in meta}
+

@@ -1,0 +1,100 @@
+"""Request batching of the server: one worker thread (`Batcher`) ranks every query queued since its
+previous batch in one `predictor.rank` call per (k, decode) group and length-sorted chunk, so under
+load requests are batched and an idle server adds no waiting. serving/app.py submits every
+prediction to it; expansions use it as their model, so each of their steps joins those batches.
+"""
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..heads.beam import DecodeConfig
+from ..inference.predictor import Predictor
+from ..heads.ranking import Ranking
+
+
+@dataclass
+class _Query:
+    context: np.ndarray  # (c,) int64 known ids
+    k: int
+    decode: DecodeConfig
+    future: Future
+
+
+class Batcher:
+    """One worker thread ranks every query queued since its last batch with one `predictor.rank` call
+    per (k, decode) group and length-sorted chunk. Also a drop-in `model` for `expand.expand`."""
+
+    def __init__(self, predictor: Predictor, max_batch: int = 64, max_batch_ids: int = 1 << 14):
+        self.predictor, self.vocab = predictor, predictor.vocab
+        self.max_batch, self.max_batch_ids = max_batch, max_batch_ids
+        self.queue: queue.Queue[_Query | None] = queue.Queue()
+        self.batches = self.queries = 0  # counters for /health
+        self.thread = threading.Thread(target=self._loop, name="superbloom-batcher", daemon=True)
+        self.thread.start()
+
+    def submit(self, context: np.ndarray, k: int, decode: DecodeConfig) -> Future:
+        """Queue one context (known int ids); the future's result is a one-row Ranking."""
+        fut: Future = Future()
+        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut))
+        return fut
+
+    def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
+        """Blocking, like Predictor.rank: (Q, c) ids, -1 padded -> Ranking."""
+        futs = [self.submit(row[row >= 0], k, decode) for row in np.asarray(contexts)]
+        return Ranking.concat([f.result() for f in futs])
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while (first := self.queue.get()) is not None:
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    q = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if q is None:
+                    self.queue.put(None)  # stop after this batch
+                    break
+                batch.append(q)
+            self._run(batch)
+
+    def _run(self, batch: list[_Query]) -> None:
+        groups: dict[tuple, list[_Query]] = {}
+        for q in batch:
+            groups.setdefault((q.k, q.decode), []).append(q)
+        for (k, decode), qs in groups.items():
+            qs.sort(key=lambda q: len(q.context))
+            for chunk in self._chunks(qs):
+                self._rank_chunk(chunk, k, decode)
+
+    def _chunks(self, qs: list[_Query]):
+        """Length-sorted queries -> chunks of at most max_batch_ids padded ids."""
+        start = 0
+        for i in range(1, len(qs) + 1):
+            if i == len(qs) or (i + 1 - start) * max(1, len(qs[i].context)) > self.max_batch_ids:
+                yield qs[start:i]
+                start = i
+
+    def _rank_chunk(self, qs: list[_Query], k: int, decode: DecodeConfig) -> None:
+        qs = [q for q in qs if q.future.set_running_or_notify_cancel()]
+        if not qs:
+            return
+        mat = np.full((len(qs), max(len(q.context) for q in qs)), -1, np.int64)
+        for i, q in enumerate(qs):
+            mat[i, :len(q.context)] = q.context
+        try:
+            r = self.predictor.rank(mat, k, decode)
+        except Exception as e:  # noqa: BLE001 - handed to the waiting requests, the worker lives on
+            for q in qs:
+                q.future.set_exception(e)
+            return
+        self.batches, self.queries = self.batches + 1, self.queries + len(qs)
+        for i, q in enumerate(qs):
+            q.future.set_result(r.select(torch.tensor([i])))

@@ -1,0 +1,23 @@
+"""The server's limits and timeouts (`ServeConfig`), in a module of its own that imports nothing heavy:
+the app (serving/app.py), the launcher (serve.py) and the command line (`serve --help` shows the
+defaults) read it without importing torch."""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    max_context: int = 512  # ids in a context / seed
+    max_k: int = 1000  # predictions per request
+    max_steps: int = 100  # ids added by one expansion
+    max_id_chars: int = 1000  # characters in one id
+    max_body_bytes: int = 1 << 20  # request body
+    max_batch: int = 64  # queries ranked in one model call
+    max_batch_ids: int = 1 << 14  # padded context ids in one model call
+    body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
+    keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
+    head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
+
+    def __post_init__(self):
+        for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):
+            if not 0 < getattr(self, name) <= 3600:
+                raise ValueError(f"{name} must be in (0, 3600] seconds, got {getattr(self, name)}")

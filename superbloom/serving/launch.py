@@ -1,0 +1,107 @@
+"""The server launcher: `superbloom serve` in one process or in N worker processes on one port.
+
+    superbloom serve runs/wiki/model --port 8000        # then open http://127.0.0.1:8000/ (API docs: /docs)
+    superbloom serve runs/synth/model --workers 2       # N processes sharing one copy of the weights (issue 14)
+
+The app itself (routes, batching, guards) is serving/app.py; this module imports it, never the
+reverse, and only inside the functions that serve, so importing this module does not import torch.
+
+One process: the model is loaded here (errors are raised before the server starts) and its app is
+run by uvicorn with the request-head deadline of `ServeConfig.head_timeout`.
+
+N workers: uvicorn's process manager binds the socket once in a supervisor process (which loads no
+model), spawns N worker processes that inherit it and restarts a worker that dies. Each worker builds
+the same app (`app_from_env`), loading the model with its weights memory-mapped (mapped.py), so the N
+workers share the weights' pages instead of holding N copies; what stays per worker is the
+vocabulary's lookup tables, the decoding tables of the hash (int64 copies of hashing.safetensors'
+maps) and torch itself. Requests are distributed per CONNECTION, by the kernel: all workers call
+accept() on the one listening socket and the kernel hands each new connection to one waiting worker;
+every request of a keep-alive connection then goes to that worker, and within a worker concurrent
+requests are batched as with one process. So N workers help with N or more concurrent connections (a
+load balancer, many clients), not with a single keep-alive client. Each response carries
+`X-Superbloom-Worker: PID` to show which process answered. The workers get the settings through the
+environment variable SUPERBLOOM_SERVE (JSON): uvicorn spawns them fresh (no fork of a process holding
+torch threads) and imports the app factory and the protocol class below by name.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import asdict
+
+from .guards import NoDelayH11Protocol
+from .config import ServeConfig
+
+ENV = "SUPERBLOOM_SERVE"
+
+__all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "serve"]
+
+
+def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
+          threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None,
+          workers: int = 1) -> None:
+    """Load the model (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
+    threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar,
+    /v1/classify. workers > 1: that many processes on the one port (see the module docstring)."""
+    import uvicorn
+
+    from .guards import timed_h11
+
+    if workers > 1:
+        if embed:
+            raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
+        return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers)
+
+    from ..inference.predictor import Predictor
+    from .app import create_app
+
+    app = create_app(Predictor.load(model_dir, threads, device), config)
+    if embed:
+        from ..setembed.embedder import load_embedder
+        app.state.embedder = load_embedder(embed, threads, device)
+    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info",
+                timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))
+
+
+def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, threads: int, access_log: bool,
+                   device: str, workers: int) -> None:
+    """uvicorn's supervisor with `workers` processes, each running `app_from_env`."""
+    import uvicorn
+
+    from ..storage.checkpoint import require_inference_checkpoint
+
+    require_inference_checkpoint(model_dir)  # fail here, once, not in every worker
+    os.environ[ENV] = json.dumps({"model": str(model_dir), "threads": threads, "device": device,
+                                  "config": asdict(config)})
+    uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,
+                access_log=access_log, log_level="info", timeout_keep_alive=config.keep_alive_timeout,
+                http=f"{__name__}:WorkerH11Protocol")
+
+
+@functools.cache
+def _settings() -> dict:
+    if ENV not in os.environ:
+        raise RuntimeError(f"{ENV} is not set: this app factory is for `superbloom serve --workers N`")
+    return json.loads(os.environ[ENV])
+
+
+def app_from_env():
+    """uvicorn's app factory in each worker: the model loaded (weights mapped) and serving.app's app."""
+    from .guards import WorkerHeader
+    from ..inference.predictor import Predictor
+    from .app import create_app
+
+    s = _settings()
+    app = create_app(Predictor.load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]))
+    app.add_middleware(WorkerHeader)
+    return app
+
+
+class WorkerH11Protocol(NoDelayH11Protocol):
+    """The protocol of each worker (uvicorn imports it by name): TCP_NODELAY (the inherited socket) and
+    the request-head deadline of the settings in SUPERBLOOM_SERVE."""
+
+    @property
+    def head_timeout(self) -> float:
+        return _settings()["config"]["head_timeout"]

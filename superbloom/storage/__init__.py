@@ -1,0 +1,1 @@
+"""storage/: on-disk formats (JSON, safetensors checkpoints, memory-mapped weights); imports nothing of ours."""

@@ -1,0 +1,466 @@
+"""A small text classifier: words -> embedding -> one attention layer -> mean pool -> linear classes.
+
+The model of the blog post "It is Important to Use Your Heads" (its heads study; issue 15): "the
+network consists of the embedding layer and a single attention layer, plus a linear output layer
+to predict the classes", trained with label smoothing and gradient clipping and AdapSGD, "no other
+tuning or regularization". Here:
+
+    words (B, T) --input embedding--> (B, T, d) --Attention (model.py: softmax or the blog's
+    kernelized attention, H heads)--> (B, T, d) --mean over the real words--> (B, d)
+    --Linear--> (B, C) logits;  loss = label-smoothed cross-entropy (losses.py)
+
+Input embeddings (`TextClassConfig.embedding`):
+  dynamic  the blog's dynamic word embedding (dynamic.py): word -> MD5 -> 64 trits -> a learned
+           64 x d projection. Nothing is out of vocabulary; 64 * d parameters whatever the vocabulary.
+  table    one learned row per word of a vocabulary (the training words), row 0 for every unknown
+           word: (V + 1) * d parameters.
+
+Heads cost no parameters: the attention's projections are (d, 3d) and (d, d) whatever H; heads
+only reshape q, k, v into H subspaces of d / H dims (the blog: "multiple heads are implemented by
+reshaping tensors, a higher number does not introduce additional parameters"; d = 100 and
+H in {1, 5, 10, 20, 50} gives subspaces of 100, 20, 10, 5 and 2 dims). The pool is the blog's
+unstated part: a parameter-free mean over the non-padded positions (padding cannot change it:
+its keys are masked in attention and its rows are left out of the mean). There is no residual
+path around the attention and no feed-forward block, as in the blog's "single attention layer".
+
+Kernelized attention is "kernel-auto" by default: the same quadratic kernel as "kernel", in its
+O(T^2 dh) explicit form when that is cheaper (kernel_attention.py). With one head of d = 100 the
+linear form has F = 10,101 features per position and took 11 s per step at T = 256 (batch 32).
+
+Reused, not rewritten: model.Attention (both attentions, padding masked exactly),
+losses.smoothed_cross_entropy, dynamic.DynamicEmbedding, and loop.train_step (one optimizer
+step for every optimizer: AdamW with its warm-up schedule and clipping, or AdapSGD with its
+Hessian steps, clipping at 1 inside the optimizer).
+
+    model = TextClassifier(TextClassConfig(d=100, heads=10), n_classes=15)
+    history = train_classifier(model, docs, train_rows, TrainTextConfig(epochs=5), eval_rows=test_rows)
+    model.predict([["the", "jazz", "musician"]])   # -> (1, 15) probabilities; any word embeds
+
+    out = train_textclass(TextClassRunConfig(out="runs/tc", wikispeedia="../shared/data/wikispeedia"))
+    model, labels, config = load_classifier(out)
+
+train_classifier is the in-memory loop (benchmarks/heads_study.py); train_textclass (what
+`superbloom textclass-train` calls) is a run like every trainer's: the run skeleton of rundir.py
+(overwrite / resume policy, config.json with its resume history) around loop.fit with an
+Objective (textclass_objective) whose steps are train_classifier's, so that both give the same
+weights bit for bit (tests/test_objectives.py), plus checkpoints, BEST, LATEST and metrics.jsonl.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+from safetensors.torch import load_file, save_file
+
+from ..model.device import init_distributed
+from ..model.dynamic import DynamicEmbedding, trits
+from ..storage.files import load_json, read_lines, save_json, write_lines
+from ..model.attention import ATTENTIONS
+from ..training.loop import LoopConfig, fit, train_step
+from ..heads.losses import smoothed_cross_entropy
+from ..model.encoder import Attention, count_parameters
+from ..training.objectives import Objective
+from ..training.optim import OptimConfig, make_optimizer
+from ..training.rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
+from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
+
+EMBEDDINGS = ("dynamic", "table")
+
+
+@dataclass(frozen=True)
+class TextClassConfig:
+    d: int = 100  # embedding size (the blog's 100)
+    heads: int = 10  # attention heads; must divide d (no parameters depend on it)
+    attention: str = "kernel-auto"  # the blog's kernel (kernel_attention.py; -auto: its cheaper form) | softmax
+    embedding: str = "dynamic"  # dynamic (64 * d parameters) | table ((V + 1) * d)
+    smoothing: float = 0.1  # label smoothing of the loss
+    dropout: float = 0.0  # on the input embeddings (the blog: none)
+
+    def __post_init__(self):
+        if self.d < 1 or self.heads < 1:
+            raise ValueError(f"d and heads must be >= 1, got d={self.d}, heads={self.heads}")
+        if self.d % self.heads:
+            divisors = [h for h in range(1, self.d + 1) if self.d % h == 0]
+            raise ValueError(f"heads={self.heads} must divide d={self.d} (heads split d into equal subspaces; "
+                             f"choose one of {divisors})")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {sorted(ATTENTIONS)}, got {self.attention!r}")
+        if self.embedding not in EMBEDDINGS:
+            raise ValueError(f"embedding must be one of {EMBEDDINGS}, got {self.embedding!r}")
+        if not 0.0 <= self.smoothing < 1.0 or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"smoothing and dropout must be in [0, 1), got {self.smoothing}, {self.dropout}")
+
+
+class TextClassifier(nn.Module):
+    """Words -> class logits. `vocab`: the table embedding's words (ignored by the dynamic one)."""
+
+    def __init__(self, cfg: TextClassConfig, n_classes: int, vocab: Sequence[str] = ()):
+        super().__init__()
+        if n_classes < 2:
+            raise ValueError(f"a classifier needs >= 2 classes, got {n_classes}")
+        self.cfg, self.n_classes = cfg, n_classes
+        self.vocab: dict[str, int] = {}
+        if cfg.embedding == "table":
+            if not len(vocab):
+                raise ValueError("the table embedding needs its vocabulary (the training words)")
+            self.vocab = {w: i + 1 for i, w in enumerate(dict.fromkeys(vocab))}  # row 0: unknown words
+            self.embed = nn.Embedding(len(self.vocab) + 1, cfg.d)  # N(0, 1) rows, the dynamic one's scale
+        else:
+            self.embed = DynamicEmbedding(cfg.d)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.attn = Attention(cfg.d, cfg.heads, 0.0, cfg.attention)
+        self.classifier = nn.Linear(cfg.d, n_classes)
+
+    @property
+    def n_parameters(self) -> int:
+        return count_parameters(self)
+
+    def inputs(self, words: Sequence[str]) -> torch.Tensor:
+        """Word strings (N,) -> the model's input for each: table rows (N,) int64 (0: not in the
+        vocabulary) or trits (N, 64) float. Index it with word ids to build a batch."""
+        if self.cfg.embedding == "table":
+            return torch.tensor([self.vocab.get(w, 0) for w in words], dtype=torch.int64)
+        return torch.from_numpy(trits(list(words))).float()
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        """x (B, T) table rows or (B, T, 64) trits, pad (B, T) bool (True = padding) -> (B, C) logits."""
+        e = self.drop(self.embed(x))  # (B, T, d)
+        h = self.attn(e, ~pad[:, None, None, :])  # (B, T, d); padded keys get no weight
+        real = (~pad)[..., None].to(h.dtype)  # (B, T, 1)
+        pooled = (h * real).sum(1) / real.sum(1).clamp_min(1.0)  # (B, d)
+        return self.classifier(pooled)
+
+    @torch.no_grad()
+    def predict(self, docs: Sequence[Sequence[str]]) -> np.ndarray:
+        """Documents as lists of words (any words) -> (B, C) class probabilities, in eval mode."""
+        if any(len(d) == 0 for d in docs):
+            raise ValueError("every document needs at least one word")
+        words = list(dict.fromkeys(w for d in docs for w in d))
+        index = {w: i for i, w in enumerate(words)}
+        table = self.inputs(words)
+        t = max(len(d) for d in docs)
+        ids = torch.tensor([[index[w] for w in d] + [0] * (t - len(d)) for d in docs])  # (B, T)
+        pad = torch.tensor([[False] * len(d) + [True] * (t - len(d)) for d in docs])
+        was = self.training
+        self.eval()
+        device = self.classifier.weight.device
+        p = torch.softmax(self(table[ids].to(device), pad.to(device)), dim=1).cpu().numpy()
+        self.train(was)
+        return p
+
+
+@dataclass
+class TextBatch:
+    x: torch.Tensor  # (B, T) rows or (B, T, 64) trits
+    pad: torch.Tensor  # (B, T) bool
+    y: torch.Tensor  # (B,) int64
+
+    def to(self, device) -> "TextBatch":
+        return TextBatch(self.x.to(device), self.pad.to(device), self.y.to(device))
+
+
+def text_batch(docs: LabelledDocs, rows: np.ndarray, inputs: torch.Tensor) -> TextBatch:
+    """rows (B,) of docs -> a padded batch; `inputs` = model.inputs(docs.words)."""
+    ids, pad = docs.padded(rows)
+    return TextBatch(inputs[torch.from_numpy(ids)], torch.from_numpy(pad), torch.from_numpy(docs.labels[rows]))
+
+
+class ClassifierLoss(nn.Module):
+    """train_step's model: forward(batch) -> the smoothed loss; keeps the batch's errors and, in
+    training mode, the running totals of the epoch (`tally`: loss x examples, errors, examples, steps)."""
+
+    def __init__(self, net: TextClassifier):
+        super().__init__()
+        self.net = net
+        self.errors = 0
+        self.tally = {"loss": 0.0, "errors": 0, "examples": 0, "steps": 0}
+
+    def forward(self, batch: TextBatch) -> torch.Tensor:
+        logits = self.net(batch.x, batch.pad)  # (B, C)
+        self.errors = int((logits.detach().argmax(1) != batch.y).sum())
+        loss = smoothed_cross_entropy(logits, batch.y, self.net.cfg.smoothing)
+        if self.training:  # the figure train_step returns, summed as train_classifier sums it
+            t = self.tally
+            t["loss"] += float(loss.detach()) * len(batch.y)
+            t["errors"] += self.errors
+            t["examples"] += len(batch.y)
+            t["steps"] += 1
+        return loss
+
+
+@dataclass(frozen=True)
+class TrainTextConfig:
+    epochs: int = 5
+    batch_size: int = 32
+    seed: int = 0
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(name="adapsgd"))  # clip 1, no lr
+    threads: int = 0  # torch CPU threads (0: leave as is)
+
+    def __post_init__(self):
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
+
+
+@torch.no_grad()
+def evaluate(model: TextClassifier, docs: LabelledDocs, rows: np.ndarray, inputs: torch.Tensor | None = None,
+             batch_size: int = 128) -> dict:
+    """Accuracy, errors and mean (smoothed) loss on `rows`, in eval mode."""
+    inputs = model.inputs(docs.words) if inputs is None else inputs
+    was = model.training
+    model.eval()
+    device = model.classifier.weight.device
+    errors, loss = 0, 0.0
+    for a in range(0, len(rows), batch_size):
+        b = text_batch(docs, rows[a:a + batch_size], inputs).to(device)
+        logits = model(b.x, b.pad)
+        errors += int((logits.argmax(1) != b.y).sum())
+        loss += float(smoothed_cross_entropy(logits, b.y, model.cfg.smoothing)) * len(b.y)
+    model.train(was)
+    n = max(1, len(rows))
+    return {"accuracy": 1 - errors / n, "errors": errors, "examples": len(rows), "loss": loss / n}
+
+
+def train_classifier(model: TextClassifier, docs: LabelledDocs, train_rows: np.ndarray, cfg: TrainTextConfig,
+                     eval_rows: np.ndarray | None = None,
+                     on_epoch: Callable[[dict], None] | None = None) -> list[dict]:
+    """Train for cfg.epochs passes over train_rows (seeded shuffles). -> one record per epoch: the
+    mean training loss and the training errors *during* the epoch (the blog's "errors=868 of 1024"),
+    steps, seconds, seconds per step, and the accuracy on eval_rows after the epoch if given."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    train_rows = np.asarray(train_rows, np.int64)
+    device = model.classifier.weight.device
+    inputs = model.inputs(docs.words)  # (V,) or (V, 64)
+    loss_mod = ClassifierLoss(model)
+    opt = make_optimizer(cfg.optim, model.parameters())
+    model.train()
+    step, history = 0, []
+    for epoch in range(1, cfg.epochs + 1):
+        order = np.random.default_rng([cfg.seed, 15, epoch]).permutation(train_rows)
+        t0, total, errors = time.perf_counter(), 0.0, 0
+        n_steps = 0
+        for a in range(0, len(order), cfg.batch_size):
+            rows = order[a:a + cfg.batch_size]
+            step += 1
+            n_steps += 1
+            loss, _, _ = train_step(loss_mod, loss_mod, opt, text_batch(docs, rows, inputs).to(device), cfg.optim,
+                                    step)
+            total += loss * len(rows)
+            errors += loss_mod.errors
+        seconds = time.perf_counter() - t0
+        rec = {"epoch": epoch, "loss": total / len(order), "errors": errors, "examples": len(order),
+               "steps": n_steps, "seconds": round(seconds, 2), "seconds_per_step": seconds / n_steps}
+        if eval_rows is not None and len(eval_rows):
+            rec["eval"] = evaluate(model, docs, np.asarray(eval_rows, np.int64), inputs)
+        history.append(rec)
+        if on_epoch is not None:
+            on_epoch(rec)
+    return history
+
+
+# ------------------------------------------------------------------------------ a training run
+
+
+@dataclass(frozen=True)
+class TextClassRunConfig:
+    """A run of `textclass-train`: the documents, the model, the training, the model directory."""
+    out: str  # model directory to write
+    corpus: tuple[str, ...] = ()  # directories / tars of .txt files, or text files (one file = one document)
+    labels: str = ""  # two columns per line: document name, label (with corpus)
+    wikispeedia: str = ""  # instead of corpus and labels: the Wikispeedia directory
+    model: TextClassConfig = field(default_factory=TextClassConfig)
+    train: TrainTextConfig = field(default_factory=TrainTextConfig)
+    max_words: int = 256  # words read per document
+    test_fraction: float = 0.1  # documents held out (seeded by train.seed), scored after every epoch
+    checkpoint_every: float = 60.0  # seconds between checkpoints
+    keep_best: bool = True  # keep the checkpoint with the best held-out accuracy as BEST too
+
+    def __post_init__(self):
+        object.__setattr__(self, "corpus", tuple(str(c) for c in self.corpus))
+        if bool(self.wikispeedia) == bool(self.corpus or self.labels):
+            raise ValueError("give either CORPUS... with --labels FILE, or --wikispeedia DIR")
+        if self.corpus and not self.labels:
+            raise ValueError("CORPUS needs --labels FILE (document name<TAB>label)")
+        if self.max_words < 1 or not 0.0 <= self.test_fraction < 1.0:
+            raise ValueError(f"max_words must be >= 1 and test_fraction in [0, 1), got {self.max_words}, "
+                             f"{self.test_fraction}")
+
+    def to_dict(self) -> dict:
+        return json.loads(json.dumps(asdict(self), default=str))
+
+
+# settings a resumed run must keep: the model, its documents and their split, the epochs' batches
+ARCHITECTURE = ("corpus", "labels", "wikispeedia", "model", "max_words", "test_fraction", "train.seed",
+                "train.batch_size")
+
+
+def load_docs(cfg: TextClassRunConfig) -> LabelledDocs:
+    """The run's labelled documents (text/labelled.py), >= 2 labels."""
+    docs = (load_wikispeedia(cfg.wikispeedia, cfg.max_words) if cfg.wikispeedia
+            else read_labelled(list(cfg.corpus), label_table(cfg.labels), cfg.max_words))
+    if len(docs.label_names) < 2:
+        raise ValueError(f"the documents have {len(docs.label_names)} label(s); a classifier needs >= 2")
+    return docs
+
+
+def textclass_objective(model: TextClassifier, docs: LabelledDocs, train_rows: np.ndarray,
+                        eval_rows: np.ndarray | None, cfg: TrainTextConfig, history: list[dict],
+                        on_epoch: Callable[[dict], None] | None = None) -> Objective:
+    """The Objective loop.fit trains, step for step train_classifier's: epoch e (from 0) is the
+    seeded shuffle cfg.epochs' e + 1 of train_classifier, in batches of cfg.batch_size; validated at
+    the end of every epoch (fit's eval_every = the epoch's steps), which appends the epoch's record
+    (train_classifier's fields) to `history` and scores the held-out accuracy that picks BEST (the
+    training accuracy during the epoch without held-out documents). After a resume in the middle of
+    an epoch that epoch's record covers the steps since the resume."""
+    train_rows = np.asarray(train_rows, np.int64)
+    device = model.classifier.weight.device
+    inputs = model.inputs(docs.words)  # (V,) or (V, 64)
+    loss_mod = ClassifierLoss(model)
+    current = {"epoch": 0, "t0": time.perf_counter(), "last": None}
+
+    def epoch(e: int) -> list[np.ndarray]:  # a function of (seed, epoch) only
+        current.update(epoch=e + 1, t0=time.perf_counter())
+        loss_mod.tally.update(loss=0.0, errors=0, examples=0, steps=0)
+        order = np.random.default_rng([cfg.seed, 15, e + 1]).permutation(train_rows)
+        return [order[a:a + cfg.batch_size] for a in range(0, len(order), cfg.batch_size)]
+
+    def batch(rows: np.ndarray, rng: np.random.Generator) -> TextBatch:
+        return text_batch(docs, rows, inputs).to(device)
+
+    def validate() -> dict:
+        t = loss_mod.tally
+        held = eval_rows is not None and len(eval_rows)
+        if t["steps"]:  # the end of an epoch: its record
+            seconds = time.perf_counter() - current["t0"]
+            rec = {"epoch": current["epoch"], "loss": t["loss"] / t["examples"], "errors": t["errors"],
+                   "examples": t["examples"], "steps": t["steps"], "seconds": round(seconds, 2),
+                   "seconds_per_step": seconds / t["steps"]}
+            if held:
+                rec["eval"] = evaluate(model, docs, np.asarray(eval_rows, np.int64), inputs)
+            t.update(steps=0)
+            history.append(rec)
+            if on_epoch is not None:
+                on_epoch(rec)
+            current["last"] = ({"accuracy": rec["eval"]["accuracy"], "loss": rec["eval"]["loss"]} if held else
+                               {"train_accuracy": 1 - rec["errors"] / rec["examples"], "train_loss": rec["loss"]})
+        elif current["last"] is None:  # no step in this process (a resume of a finished run)
+            ev = evaluate(model, docs, np.asarray(eval_rows, np.int64), inputs) if held else None
+            # without held-out documents nothing was measured: 0 never replaces the BEST kept
+            current["last"] = ({"accuracy": ev["accuracy"], "loss": ev["loss"]} if held else
+                               {"train_accuracy": 0.0, "train_loss": 0.0})
+        return current["last"]  # fit's final validation after an epoch's: the same figures
+
+    select = "accuracy" if eval_rows is not None and len(eval_rows) else "train_accuracy"
+    return Objective(loss_mod, len(train_rows), epoch, batch, validate, select)
+
+
+def show_epoch(r: dict) -> None:
+    """The figures printed after each epoch."""
+    acc = f", test accuracy {100 * r['eval']['accuracy']:.1f}%" if "eval" in r else ""
+    print(f"epoch {r['epoch']}: loss {r['loss']:.4f}, training errors {r['errors']} of {r['examples']}{acc} "
+          f"({r['seconds']} s)", flush=True)
+
+
+def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: bool = False,
+                    overwrite: bool = False) -> Path:
+    """Train a text classifier -> its model directory, in the run skeleton every trainer shares
+    (rundir.py: cfg.out may hold a model only with resume or overwrite; resume continues the newest
+    complete checkpoint, bit for bit, and records the settings it changes) on loop.fit: the same
+    steps, and the same weights, as train_classifier with these settings. The directory:
+
+        OUT/config.json         "textclass", "labels", "parameters", "train" (this config), "history"
+                                (one record per epoch), "data", "max_words", "seed", "test_fraction", "optim"
+        OUT/model.safetensors   the final weights, which load_classifier reads; vocab.txt (table embedding)
+        OUT/checkpoints/, LATEST, BEST (the best held-out accuracy), metrics.jsonl     written by loop.fit
+    """
+    d = init_distributed("cpu")
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    out = check_out(cfg.out)
+    if not overwrite and (out / "model.safetensors").exists() and not (out / "LATEST").exists():
+        raise ValueError(f"{out} already holds a model (without checkpoints to resume); pass --overwrite to "
+                         "replace it")  # save_classifier's directory, or an older textclass-train's
+    ckpt = resume_point(out, resume, overwrite, d.main)
+    saved, changed = None, []
+    if ckpt is not None:
+        saved = load_json(out / "config.json")
+        arch, changed = config_changes(saved["train"], cfg.to_dict(), ARCHITECTURE)
+        refuse_changes(arch, "the model or its documents", out)
+    docs = load_docs(cfg)
+    seed = cfg.train.seed
+    train, _, test = split_rows(len(docs), (1 - cfg.test_fraction, 0.0, cfg.test_fraction), seed)
+    if d.main:
+        print(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
+              f"{docs.stats['multi_label']} with several labels (the first is used)")
+    torch.manual_seed(seed)
+    vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
+    model = TextClassifier(cfg.model, len(docs.label_names), vocab=list(docs.words[vocab]))
+    steps_per_epoch = -(-len(train) // cfg.train.batch_size)
+    loop = LoopConfig(batch_size=cfg.train.batch_size, steps=cfg.train.epochs * steps_per_epoch,
+                      eval_every=steps_per_epoch, keep_best=cfg.keep_best, checkpoint_every=cfg.checkpoint_every,
+                      seed=seed, threads=cfg.train.threads, device="cpu", ema=0.0)  # no average: the weights as trained
+    extra = {"max_words": cfg.max_words, "data": docs.stats, "seed": seed, "test_fraction": cfg.test_fraction,
+             "optim": asdict(cfg.train.optim), "train": cfg.to_dict()}
+    run = open_run(out, ckpt)
+    if ckpt is None:
+        save_classifier(model, run.path, docs.label_names, dict(extra, history=[]), weights=False)
+    else:
+        continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
+    history: list[dict] = []
+    obj = textclass_objective(model, docs, train, test if len(test) else None, cfg.train, history, show_epoch)
+    with attempt(run, d.main):
+        fit(obj, loop, cfg.train.optim, run, d, ckpt, progress)
+    config = load_json(out / "config.json")
+    done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
+    save_classifier(model, out, docs.label_names, dict(config, **extra, history=done + history))
+    if d.main and cfg.keep_best:
+        print(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and `superbloom textclass` "
+              "read; BEST names the checkpoint with the best held-out accuracy")
+    return out
+
+
+# ------------------------------------------------------------------------------ model directories
+#
+#   DIR/config.json        "textclass" (TextClassConfig), "labels" (class names), plus what the trainer adds
+#   DIR/model.safetensors  the weights
+#   DIR/vocab.txt          the table embedding's words, row 1 first (absent for the dynamic embedding)
+
+
+def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequence[str], extra: dict | None = None,
+                    weights: bool = True) -> Path:
+    """Write a model directory that `load_classifier` rebuilds the model from (weights=False: its
+    config files only, as a run starts)."""
+    if len(label_names) != model.n_classes:
+        raise ValueError(f"{len(label_names)} label names for a model of {model.n_classes} classes")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if weights:
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
+                  str(out / "model.safetensors"))
+    if model.cfg.embedding == "table":
+        write_lines(out / "vocab.txt", model.vocab)
+    own = {"textclass": asdict(model.cfg), "labels": list(label_names), "parameters": model.n_parameters}
+    save_json(out / "config.json", {**own, **{k: v for k, v in (extra or {}).items() if k not in own}})
+    return out
+
+
+def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], dict]:
+    """A directory of `save_classifier` -> (model in eval mode, class names, its config.json)."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
+                                "model.safetensors, written by `superbloom textclass-train`)")
+    config = load_json(model_dir / "config.json")
+    if "textclass" not in config:
+        raise ValueError(f"{model_dir}/config.json has no 'textclass' section: not a text classifier")
+    cfg = TextClassConfig(**config["textclass"])
+    vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
+    model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)
+    model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
+    return model.eval(), list(config["labels"]), config

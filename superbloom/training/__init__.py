@@ -1,0 +1,1 @@
+"""training/: the loop, the run skeleton, the objectives registry, train(cfg), optimizers (AdamW, AdapSGD)."""

@@ -1,0 +1,288 @@
+"""The training loop shared by every objective: fit(objective, ...) -> RunState.
+
+An `Objective` (objectives.py; importable from here too) is a module whose forward(batch) returns
+a scalar loss, how the rows of each step are drawn (the same on every rank), how a rank turns its
+share of rows into a batch on its device, and how to validate. `fit` runs it with the optimizer of optim.make_optimizer (warm-up + inverse-sqrt
+schedule), gradient clipping, an optional average of the weights (validated and kept as BEST),
+metrics.jsonl, atomic checkpoints that a killed run resumes from exactly (weights, optimizer,
+schedule, data order, every rank's RNG), and one code path for 1 or N processes (torchrun:
+DistributedDataParallel, every stop decision all-reduced, rank 0 alone writes). The run directory
+it writes in (RunDir: staged replacement of an old model) and the overwrite / resume policy are
+rundir.py's; BEST and LATEST are written here.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from tqdm.auto import tqdm
+
+from ..storage.checkpoint import load_extra, load_optimizer, load_weights, restore_rng, rng_state, save_checkpoint
+from ..model.device import Dist, all_gather, any_rank
+from ..storage.files import load_json
+from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's input)
+from .optim import OptimConfig, make_optimizer, set_lr
+from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How long and how often: shared by every objective."""
+    batch_size: int = 64  # examples per step, over all ranks
+    steps: int = 0  # stop after this many steps (0: no step limit)
+    epochs: float = 0.0  # ... or this many passes over the training examples
+    time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
+    eval_every: int = 500  # validation every this many steps (0: only at the end)
+    keep_best: bool = True  # keep the checkpoint with the best validation score too; inference uses it
+    checkpoint_every: float = 60.0  # seconds between checkpoints
+    seed: int = 0
+    threads: int = 0  # torch CPU threads (0: torch's default)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
+    ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
+
+    def __post_init__(self):
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
+        if not (self.steps or self.epochs or self.time_budget):
+            raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
+
+
+# ------------------------------------------------------------------------------ the loop
+
+
+class MetricsLog:
+    """metrics.jsonl of the run directory (which a staged run moves: the path is looked up per write)."""
+
+    def __init__(self, run: "RunDir", enabled: bool):
+        self.run, self.enabled = run, enabled
+
+    def write(self, **record) -> None:
+        if self.enabled:
+            with open(self.run.path / "metrics.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+
+@dataclass
+class RunState:
+    """Everything a checkpoint must hold besides weights and optimizer (state.json)."""
+    step: int = 0
+    epoch: int = 0
+    cursor: int = 0  # batches of the current epoch already taken
+    examples: int = 0
+    seconds: float = 0.0
+    best: dict | None = None  # validation metrics of the BEST checkpoint, with its step
+
+
+def fresh_rngs(seed: int, d: Dist) -> np.random.Generator:
+    """This rank's batch RNG for a new run (torch's RNG is seeded by the caller)."""
+    return np.random.default_rng([seed, d.rank])
+
+
+def checkpoint_state(state: RunState, rng: np.random.Generator, d: Dist) -> dict | None:
+    """state.json content with every rank's RNG streams (collective: every rank calls it); None off rank 0."""
+    mine = {"numpy": rng_state(rng), "torch": torch.get_rng_state().tolist()}
+    every = all_gather(mine, d)
+    if not d.main:
+        return None
+    return dict(asdict(state), world=d.world, rng={str(r): s["numpy"] for r, s in enumerate(every)},
+                torch_rng={str(r): s["torch"] for r, s in enumerate(every)})
+
+
+def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.Generator]:
+    """RunState and this rank's RNG from state.json. A rank the checkpoint has no stream for (the
+    run resumes on more processes than it was saved with) gets a fresh stream of (seed, rank, step)."""
+    state = RunState(**{k: saved[k] for k in ("step", "epoch", "cursor", "examples", "seconds")},
+                     best=saved.get("best"))
+    rngs, torch_rngs = saved.get("rng", {}), saved.get("torch_rng", {})
+    if isinstance(torch_rngs, list):  # written before per-rank torch streams: rank 0's
+        torch_rngs = {"0": torch_rngs}
+    me = str(d.rank)
+    if me in rngs:
+        rng = restore_rng(rngs[me])
+    else:
+        rng = np.random.default_rng([seed, d.rank, state.step])
+        print(f"rank {d.rank}: the checkpoint holds no RNG stream for this rank (saved with "
+              f"{saved.get('world', len(rngs))} processes); using a fresh one")
+    if me in torch_rngs:
+        torch.set_rng_state(torch.tensor(torch_rngs[me], dtype=torch.uint8))
+    return state, rng
+
+
+class WeightAverage:
+    """Exponential moving average of the weights (Polyak averaging), for validation and the BEST
+    checkpoint: decay `decay`, warm-started (the average covers the steps taken so far early on)."""
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.params = list(model.parameters())
+        self.decay = decay
+        self.shadow = [p.detach().clone() for p in self.params]
+
+    @torch.no_grad()
+    def update(self, step: int) -> None:
+        torch._foreach_lerp_(self.shadow, [p.detach() for p in self.params],
+                             1.0 - min(self.decay, (1 + step) / (10 + step)))
+
+    @contextlib.contextmanager
+    def swapped(self):
+        """The averaged weights in the model for the block; the trained ones back after it."""
+        with torch.no_grad():
+            saved = [p.detach().clone() for p in self.params]
+            torch._foreach_copy_(self.params, self.shadow)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, saved)
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {str(i): t for i, t in enumerate(self.shadow)}
+
+    def load(self, tensors: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for i, t in enumerate(self.shadow):
+                t.copy_(tensors[str(i)])
+
+
+def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, batch, optim: OptimConfig,
+               step: int) -> tuple[float, float, float]:
+    """One optimizer step (1-based `step`): loss, backward, clip, update. -> (loss, grad norm, lr).
+
+    An optimizer that needs second derivatives on some steps (AdapSGD's Hessian estimate) says so
+    with `create_graph` and may give a `forward_context` for the forward pass; one without an `lr`
+    (learning-rate free) gets no schedule."""
+    lr = set_lr(opt, optim, step)
+    with getattr(opt, "forward_context", contextlib.nullcontext)():
+        loss = ddp(batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
+    if optim.clip:
+        gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), optim.clip))
+    else:
+        gnorm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()
+                                                            if p.grad is not None])))
+    opt.step()
+    lv = float(loss.detach())
+    if not math.isfinite(lv):
+        raise FloatingPointError(f"loss became {lv} at step {step}; lower the learning rate")
+    return lv, gnorm, lr
+
+
+def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Path", d: Dist,
+        resume_from: Path | None = None, progress: bool = True) -> RunState:
+    """Train `obj` in a model directory whose config files the caller wrote (a RunDir, or a Path to
+    write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl. Resumes from
+    `resume_from` if given."""
+    run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False)
+    if d.main:
+        run.path.mkdir(parents=True, exist_ok=True)
+    model = obj.model
+    opt = make_optimizer(optim, model.parameters())
+    if d.world > 1 and hasattr(opt, "create_graph"):
+        raise ValueError(f"the {optim.name} optimizer takes second derivatives, which DistributedDataParallel "
+                         "does not support; train it in one process")
+    state, rng = RunState(), fresh_rngs(loop.seed, d)
+    # the average serves validation and BEST only: without validation it would be an O(parameters)
+    # pass per step that nothing reads (0.1-0.3 s a step at 5M ids), so it is not kept
+    average = WeightAverage(model, loop.ema) if loop.ema and obj.validate is not None else None
+    if resume_from is not None:
+        load_weights(model, resume_from)
+        load_optimizer(opt, resume_from)
+        state, rng = restore_state(load_json(resume_from / "state.json"), loop.seed, d)
+        if average is not None:
+            saved = load_extra(resume_from, "ema")
+            average.load(saved) if saved else print("the checkpoint holds no weight average: it starts anew")
+        if d.main:
+            print(f"resuming from {resume_from.name} (step {state.step}, {state.seconds:.0f} s trained)")
+    ddp = model
+    if d.world > 1:
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
+    log = MetricsLog(run, d.main)
+    per_rank = max(1, loop.batch_size // d.world)
+    max_steps = loop.steps or (int(math.ceil(loop.epochs * obj.n_examples / loop.batch_size)) if loop.epochs else 0)
+    budget = loop.time_budget or float("inf")
+
+    def checkpoint():
+        st = checkpoint_state(state, rng, d)
+        if d.main:
+            save_checkpoint(run.path, state.step, model, opt, st,
+                            extra={"ema": average.tensors()} if average is not None else None)
+            run.committed()
+
+    def validation(final: bool = False) -> dict:
+        """Validate (rank 0), log, and keep the weights if they are the best so far (with an
+        average of the weights: the averaged weights are validated and kept)."""
+        with average.swapped() if average is not None else contextlib.nullcontext():
+            v = obj.validate()
+            log.write(step=state.step, seconds=round(state.seconds, 1), final=final,
+                      **{f"val_{k}": x for k, x in v.items()})
+            if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
+                state.best = dict(v, step=state.step)
+                save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best",
+                                pointer="BEST")
+        return v
+
+    model.train()
+    bar = tqdm(total=max_steps or None, initial=state.step, desc="training", unit="step",
+               disable=not progress or not d.main, dynamic_ncols=True)
+    start, last_ckpt, ema = time.time() - state.seconds, time.time(), None
+    batches = obj.epoch(state.epoch)
+    try:
+        while (not max_steps or state.step < max_steps) and not any_rank(time.time() - start >= budget, d):
+            if state.cursor >= len(batches):  # next epoch
+                state.epoch += 1
+                state.cursor = 0
+                batches = obj.epoch(state.epoch)
+            rows = batches[state.cursor][d.rank * per_rank:(d.rank + 1) * per_rank]
+            loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1)
+            if average is not None:
+                average.update(state.step)
+            state.step += 1
+            state.cursor += 1
+            state.examples += loop.batch_size
+            state.seconds = time.time() - start
+            ema = loss if ema is None else 0.98 * ema + 0.02 * loss
+            bar.update(1)
+            bar.set_postfix(loss=f"{ema:.3f}", ex_s=f"{state.examples / state.seconds:.0f}", lr=f"{lr:.2e}",
+                            refresh=False)
+            if state.step % 50 == 0:
+                log.write(step=state.step, loss=round(ema, 5), grad_norm=round(gnorm, 4), lr=lr,
+                          examples_per_s=round(state.examples / state.seconds, 1),
+                          seconds=round(state.seconds, 1), epoch=state.epoch)
+            if loop.eval_every and state.step % loop.eval_every == 0 and obj.validate and d.main:
+                v = validation()
+                bar.write(f"step {state.step:>6}  loss {ema:.3f}  val " + _brief(v))
+            if any_rank(time.time() - last_ckpt > loop.checkpoint_every, d):
+                checkpoint()
+                last_ckpt = time.time()
+    finally:
+        bar.close()
+    if d.main and obj.validate is not None:
+        v = validation(final=True)
+        print(f"trained {state.step} steps ({state.examples:,} examples, {state.seconds:.0f} s, "
+              f"{state.examples / max(state.seconds, 1e-9):.0f} examples/s); validation " + _brief(v))
+        if loop.keep_best:
+            print(f"best validation {obj.select} {state.best[obj.select]:.3f} at step {state.best['step']}: "
+                  "kept as BEST, which predict / eval / serve load")
+    checkpoint()
+    if d.world > 1:
+        dist.barrier()
+    return state
+
+
+def _brief(v: dict) -> str:
+    return "  ".join(f"{k} {x:.3f}" for k, x in list(v.items())[:3])

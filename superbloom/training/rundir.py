@@ -1,0 +1,153 @@
+"""The run skeleton every trainer shares (the id model's train(), setembed's embed_train(), the text
+classifier's train_textclass()): where a run writes, so that no trained model is ever lost, and
+what its config.json records across resumes.
+
+    out = check_out(cfg.out)                                    # before any work
+    ckpt = resume_point(out, resume, overwrite, main=d.main)    # the overwrite / resume policy
+    if ckpt is not None:
+        saved = load_json(out / "config.json")
+        arch, changed = config_changes(saved_settings, cfg.to_dict(), ARCHITECTURE)
+        refuse_changes(arch, "...", out)
+    run = open_run(out, ckpt)                                   # staged beside OUT over an old model
+    ... write run.path/config.json (a new run) or continue_run(out, ckpt, saved, "train", now, changed)
+    with attempt(run, d.main):
+        fit(objective, loop, optim, run, d, ckpt, progress)     # BEST / LATEST: loop.fit
+
+The policy: a new run in an empty (or missing) directory writes there; cfg.out may hold a model
+only with resume (continue its newest complete checkpoint; the architecture must not change, other
+settings may and are recorded in config.json's "resumes") or overwrite (a new run staged in
+`OUT.new` that replaces OUT only at its first complete checkpoint: a failure or a kill before it
+leaves the previous model untouched).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from pathlib import Path
+
+from ..storage.checkpoint import holds_model, latest_checkpoint
+from ..storage.files import load_json, save_json
+
+
+class RunDir:
+    """Where a run writes.
+
+    A new run in an empty (or missing) directory writes there. A new run over a directory that
+    holds a model (only with overwrite=True) writes into a staging directory beside it, `OUT.new`,
+    and takes OUT's place only once it has a complete checkpoint of its own (`committed`): until
+    then a failure or a kill leaves the previous model untouched. A resumed run writes in place."""
+
+    def __init__(self, final: Path, staged: bool):
+        self.final = final
+        self.path = final.with_name(final.name + ".new") if staged else final
+        if staged:
+            shutil.rmtree(self.path, ignore_errors=True)  # an earlier staged run that never committed
+
+    @property
+    def staged(self) -> bool:
+        return self.path != self.final
+
+    def committed(self) -> None:
+        """After a complete checkpoint: a staged run replaces the previous model."""
+        if not self.staged:
+            return
+        old = self.final.with_name(self.final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        self.final.rename(old)  # a kill between these renames leaves both complete models on disk
+        self.path.rename(self.final)
+        self.path = self.final
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def check_out(out: str | Path) -> Path:
+    """The model directory to write, checked before any work: it may not be a file."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a model directory")
+    return out
+
+
+def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) -> Path | None:
+    """The overwrite / resume policy -> the checkpoint to continue (resume), or None for a new run.
+    Refuses, changing nothing, a directory that holds a model when neither flag allows it, and a
+    resume whose directory holds model files but no complete checkpoint."""
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    ckpt = latest_checkpoint(out, promote=True) if resume else None  # no finished step lost
+    if resume and ckpt is None:
+        if holds_model(out):
+            raise ValueError(f"--resume: {out} holds model files but no complete checkpoint to continue from; "
+                             "nothing was changed (start a new run there with --overwrite)")
+        if main:
+            print(f"no checkpoint in {out}; starting a new run" + (" (replacing the config files of a run stopped "
+                  "before its first checkpoint)" if (out / "config.json").exists() else ""))
+    if ckpt is None and holds_model(out) and not overwrite:
+        raise ValueError(f"{out} already holds a model; pass --resume to continue it or --overwrite to replace it "
+                         "(the old model is kept until the new run has a complete checkpoint)")
+    return ckpt
+
+
+def config_changes(before: dict, now: dict, architecture: tuple[str, ...],
+                   skip: tuple[str, ...] = ("data", "out")) -> tuple[list[str], list[str]]:
+    """(architecture changes, other changes) of the settings `now` against `before` (both as
+    config.json's "train" holds them), as 'field old -> new' strings; a dict-valued setting is
+    compared field by field. `architecture` names the settings a resumed run must keep: a section
+    ("model") or one field of a section ("loop.seed"). Settings in `skip` are not compared."""
+    arch, other = [], []
+    for key, new in now.items():
+        if key in skip:
+            continue
+        old = before.get(key)
+        if isinstance(new, dict) and isinstance(old, dict):
+            diffs = [(f"{key}.{k}", f"{key}.{k} {old.get(k)!r} -> {v!r}") for k, v in new.items() if old.get(k) != v]
+        else:
+            diffs = [(key, f"{key} {old!r} -> {new!r}")] if old != new and key in before else []
+        for name, text in diffs:
+            (arch if name in architecture or name.split(".")[0] in architecture else other).append(text)
+    return arch, other
+
+
+def refuse_changes(arch: list[str], what: str, out: Path) -> None:
+    """A resume that would change the architecture stops here, naming every change."""
+    if arch:
+        raise ValueError(f"--resume cannot change {what}: {'; '.join(arch)} (the run in {out} keeps its settings; "
+                         "start a new run with --overwrite to change them)")
+
+
+def open_run(out: Path, ckpt: Path | None) -> RunDir:
+    """Where this run writes: in place (a resume, or nothing there), or staged beside a model that a
+    new run replaces at its first complete checkpoint."""
+    return RunDir(out, staged=ckpt is None and holds_model(out))
+
+
+def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, changed: list[str],
+                 main: bool = True) -> None:
+    """A resumed run: drop the metrics a killed run logged after its checkpoint, and record the
+    settings it changes (config.json's `section` and its "resumes" history)."""
+    if not main:
+        return
+    truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
+    if changed:
+        print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
+        resumes = saved.get("resumes", []) + [{"from": ckpt.name, "changed": changed}]
+        save_json(out / "config.json", dict(saved, **{section: now}, resumes=resumes))
+
+
+@contextlib.contextmanager
+def attempt(run: RunDir, main: bool = True):
+    """Around fit: a staged run that never reached a checkpoint is removed (the previous model stays)."""
+    try:
+        yield run
+    finally:
+        if main and run.staged:
+            shutil.rmtree(run.path, ignore_errors=True)
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metrics.jsonl records a killed run wrote after the checkpoint it resumes from."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")

@@ -1,0 +1,202 @@
+"""Training: one loop for every objective, and the masked training of a Superbloom model
+(sec. 2.4, 3.1-3.2) built on it: train(cfg) -> model directory.
+
+    superbloom train data/wiki --out runs/wiki --alpha 4 --layers 4 --time-budget 600
+
+`fit(objective, ...)` is the loop (loop.py, with LoopConfig); the objectives are registry entries
+(objectives.py: Objective, ObjectiveInputs, OBJECTIVES, importable from here too), each with its
+builder and what it requires and implies, which train() asks instead of testing names; the run
+directory, its overwrite / resume policy and config.json's resume history are rundir.py's, shared
+with the set-embedding and text-classifier trainers. An `Objective` is a module whose
+forward(batch) returns a scalar loss, how the rows of each step are drawn (the same on every rank),
+how a rank turns its share of rows into a batch on its device, and how to validate.
+
+One code path for 1 process and N processes: under torchrun (device.init_distributed) the model is
+wrapped in DistributedDataParallel (gloo on CPU, NCCL on GPU), every rank reads its own slice of
+each global batch, every decision to stop is all-reduced, and rank 0 alone writes. The optimizer
+comes from optim.make_optimizer (warm-up + inverse-sqrt schedule), gradients are clipped, metrics go
+to metrics.jsonl, and checkpoints are atomic and resumable: `resume=True` continues a killed run
+where its last checkpoint left it (weights, optimizer, schedule, data order and every rank's RNG).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..model.batches import MaskConfig
+from ..hashing.coherent import CoherentStats
+from ..data.dataset import Dataset, SetArray
+from ..model.device import init_distributed
+from ..storage.files import load_json, save_json
+from ..hashing.bloom import BloomHash, HashConfig
+from ..heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
+from .loop import LoopConfig, fit
+from ..model.encoder import ModelConfig, build_model, count_parameters
+from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, ObjectiveEntry, ObjectiveInputs, masked,
+    masked_set_objective, objective_entry, training_rows)
+from .optim import OptimConfig
+from ..data.remap import align_dataset, format_alignment
+from .rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
+from ..data.vocab import Vocab
+from ..model.warmstart import INITS, initialise, resolve_init
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The masked id model: what to train on, the model, and the loop."""
+    data: str
+    out: str
+    hash: HashConfig = field(default_factory=HashConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    head: HeadConfig = field(default_factory=SuperbloomConfig)
+    mask: MaskConfig = field(default_factory=MaskConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
+    val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
+    objective: str = "masked"  # an entry of objectives.OBJECTIVES: how examples are made and the model validated
+    init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
+
+    def __post_init__(self):
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.init not in INITS:
+            raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INITS))}")
+        objective_entry(self.objective).check(self.model, self.mask)  # the objective's own requirements
+
+    def to_dict(self) -> dict:
+        """JSON-able, the head with its name (config.json's "train")."""
+        return _jsonable(dict(asdict(self), head=head_config_dict(self.head)))
+
+    @classmethod
+    def from_saved(cls, saved: dict, data: str, out: str) -> "TrainConfig":
+        """The config a model directory's config.json records (also the flat layout of version 0.1)."""
+        t = saved.get("train", {})
+        flat = lambda c: {f: t[f] for f in c.__dataclass_fields__ if f in t}  # noqa: E731  (0.1 layout)
+        return cls(data=data, out=out, hash=HashConfig(**saved["hash"]), model=ModelConfig.from_dict(saved["model"]),
+                   head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
+                   optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
+                   loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
+                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"),
+                   init=t.get("init", "normal"))
+
+
+_FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default
+
+
+def split_validation(train: SetArray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of training sets used for training / validation (sets with >= 2 ids only)."""
+    rows = np.flatnonzero(train.lengths >= 2)
+    rng = np.random.default_rng([seed, 1])
+    n_val = min(2000, int(round(fraction * len(rows))))
+    perm = rng.permutation(rows)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+# settings a resumed run must keep: they define the model and its data (the rest may change)
+ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction", "objective", "init")
+
+
+def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    """(architecture changes, other changes) of `cfg` against the saved config.json, as
+    'field old -> new' strings (rundir.config_changes)."""
+    before = dict(saved.get("train", {}), hash=saved["hash"], model=saved["model"], head=saved["head"])
+    before["head"] = head_config_dict(head_config_from_dict(before["head"]))  # older layouts read alike
+    before["model"] = asdict(ModelConfig.from_dict(before["model"]))
+    return config_changes(before, cfg.to_dict(), ARCHITECTURE)
+
+
+# ------------------------------------------------------------------------------ the masked id model
+
+
+def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False) -> Path:
+    """Masked training of a Superbloom model on a prepared dataset -> the model directory.
+
+    cfg.out may not hold a model unless resume=True (continue its newest complete checkpoint; the
+    architecture must not change, other settings may and are recorded) or overwrite=True (a new
+    run that replaces it once it has a complete checkpoint of its own). Every setting is checked
+    before anything is written."""
+    d = init_distributed(cfg.loop.device)
+    if cfg.loop.threads:
+        torch.set_num_threads(cfg.loop.threads)
+    out = check_out(cfg.out)
+    entry = objective_entry(cfg.objective)
+    data = Dataset(cfg.data)
+    ckpt = resume_point(out, resume, overwrite, d.main)
+    coherent_stats = None  # how a new run's coherent maps were built (for config.json)
+    if ckpt is not None:
+        saved = load_json(out / "config.json")
+        arch, changed = run_changes(saved, cfg)
+        refuse_changes(arch, "the model or its data", out)
+        hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig.from_dict(saved["model"])
+        head_cfg = head_config_from_dict(saved["head"])
+        hashing = BloomHash.load(out / "hashing.safetensors")
+        aligned = align_dataset(data, Vocab.load(out))  # data prepared with another vocabulary (remap.py)
+        if aligned is not None and d.main:
+            print("resume: " + format_alignment(aligned))
+    else:
+        hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
+        t0 = time.time()
+        coherent_stats = CoherentStats() if hcfg.coherent else None
+        hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats)
+        hash_seconds = time.time() - t0
+    torch.manual_seed(cfg.loop.seed)
+    model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
+    train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
+    if model.head.uses_context and not entry.gives_context:
+        raise ValueError(f"the {head_cfg.name} head scores with the set's context: it trains with an objective "
+                         f"whose validation passes the context "
+                         f"({', '.join(n for n, e in OBJECTIVES.items() if e.gives_context)}), not {cfg.objective!r}")
+    head_built = None
+    if ckpt is None:  # a head with a structure from the training sets (heads/base.py: fit), validation
+        # unseen: an ordered objective trains on (and builds it from) every training prefix of a
+        # leave-one-out dataset, which holds no validation or test id (objectives.training_rows)
+        rows = training_rows(data, train_rows, entry.ordered)
+        head_built = model.head.fit(data.train.subset(rows), ordered=entry.ordered)
+    n_params = count_parameters(model)
+    init = None
+    init_name = resolve_init(cfg.init, data.n_ids, entry.auto_init)
+    if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
+        t0 = time.time()
+        init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
+        if init is not None:
+            init["seconds"] = round(time.time() - t0, 2)
+    model.to(d.device)
+    if len(train_rows) < cfg.loop.batch_size:
+        raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
+                         f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
+    run = open_run(out, ckpt)
+    if d.main and ckpt is None:
+        run.path.mkdir(parents=True, exist_ok=True)
+        hashing.save(run.path / "hashing.safetensors")
+        data.vocab.save(run.path)
+        save_json(run.path / "config.json", {
+            "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
+            "train": cfg.to_dict(), "data": data.meta, "parameters": n_params,
+            "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
+            **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
+            **({"head_built": head_built} if head_built else {})})
+    if ckpt is not None:
+        continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
+    if d.main:
+        print(f"model: {n_params:,} parameters ({mcfg.layers} layers, d={mcfg.d}, {mcfg.heads} heads, "
+              f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
+              f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
+              f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
+        if init:
+            print(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
+                  f"{init['tokens']:,} tokens in {init['seconds']} s")
+        if run.staged:
+            print(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
+    obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
+    with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
+        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress)
+    return out
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=str))

@@ -1,0 +1,163 @@
+"""The package's structure, read from the code: stage folders in the order of the data flow, and
+every import (function-level and TYPE_CHECKING ones included) pointing to its own stage or an earlier
+one, with no cycle between modules; the README's layout block is the tree as it is."""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "superbloom"
+
+# the stages, in the order the data flows: a folder imports only from itself and the folders before it
+STAGES = ("storage", "data", "hashing", "text", "heads", "model", "inference", "evaluation", "training",
+          "setembed", "textclass", "serving", "cli")
+BOTTOM = ("_version", "_lazy")  # top-level modules every stage may import
+TOP = ("__init__", "__main__")  # the public API and `python -m superbloom`: may import any stage
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The superbloom modules `path` imports anywhere in its body (as dotted names)."""
+    pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "superbloom"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] != "superbloom":
+                continue
+            for a in node.names:
+                out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod)
+    out.discard(name)
+    return out
+
+
+def stage_of(name: str) -> int | None:
+    """Index of a module's stage; None for the top (public API); -1 for the bottom modules."""
+    parts = name.split(".")
+    if len(parts) == 1:  # the package itself: its __init__ is the public API
+        return None
+    if parts[1] in STAGES:
+        return STAGES.index(parts[1])
+    if parts[1] in BOTTOM:
+        return -1
+    if parts[1] in TOP:
+        return None
+    raise AssertionError(f"{name}: a top-level module outside every stage folder (add it to a stage)")
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {n: imports_of(n, p, set(mods)) for n, p in mods.items()}
+
+
+def test_every_module_is_in_a_stage():
+    for name in modules():
+        stage_of(name)
+
+
+def test_no_import_points_to_a_later_stage():
+    wrong = []
+    for name, deps in graph().items():
+        here = stage_of(name)
+        if here is None:
+            continue
+        for dep in deps:
+            there = stage_of(dep)
+            if there is None or there > here:
+                wrong.append(f"{name} imports {dep}")
+    assert not wrong, "imports against the stage order (" + " < ".join(STAGES) + "):\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_cycle():
+    g = graph()
+    # a package __init__ that only re-exports is part of its modules' cycle otherwise: edges to a
+    # package mean its __init__, so they count too (a cycle through an __init__ is a real cycle)
+    colour, stack, cycles = defaultdict(int), [], []
+
+    def visit(n):
+        colour[n] = 1
+        stack.append(n)
+        for d in sorted(g.get(n, ())):
+            if colour[d] == 1:
+                cycles.append(stack[stack.index(d):] + [d])
+            elif colour[d] == 0:
+                visit(d)
+        stack.pop()
+        colour[n] = 2
+
+    for n in sorted(g):
+        if colour[n] == 0:
+            visit(n)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles[:10])
+
+
+def test_the_checker_sees_a_wrong_import(tmp_path):
+    """The checker itself: a function-level import of a later stage is found."""
+    p = tmp_path / "superbloom" / "data" / "x.py"
+    p.parent.mkdir(parents=True)
+    p.write_text("def f():\n    from ..training import loop\n")
+    deps = imports_of("superbloom.data.x", p, {"superbloom.training.loop"})
+    assert deps == {"superbloom.training.loop"}
+    assert stage_of("superbloom.training.loop") > stage_of("superbloom.data.x")
+
+
+# ---------------------------------------------------------------------------- the README's layout
+
+README = ROOT / "README.md"
+START, END = "<!-- layout: generated from the tree; tests/test_structure.py checks it -->", "<!-- layout end -->"
+
+
+def first_line(path: Path) -> str:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    line = doc.strip().split("\n")[0].strip()
+    return line if len(line) <= 96 else line[:93].rstrip() + "..."
+
+
+def layout_block() -> str:
+    """The package tree, one line per stage folder and module, each with its docstring's first line."""
+    lines = ["```", "superbloom/"]
+    for p in sorted(PKG.glob("*.py")):
+        lines.append(f"  {p.name:<22}{first_line(p)}")
+    for stage in STAGES:
+        folder = PKG / stage
+        lines.append(f"  {stage + '/':<22}{first_line(folder / '__init__.py')}")
+        for p in sorted(folder.rglob("*.py")):
+            if p.name != "__init__.py":
+                rel = str(p.relative_to(folder))
+                lines.append(f"    {rel:<20}{first_line(p)}")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def test_every_stage_folder_and_module_has_a_docstring():
+    missing = [str(p.relative_to(ROOT)) for p in PKG.rglob("*.py") if not first_line(p)]
+    assert not missing, "modules without a docstring: " + ", ".join(missing)
+
+
+def test_readme_layout_is_the_tree():
+    text = README.read_text()
+    assert START in text and END in text, f"README.md lacks the layout markers {START!r} ... {END!r}"
+    block = text.split(START, 1)[1].split(END, 1)[0].strip()
+    expected = layout_block()
+    assert block == expected, ("README.md's layout block is not the tree; replace it with:\n\n" + expected)
