@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..model.batches import to_batch
+from .rank import rank_batch
 from ..heads.beam import DecodeConfig
 from ..hashing.bloom import MASK_ELEM, PAD_ELEM
 from .predictor import Predictor
@@ -106,9 +107,9 @@ class Filler:
         device = next(model.parameters()).device
         with self.lock:
             model.eval()
-            hidden = model.target_hidden(to_batch(elems, targets, hashing, merge=False).to(device))  # (M, m, d)
-            unk = torch.full((len(hidden), 1), UNK_ID, dtype=torch.int64, device=device)
-            r = model.head.topk(hidden, min(k, hashing.n_ids - 1), exclude=unk, decode=decode).cpu()
+            batch = to_batch(elems, targets, hashing, merge=False).to(device)
+            unk = torch.full((batch.n_targets, 1), UNK_ID, dtype=torch.int64, device=device)
+            r = rank_batch(model, batch, min(k, hashing.n_ids - 1), unk, decode)  # inference/rank.py
         strings = self.predictor.vocab.strings
         out, at = [], 0
         for text, q in zip(texts, qs):

@@ -35,9 +35,7 @@ def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: 
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
         qb = ordered_query_batch(ctx, hashing, model.encoder.cfg).to(device)
-        hidden = model.target_hidden(qb)  # (q, m, d)
-        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
-                                     decode=decode, context=qb.context(qb.target_elem)).cpu())
+        parts.append(rank_batch(model, qb, k, torch.from_numpy(ex).to(device) if ex.shape[1] else None, decode))
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 
@@ -55,7 +53,16 @@ def rank_masked(model, hashing: BloomHash, ex: MaskedRows, k: int, decode: Decod
         e, t = ex.elems[a:a + batch_rows], ex.targets[a:a + batch_rows]
         w = max(1, int((e != PAD_ELEM).sum(1).max()))  # trim trailing padding columns
         batch = to_batch(e[:, :w], t[:, :w], hashing, merge=False).to(device)
-        parts.append(model.head.topk(model.target_hidden(batch), k, exclude=None, decode=decode,
-                                     context=batch.context(batch.target_elem)).cpu())
+        parts.append(rank_batch(model, batch, k, None, decode))
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
+
+
+@torch.no_grad()
+def rank_batch(model, batch, k: int, exclude: torch.Tensor | None = None,
+               decode: DecodeConfig = DecodeConfig()) -> Ranking:
+    """The innermost step every ranking shares: the head's top-k for each target element of `batch`
+    (on the model's device), never returning the ids of `exclude` (M, X) (-1 padded), each query's
+    context (the ids of its row) handed to the head -> Ranking on the CPU."""
+    hidden = model.target_hidden(batch)  # (M, m, d)
+    return model.head.topk(hidden, k, exclude=exclude, decode=decode, context=batch.context(batch.target_elem)).cpu()
