@@ -178,6 +178,9 @@ def test_csv_and_tsv_with_header_and_quotes(tmp_path):
     assert_same_dataset(ref, run(tmp_path, "tsv", str(write_csv(tmp_path / "h.tsv", rows, "\t")),
                                  read=ReadConfig("tsv", **by_name)))
     assert_same_dataset(ref, run(tmp_path, "pos", str(tmp_path / "h.csv"), read=ReadConfig("csv")))  # 0, 1
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "h.csv").read_bytes())  # as spreadsheets write it
+    assert_same_dataset(ref, run(tmp_path, "bom", str(bom), read=ReadConfig("csv", **by_name)))
     bad = tmp_path / "bad.csv"
     bad.write_text('user,item\nu1,"a, b"\nu2\nu3,c\n')
     with pytest.raises(InputError, match=r"bad.csv:3: expected 2 csv fields \(as in the header\), got 1"):

@@ -511,7 +511,7 @@ def _read_csv(path: Path, cfg: ReadConfig, stats: ReadStats, head: str):
     first = next((line for line in head.splitlines() if line.strip()), None)
     if first is None:
         raise InputError(f"{path}: empty; expected a header row of column names")
-    header = next(csv.reader([first], delimiter=delimiter))
+    header = next(csv.reader([first.removeprefix("\ufeff")], delimiter=delimiter))  # a BOM, as Arrow skips it
     cols = chosen_columns(header, cfg, path)
     failure: list[str] = []
 
