@@ -21,10 +21,12 @@ def _add_prepare(sub):
     p = sub.add_parser("prepare", help="split sets, build the vocabulary, write a memory-mapped dataset",
                        description="Read links, split the sets into train/test (seeded), build the vocabulary "
                                    "from the training sets and write a compact memory-mappable dataset.")
-    p.add_argument("input", help="input file (.gz allowed for text formats)")
+    p.add_argument("input", help="input file (.gz allowed for text formats); for parquet, csv and tsv also a "
+                                 "directory or a quoted glob ('parts/*.parquet'), its files read in sorted order")
     p.add_argument("--format", choices=FORMATS, default=r("format"),
                    help="edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
-                        "parquet: two columns (default: %(default)s)")
+                        "parquet: one row per link, columns by position or name; csv / tsv: a header row of "
+                        "column names, then comma / tab separated rows with quoted fields (default: %(default)s)")
     p.add_argument("--out", required=True, help="output dataset directory")
     p.add_argument("--test-fraction", type=FRACTION, default=d("test_fraction"),
                    help="fraction of sets held out (default %(default)s)")
@@ -33,10 +35,16 @@ def _add_prepare(sub):
                    help="sets: hold out whole sets (--test-fraction); leave-one-out: each set is a sequence in "
                         "the order read, repeats kept, its last id the test target, the one before the "
                         "validation target (sequences of < 3 ids: training only, counted) (default %(default)s)")
-    p.add_argument("--set-column", type=NONNEG_INT, default=r("set_column"),
-                   help="edges/parquet: column of the set key (default %(default)s)")
-    p.add_argument("--id-column", type=NONNEG_INT, default=r("id_column"),
-                   help="edges/parquet: column of the id (default %(default)s; 2 for head/relation/tail triples)")
+    p.add_argument("--set-column", type=_column, default=r("set_column"), metavar="NAME|N",
+                   help="column of the set key: a position (edges, parquet, csv, tsv) or a name (parquet, csv, "
+                        "tsv) (default %(default)s)")
+    p.add_argument("--id-column", type=_column, default=r("id_column"), metavar="NAME|N",
+                   help="column of the id: a position or a name, as --set-column (default %(default)s; 2 for "
+                        "head/relation/tail triples); a parquet column of lists gives one link per element")
+    p.add_argument("--order-column", type=_column, default=None, metavar="NAME|N",
+                   help="parquet, csv, tsv: a column of numbers, dates or timestamps; the links are read as if "
+                        "the input were sorted by it (stable: ties keep the order read), so each set's ids, and "
+                        "with --split leave-one-out each history, are in its order")
     p.add_argument("--delimiter", type=_delimiter, default=r("delimiter"), metavar="CHAR",
                    help="edges: the character between fields: tab (default), space, comma, or any one character "
                         "(e.g. --delimiter space for 'user item' lines)")
@@ -49,6 +57,13 @@ def _add_prepare(sub):
                         "the default in-memory path (~40 bytes per link); --split sets only")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_prepare)
+
+
+def _column(text: str) -> int | str:
+    """--set-column / --id-column / --order-column: digits are a position, anything else a name."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a column position or name, got an empty string")
+    return int(text) if text.isdigit() else text
 
 
 def _delimiter(text: str) -> str:
@@ -126,7 +141,8 @@ def cmd_prepare(args):
     from ..data.prepare import format_summary, prepare
 
     read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
-                      undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter)
+                      undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter,
+                      order_column=args.order_column)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split, memory_limit=args.memory_limit))
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")

@@ -12,7 +12,8 @@ external sort or Polars' streaming engine: it honours a hard `memory_limit` with
 streaming engine has no memory cap to set; and the result streams back as Arrow record batches.
 
 Steps (the same results as prepare.py, see its docstring for what they mean):
-  1. stream the reader's (set key, id key) chunks into a spill Parquet file (row order = order read);
+  1. stream the reader's (set key, id key) chunks into a spill Parquet file (row order = order read;
+     with an order column its values too, and the row becomes the rank in (order, row) order);
   2. key ints in first-appearance order: GROUP BY key, min(row) -> row_number() over that;
   3. links as (set int, id int, row), the first occurrence of each (set, id) kept (min(row));
   4. the seeded split and the vocabulary with NumPy on per-set and per-id arrays (O(sets + ids),
@@ -29,7 +30,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from .readers import InputError, ReadStats, read_links
+from .inputs import read_source, recorded
+from .readers import InputError, ReadStats
 from .writer import held_out, vocabulary_from_counts, write_split
 
 _UNITS = {"": 1, "B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
@@ -98,23 +99,41 @@ def prepare_out_of_core(cfg, out: Path, t0: float, progress: bool) -> dict:
 
 
 def _spill(cfg, path: Path, progress: bool) -> ReadStats:
-    """Reader chunks -> a Parquet file of (s, i) string columns, in the order read."""
+    """Reader chunks -> a Parquet file of (s, i) string columns (and o, the order values, with an order
+    column), in the order read."""
     stats = ReadStats()
-    schema = pa.schema([("s", pa.string()), ("i", pa.string())])
-    with pq.ParquetWriter(path, schema, compression="zstd") as w, \
-            tqdm(desc="reading", unit=" links", unit_scale=True, disable=not progress) as bar:
-        for set_keys, id_keys in read_links(cfg.input, cfg.read, stats):
-            w.write_table(pa.table([set_keys, id_keys], schema=schema))
-            bar.update(len(id_keys))
+    writer = None
+    try:
+        with tqdm(desc="reading", unit=" links", unit_scale=True, disable=not progress) as bar:
+            for links in read_source(cfg.input, cfg.read, stats):
+                cols = {"s": links.sets, "i": links.ids}
+                if links.order is not None:
+                    cols["o"] = pa.array(links.order)
+                table = pa.table(cols)
+                if writer is None:
+                    writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+                elif table.schema != writer.schema.to_arrow_schema():
+                    raise InputError(f"order column {cfg.read.order_column!r}: {table.schema.field('o').type} values "
+                                     f"after {writer.schema.to_arrow_schema().field('o').type} ones; expected one "
+                                     "type throughout")
+                writer.write_table(table)
+                bar.update(len(links.ids))
+    finally:
+        if writer is not None:
+            writer.close()
     if stats.links == 0:
-        raise InputError(f"{cfg.input}: no links found ({stats.lines} lines, {stats.comments} comments, "
-                         f"{stats.malformed} malformed)")
+        raise InputError(f"{recorded(cfg.input, cfg.read)['input']}: no links found ({stats.lines} lines, "
+                         f"{stats.comments} comments, {stats.malformed} malformed)")
     return stats
 
 
 def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, times: dict) -> dict:
     """Steps 2-5 of the module docstring; `times` gets the time at the end of each step."""
     scan = f"read_parquet('{spill}', file_row_number = true)"
+    if cfg.read.order_column is not None:  # as if the input had been sorted by the order column (stable)
+        con.execute(f"CREATE TABLE ordered AS SELECT s, i, row_number() OVER (ORDER BY o, file_row_number) - 1 "
+                    f"AS file_row_number FROM {scan}")
+        scan = "ordered"
     step = tqdm(total=5, desc="out-of-core", disable=not progress)
     for table, col, what in (("set_keys", "s", "set"), ("id_keys", "i", "id")):
         # key ints in order of first appearance, as KeyEncoder numbers them
@@ -165,7 +184,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, t
         "WHERE test AND v < 0").fetchall()[0]
     step.close()
     return {
-        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "sets",
+        **recorded(cfg.input, cfg.read), "split": "sets",
         "seed": cfg.seed, "test_fraction": cfg.test_fraction,
         "sets": n_sets, "ids": int((remap >= 0).sum()), "links": int(n_links),
         "train": split["train"], "test": split["test"],

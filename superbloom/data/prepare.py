@@ -2,6 +2,16 @@
 
     superbloom prepare links.tsv --format edges --out data/wiki
 
+The input is a path (readers.py: edges, lines, jsonl, parquet, csv, tsv; a directory or glob of
+Parquet / CSV files) or a Python object (inputs.py: a pandas or Polars DataFrame, a pyarrow Table, a
+SciPy sparse matrix, an iterable of id collections), all read as the same chunks of (set key, id key)
+strings, so everything below is shared and gives the same files for the same links.
+
+With `read.order_column` (histories with a time column) the links are taken as if the input had been
+sorted by that column, stably (ties keep the order read): within each set the ids follow it (for
+leave-one-out: the sequence order), and sets and ids are numbered by first appearance in that order, so
+a file in shuffled row order gives the same dataset, byte for byte, as the sorted file.
+
 Steps (DESIGN.md, "prepare"): stream the input in Arrow chunks, dictionary-encode the set and id
 keys of each chunk (never one Python object per link or per key), spill the provisional codes to
 disk, unify the chunk dictionaries into global key ints in one Arrow pass, then with NumPy: drop repeated ids within a set (first occurrence
@@ -40,7 +50,7 @@ Peak memory is about 40 bytes per link (100M links: ~4 GB).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +58,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
-from .readers import InputError, ReadConfig, ReadStats, check_input, read_links
+from .inputs import check_source, read_source, recorded
+from .readers import InputError, ReadConfig, ReadStats
 from .writer import held_out, offsets_of, vocabulary_from_counts, write_split, write_staged, write_targets
 
 
@@ -58,7 +69,7 @@ MIN_SEQUENCE = 3  # a training prefix may be short, but a validation and a test 
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    input: str
+    input: object  # a path (str or Path; a directory or glob for parquet/csv/tsv) or an in-memory input (inputs.py)
     out: str
     read: ReadConfig = field(default_factory=ReadConfig)
     test_fraction: float = 0.1
@@ -113,7 +124,7 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
     The dataset is written into `OUT.partial` and moved into place only when complete, so a failure
     or a kill part-way leaves OUT as it was (an earlier dataset there stays loadable until replaced)."""
     t0 = time.time()
-    check_input(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
+    check_source(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
     if cfg.memory_limit is not None:  # out of core, the same files (outofcore.py)
         from .outofcore import check_config, prepare_out_of_core
 
@@ -126,24 +137,31 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     stats = ReadStats()
     sets_enc, ids_enc = KeyEncoder("set"), KeyEncoder("id")
     spill = out / ".links.tmp"
+    order = OrderSpill(spill.with_suffix(".order"), cfg.read.order_column)
     try:
         with open(spill.with_suffix(".sets"), "wb") as fs, open(spill.with_suffix(".ids"), "wb") as fi, \
                 tqdm(desc="reading", unit=" links", unit_scale=True, disable=not progress) as bar:
-            for set_keys, id_keys in read_links(cfg.input, cfg.read, stats):
-                fs.write(sets_enc.encode(set_keys).tobytes())
-                fi.write(ids_enc.encode(id_keys).tobytes())
-                bar.update(len(id_keys))
+            for links in read_source(cfg.input, cfg.read, stats):
+                fs.write(sets_enc.encode(links.sets).tobytes())
+                fi.write(ids_enc.encode(links.ids).tobytes())
+                order.write(links.order)
+                bar.update(len(links.ids))
         if stats.links == 0:
-            raise InputError(f"{cfg.input}: no links found ({stats.lines} lines, {stats.comments} comments, "
-                             f"{stats.malformed} malformed)")
+            raise InputError(f"{recorded(cfg.input, cfg.read)['input']}: no links found ({stats.lines} lines, "
+                             f"{stats.comments} comments, {stats.malformed} malformed)")
         set_map, set_strings = sets_enc.finish()
         set_of = set_map[np.fromfile(spill.with_suffix(".sets"), dtype=np.uint32)]
         del set_map
         id_map, id_strings = ids_enc.finish()
         id_of = id_map[np.fromfile(spill.with_suffix(".ids"), dtype=np.uint32)]
         del id_map
+        if cfg.read.order_column is not None:  # as if the input had been sorted by the order column
+            by_order = np.argsort(order.values(), kind="stable")  # (links,)
+            set_of, set_strings = first_appearance(set_of[by_order], set_strings)
+            id_of, id_strings = first_appearance(id_of[by_order], id_strings)
+            del by_order
     finally:
-        for suffix in (".sets", ".ids"):
+        for suffix in (".sets", ".ids", ".order"):
             spill.with_suffix(suffix).unlink(missing_ok=True)
 
     n_sets, n_keys = len(set_strings), len(id_strings)
@@ -168,7 +186,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     test_ids = remap[id_of[link_test]]
     unseen = test_ids < 0
     summary = {
-        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "sets",
+        **recorded(cfg.input, cfg.read), "split": "sets",
         "seed": cfg.seed, "test_fraction": cfg.test_fraction,
         "sets": n_sets, "ids": int((remap >= 0).sum()), "links": int(len(id_of)),
         "train": split["train"], "test": split["test"],
@@ -216,7 +234,7 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
                        "targets_unseen_in_train": int((targets < 0).sum()),
                        "history_links_unseen_in_train": int((remap[id_of[history]] < 0).sum())}
     summary = {
-        "input": str(cfg.input), "format": cfg.read.format, "read": asdict(cfg.read), "split": "leave-one-out",
+        **recorded(cfg.input, cfg.read), "split": "leave-one-out",
         "seed": cfg.seed, "sets": n_sets, "ids": int((remap >= 0).sum()), "links": int(len(id_of)),
         "train": split["train"], "valid": split["valid"], "test": split["test"],
         "too_short_kept_for_training": int((~evaluated).sum()), "min_sequence": MIN_SEQUENCE,
@@ -226,6 +244,39 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
         "seconds": round(time.time() - t0, 2),
     }
     return summary  # write_staged saves it as meta.json
+
+
+class OrderSpill:
+    """The order values of the links, spilled to disk as they are read (8 bytes per link; nothing
+    without an order column). Every chunk must give the same kind: int64 or float64."""
+
+    def __init__(self, path: Path, column):
+        self.path, self.column, self.dtype = path, column, None
+
+    def write(self, values: np.ndarray | None):
+        if self.column is None:
+            return
+        if self.dtype is None:
+            self.dtype = values.dtype
+        elif values.dtype != self.dtype:
+            raise InputError(f"order column {self.column!r}: {values.dtype} values after {self.dtype} ones; "
+                             "expected one type throughout")
+        with open(self.path, "ab") as f:
+            f.write(np.ascontiguousarray(values).tobytes())
+
+    def values(self) -> np.ndarray:
+        """(links,) int64 or float64, in the order read."""
+        return np.fromfile(self.path, dtype=self.dtype or np.int64) if self.path.exists() else np.zeros(0, np.int64)
+
+
+def first_appearance(codes: np.ndarray, strings: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Renumber keys by first appearance in `codes` (links,) int32 -> (codes renumbered, strings in the new
+    key order): what KeyEncoder would have given had the links been read in this order."""
+    keys, first = np.unique(codes, return_index=True)  # (K,) every key occurs
+    in_order = keys[np.argsort(first, kind="stable")]  # (K,) old key of each new key
+    new = np.empty(len(strings), np.int32)
+    new[in_order] = np.arange(len(in_order), dtype=np.int32)
+    return new[codes], strings.take(pa.array(in_order))
 
 
 def _dedupe_and_group(set_of: np.ndarray, id_of: np.ndarray, n_keys: int, dedupe: bool = True):

@@ -7,7 +7,15 @@ Formats (DESIGN.md, "raw ids"):
            without quoting) splits the same way, every occurrence a field boundary
   lines    one set per line, whitespace separated: `set id id ...` (the S3-Rec files)
   jsonl    one JSON object per line: {"set": ..., "ids": [...]}
-  parquet  one row per link, two columns (set, id); an id column of lists is exploded
+  parquet  one row per link; columns by position (default: the first two) or by NAME; an id column of
+           lists is exploded; a directory or a glob of Parquet files is read file by file, in sorted order
+  csv/tsv  comma / tab separated with a header row and quoted fields (RFC 4180: "a, b" is one field,
+           "" a quote), columns by NAME or position
+
+The columnar formats (parquet, csv, tsv) and the in-memory tables of inputs.py share `table_links`:
+columns chosen by name or position, lists exploded, nulls reported with file and row, and an optional
+`order_column` (numbers, dates or timestamps) carried along so that prepare.py can read the links as if
+the input were sorted by it.
 
 Every reader yields Arrow string arrays, never one Python object per link, so a file with hundreds
 of millions of links streams in bounded memory. Edge lists are split by Arrow's tab-separated
@@ -23,18 +31,22 @@ text (binary: never echoed, only an escaped excerpt) and a truncated or corrupt 
 """
 from __future__ import annotations
 
+import csv
+import glob
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-FORMATS = ("edges", "lines", "jsonl", "parquet")
+FORMATS = ("edges", "lines", "jsonl", "parquet", "csv", "tsv")
+COLUMNAR = ("parquet", "csv", "tsv")  # columns have names; a directory or glob of files is accepted
+_HEADER_DELIMITER = {"csv": ",", "tsv": "\t"}
 _BLOCK_BYTES = 16 << 20  # text parsed per Arrow block
 _MAX_EXAMPLES = 5  # malformed lines quoted in the summary
 _HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
@@ -48,22 +60,37 @@ class InputError(ValueError):
 @dataclass(frozen=True)
 class ReadConfig:
     format: str = "edges"
-    set_column: int = 0  # edges / parquet: which column holds the set key
-    id_column: int = 1  # edges / parquet: which column holds the id
+    set_column: int | str = 0  # which column holds the set key: a position, or a name (columnar formats, tables)
+    id_column: int | str = 1  # which column holds the id (position or name)
     undirected: bool = False  # edges: also add the reverse link (id's set gets the set key as id)
     skip_malformed: bool = False  # count and skip malformed lines instead of failing
     set_field: str = "set"  # jsonl keys
     ids_field: str = "ids"
     delimiter: str = "\t"  # edges: the one character between fields
-
+    order_column: int | str | None = None  # columnar formats, tables: links are read sorted by it (stable)
 
     def __post_init__(self):
         if self.format not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
         if self.set_column == self.id_column:
             raise ValueError("set_column and id_column must differ")
+        for name, v in (("set_column", self.set_column), ("id_column", self.id_column),
+                        ("order_column", self.order_column)):
+            if not (isinstance(v, str) and v or isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                    or v is None and name == "order_column"):
+                raise ValueError(f"{name} must be a column position (int >= 0) or a name, got {v!r}")
+        if self.order_column is not None and self.order_column in (self.set_column, self.id_column):
+            raise ValueError("order_column must differ from set_column and id_column")
         if len(self.delimiter) != 1 or self.delimiter in "\n\r#\x1f":
             raise ValueError(f"delimiter must be one character, not a newline, '#' or 0x1f, got {self.delimiter!r}")
+
+    def summary(self) -> dict:
+        """The settings as recorded in meta.json; `order_column` only when set, so that datasets prepared
+        without it keep their meta.json byte for byte."""
+        d = asdict(self)
+        if d["order_column"] is None:
+            del d["order_column"]
+        return d
 
     @property
     def fields(self) -> str:
@@ -93,29 +120,84 @@ class ReadStats:
 Chunk = tuple[pa.Array, pa.Array]  # (set keys, id keys), equal length, string type
 
 
+class Links(NamedTuple):
+    """One chunk of links: (links,) string arrays of set and id keys, and the (links,) int64 or float64
+    order values when an order column was chosen (else None)."""
+    sets: pa.Array
+    ids: pa.Array
+    order: np.ndarray | None = None
+
+
 def read_links(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = None) -> Iterator[Chunk]:
     """Yield (set keys, id keys) string arrays in file order; `stats` is filled as we go."""
-    path = Path(path)
-    head = check_input(path, cfg)
+    for links in read_chunks(path, cfg, stats):
+        yield links.sets, links.ids
+
+
+def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = None) -> Iterator[Links]:
+    """Yield `Links` in file order (files of a directory or glob in sorted order); `stats` filled as we go."""
+    files = input_files(path, cfg)
     stats = stats if stats is not None else ReadStats()
-    if cfg.format == "edges":
-        chunks = _read_edges(path, cfg, stats, _first_data_columns(head, cfg.delimiter))
-    else:
-        reader = {"lines": _read_lines, "jsonl": _read_jsonl, "parquet": _read_parquet}[cfg.format]
-        chunks = reader(path, cfg, stats)
-    for sets, ids in chunks:
+    if cfg.format not in COLUMNAR:
+        named = [c for c in (cfg.set_column, cfg.id_column) if isinstance(c, str)]
+        if named or cfg.order_column is not None:
+            raise InputError(f"{path}: the {cfg.format} format has no column names and no order column; "
+                             f"pick columns by position, or use --format csv, tsv or parquet")
+    for one in files:
+        head = check_input(one, cfg)
+        if cfg.format == "edges":
+            chunks = _read_edges(one, cfg, stats, _first_data_columns(head, cfg.delimiter))
+        elif cfg.format in _HEADER_DELIMITER:
+            chunks = _read_csv(one, cfg, stats, head)
+        else:
+            reader = {"lines": _read_lines, "jsonl": _read_jsonl, "parquet": _read_parquet}[cfg.format]
+            chunks = reader(one, cfg, stats)
+        yield from undirected_links(chunks, cfg, stats)
+
+
+def undirected_links(chunks, cfg: ReadConfig, stats: ReadStats) -> Iterator[Links]:
+    """Chunks as `Links` (the reverse links added with cfg.undirected), counted in stats.links; empty
+    chunks dropped."""
+    for chunk in chunks:
+        sets, ids, order = chunk if len(chunk) == 3 else (*chunk, None)
         if cfg.undirected:
             sets, ids = pa.concat_arrays([sets, ids]), pa.concat_arrays([ids, sets])
+            order = None if order is None else np.concatenate([order, order])
         stats.links += len(ids)
         if len(ids):
-            yield sets, ids
+            yield Links(sets, ids, order)
+
+
+def input_files(path: str | Path, cfg: ReadConfig) -> list[Path]:
+    """The files of an input: the file itself, or for the columnar formats the Parquet/CSV files of a
+    directory (found by pyarrow.dataset: hidden and `_` files skipped) or of a glob, sorted.
+    InputError naming the path when there are none."""
+    path = Path(path)
+    if cfg.format in COLUMNAR and not path.exists() and glob.has_magic(str(path)):
+        files = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        if not files:
+            raise InputError(f"{path}: no file matches this pattern")
+        return files
+    if cfg.format in COLUMNAR and path.is_dir():
+        import pyarrow.dataset as ds
+
+        found = ds.dataset(str(path), format="parquet" if cfg.format == "parquet" else "csv").files
+        files = sorted(Path(p) for p in found)
+        if not files:
+            raise InputError(f"{path}: an empty directory; expected {cfg.format} files in it")
+        return files
+    return [path]
 
 
 def check_input(path: str | Path, cfg: ReadConfig) -> str:
     """Fail now, with an `InputError` naming the file, on an input that cannot be read as `cfg.format`:
-    a missing path, a directory, and for text formats a first MB that is not UTF-8 text or a damaged
-    compressed file. -> the first MB of text ("" for parquet)."""
+    a missing path, a directory (except for the columnar formats), and for text formats a first MB that
+    is not UTF-8 text or a damaged compressed file. -> the first MB of text ("" for parquet, a directory
+    or a glob, whose files are checked as they are read)."""
     path = Path(path)
+    if cfg.format in COLUMNAR and (path.is_dir() or not path.exists() and glob.has_magic(str(path))):
+        input_files(path, cfg)
+        return ""
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
@@ -416,27 +498,124 @@ def _read_parquet(path: Path, cfg: ReadConfig, stats: ReadStats):
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
-    names = pf.schema_arrow.names
-    if len(names) <= max(cfg.set_column, cfg.id_column):
-        raise InputError(f"{path}: expected at least {max(cfg.set_column, cfg.id_column) + 1} columns, "
-                         f"got {len(names)} ({names})")
-    cols = [names[cfg.set_column], names[cfg.id_column]]
+    cols = chosen_columns(pf.schema_arrow.names, cfg, path)
+    yield from table_links(pf.iter_batches(columns=list(dict.fromkeys(cols)), batch_size=1 << 20), cols, cfg, stats,
+                           path)
+
+
+def _read_csv(path: Path, cfg: ReadConfig, stats: ReadStats, head: str):
+    """CSV / TSV with a header row and quoted fields, parsed by Arrow in C++; the chosen columns read as
+    strings (the order column's type inferred); a row with the wrong number of fields is an InputError
+    naming the line (or skipped and counted with skip_malformed)."""
+    delimiter = _HEADER_DELIMITER[cfg.format]
+    first = next((line for line in head.splitlines() if line.strip()), None)
+    if first is None:
+        raise InputError(f"{path}: empty; expected a header row of column names")
+    header = next(csv.reader([first.removeprefix("\ufeff")], delimiter=delimiter))  # a BOM, as Arrow skips it
+    cols = chosen_columns(header, cfg, path)
+    failure: list[str] = []
+
+    def invalid_row(row) -> str:
+        msg = f"{path}:{row.number}: expected {len(header)} {cfg.format} fields (as in the header), got " \
+              f"{row.actual_columns}"
+        if not cfg.skip_malformed:
+            failure.append(msg + " (pass --skip-malformed to skip and count such lines)")
+            return "error"
+        stats.malformed += 1
+        if len(stats.examples) < _MAX_EXAMPLES:
+            stats.examples.append(msg)
+        return "skip"
+
+    read = pcsv.ReadOptions(block_size=_BLOCK_BYTES, use_threads=False)
+    parse = pcsv.ParseOptions(delimiter=delimiter, quote_char='"', double_quote=True, newlines_in_values=False,
+                              invalid_row_handler=invalid_row)
+    convert = pcsv.ConvertOptions(include_columns=list(dict.fromkeys(cols)), strings_can_be_null=True,
+                                  column_types={cols[0]: pa.string(), cols[1]: pa.string()})
+    try:
+        with pcsv.open_csv(pa.input_stream(str(path), compression="detect"), read_options=read,
+                           parse_options=parse, convert_options=convert) as reader:
+            yield from table_links(reader, cols, cfg, stats, path)
+    except (pa.ArrowInvalid, OSError, EOFError) as e:
+        if failure:
+            raise InputError(failure[0]) from None
+        raise InputError(f"{path}: cannot read as {cfg.format} with a header ({_printable(e)})") from None
+
+
+def chosen_columns(names: list[str], cfg: ReadConfig, where) -> tuple[str, ...]:
+    """The names of the set, id (and order) columns among `names`, chosen by name or position ->
+    (set, id) or (set, id, order). InputError naming `where`, the column and the columns there are."""
+    wanted = [cfg.set_column, cfg.id_column] + ([cfg.order_column] if cfg.order_column is not None else [])
+    positions = [c for c in wanted if isinstance(c, int)]
+    if positions and len(names) <= max(positions):
+        raise InputError(f"{where}: expected at least {max(positions) + 1} columns, got {len(names)} ({names})")
+    out = []
+    for what, c in zip(("set", "id", "order"), wanted):
+        if isinstance(c, str):
+            if c not in names:
+                raise InputError(f"{where}: no {what} column {c!r}; the columns are {names}")
+            if names.count(c) > 1:
+                raise InputError(f"{where}: {names.count(c)} columns are named {c!r}; choose one by position")
+        out.append(c if isinstance(c, str) else names[c])
+    if len(set(out)) < len(out):
+        raise InputError(f"{where}: the set, id and order columns must be different columns, got {out}")
+    return tuple(out)
+
+
+_ORDER_TYPES = "integers, floats, dates or timestamps"
+
+
+def _order_values(col: pa.Array, name: str, where) -> np.ndarray:
+    """An order column -> (rows,) int64 (integers, dates, timestamps, durations) or float64 (floats)."""
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_temporal(t):
+        if pa.types.is_date32(t):
+            col = col.cast(pa.int32())
+        return col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    raise InputError(f"{where}: the order column {name!r} has type {t}; expected {_ORDER_TYPES}")
+
+
+def _as_strings(col: pa.Array, name: str, where) -> pa.Array:
+    try:
+        return col.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise InputError(f"{where}: column {name!r} has type {col.type}; expected strings or integers "
+                         "(or, for ids, lists of them)") from None
+
+
+def table_links(batches, cols: tuple[str, ...], cfg: ReadConfig, stats: ReadStats, where) -> Iterator[Links]:
+    """Arrow record batches holding the columns `cols` ((set, id) or (set, id, order) names, from
+    `chosen_columns`) -> `Links`: an id column of lists exploded (the set and order repeated), keys cast
+    to strings, a row with a null counted and skipped (skip_malformed) or an InputError naming `where`
+    and the row. Shared by Parquet, CSV/TSV and the in-memory tables of inputs.py."""
     row = 1
-    for batch in pf.iter_batches(columns=cols, batch_size=1 << 20):
-        sets, ids = batch.column(0), batch.column(1)
+    for batch in batches:
+        sets, ids = batch.column(cols[0]), batch.column(cols[1])
+        order = batch.column(cols[2]) if len(cols) > 2 else None
         stats.lines += len(sets)
         if pa.types.is_list(ids.type) or pa.types.is_large_list(ids.type):
-            sets = sets.take(pc.list_parent_indices(ids))
+            parents = pc.list_parent_indices(ids)
+            sets = sets.take(parents)
+            order = None if order is None else order.take(parents)
             ids = pc.list_flatten(ids)
-        nulls = pc.or_(pc.is_null(sets), pc.is_null(ids)).to_numpy(zero_copy_only=False)
+        nulls = pc.or_(pc.is_null(sets), pc.is_null(ids))
+        if order is not None:
+            nulls = pc.or_(nulls, pc.is_null(order))
+        nulls = nulls.to_numpy(zero_copy_only=False)
         if nulls.any():
             rows = np.arange(row, row + batch.num_rows)
             first = int(rows[np.flatnonzero(nulls)[0]]) if len(rows) == len(nulls) else row
+            named = " or ".join(repr(c) for c in cols) if len(cols) == 2 else \
+                f"{cols[0]!r}, {cols[1]!r} or {cols[2]!r}"
             if not cfg.skip_malformed:
-                raise InputError(f"{path}: row {first}: null in column {cols[0]!r} or {cols[1]!r} "
+                raise InputError(f"{where}: row {first}: null in column {named} "
                                  "(pass --skip-malformed to skip and count such rows)")
             stats.malformed += int(nulls.sum())
-            stats.examples.append(f"{path}: row {first}: null value")
-            sets, ids = sets.filter(pa.array(~nulls)), ids.filter(pa.array(~nulls))
+            stats.examples.append(f"{where}: row {first}: null value")
+            keep = pa.array(~nulls)
+            sets, ids = sets.filter(keep), ids.filter(keep)
+            order = None if order is None else order.filter(keep)
         row += batch.num_rows
-        yield sets.cast(pa.string()), ids.cast(pa.string())
+        yield Links(_as_strings(sets, cols[0], where), _as_strings(ids, cols[1], where),
+                    None if order is None else _order_values(order, cols[2], where))

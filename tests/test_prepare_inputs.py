@@ -1,0 +1,276 @@
+"""prepare from memory and from richer files (issue 31): DataFrames, Arrow tables, sparse matrices and
+iterables of sets give the same dataset, byte for byte, as the same links in a file; named columns,
+Parquet globs and directories, CSV with a header and quotes, an order column; errors that name the
+column and what was expected."""
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import superbloom as sb
+from superbloom.cli import main
+from superbloom.data.inputs import SparseSets
+from superbloom.data.readers import InputError, ReadConfig
+
+
+def history(n=300, seed=0):
+    """(user, item, time) rows in time order: unique times, repeats and a unicode / comma id."""
+    rng = np.random.default_rng(seed)
+    users = rng.integers(0, 25, n)
+    items = np.minimum(rng.zipf(1.5, n), 40)
+    names = {1: "Davis, Miles", 2: "Ünï", 3: 'say "hi"'}
+    return [(f"u{u}", names.get(int(i), f"item{i}"), 1000 + 7 * t) for t, (u, i) in enumerate(zip(users, items))]
+
+
+def write_edges(path, rows):
+    path.write_text("".join(f"{u}\t{i}\n" for u, i, *_ in rows), encoding="utf-8")
+    return path
+
+
+def write_csv(path, rows, sep=","):
+    def q(v):
+        v = str(v)
+        return '"' + v.replace('"', '""') + '"' if any(c in v for c in ',"\t') else v
+    path.write_text(sep.join(["user", "item", "time"]) + "\n" + "".join(sep.join(map(q, r)) + "\n" for r in rows),
+                    encoding="utf-8")
+    return path
+
+
+def table(rows) -> pa.Table:
+    return pa.table({"user": [r[0] for r in rows], "item": [r[1] for r in rows], "time": [r[2] for r in rows]})
+
+
+def run(tmp_path, name, source, read=None, **kw):
+    out = tmp_path / name
+    sb.prepare(sb.PrepareConfig(source, str(out), read=read or ReadConfig(), **kw), progress=False)
+    return out
+
+
+def assert_same_dataset(a, b, same_source_record=False):
+    """Every output file byte-identical; meta.json too, without the time and where and how the input was
+    read (input, format, read: the columns chosen) unless `same_source_record`."""
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        if name != "meta.json":
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    ma, mb = (json.loads((d / "meta.json").read_text()) for d in (a, b))
+    for m in (ma, mb):
+        m.pop("seconds")
+        m.pop("input")
+        m.pop("outofcore", None)  # the out-of-core engine's settings and stage times
+        if not same_source_record:
+            m.pop("format")
+            m.pop("read")
+    assert ma == mb
+
+
+@pytest.mark.parametrize("split", ["sets", "leave-one-out"])
+def test_tables_give_the_file_dataset(tmp_path, split):
+    pd = pytest.importorskip("pandas")
+    rows = history()
+    ref = run(tmp_path, "file", str(write_edges(tmp_path / "e.tsv", rows)), split=split, test_fraction=0.2)
+    t = table(rows)
+    sources = {"pandas": pd.DataFrame(rows, columns=["user", "item", "time"]), "arrow": t,
+               "batch": t.combine_chunks().to_batches()[0]}
+    try:
+        import polars as pl
+        sources["polars"] = pl.from_arrow(t)
+    except ImportError:
+        pass
+    for name, source in sources.items():
+        assert_same_dataset(ref, run(tmp_path, name, source, split=split, test_fraction=0.2))
+    by_name = ReadConfig(set_column="user", id_column="item")
+    assert_same_dataset(ref, run(tmp_path, "named", sources["pandas"][["time", "item", "user"]], read=by_name,
+                                 split=split, test_fraction=0.2))
+
+
+def sets_of(rows):
+    out = {}
+    for u, i, *_ in rows:
+        out.setdefault(u, [])
+        if i not in out[u]:
+            out[u].append(i)
+    return out
+
+
+def write_lines(path, sets):
+    path.write_text("".join(f"{k} {' '.join(v)}\n" for k, v in sets.items()), encoding="utf-8")
+    return path
+
+
+def test_sparse_matrix_gives_the_file_dataset(tmp_path):
+    sp = pytest.importorskip("scipy.sparse")
+    sets = {k: [i.replace(" ", "_").replace(",", "") for i in v] for k, v in sets_of(history()).items()}
+    vocab = sorted({i for v in sets.values() for i in v})
+    col = {i: c for c, i in enumerate(vocab)}
+    # a row's ids in column order, as the matrix stores them
+    sets = {k: sorted(v, key=col.__getitem__) for k, v in sets.items()}
+    rows = np.repeat(np.arange(len(sets)), [len(v) for v in sets.values()])
+    cols = np.array([col[i] for v in sets.values() for i in v])
+    m = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(sets), len(vocab)))
+    m.data[0] = 0.0  # an explicit zero is not a link
+    first = next(iter(sets))
+    sets[first] = sets[first][1:]
+    ref = run(tmp_path, "file", str(write_lines(tmp_path / "l.txt", sets)), read=ReadConfig("lines"))
+    assert_same_dataset(ref, run(tmp_path, "csr", SparseSets(m, list(sets), vocab)))
+    numbered = {str(r): [str(col[i]) for i in v] for r, v in enumerate(sets.values())}
+    ref2 = run(tmp_path, "file2", str(write_lines(tmp_path / "n.txt", numbered)), read=ReadConfig("lines"))
+    assert_same_dataset(ref2, run(tmp_path, "csr2", m.tocoo()))  # any SciPy sparse format; keys = indices
+    with pytest.raises(InputError, match=r"SparseSets.id_keys: expected \d+ keys .* got 2"):
+        run(tmp_path, "bad", SparseSets(m, None, ["a", "b"]))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.integers(0, 30), min_size=1, max_size=8), min_size=2, max_size=20))
+def test_iterable_of_sets_gives_the_lines_dataset(tmp_path_factory, sets):
+    tmp = tmp_path_factory.mktemp("it")
+    numbered = {str(k): [str(i) for i in v] for k, v in enumerate(sets)}
+    ref = run(tmp, "file", str(write_lines(tmp / "l.txt", numbered)), read=ReadConfig("lines"), test_fraction=0.3)
+    assert_same_dataset(ref, run(tmp, "list", sets, test_fraction=0.3))
+    assert_same_dataset(ref, run(tmp, "generator", (tuple(v) for v in sets), test_fraction=0.3))
+    assert_same_dataset(ref, run(tmp, "dict", {k: v for k, v in zip(numbered, sets)}, test_fraction=0.3))
+
+
+def test_python_sets_are_sorted_and_bad_members_named(tmp_path):
+    out = run(tmp_path, "s", {"a": {"z", "y", "x"}, "b": {"y", "w"}}, test_fraction=0.0)
+    assert (out / "vocab.txt").read_text().split() == ["y", "x", "z", "w"]  # count, then sorted first appearance
+    with pytest.raises(InputError, match="set 'b': expected a collection of ids .* got str"):
+        run(tmp_path, "bad", {"a": ["x"], "b": "xy"})
+    with pytest.raises(InputError, match="set 1: ids must be strings, numbers"):
+        run(tmp_path, "bad2", [["x"], ["y", None]])
+    with pytest.raises(TypeError, match="expected a path or one of .* got int"):
+        run(tmp_path, "bad3", 42)
+
+
+def test_parquet_named_columns_glob_and_directory(tmp_path):
+    rows = history()
+    ref = run(tmp_path, "file", str(write_edges(tmp_path / "e.tsv", rows)))
+    t = table(rows).select(["time", "item", "user"])
+    (tmp_path / "parts").mkdir()
+    for k, a in enumerate(range(0, len(rows), 120)):  # 3 files, in name order
+        pq.write_table(t.slice(a, 120), tmp_path / "parts" / f"part-{k}.parquet")
+    (tmp_path / "parts" / "_SUCCESS").write_text("")  # skipped, as pyarrow.dataset does
+    named = ReadConfig("parquet", set_column="user", id_column="item")
+    pq.write_table(t, tmp_path / "one.parquet")
+    for name, source in (("one", tmp_path / "one.parquet"), ("glob", tmp_path / "parts" / "part-*.parquet"),
+                         ("dir", tmp_path / "parts")):
+        assert_same_dataset(ref, run(tmp_path, name, str(source), read=named))
+    assert_same_dataset(ref, run(tmp_path, "positions", str(tmp_path / "one.parquet"),
+                                 read=ReadConfig("parquet", set_column=2, id_column=1)))
+    with pytest.raises(InputError, match="no file matches"):
+        run(tmp_path, "none", str(tmp_path / "parts" / "*.pq"), read=named)
+    with pytest.raises(InputError, match=r"one.parquet: no set column 'User'; the columns are \['time', 'item', "):
+        run(tmp_path, "x", str(tmp_path / "one.parquet"), read=ReadConfig("parquet", set_column="User", id_column=1))
+
+
+def test_csv_and_tsv_with_header_and_quotes(tmp_path):
+    rows = history()
+    assert any("," in r[1] for r in rows) and any('"' in r[1] for r in rows)
+    ref = run(tmp_path, "file", str(write_edges(tmp_path / "e.tsv", rows)))
+    by_name = dict(set_column="user", id_column="item")
+    assert_same_dataset(ref, run(tmp_path, "csv", str(write_csv(tmp_path / "h.csv", rows)),
+                                 read=ReadConfig("csv", **by_name)))
+    assert_same_dataset(ref, run(tmp_path, "tsv", str(write_csv(tmp_path / "h.tsv", rows, "\t")),
+                                 read=ReadConfig("tsv", **by_name)))
+    assert_same_dataset(ref, run(tmp_path, "pos", str(tmp_path / "h.csv"), read=ReadConfig("csv")))  # 0, 1
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "h.csv").read_bytes())  # as spreadsheets write it
+    assert_same_dataset(ref, run(tmp_path, "bom", str(bom), read=ReadConfig("csv", **by_name)))
+    bad = tmp_path / "bad.csv"
+    bad.write_text('user,item\nu1,"a, b"\nu2\nu3,c\n')
+    with pytest.raises(InputError, match=r"bad.csv:3: expected 2 csv fields \(as in the header\), got 1"):
+        run(tmp_path, "bad", str(bad), read=ReadConfig("csv"))
+    out = run(tmp_path, "skip", str(bad), read=ReadConfig("csv", skip_malformed=True), test_fraction=0.0)
+    assert (out / "vocab.txt").read_text().split("\n")[:2] == ["a, b", "c"]
+    assert json.loads((out / "meta.json").read_text())["malformed_skipped"] == 1
+
+
+def test_order_column_reads_as_if_sorted(tmp_path):
+    rows = history(400, seed=3)
+    shuffled = [rows[k] for k in np.random.default_rng(1).permutation(len(rows))]
+    by_time = ReadConfig("csv", set_column="user", id_column="item", order_column="time")
+    loo = dict(split="leave-one-out")
+    ordered = run(tmp_path, "ordered", str(write_csv(tmp_path / "o.csv", rows)), read=by_time, **loo)
+    shuffled_out = run(tmp_path, "shuffled", str(write_csv(tmp_path / "s.csv", shuffled)), read=by_time, **loo)
+    assert_same_dataset(ordered, shuffled_out, same_source_record=True)
+    plain = run(tmp_path, "plain", str(write_edges(tmp_path / "e.tsv", rows)), **loo)  # file order, no column
+    for f in plain.iterdir():
+        if f.name != "meta.json":
+            assert f.read_bytes() == (ordered / f.name).read_bytes(), f.name
+    named = ReadConfig(set_column="user", id_column="item", order_column="time")
+    assert_same_dataset(ordered, run(tmp_path, "arrow", table(shuffled), read=named, **loo))
+    pq.write_table(table(shuffled), tmp_path / "s.parquet")
+    pq_read = ReadConfig("parquet", set_column="user", id_column="item", order_column="time")
+    assert_same_dataset(ordered, run(tmp_path, "parquet", str(tmp_path / "s.parquet"), read=pq_read, **loo))
+    # out of core (split sets): the same files as in memory
+    mem = run(tmp_path, "mem", str(tmp_path / "s.parquet"), read=pq_read)
+    assert_same_dataset(mem, run(tmp_path, "ooc", str(tmp_path / "s.parquet"), read=pq_read, memory_limit="64MB"),
+                        same_source_record=True)
+    assert_same_dataset(mem, run(tmp_path, "mem_ordered", str(write_edges(tmp_path / "e2.tsv", rows))))
+
+
+def test_order_is_stable_and_timestamps_work(tmp_path):
+    t = pa.table({"u": ["a"] * 4 + ["b"] * 3, "i": ["x", "y", "z", "w", "p", "q", "r"],
+                  "t": pa.array([5, 2, 5, 9, 3, 1, 2], pa.int64()).cast(pa.timestamp("s"))})
+    out = run(tmp_path, "d", t, read=ReadConfig(set_column="u", id_column="i", order_column="t"),
+              split="leave-one-out")
+    vocab = (out / "vocab.txt").read_text().split()
+    sets = (out / "train.sets.txt").read_text().split()
+    ids, offsets = np.load(out / "train.ids.npy"), np.load(out / "train.offsets.npy")
+    train = {k: [vocab[i] for i in ids[offsets[n]:offsets[n + 1]]] for n, k in enumerate(sets)}
+    # a: y(2) x(5) z(5, after x as read) w(9); b: q(1) r(2) p(3). Sets and ids are numbered as if the rows
+    # had been sorted by time: b (q at 1) before a
+    assert sets == ["b", "a"] and train == {"a": ["y", "x"], "b": ["q"]}
+    assert vocab == ["q", "y", "x"]
+    assert np.load(out / "valid.targets.npy").tolist() == [-1, -1]  # r, z: never in a training prefix
+    assert (out / "test.sets.txt").read_text().split() == ["b", "a"]
+
+
+def test_errors_name_the_column_and_what_was_expected(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "when": ["mon", "tue"]})
+    with pytest.raises(InputError, match=r"DataFrame: no id column 'items'; the columns are \['user', 'item', 'when'\]"):
+        run(tmp_path, "a", df, read=ReadConfig(set_column="user", id_column="items"))
+    with pytest.raises(InputError, match="order column 'when' has type (large_)?string; expected integers, floats, dates"):
+        run(tmp_path, "b", df, read=ReadConfig(set_column="user", id_column="item", order_column="when"))
+    with pytest.raises(InputError, match="column 'item' has type struct"):
+        run(tmp_path, "c", pa.table({"user": ["a"], "item": [{"k": 1}]}))
+    with pytest.raises(InputError, match="a sets input has no columns"):
+        run(tmp_path, "d", [["x", "y"]], read=ReadConfig(order_column="t"))
+    with pytest.raises(InputError, match="the edges format has no column names"):
+        run(tmp_path, "e", str(write_edges(tmp_path / "e.tsv", history(5))), read=ReadConfig(set_column="user"))
+    with pytest.raises(InputError, match=r"DataFrame: row 2: null in column 'user', 'item' or 'when'"):
+        run(tmp_path, "f", pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "when": [1.0, None]}),
+            read=ReadConfig(set_column="user", id_column="item", order_column="when"))
+    assert not any((tmp_path / n).exists() for n in "abcdef")
+
+
+def test_cli_named_columns_glob_and_order(tmp_path, capsys):
+    rows = history()
+    shuffled = [rows[k] for k in np.random.default_rng(2).permutation(len(rows))]
+    (tmp_path / "parts").mkdir()
+    for k in range(3):
+        pq.write_table(table(shuffled[k::3]), tmp_path / "parts" / f"p{k}.parquet")
+    ref = run(tmp_path, "ref", str(write_edges(tmp_path / "e.tsv", rows)), split="leave-one-out")
+    assert main(["prepare", str(tmp_path / "parts" / "*.parquet"), "--format", "parquet", "--set-column", "user",
+                 "--id-column", "item", "--order-column", "time", "--split", "leave-one-out",
+                 "--out", str(tmp_path / "cli")]) == 0
+    for f in ref.iterdir():
+        if f.name != "meta.json":
+            assert f.read_bytes() == (tmp_path / "cli" / f.name).read_bytes(), f.name
+    meta = json.loads((tmp_path / "cli" / "meta.json").read_text())
+    assert meta["read"]["set_column"] == "user" and meta["read"]["order_column"] == "time"
+    capsys.readouterr()
+    assert main(["prepare", str(tmp_path / "parts"), "--format", "parquet", "--set-column", "usr",
+                 "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "p0.parquet: no set column 'usr'; the columns are ['user', 'item', 'time']" in err
+    with pytest.raises(SystemExit):
+        main(["prepare", "--help"])
+    out = capsys.readouterr().out
+    assert "--order-column NAME|N" in out and "csv" in out and "glob" in out
