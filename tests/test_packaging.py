@@ -23,13 +23,42 @@ def test_a_missing_extra_names_its_pip_command(extra, monkeypatch):
         require_extra(extra, "this test")
 
 
-def test_the_server_without_the_serve_extra_says_how_to_install_it():
-    """Importing the app in a fresh interpreter where fastapi cannot be imported: the error names the extra."""
-    code = "import sys; sys.modules['fastapi'] = None; import superbloom.serving.app"
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1
-    assert "MissingExtra: the HTTP server (superbloom serve) needs fastapi" in r.stderr
-    assert "pip install 'superbloom[serve]'" in r.stderr
+WITHOUT_EXTRAS = """
+import importlib, json, pkgutil, sys
+for m in ("fastapi", "pydantic", "uvicorn", "fastapi_offline", "duckdb", "starlette", "h11"):
+    sys.modules[m] = None  # as if only the base install were there
+import superbloom
+from superbloom.cli import main
+failed = {}
+for info in pkgutil.walk_packages(superbloom.__path__, "superbloom."):
+    if not info.name.endswith("__main__"):  # (it runs the command line)
+        try:
+            importlib.import_module(info.name)
+        except Exception as e:
+            failed[info.name] = f"{type(e).__name__}: {e}"
+open(sys.argv[1], "w").write("x\\ty\\n")
+codes = [main(["serve", "nowhere"]), main(["prepare", sys.argv[1], "--out", sys.argv[2], "--memory-limit", "1GB"])]
+print(json.dumps({"failed": failed, "codes": codes}))
+"""
+
+
+def test_the_base_install_imports_all_but_the_server_and_says_how_to_install_extras(tmp_path):
+    """A fresh interpreter where the extras cannot be imported: every module but the server's imports;
+    serve and prepare --memory-limit exit 2 with one line naming the pip command."""
+    r = subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS, str(tmp_path / "links.tsv"), str(tmp_path / "data")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    server = {"superbloom.serving.app", "superbloom.serving.fill_route", "superbloom.serving.guards",
+              "superbloom.serving.launch", "superbloom.setembed.http"}
+    assert set(out["failed"]) == server, out["failed"]
+    assert all("MissingExtra" in e and "pip install 'superbloom[serve]'" in e for e in out["failed"].values())
+    assert out["codes"] == [2, 2]
+    errors = r.stderr.strip().splitlines()
+    assert "superbloom serve: error: the HTTP server (superbloom serve) needs fastapi" in errors[0]
+    assert errors[1].startswith("superbloom prepare: error: prepare --memory-limit (out-of-core prepare) needs duckdb")
+    assert errors[1].endswith("pip install 'superbloom[outofcore]'") and len(errors) == 2
+    assert not (tmp_path / "data").exists()  # nothing written
 
 
 def test_config_json_records_versions_and_no_machine_path(tmp_path, monkeypatch):
