@@ -118,7 +118,10 @@ def id_model(objective: str):
 
 
 def set_embedding(objective: str):
+    given = {}  # the dataset the run trained on (config.json records its folder name only)
+
     def run(fx, out, steps, resume=False):
+        given["data"] = fx["wiki"]
         cfg = EmbedTrainConfig(data=str(fx["wiki"]), out=str(out), labels=str(fx["labels"]) if objective != "uniformity"
                                else "", embed=EmbedConfig(objective=objective, segment=8, pool_heads=2),
                                hash=sb.HashConfig(alpha=8), model=ModelConfig(d=16, heads=2, d_ff=32, layers=1),
@@ -127,7 +130,7 @@ def set_embedding(objective: str):
 
     def use(out):
         emb = load_embedder(out, device="cpu")
-        data = sb.Dataset(json.loads((out / "config.json").read_text())["train"]["data"])
+        data = sb.Dataset(given["data"])
         sim = emb.similar(emb.vocab.decode(np.asarray(data.train[3]).tolist()), k=2)
         assert sim.items[0][0] == data.set_names("train")[3]
     return run, use

@@ -121,11 +121,12 @@ def main(argv=None) -> int:
     if unknown:  # blamed on the command when typed after it: its --help lists its flags
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
     args.given = _given(command, words[at + 1:])
+    from .._extras import MissingExtra
     from ..data.readers import InputError
 
     try:
         return args.func(args) or 0
-    except (InputError, ValueError, FloatingPointError, OSError) as e:  # bad input, a diverged run, a file
+    except (InputError, ValueError, FloatingPointError, OSError, MissingExtra) as e:  # bad input, a diverged run, a file, an extra
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

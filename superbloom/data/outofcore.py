@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from .._extras import require_extra
 from .inputs import read_source, recorded
 from .readers import InputError, ReadStats
 from .writer import held_out, vocabulary_from_counts, write_split
@@ -64,7 +65,9 @@ def parse_memory_limit(text: str) -> int:
 
 
 def check_config(cfg) -> int:
-    """ValueError for a PrepareConfig this path cannot run -> the memory limit in bytes."""
+    """ValueError for a PrepareConfig this path cannot run, MissingExtra without duckdb -> the memory
+    limit in bytes."""
+    require_extra("outofcore", "prepare --memory-limit (out-of-core prepare)")
     if cfg.split != "sets":
         raise ValueError(f"--memory-limit (out-of-core prepare) supports --split sets only, got {cfg.split!r}; "
                          "leave-one-out datasets are prepared in memory (omit --memory-limit)")

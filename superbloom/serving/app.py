@@ -35,6 +35,10 @@ from dataclasses import asdict
 from typing import Annotated, Literal
 
 import numpy as np
+
+from .._extras import require_extra
+
+require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse

@@ -9,6 +9,9 @@ A text without [MASK], an empty text, or one longer than the model reads is a 42
 says so. Fills run in the thread pool, one model call at a time (inference/fill.py's lock).
 (No `from __future__ import annotations`: FastAPI must see the request model class itself.)
 """
+from .._extras import require_extra
+
+require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -11,6 +11,9 @@ import os
 import re
 import socket
 
+from .._extras import require_extra
+
+require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
 import h11
 from fastapi.responses import JSONResponse
 from uvicorn.protocols.http.h11_impl import H11Protocol

@@ -15,6 +15,9 @@ pass: the handlers are plain functions that FastAPI runs in its thread pool.
 
 from typing import Annotated, Literal
 
+from .._extras import require_extra
+
+require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 

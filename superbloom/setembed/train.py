@@ -53,7 +53,8 @@ from ..model.encoder import ModelConfig, count_parameters
 from ..training.optim import OptimConfig
 from ..training.loop import LoopConfig, fit
 from ..training.objectives import Objective
-from ..training.rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
+from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
+                               portable, portable_summary, refuse_changes, resume_point, versions)
 from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from ..data.labels import load_labels
@@ -298,9 +299,11 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
         hashing.save(run.path / "hashing.safetensors")
         data.vocab.save(run.path)
         save_json(run.path / "config.json", {
-            "embed": asdict(cfg.embed), "hash": asdict(hcfg), "model": asdict(cfg.model), "train": cfg.to_dict(),
+            "versions": versions(), "dataset": dataset_record(cfg.data),
+            "embed": asdict(cfg.embed), "hash": asdict(hcfg), "model": asdict(cfg.model),
+            "train": portable(cfg.to_dict()),
             "labels": table.names if table else [], "label_summary": table.summary() if table else None,
-            "data": data.meta, "parameters": n_params,
+            "data": portable_summary(data.meta), "parameters": n_params,
             "classifier_parameters": count_parameters(net.classifier) if net.classifier is not None else 0})
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)

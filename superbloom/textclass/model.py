@@ -67,7 +67,8 @@ from ..heads.losses import smoothed_cross_entropy
 from ..model.encoder import Attention, count_parameters
 from ..training.objectives import Objective
 from ..training.optim import OptimConfig, make_optimizer
-from ..training.rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
+from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
+                               resume_point, versions)
 from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
 
 EMBEDDINGS = ("dynamic", "table")
@@ -405,8 +406,9 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     loop = LoopConfig(batch_size=cfg.train.batch_size, steps=cfg.train.epochs * steps_per_epoch,
                       eval_every=steps_per_epoch, keep_best=cfg.keep_best, checkpoint_every=cfg.checkpoint_every,
                       seed=seed, threads=cfg.train.threads, device="cpu", ema=0.0)  # no average: the weights as trained
-    extra = {"max_words": cfg.max_words, "data": docs.stats, "seed": seed, "test_fraction": cfg.test_fraction,
-             "optim": asdict(cfg.train.optim), "train": cfg.to_dict()}
+    extra = {"versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
+             "test_fraction": cfg.test_fraction,
+             "optim": asdict(cfg.train.optim), "train": portable(cfg.to_dict())}
     run = open_run(out, ckpt)
     if ckpt is None:
         save_classifier(model, run.path, docs.label_names, dict(extra, history=[]), weights=False)

@@ -22,12 +22,16 @@ leaves the previous model untouched).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
+from .._version import __version__
 from ..storage.checkpoint import holds_model, latest_checkpoint
 from ..storage.files import load_json, save_json
+
+FORMAT_VERSION = 1  # config.json's layout (config.json's "versions"): raised when a reader must tell layouts apart
 
 
 class RunDir:
@@ -121,6 +125,31 @@ def open_run(out: Path, ckpt: Path | None) -> RunDir:
     return RunDir(out, staged=ckpt is None and holds_model(out))
 
 
+def versions() -> dict:
+    """What wrote a model directory (config.json's "versions"): the superbloom, torch and format versions."""
+    import torch
+
+    return {"superbloom": __version__, "torch": torch.__version__, "format": FORMAT_VERSION}
+
+
+def dataset_record(data: str | Path) -> dict:
+    """How config.json names a prepared dataset (its "dataset"): the folder's name and the sha256 of its
+    meta.json, never the machine's path (a resume takes the path from the command line)."""
+    path = Path(data)
+    return {"name": path.resolve().name, "meta_sha256": hashlib.sha256((path / "meta.json").read_bytes()).hexdigest()}
+
+
+def portable(settings: dict) -> dict:
+    """A run's settings (config.json's "train") with the paths `data` and `out` as folder names: a model
+    directory records no path of the machine it was trained on (resume and eval take paths as given)."""
+    return {k: Path(v).name if k in ("data", "out") and isinstance(v, str) and v else v for k, v in settings.items()}
+
+
+def portable_summary(meta: dict) -> dict:
+    """A dataset's meta.json as config.json's "data" copies it: the raw input file by its name only."""
+    return dict(meta, input=Path(meta["input"]).name) if isinstance(meta.get("input"), str) else meta
+
+
 def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, changed: list[str],
                  main: bool = True) -> None:
     """A resumed run: drop the metrics a killed run logged after its checkpoint, and record the
@@ -131,7 +160,7 @@ def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, ch
     if changed:
         print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
         resumes = saved.get("resumes", []) + [{"from": ckpt.name, "changed": changed}]
-        save_json(out / "config.json", dict(saved, **{section: now}, resumes=resumes))
+        save_json(out / "config.json", dict(saved, **{section: portable(now)}, resumes=resumes))
 
 
 @contextlib.contextmanager

@@ -41,7 +41,8 @@ from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, Obj
     masked_set_objective, objective_entry, training_rows)
 from .optim import OptimConfig
 from ..data.remap import align_dataset, format_alignment
-from .rundir import attempt, check_out, config_changes, continue_run, open_run, refuse_changes, resume_point
+from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
+                     portable_summary, refuse_changes, resume_point, versions)
 from ..data.vocab import Vocab
 from ..model.warmstart import INITS, initialise, resolve_init
 
@@ -175,8 +176,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hashing.save(run.path / "hashing.safetensors")
         data.vocab.save(run.path)
         save_json(run.path / "config.json", {
+            "versions": versions(), "dataset": dataset_record(cfg.data),
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
-            "train": cfg.to_dict(), "data": data.meta, "parameters": n_params,
+            "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
             **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
             **({"head_built": head_built} if head_built else {})})
