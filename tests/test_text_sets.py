@@ -218,3 +218,8 @@ def test_cli_help_and_segment_conflict(tmp_path, capsys):
     corpus = write_corpus(tmp_path)
     assert main(["prepare-text", str(corpus), "--out", str(tmp_path / "x"), "--as-sets", "--segment", "64"]) == 2
     assert "--segment" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "a.txt").write_text("Word\n\nOther\n")  # no paragraph of 2 ids: an error naming the input
+    assert main(["prepare-text", str(tmp_path / "one"), "--out", str(tmp_path / "y"), "--as-sets",
+                 "--test-fraction", "0"]) == 2
+    assert "no paragraph of the training documents" in capsys.readouterr().err and not (tmp_path / "y").exists()

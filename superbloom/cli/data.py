@@ -75,7 +75,8 @@ def _add_prepare_text(sub):
                                    "a GCIDE dictd dictionary or the tagged Brown corpus), normalise (NFKC), split "
                                    "sentences and words, hold out documents for test (seeded), choose the most "
                                    "frequent unigrams and bigrams of the training documents (paper sec. 4) and "
-                                   "write the dataset: rows are segments of whole sentences, ordered.")
+                                   "write the dataset: rows are segments of whole sentences, ordered (or, with --as-sets, "
+                                   "one set of ids per paragraph).")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="corpus paths (read in order)")
     p.add_argument("--out", required=True, help="output dataset directory")
     p.add_argument("--format", choices=("auto", "txt", "gcide", "brown"), default="auto",

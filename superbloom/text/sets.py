@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.readers import InputError
 from ..data.writer import vocabulary_order, write_split, write_vocabulary
 from .ngrams import SEPARATOR, UNK_ID
 from .tokenised import TextPrepareConfig, TokenisedCorpus, vocab_summary
@@ -74,6 +75,10 @@ def write_text_sets(c: TokenisedCorpus, cfg: TextPrepareConfig, out: Path, t0: f
     set_ids, row = set_ids[kept], row[kept]
     set_test = c.is_test[para_doc]  # (P,)
     link_test = set_test[row]
+    if not (is_set & ~set_test).any():
+        raise InputError(f"{', '.join(map(str, cfg.inputs))}: no paragraph of the training documents has >= {MIN_SET} "
+                         f"distinct known ids ({len(paragraphs):,} paragraphs); expected text with paragraphs of "
+                         "several words (separated by blank lines)")
 
     # the vocabulary: the chosen n-grams that occur in the training sets, by decreasing set count
     n_grams = len(c.vocab_strings)
