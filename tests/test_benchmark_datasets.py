@@ -9,11 +9,12 @@ from tests.conftest import shared_file
 
 
 def test_one_name_per_file_and_every_entry_complete():
-    paths = [s.path for s in reg.DATASETS.values()]
-    assert len(paths) == len(set(paths))  # one name per file
+    paths = [(s.path, s.corpora) for s in reg.DATASETS.values()]
+    assert len(paths) == len(set(paths))  # one name per file (or per list of corpora made into sets)
     for name, s in reg.DATASETS.items():
         assert s.kind in reg.KINDS and s.about and s.origin, name
-        assert (s.read is None) == (s.kind in ("text", "archive")), name
+        assert (s.read is None) == (s.kind in ("text", "archive") or bool(s.corpora)), name
+        assert not s.corpora or (s.kind == "sets" and s.path in s.corpora), name
 
 
 def test_aliases_name_registry_entries_and_beauty_differs_by_family():
@@ -40,3 +41,18 @@ def test_prepare_reads_a_shared_file_and_refuses_what_it_cannot(tmp_path, monkey
         reg.prepare("wikispeedia", tmp_path / "data" / "w", split="leave-one-out")
     with pytest.raises(SystemExit, match="cannot read"):
         reg.prepare("brown", tmp_path / "data" / "b")
+
+
+def test_prepare_makes_sets_of_text_paragraphs(tmp_path, monkeypatch):
+    """An entry with corpora is prepared by prepare-text --as-sets (here on a tiny corpus)."""
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.txt").write_text("Miles Davis played jazz.\n\nJohn Coltrane played jazz.\n")
+    (tmp_path / "c" / "b.txt").write_text("Miles Davis and John Coltrane.\n")
+    monkeypatch.setattr(reg, "DATA_ROOT", tmp_path)
+    monkeypatch.setitem(reg.DATASETS, "text-sets", reg.Source("c", "sets", None, "tiny", "test", corpora=("c",),
+                                                              vocab_size=50))
+    data = reg.prepare("text-sets", tmp_path / "data" / "ts")
+    assert data.split == "sets" and data.meta["format"] == "text-sets" and data.meta["ngrams"]["requested"] == 50
+    assert len(data.train) + len(data.test) == 3
+    with pytest.raises(SystemExit, match="no leave-one-out split"):
+        reg.prepare("text-sets", tmp_path / "data" / "x", split="leave-one-out")

@@ -90,7 +90,8 @@ def _add_prepare_text(sub):
                                    "a GCIDE dictd dictionary or the tagged Brown corpus), normalise (NFKC), split "
                                    "sentences and words, hold out documents for test (seeded), choose the most "
                                    "frequent unigrams and bigrams of the training documents (paper sec. 4) and "
-                                   "write the dataset: rows are segments of whole sentences, ordered.")
+                                   "write the dataset: rows are segments of whole sentences, ordered (or, with --as-sets, "
+                                   "one set of ids per paragraph).")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="corpus paths (read in order)")
     p.add_argument("--out", required=True, help="output dataset directory")
     p.add_argument("--format", choices=("auto", "txt", "gcide", "brown"), default="auto",
@@ -99,7 +100,13 @@ def _add_prepare_text(sub):
                    help="unigrams + bigrams kept, [UNK] on top (default 1,000,000)")
     p.add_argument("--min-bigram-count", type=int, default=2, help="rarer bigrams are never kept (default 2)")
     p.add_argument("--segment", type=int, default=128,
-                   help="ids per row, whole sentences packed; 0: one row per document (default 128)")
+                   help="ids per row, whole sentences packed; 0: one row per document (default 128; not with "
+                        "--as-sets)")
+    p.add_argument("--as-sets", action="store_true",
+                   help="write a set dataset instead (for `train` with the set objectives, the baselines and "
+                        "`eval --protocol sets`): one set per paragraph, each unigram/bigram id once, [UNK] "
+                        "dropped, paragraphs with < 2 ids dropped (all counted); ids: the n-grams chosen from "
+                        "the training documents that occur in a training set")
     p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
                    help="lower-case the text (default: on)")
     p.add_argument("--test-fraction", type=float, default=0.1, help="fraction of documents held out (default 0.1)")
@@ -150,12 +157,17 @@ def cmd_prepare(args):
 
 def cmd_prepare_text(args):
     from ..text import TextConfig, TextPrepareConfig, format_text_summary, prepare_text
+    from ..text.sets import format_text_sets_summary
 
+    if args.as_sets and "segment" in args.given:
+        raise ValueError("--segment packs ordered rows; with --as-sets a set is a paragraph (give one of the two)")
     cfg = TextPrepareConfig(tuple(args.inputs), args.out, args.format, TextConfig(lowercase=args.lowercase),
-                            args.vocab_size, args.min_bigram_count, segment=args.segment,
-                            test_fraction=args.test_fraction, seed=args.seed)
+                            args.vocab_size, args.min_bigram_count,
+                            segment=args.segment,
+                            test_fraction=args.test_fraction, seed=args.seed, as_sets=args.as_sets)
     summary = prepare_text(cfg, progress=not (args.quiet or args.json))
-    print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_text_summary(summary)}")
+    fmt = format_text_sets_summary if args.as_sets else format_text_summary
+    print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{fmt(summary)}")
 
 
 def cmd_synth(args):

@@ -17,149 +17,50 @@ and the id model trains on it (with positions on: a row is an ordered sequence h
     DATA_DIR/meta.json                 summary (written last: marks completion), with the text
                                        settings that `fill` must reuse to tokenise a query the same way
 
-Steps: stream documents (corpora.py) in chunks; NFKC, sentences and words with Arrow kernels
-(tokenize.py); words -> provisional ints per chunk (`dictionary_encode`, prepare.KeyEncoder), spilled
-to disk as uint32; one unification pass; then with NumPy: drop empty documents (counted), split
-documents train/test with a seeded permutation (all segments of a document on one side), count
-unigrams and bigrams of the training documents only (ngrams.py), choose the vocabulary, tokenise
-greedily (bigram, else word, else [UNK]; counted), pack segments, write (writer.py, as prepare.py).
-Memory: about 30 bytes per word plus 16 bytes per distinct training bigram.
+Steps: tokenised.py reads the corpora, holds out documents (seeded; all segments of a document on
+one side; empty documents dropped and counted), chooses the vocabulary from the training documents
+and tokenises greedily (bigram, else word, else [UNK]; counted); here: pack segments and write
+(writer.py, as prepare.py). Memory: about 30 bytes per word plus 16 bytes per distinct training bigram.
+
+`as_sets=True` (`--as-sets`) writes a set dataset instead, one set per paragraph (sets.py).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from ..data.prepare import KeyEncoder
-from ..data.readers import InputError
-from ..data.writer import held_out, write_split, write_staged, write_vocabulary
-from .corpora import CorpusStats, read_documents
-from .ngrams import (SEPARATOR, UNK, UNK_ID, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode, pair_keys,
-    sentence_pairs, vocabulary_strings, word_mask)
-from .tokenize import TextConfig, split_words
+from ..data.writer import write_split, write_staged, write_vocabulary
+from .ngrams import SEPARATOR, UNK, UNK_ID
+from .tokenised import TextPrepareConfig, tokenise_corpora
 
-_BLOCK_TOKENS = 4 << 20  # words per counting / encoding block
-
-
-@dataclass(frozen=True)
-class TextPrepareConfig:
-    inputs: tuple[str, ...]
-    out: str
-    format: str = "auto"  # auto | txt | gcide | brown (auto: per input)
-    text: TextConfig = field(default_factory=TextConfig)
-    vocab_size: int = 1_000_000  # unigrams + bigrams kept ([UNK] comes on top)
-    min_bigram_count: int = 2
-    max_bigrams: int = 64_000_000  # distinct bigrams held while counting (16 bytes each)
-    segment: int = 128  # ids per row (whole sentences packed); 0: one row per document
-    test_fraction: float = 0.1
-    seed: int = 0
-
-    def __post_init__(self):
-        if isinstance(self.inputs, (str, Path)):
-            object.__setattr__(self, "inputs", (str(self.inputs),))
-        if not self.inputs:
-            raise ValueError("no input given")
-        if not 0.0 <= self.test_fraction < 1.0:
-            raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
-        if self.vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1, got {self.vocab_size}")
-        if self.segment < 0:
-            raise ValueError(f"segment must be >= 0 (0: whole documents), got {self.segment}")
+__all__ = ["TextPrepareConfig", "format_text_summary", "pack_segments", "prepare_text"]
 
 
 def prepare_text(cfg: TextPrepareConfig, progress: bool = True) -> dict:
     """Run the whole text preparation; returns the summary also written to meta.json.
 
     As `superbloom prepare`: the dataset is written into `OUT.partial` and moved into place when
-    complete (an earlier dataset in OUT stays loadable until then); an OUT holding other files is refused."""
+    complete (an earlier dataset in OUT stays loadable until then); an OUT holding other files is refused.
+    With cfg.as_sets the dataset holds one set per paragraph (sets.py) instead of ordered segments."""
     t0 = time.time()
+    if cfg.as_sets:
+        from .sets import write_text_sets
+
+        return write_staged(cfg.out, lambda work: write_text_sets(tokenise_corpora(cfg, work, t0, progress),
+                                                                  cfg, work, t0))
     return write_staged(cfg.out, lambda work: _prepare_text_into(cfg, work, t0, progress))
 
 
 def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: bool) -> dict:
-    seconds = {}
-
-    # ---- 1. read, split into words, encode words as provisional ints (spilled)
-    stats = CorpusStats()
-    enc = KeyEncoder("word")
-    names: list[str] = []
-    sent_len, sent_doc = [], []
-    spill = out / ".words.tmp"
-    try:
-        with open(spill, "wb") as fw, tqdm(desc="reading", unit=" words", unit_scale=True,
-                                           disable=not progress) as bar:
-            for chunk_names, texts in read_documents(cfg.inputs, cfg.format, stats):
-                words = split_words(texts, cfg.text)
-                fw.write(enc.encode(words.tokens).tobytes())
-                sent_len.append(words.sentence_lengths)
-                sent_doc.append(words.sentence_doc + len(names))
-                names += chunk_names
-                bar.update(len(words.tokens))
-        seconds["read_and_split"] = time.time() - t0
-        t = time.time()
-        code_map, word_strings = enc.finish()
-        words = code_map[np.fromfile(spill, dtype=np.uint32)]  # (T,) int32 word ints
-        del code_map
-    finally:
-        spill.unlink(missing_ok=True)
-    sent_len = np.concatenate(sent_len) if sent_len else np.zeros(0, np.int64)
-    sent_doc = np.concatenate(sent_doc) if sent_doc else np.zeros(0, np.int64)
-    n_docs = len(names)
-    if len(words) == 0:
-        raise InputError(f"{', '.join(map(str, cfg.inputs))}: no words found ({n_docs} documents, "
-                         f"{stats.bytes:,} bytes); expected UTF-8 text")
-    seconds["unify_words"] = time.time() - t
-
-    # ---- 2. split documents (non-empty ones) train/test
-    doc_words = np.bincount(sent_doc, weights=sent_len, minlength=n_docs).astype(np.int64)
-    nonempty = np.flatnonzero(doc_words > 0)
-    is_test = np.zeros(n_docs, bool)
-    is_test[nonempty] = held_out(len(nonempty), cfg.test_fraction, cfg.seed)
-    sent_test = is_test[sent_doc]
-
-    # ---- 3. count unigrams and bigrams of the training documents
-    t = time.time()
-    train_words = np.repeat(~sent_test, sent_len)  # (T,) bool
-    unigram_counts = np.bincount(words[train_words], minlength=len(word_strings)).astype(np.int64)
-    is_word = word_mask(word_strings)  # (U,)
-    counter = BigramCounter(cfg.max_bigrams)
-    for a, b, s0, s1 in _blocks(sent_len):
-        w = words[a:b]
-        ok = sentence_pairs(b - a, sent_len[s0:s1])[:-1] & train_words[a:b - 1] & is_word[w[:-1]] & is_word[w[1:]]
-        i = np.flatnonzero(ok)
-        counter.add(pair_keys(w[i], w[i + 1]))
-    bigram_keys, bigram_counts = counter.result()
-    seconds["count"] = time.time() - t
-
-    # ---- 4. the vocabulary: [UNK] + top n-grams
-    t = time.time()
-    is_bigram, item, ngram_count = choose_vocabulary(unigram_counts, bigram_keys, bigram_counts, cfg.vocab_size,
-                                                     cfg.min_bigram_count)
-    ids = np.arange(1, len(item) + 1, dtype=np.int64)
-    uni_strings, big_strings = vocabulary_strings(word_strings, item[~is_bigram], item[is_bigram])
-    strings = np.empty(len(item), object)
-    strings[~is_bigram], strings[is_bigram] = uni_strings, big_strings
-    vocab_strings = [UNK] + strings.tolist()
-    del strings, uni_strings, big_strings
-    ngrams = NgramVocab(len(word_strings), item[~is_bigram], ids[~is_bigram], item[is_bigram], ids[is_bigram])
-    seconds["vocabulary"] = time.time() - t
-
-    # ---- 5. greedy tokenisation, block by block
-    t = time.time()
-    out_ids, out_len, n_bigram_tokens = [], [], 0
-    for a, b, s0, s1 in _blocks(sent_len):
-        i, ln, nb = greedy_encode(words[a:b], sent_len[s0:s1], ngrams)
-        out_ids.append(i)
-        out_len.append(ln)
-        n_bigram_tokens += nb
-    ids_all = np.concatenate(out_ids)
-    tok_len = np.concatenate(out_len)
-    del out_ids, out_len, words, train_words
-    seconds["tokenise"] = time.time() - t
+    c = tokenise_corpora(cfg, out, t0, progress)  # steps 1-5
+    seconds = c.seconds
+    names, stats, ids_all, tok_len, sent_doc = c.names, c.stats, c.ids, c.sentence_ids, c.sentence_doc
+    is_test, doc_words, nonempty, vocab_strings = c.is_test, c.doc_words, c.nonempty, c.vocab_strings
+    is_bigram, ngram_count, unigram_counts, counter = c.is_bigram, c.ngram_count, c.unigram_counts, c.counter
+    n_docs, n_bigram_tokens, item_count = len(names), c.bigram_tokens, len(is_bigram)
 
     # ---- 6. segments and the two splits
     t = time.time()
@@ -192,13 +93,13 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
         "sets": int(len(seg_len)), "ids": len(vocab_strings), "links": int(len(ids_all)),
         "train": split["train"], "test": split["test"],
         "documents": int(len(nonempty)), "empty_documents": int(n_docs - len(nonempty)),
-        "sentences": int(len(sent_len)), "words": int(doc_words.sum()),
+        "sentences": int(len(tok_len)), "words": int(doc_words.sum()),
         "bigram_tokens": n_bigram_tokens,
         "unk": split["train"]["unk"] + split["test"]["unk"],
-        "vocab": {"size": len(vocab_strings), "unigrams": len(item) - n_big, "bigrams": n_big,
+        "vocab": {"size": len(vocab_strings), "unigrams": item_count - n_big, "bigrams": n_big,
                   "specials": [UNK], "unk_id": UNK_ID, "separator": SEPARATOR, "requested": cfg.vocab_size,
                   "train_distinct_unigrams": int((unigram_counts > 0).sum()),
-                  "train_distinct_bigrams": int(len(bigram_keys)),
+                  "train_distinct_bigrams": c.n_bigram_keys,
                   "min_bigram_count": cfg.min_bigram_count, "bigram_counts_exact": counter.exact,
                   "bigrams_pruned": counter.pruned,
                   "smallest_count_kept": int(ngram_count[-1]) if len(ngram_count) else 0,
@@ -215,18 +116,6 @@ def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: b
         "seconds": round(time.time() - t0, 2),
     }
     return summary  # write_staged saves it as meta.json
-
-
-def _blocks(sent_len: np.ndarray):
-    """(token start, token end, sentence start, sentence end) of blocks of about _BLOCK_TOKENS words,
-    cut at sentence boundaries."""
-    ends = np.cumsum(sent_len)
-    s0, a = 0, 0
-    while s0 < len(sent_len):
-        s1 = max(int(np.searchsorted(ends, a + _BLOCK_TOKENS, side="right")), s0 + 1)
-        b = int(ends[s1 - 1])
-        yield a, b, s0, s1
-        s0, a = s1, b
 
 
 def pack_segments(sent_len: np.ndarray, sent_doc: np.ndarray, n_docs: int, segment: int):

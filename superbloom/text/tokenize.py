@@ -9,6 +9,8 @@ Steps, each one Arrow kernel over a whole chunk of documents (no Python object p
      no-break space -> space), so one word has one spelling; format characters (soft hyphen,
      zero-width space) are deleted, control characters become spaces.
   2. paragraphs: split at blank lines; line breaks inside a paragraph are spaces (wrapped text).
+     Each sentence keeps its paragraph (`sentence_paragraph`: prepare-text --as-sets makes a set of
+     each paragraph).
   3. sentences: a split after `.`, `!` or `?` (and closing quotes or brackets) followed by a space
      and an upper-case letter or an opening quote. A rule, not a model: "Mr. Smith" splits, which
      only shortens a segment; sentences are used to keep bigrams and segments inside sentences.
@@ -49,6 +51,7 @@ class Words:
     tokens: pa.Array  # (T,) word strings, sentence after sentence
     sentence_lengths: np.ndarray  # (S,) int64 words per sentence, every one > 0
     sentence_doc: np.ndarray  # (S,) int64 index of the sentence's document in the chunk
+    sentence_paragraph: np.ndarray  # (S,) int64 index of the sentence's paragraph in the chunk (non-decreasing)
 
 
 def normalize(texts: pa.Array, cfg: TextConfig) -> pa.Array:
@@ -60,8 +63,9 @@ def normalize(texts: pa.Array, cfg: TextConfig) -> pa.Array:
     return pc.replace_substring_regex(texts, r"[^\P{Cc}\n]", " ")  # control characters but \n
 
 
-def sentences(texts: pa.Array, cfg: TextConfig) -> tuple[pa.Array, np.ndarray]:
-    """Steps 2-4 on normalised documents -> (sentences, (S,) document index of each)."""
+def sentences(texts: pa.Array, cfg: TextConfig) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Steps 2-4 on normalised documents -> (sentences, (S,) document index of each, (S,) paragraph
+    index of each: paragraphs numbered across the chunk, document after document)."""
     paras = pc.split_pattern_regex(texts, r"\n[^\S\n]*\n")  # blank (or white-space-only) lines
     para_doc = pc.list_parent_indices(paras).to_numpy()
     paras = pc.replace_substring_regex(pc.list_flatten(paras), r"\s+", " ")
@@ -69,13 +73,14 @@ def sentences(texts: pa.Array, cfg: TextConfig) -> tuple[pa.Array, np.ndarray]:
         paras = pc.replace_substring_regex(
             paras, r"([.!?]+[\"'\x{201D}\x{2019})\]]*) +([\"'\x{201C}\x{2018}(\[]*\p{Lu})", r"\1" + SENTENCE_BREAK + r"\2")
         sents = pc.split_pattern(paras, SENTENCE_BREAK)
-        sent_doc = para_doc[pc.list_parent_indices(sents).to_numpy()]
+        sent_para = pc.list_parent_indices(sents).to_numpy()
+        sent_doc = para_doc[sent_para]
         sents = pc.list_flatten(sents)
     else:
-        sents, sent_doc = paras, para_doc
+        sents, sent_doc, sent_para = paras, para_doc, np.arange(len(paras))
     if cfg.lowercase:
         sents = pc.utf8_lower(sents)
-    return sents, sent_doc
+    return sents, sent_doc, sent_para
 
 
 def words_of(sents: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -90,10 +95,10 @@ def words_of(sents: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 def split_words(texts: pa.Array, cfg: TextConfig) -> Words:
     """Documents (a chunk) -> words with sentence lengths and documents; empty sentences dropped."""
-    sents, sent_doc = sentences(normalize(texts, cfg), cfg)
+    sents, sent_doc, sent_para = sentences(normalize(texts, cfg), cfg)
     tokens, lengths = words_of(sents)
     keep = lengths > 0
-    return Words(tokens, lengths[keep], np.asarray(sent_doc, np.int64)[keep])
+    return Words(tokens, lengths[keep], np.asarray(sent_doc, np.int64)[keep], np.asarray(sent_para, np.int64)[keep])
 
 
 def is_word(tokens: pa.Array) -> np.ndarray:
