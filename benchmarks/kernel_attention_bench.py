@@ -8,7 +8,7 @@ T = 32 .. 4,096 (--heads 16: dh = 8, results kernel_attention_h16.*), with a qua
 tail padded (keep mask (B, 1, 1, T)). Three attentions:
 
 - softmax: F.scaled_dot_product_attention with the boolean mask (PyTorch's fused CPU kernel),
-- kernel:  superbloom.kernel_attention, features materialised (chunk=None),
+- kernel:  superbloom.model.attention, features materialised (chunk=None),
 - kernel/512: the same, keys and queries 512 at a time under activation checkpointing.
 
 Each (attention, T) runs in a fresh subprocess, so its peak resident memory (VmHWM, this process image's own peak) is its own;

@@ -242,7 +242,7 @@ def test_trains_the_library_set_model_through_the_loop_contract(wiki_data):
 
 
 def test_the_training_loops_train_step_drives_it(wiki_data):
-    # superbloom.train.train_step: forward_context, backward(create_graph), its own clip, opt.step()
+    # superbloom.training.loop.train_step: forward_context, backward(create_graph), its own clip, opt.step()
     import numpy as np
 
     import superbloom as sb

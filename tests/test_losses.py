@@ -1,4 +1,4 @@
-"""superbloom.losses against the direct formulas, on hand-made tensors."""
+"""superbloom.heads.losses against the direct formulas, on hand-made tensors."""
 from __future__ import annotations
 
 import math

@@ -142,7 +142,7 @@ def test_guide_search_equals_searchsorted():
 # forking parent's resident size (a pytest process that has grown past 1 GB late in the suite)
 _PEAK = """
 import sys
-import superbloom.synth as synth
+import superbloom.data.synth as synth
 synth.CHUNK_LINKS = 1 << 17  # small chunks: many of them in a few seconds
 synth.synth(synth.SynthConfig(out=sys.argv[1], ids=100_000, links=int(sys.argv[2]), topics=100, mean_set_size=50),
             progress=False)

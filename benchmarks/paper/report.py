@@ -3,7 +3,7 @@ tables, plots, and the result files in benchmarks/results/paper/ (JSON, CSV, a m
 for PAPER.md, PNG).
 
 Intervals are 95% percentile bootstraps that resample held-out *sets* (examples of one set are not
-independent): superbloom.metrics computes them, this module rounds them to 4 decimals for the files.
+independent): superbloom.evaluation.metrics computes them, this module rounds them to 4 decimals for the files.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 
 For every dataset: prepare it once (10% of the sets held out, seed 0, under runs/quality/data/),
 train a named recipe for a number of steps, rank the evaluation examples with the model and every
-baseline (the very same examples: superbloom.evaluate.make_examples, 5 held-out ids per set, context
+baseline (the very same examples: superbloom.evaluation.protocols.make_examples, 5 held-out ids per set, context
 ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/report.py).
 Dataset names: those of benchmarks/datasets.py; here `beauty` is S3-Rec's Beauty and `bert4rec_beauty`
 BERT4Rec's, as in results/quality.json.
@@ -72,7 +72,7 @@ def dataset(name: str) -> sb.Dataset:
 
 def split_dataset(name: str, split: str) -> sb.Dataset:
     """split 'test': the prepared dataset; 'val': its training sets, 10% of them held out (seed 1),
-    written as a dataset directory of its own (superbloom.holdout: same vocabulary; counts from its
+    written as a dataset directory of its own (superbloom.data.holdout: same vocabulary; counts from its
     training part)."""
     if split not in ("val", "test"):
         raise SystemExit(f"--split must be val or test, got {split!r}")
@@ -107,7 +107,7 @@ class Recipe:
     weight_decay: float = 0.0
     label_smoothing: float = 0.0
     ema: float = 0.0
-    init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.warmstart)
+    init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.model.warmstart)
     val_fraction: float = 0.05  # training sets carved off inside train() for the learning curve / BEST
     eval_every: int = 250
     head: str = "superbloom"  # hybrid: + a sparse item-item term mixed in at validation (heads/hybrid.py; unhashed)

@@ -6,10 +6,10 @@ recall is meaningful").
     .venv/bin/python -m benchmarks.scale.ceiling --ids 1e5 --zipfs 1.1 --topics 100 --name ceiling_smoke
 
 For each setting it draws one chunk of sets (about 2M links) with the generator itself
-(superbloom.synth.make_chunk, seed 0), holds out one id of each of --sets sets (the eval protocol's
+(superbloom.data.synth.make_chunk, seed 0), holds out one id of each of --sets sets (the eval protocol's
 shape: a random segment of up to 32 of the set's ids, one of them the target, the rest the context)
 and ranks with
-  - the planted-topic oracle (superbloom.synth.TopicOracle: the topics and weights of the generator),
+  - the planted-topic oracle (superbloom.data.synth.TopicOracle: the topics and weights of the generator),
   - the popularity list (the generator's own weights: the best popularity a model could learn),
 context excluded, rec@1/10/20 with 95% bootstrap intervals. It also counts how often the ids that
 make up the oracle's top-10 answers occur in the links of one chunk: the examples a model gets to
@@ -95,7 +95,7 @@ def main() -> None:
           f"({args.ids:,} ids, {args.topics} topics, 1..3 per set, mean set size 87, seed 0), one held-out id in "
           f"each of {args.sets:,} sets (a random segment of up to 32 of its ids, the rest the context, context "
           "excluded from the rankings). The oracle knows the generator's topics and weights "
-          "(superbloom.synth.TopicOracle); popularity is the generator's own weights. Nothing is trained: this "
+          "(superbloom.data.synth.TopicOracle); popularity is the generator's own weights. Nothing is trained: this "
           "is the reference a trained model's recall is read against.", "",
           "| zipf | oracle rec@1 | oracle rec@10 | oracle rec@20 | popularity rec@10 | oracle top-10 ids | "
           "their links per ~2M (median / 10th pct.) | ids in the chunk |",

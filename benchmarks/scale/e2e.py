@@ -153,7 +153,7 @@ def stage_train(args, work: Path, state: State) -> None:
 EVAL_CHILD = """
 import json, sys, time, numpy as np, torch
 import superbloom as sb
-from superbloom.evaluate import EvalConfig, evaluate
+from superbloom.evaluation.evaluate import EvalConfig, evaluate
 model, data, out, max_sets, exact, baselines, threads = sys.argv[1:8]
 torch.set_num_threads(int(threads))
 t0 = time.time()
@@ -183,7 +183,7 @@ def stage_eval(args, work: Path, state: State) -> None:
 
 
 def stage_oracle(args, work: Path, state: State) -> None:
-    """The planted-topic oracle (superbloom.synth.TopicOracle: it knows the generator's topics and
+    """The planted-topic oracle (superbloom.data.synth.TopicOracle: it knows the generator's topics and
     weights) ranks the eval stage's examples: what a model that had learned the planted structure
     could reach on this data. In process (no model; O(ids) tables)."""
     if "oracle" in state and not args.force:
@@ -400,7 +400,7 @@ def markdown(result: dict) -> list[str]:
             md.append(f"| {r['method']} | {p} | {r.get('steps') or '-'} | {r.get('examples_per_s') or '-'} | {rss} | {cells} |")
         if any(r["method"] == ORACLE for r in result["table2"]):
             md += ["", f"The {ORACLE} is no model: it knows the generator's planted topics and weights and ranks the "
-                   "ids of the context's topics by share x weight (superbloom.synth.TopicOracle), on the same examples: "
+                   "ids of the context's topics by share x weight (superbloom.data.synth.TopicOracle), on the same examples: "
                    "what a model that had learned the planted structure could reach on this data (a reference, not a "
                    "strict bound)."]
         md += ["", "Paired differences (95% CI over held-out sets):", "", "| comparison | rec@1 | rec@10 | rec@20 |",

@@ -24,7 +24,7 @@ from benchmarks.machine import machine_info, write_results
 
 CHILD = """
 import json, resource, sys
-from superbloom.synth import SynthConfig, build_tables, synth
+from superbloom.data.synth import SynthConfig, build_tables, synth
 cfg = SynthConfig(out=sys.argv[1], ids=int(sys.argv[2]), links=int(sys.argv[3]))
 import_mb = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024
 tables = build_tables(cfg)

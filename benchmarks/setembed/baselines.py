@@ -2,7 +2,7 @@
 pages of benchmarks/setembed/data.py, for the link sets and the word sets:
 
   (a) unsupervised: kNN category agreement (precision@10 among the training pages) with
-      - svd-mean   the mean of the page's ids' co-occurrence SVD vectors (superbloom.coherent,
+      - svd-mean   the mean of the page's ids' co-occurrence SVD vectors (superbloom.hashing.coherent,
                    rank 32 and 128, fitted on the training pages)
       - tfidf      TF-IDF cosine (binary term frequency: a page is a *set*; IDF from training pages)
       - chance     the expected agreement of random neighbours

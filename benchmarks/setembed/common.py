@@ -7,7 +7,7 @@ Protocol: queries are the held-out pages (prepare's seeded split, benchmarks/set
 their neighbours are searched among the training pages only. A page may have several top-level
 categories: a neighbour agrees if it shares any of them, a prediction is correct if it is one of
 them (superbloom/setembed/knn.py). Confidence intervals are 95% percentile bootstraps over the
-held-out pages (superbloom.metrics.bootstrap_ci).
+held-out pages (superbloom.evaluation.metrics.bootstrap_ci).
 """
 from __future__ import annotations
 

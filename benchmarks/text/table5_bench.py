@@ -64,9 +64,9 @@ import torch
 torch.set_num_threads(1)
 import superbloom as sb
 from superbloom.heads import head_config
-from superbloom.text.mlm import TEXT_MASK
-from superbloom.evaluate import EvalConfig, evaluate
-from superbloom.text.fill import Filler
+from superbloom.model.text_batches import TEXT_MASK
+from superbloom.evaluation.evaluate import EvalConfig, evaluate
+from superbloom.inference.fill import Filler
 a = json.loads(sys.argv[1])
 c = a["config"]
 head = head_config(c["head"], **({"samples": a["samples"]} if c["head"] == "sampled" else {}))
@@ -92,7 +92,7 @@ r = evaluate(p, sb.Dataset(a["data"]), EvalConfig(max_sets=a["max_sets"], seed=0
 eval_s = time.time() - t
 f = Filler.from_predictor(p, a["out"])
 fills = [x.to_json() for x in f.fill_many(a["fill"], 10)]
-from superbloom.checkpoint import latest_checkpoint
+from superbloom.storage.checkpoint import latest_checkpoint
 st = json.load(open(latest_checkpoint(a["out"]) / "state.json"))
 print(json.dumps({"train_s": train_s, "eval_s": eval_s, "steps_done": st["step"], "seconds_in_loop": st["seconds"],
                   "step_s": steps[-1]["seconds"] / steps[-1]["step"] if steps else None,

@@ -59,7 +59,7 @@ from .._version import __version__
 from ..storage.files import atomic_path
 
 SYNTH_FORMATS = ("parquet", "edges")
-METADATA_KEY = b"superbloom.data.synth"
+METADATA_KEY = b"superbloom.synth"  # a file-format key: never renamed with the module
 CHUNK_LINKS = 1 << 21  # links per chunk (about): a Parquet row group; sets per chunk = CHUNK_LINKS // mean size
 _TOPIC_ROUNDS, _POPULAR_ROUNDS = 16, 16  # redraws of repeated ids: within the topic, then by popularity
 
@@ -306,7 +306,7 @@ class _ParquetSink:
                                 row_group_size=len(sets))
 
     def close(self, summary: dict):
-        self.writer.add_key_value_metadata({"superbloom.data.synth.summary": json.dumps(summary, sort_keys=True)})
+        self.writer.add_key_value_metadata({"superbloom.synth.summary": json.dumps(summary, sort_keys=True)})
         self.writer.close()
 
 
@@ -368,7 +368,7 @@ def read_provenance(path: str | Path) -> dict:
 
     meta = pq.read_schema(path).metadata or {}
     out = json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else {}
-    summary = pq.ParquetFile(path).metadata.metadata.get(b"superbloom.data.synth.summary")
+    summary = pq.ParquetFile(path).metadata.metadata.get(b"superbloom.synth.summary")
     if summary:
         out["summary"] = json.loads(summary)
     return out

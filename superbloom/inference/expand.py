@@ -6,7 +6,7 @@ the current context (context ids excluded, so an id is never added twice) and ta
 (`argmax`) or draws one from softmax(score / temperature) over those k (`sample`, seeded).
 
     from superbloom import load
-    from superbloom.expand import ExpandConfig, expand
+    from superbloom.inference.expand import ExpandConfig, expand
     expand(load("runs/wiki/model"), ["Copenhagen"], ExpandConfig(steps=5)).added
     # -> [Expanded(id=..., score=..., exact=...), ...]  one per added id
 

@@ -1,6 +1,6 @@
 """Fill in the blank with a text model (Superbloom appendix E): top-k tokens for each [MASK] of a sentence.
 
-    from superbloom.text.fill import Filler
+    from superbloom.inference.fill import Filler
     f = Filler.load("runs/text")
     r = f.fill("Miles Davis is a jazz musician, he is similar to [MASK] .", k=10)
     r.blanks[0].fillers -> [("john_coltrane", -2.1), ("charlie_parker", -2.7), ...]
