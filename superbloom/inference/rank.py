@@ -21,23 +21,29 @@ from ..model.text_batches import MaskedRows
 @torch.no_grad()
 def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: int,
                   decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False,
-                  exclude: np.ndarray | None = None) -> Ranking:
+                  exclude: np.ndarray | None = None, allow: np.ndarray | None = None) -> Ranking:
     """Top-k ids for each context row (Q, c) of ids (-1 padded). Never returned: the ids of `exclude`
-    (Q, X), -1 padded, or by default (None) the context ids themselves.
+    (Q, X), -1 padded, or by default (None) the context ids themselves. Only returned, when given:
+    the ids of `allow` (A,) (the head's topk_allowed: exact among them where topk is exact).
     Runs on the model's device; the Ranking comes back on the CPU. Order matters for a model with
     positions (oldest id first): a causal one scores its newest element (model/sequence_batches.py's ordered_query_batch)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     exclude = contexts if exclude is None else exclude
+    allowed = None if allow is None else torch.from_numpy(np.unique(np.asarray(allow, np.int64))).to(device)
     parts = []
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
         qb = ordered_query_batch(ctx, hashing, model.encoder.cfg).to(device)
         hidden = model.target_hidden(qb)  # (q, m, d)
-        parts.append(model.head.topk(hidden, k, exclude=torch.from_numpy(ex).to(device) if ex.shape[1] else None,
-                                     decode=decode, context=qb.context(qb.target_elem)).cpu())
+        ex_t = torch.from_numpy(ex).to(device) if ex.shape[1] else None
+        context = qb.context(qb.target_elem)
+        if allowed is None:
+            parts.append(model.head.topk(hidden, k, exclude=ex_t, decode=decode, context=context).cpu())
+        else:
+            parts.append(model.head.topk_allowed(hidden, k, allowed, ex_t, decode, context).cpu())
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 
