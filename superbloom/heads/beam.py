@@ -32,12 +32,13 @@ from __future__ import annotations
 import torch
 
 from .decode_config import DecodeConfig  # noqa: F401  (its home is decode_config.py: no torch there)
-from .ranking import (NEG_INF, Ranking, check_score, chunked_topk, combine, excluded, is_allowed, pad_to_k,
-                      positions_in, topk_last)
+from .ranking import (NEG_INF, Ranking, check_score, chunked_topk, combine, excluded, pad_to_k, positions_in,
+                      topk_last)
 
 
-def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log", allow=None) -> Ranking:
-    """One pass of Algorithm 1 with beam width `beam` for every query, with its certificate."""
+def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="sum_log", allowed=None) -> Ranking:
+    """One pass of Algorithm 1 with beam width `beam` for every query, with its certificate; only ids
+    with allowed[id] (a (N,) bool mask, None: all) are candidates."""
     check_score(score)
     q, m, nb = logp.shape
     beam = max(1, min(beam, nb))
@@ -58,7 +59,9 @@ def beam_pass(logp, buckets, inverse, k: int, beam: int, exclude=None, score="su
         for i in range(j):
             dup[:, j] |= in_beam[:, i].gather(1, b[i][:, j])
     cand, b = cand.flatten(1), [x.flatten(1) for x in b]  # (Q, C), C = m*A
-    invalid = (cand < 0) | dup.flatten(1) | excluded(cand, exclude) | ~is_allowed(cand, allow)
+    invalid = (cand < 0) | dup.flatten(1) | excluded(cand, exclude)
+    if allowed is not None:
+        invalid |= ~allowed[safe.flatten(1)]
     s = combine(score, [logp[:, j].gather(1, b[j]) for j in range(m)]).masked_fill(invalid, NEG_INF)  # (Q, C)
     vals, pos = s.topk(min(k, s.shape[1]), dim=1)
     ids = cand.gather(1, pos).masked_fill(vals == NEG_INF, -1)
@@ -137,7 +140,10 @@ def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=N
         if allow.numel() <= m * beam * alpha:  # no more ids than one pass's candidates: score them all
             return exhaustive_topk(logp, buckets, k, exclude, score, allow=allow)
         n = allow.numel()  # exact mode scores the allowed ids directly once that is cheaper
-    res = beam_pass(logp, buckets, inverse, k, beam, exclude, score, allow)
+    # (N,) bool, once per call: a lookup per candidate (a binary search in allow costs more than this)
+    allowed = None if allow is None else torch.zeros(buckets.shape[1], dtype=torch.bool,
+                                                     device=logp.device).index_fill_(0, allow, True)
+    res = beam_pass(logp, buckets, inverse, k, beam, exclude, score, allowed)
     b = beam
     while True:  # a beam that holds fewer than k ids not excluded is doubled until it does
         short = ((res.ids[:, -1] < 0) & (res.beam < nb)).nonzero().squeeze(1)
@@ -145,7 +151,7 @@ def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=N
             break
         b = min(2 * b, nb)
         res.assign(short, beam_pass(logp[short], buckets, inverse, k, b,
-                                    exclude[short] if exclude is not None else None, score, allow))
+                                    exclude[short] if exclude is not None else None, score, allowed))
     for attempt in range(2):  # B* certifies in one round; a second round only guards rounding
         if not exact or bool(res.exact.all()):
             break
@@ -158,6 +164,6 @@ def beam_topk(logp, buckets, inverse, k: int, beam: int | None = None, exclude=N
             if m * b * alpha >= n or attempt == 1:  # as costly as scoring everything: do that
                 sub = exhaustive_topk(logp[sel], buckets, k, ex, score, allow=allow)
             else:
-                sub = beam_pass(logp[sel], buckets, inverse, k, b, ex, score, allow)
+                sub = beam_pass(logp[sel], buckets, inverse, k, b, ex, score, allowed)
             res.assign(sel, sub)
     return res

@@ -80,9 +80,9 @@ def request_models(cfg: ServeConfig):
     class PredictRequest(BaseModel):
         model_config = strict
         context: Annotated[Annotated[Ids, Tag(UNION_TAGS[0])] | Annotated[Contexts, Tag(UNION_TAGS[1])],
-                           Discriminator(_context_form)] = Field(description="ids of the set (as stored or URL-decoded), or a list of such "
-                                                    "sets (the answer is then a list, in order)",
-                                        examples=[["Copenhagen", "Paris"]])
+                           Discriminator(_context_form)] = Field(
+            description="ids of the set (as stored or URL-decoded), or a list of such sets (the answer is then a "
+                        "list, in order)", examples=[["Copenhagen", "Paris"]])
         k: K = 10
         exact: bool = Field(False, description="widen the beam until the top-k is certified exact")
         allow: IdList | None = Field(None, description="only these ids are returned (exact decoding is exact "
