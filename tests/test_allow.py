@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads.beam import DecodeConfig, beam_topk, exhaustive_topk
 
+from conftest import DEVICES
 from test_heads import CASES, N_IDS, make, queries
 
 
@@ -33,25 +34,32 @@ def check_against(r, ref, k):
                 assert got[pos] == ids[pos]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(5, 300), alpha=st.integers(2, 8), m=st.integers(2, 3), k=st.integers(1, 12),
        beam=st.integers(1, 6), seed=st.integers(0, 1000), score=st.sampled_from(["sum_log", "min", "max"]),
        share=st.floats(0.0, 1.0), n_exclude=st.integers(0, 4))
-def test_exact_with_allow_equals_exhaustive_over_allowed(n, alpha, m, k, beam, seed, score, share, n_exclude):
+def test_exact_with_allow_equals_exhaustive_over_allowed(device, n, alpha, m, k, beam, seed, score, share,
+                                                        n_exclude):
     n = max(n, 2 * alpha * alpha)
     h = BloomHash.build(n, HashConfig(alpha, m, seed))
-    buckets, inverse = h.tables()
+    buckets, inverse = (t.to(device) for t in h.tables())
     g = torch.Generator().manual_seed(seed)
-    logp = (torch.randn(3, m, h.n_buckets, generator=g) * 3).log_softmax(-1)
-    allow = (torch.rand(n, generator=g) < share).nonzero().squeeze(1)  # sorted unique, maybe empty
-    exclude = torch.randint(0, n, (3, n_exclude), generator=g) if n_exclude else None
-    r = beam_topk(logp, buckets, inverse, k, beam, exclude, score, exact=True, allow=allow)
+    logp = (torch.randn(3, m, h.n_buckets, generator=g) * 3).log_softmax(-1).to(device)
+    allow = (torch.rand(n, generator=g) < share).nonzero().squeeze(1).to(device)  # sorted unique, maybe empty
+    exclude = torch.randint(0, n, (3, n_exclude), generator=g).to(device) if n_exclude else None
+    r = beam_topk(logp, buckets, inverse, k, beam, exclude, score, exact=True, allow=allow).cpu()
     assert r.exact.all()
     assert set(r.ids[r.ids >= 0].tolist()) <= set(allow.tolist())
-    every = exhaustive_topk(logp, buckets, n, exclude, score)
+    every = exhaustive_topk(logp, buckets, n, exclude, score).cpu()
     check_against(r, restricted_reference(every.ids, every.scores, set(allow.tolist()), k), k)
-    direct = exhaustive_topk(logp, buckets, k, exclude, score, allow=allow)  # the restricted reference itself
+    direct = exhaustive_topk(logp, buckets, k, exclude, score, allow=allow).cpu()  # the restricted reference
     assert torch.equal(direct.ids >= 0, r.ids >= 0) and torch.allclose(direct.scores, r.scores)
+    approx = beam_topk(logp, buckets, inverse, k, beam, exclude, score, allow=allow).cpu()
+    for q in range(3):  # a certified approximate answer is the exact one among the allowed ids
+        assert set(approx.ids[q][approx.ids[q] >= 0].tolist()) <= set(allow.tolist())
+        if approx.exact[q]:
+            assert torch.allclose(approx.scores[q], r.scores[q])
 
 
 @pytest.mark.parametrize("case", CASES)
