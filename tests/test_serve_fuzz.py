@@ -21,7 +21,8 @@ json_values = st.recursive(
     max_leaves=20)
 ids = st.lists(st.sampled_from(IDS) | st.text(max_size=12), max_size=20)
 NEAR_VALID = {  # values a client plausibly sends for each body field, edges included
-    "context": ids, "seed": ids,
+    "context": ids | st.lists(ids, max_size=4), "seed": ids,
+    "allow": st.none() | ids, "deny": st.none() | ids,  # /v1/predict's candidate lists
     "k": st.integers(-3, 60), "steps": st.integers(-3, 12), "random_seed": st.integers(-5, 2 ** 64),
     "temperature": st.floats(-1, 200) | st.sampled_from([float("nan"), float("inf"), 0.0, 1e-300]) | st.integers(-1, 3),
     "exact": st.booleans(), "strategy": st.sampled_from(["argmax", "sample", "ARGMAX", ""]),

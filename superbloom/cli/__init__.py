@@ -8,6 +8,8 @@
     superbloom prepare Beauty.txt --format lines --split leave-one-out --out DATA_DIR   # sequences
     superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --split valid|test [--no-exclude-history]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
+    superbloom predict MODEL_DIR --input contexts.jsonl --output recs.parquet [--allow FILE] [--deny FILE]
+    superbloom vectors MODEL_DIR --out vectors.parquet; superbloom similar-ids MODEL_DIR Copenhagen [--k 10]
     superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
     superbloom fill MODEL_DIR "Miles Davis is a jazz musician, he is similar to [MASK] ."   # text models
@@ -18,7 +20,7 @@
     superbloom extend MODEL_DIR new_ids.txt --out NEW_DIR   # new ids, no table resized
 
 One module per group of commands, each with register(sub): data.py (prepare, prepare-text,
-synth), training.py (train), query.py (eval, predict, expand, serve), text.py (fill), demo.py,
+synth), training.py (train), query.py (eval, predict, expand, similar-ids, vectors, serve), text.py (fill), demo.py,
 setembed.py (embed-train, embed, similar, classify), textclass.py (textclass-train, textclass),
 extend.py (extend); flags.py holds the typed flags they share. A new command is one line in
 COMMANDS (its group module and its line in `superbloom --help`) and the module's register.
@@ -47,8 +49,10 @@ COMMANDS = {
     "synth": ("data", "write a SYNTHETIC links file with planted topics (any size, bounded memory)"),
     "train": ("training", "train a model on a prepared dataset"),
     "eval": ("query", "the paper's protocol on the held-out sets, with baselines"),
-    "predict": ("query", "top-k ids for a context of ids"),
+    "predict": ("query", "top-k ids for a context of ids, or for every context of a file"),
     "expand": ("query", "grow a set one predicted id at a time"),
+    "similar-ids": ("query", "the ids whose item vectors are most similar to an id's (cosine)"),
+    "vectors": ("query", "export every id's item vector to .npy or .parquet"),
     "serve": ("query", "HTTP API and web page for a model"),
     "fill": ("text", "fill in the blanks ([MASK]) of a sentence with a text model"),
     "embed-train": ("setembed", "train a set embedding (one vector per set) and its index"),

@@ -1,4 +1,4 @@
-"""Commands that use a trained model: eval, predict, expand, serve."""
+"""Commands that use a trained model: eval, predict (one context or a file), expand, similar-ids, vectors, serve."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_de
 
 
 def register(sub):
-    for add in (_add_eval, _add_predict, _add_expand, _add_serve):
+    for add in (_add_eval, _add_predict, _add_expand, _add_similar, _add_vectors, _add_serve):
         add(sub)
 
 
@@ -64,13 +64,25 @@ def _add_eval(sub):
 
 
 def _add_predict(sub):
-    p = sub.add_parser("predict", help="top-k ids for a context of ids",
+    p = sub.add_parser("predict", help="top-k ids for a context of ids, or for every context of a file",
                        description="Predict the missing ids of a set from the given ids (as they appear in the "
-                                   "data, e.g. Copenhagen, or URL-decoded).")
+                                   "data, e.g. Copenhagen, or URL-decoded). With --input, predict for every "
+                                   "context of a JSONL or Parquet file into a Parquet file (--output).")
     p.add_argument("model", help="model directory")
-    p.add_argument("ids", nargs="+", help="context ids")
+    p.add_argument("ids", nargs="*", help="context ids (without --input)")
     p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--allow", metavar="FILE", help="only return ids of this file (one id per line); exact decoding "
+                   "is exact among them")
+    p.add_argument("--deny", metavar="FILE", help="never return ids of this file (one id per line)")
+    g = p.add_argument_group("bulk (a file of contexts)")
+    g.add_argument("--input", metavar="FILE", help='contexts: .jsonl ({"context": [ids], "id": key}, key optional) '
+                   "or .parquet (a list column, --context-column, and an optional key column, --key-column)")
+    g.add_argument("--output", metavar="FILE", help="recommendations, Parquet: key, rank, id, score, exact")
+    g.add_argument("--context-column", default="context", help="the list-of-ids field (default %(default)s)")
+    g.add_argument("--key-column", default="id", help="the row key field, if present; else the row number "
+                   "(default %(default)s)")
+    g.add_argument("--batch-size", type=POS_INT, default=256, help="contexts per model call (default %(default)s)")
     add_device_arg(p)
     add_decode_args(p)
     p.set_defaults(func=cmd_predict)
@@ -96,6 +108,28 @@ def _add_expand(sub):
     p.set_defaults(func=cmd_expand)
 
 
+def _add_similar(sub):
+    p = sub.add_parser("similar-ids", help="the ids whose item vectors are most similar to an id's (cosine)",
+                       description="Item vectors are the mean of each id's m input token embeddings "
+                                   "(inference/vectors.py).")
+    p.add_argument("model", help="model directory")
+    p.add_argument("id", help="an id of the vocabulary")
+    p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
+    p.add_argument("--json", action="store_true")
+    add_device_arg(p)
+    p.set_defaults(func=cmd_similar)
+
+
+def _add_vectors(sub):
+    p = sub.add_parser("vectors", help="export every id's item vector to .npy or .parquet",
+                       description="Item vectors: the mean of each id's m input token embeddings. .npy: the "
+                                   "(N, d) float32 matrix, row i = vocabulary id i; .parquet: columns id, vector.")
+    p.add_argument("model", help="model directory")
+    p.add_argument("--out", required=True, metavar="FILE", help="output file, .npy or .parquet")
+    add_device_arg(p)
+    p.set_defaults(func=cmd_vectors)
+
+
 def _add_serve(sub):
     from ..serving.config import ServeConfig
 
@@ -110,7 +144,8 @@ def _add_serve(sub):
                         "threads spin and stall when the cores are shared with the server itself)")
     for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
                       ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
-                      ("max_batch", "queries per model call")]:
+                      ("max_batch", "queries per model call"), ("max_contexts", "contexts per list request"),
+                      ("max_list", "ids in an allow- or deny-list")]:
         p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=default_of(ServeConfig, name),
                        help=f"{hlp} (default %(default)s)")
     for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
@@ -152,13 +187,33 @@ def cmd_eval(args):
 
 
 def cmd_predict(args):
+    from ..inference.bulk import bulk_predict, read_ids
     from ..inference.predictor import load
 
+    if bool(args.input) == bool(args.ids) or bool(args.input) != bool(args.output):
+        raise ValueError("predict: give context ids, or --input FILE with --output FILE (not both)")
     model = load(args.model, device=args.device)
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
               f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
-    pred = model.predict(args.ids, args.k, decode_config(args))  # no known id: a ValueError, like the API's 422
+    lists = {}
+    for name in ("allow", "deny"):
+        path = getattr(args, name)
+        if path:
+            ids = read_ids(path)
+            unknown = model.resolve(ids, name)[1]
+            if unknown:
+                print(f"note: {len(unknown):,} of the {len(ids):,} ids of --{name} {path} are not in the model's "
+                      f"vocabulary (ignored; first: {', '.join(unknown[:5])})", file=sys.stderr)
+            lists[name] = ids
+    if args.input:
+        stats = bulk_predict(model, args.input, args.output, args.k, decode_config(args), lists.get("allow"),
+                             lists.get("deny"), args.context_column, args.key_column, args.batch_size,
+                             progress=True)
+        print(stats.summary(), file=sys.stderr)
+        return
+    pred = model.predict(args.ids, args.k, decode_config(args), lists.get("allow"), lists.get("deny"))
+    # no known id: a ValueError, like the API's 422
     if args.json:  # the shape of POST /v1/predict's answer
         print(json.dumps(model.prediction_json(pred), indent=2))
         return
@@ -192,10 +247,33 @@ def cmd_expand(args):
         print(f"  {r:>3}. {shown(a.id):<40} {a.score:9.3f}{'' if a.exact else '  (approximate)'}")
 
 
+def cmd_similar(args):
+    from ..inference.predictor import load
+
+    model = load(args.model, device=args.device)
+    items = model.similar(args.id, args.k)
+    if args.json:
+        print(json.dumps([{"id": i, "cosine": c} for i, c in items], indent=2))
+        return
+    for r, (i, c) in enumerate(items, 1):
+        print(f"  {r:>3}. {model.vocab.display(model.vocab.get(i)):<40} {c:7.3f}")
+
+
+def cmd_vectors(args):
+    from ..inference.predictor import load
+    from ..inference.vectors import save_vectors
+
+    model = load(args.model, device=args.device)
+    vecs = model.item_vectors()
+    path = save_vectors(args.out, vecs, model.vocab.strings)
+    print(f"{path}: {vecs.shape[0]:,} item vectors of {vecs.shape[1]} dims", file=sys.stderr)
+
+
 def cmd_serve(args):
     from ..serving.launch import ServeConfig, serve
 
-    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "body_timeout", "keep_alive_timeout",
+    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "max_contexts", "max_list",
+             "body_timeout", "keep_alive_timeout",
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,

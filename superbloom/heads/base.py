@@ -8,6 +8,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
                                           each head implements it; `context` (Q, T) int64 ids of each
                                           query's context, -1 padded, oldest first: every caller passes
                                           it, a head that does not score with it ignores it
+  topk_allowed(hidden, k, allow, exclude=None, decode=DecodeConfig(), context=None) -> Ranking
+                                          top-k among the ids of `allow` (A,) sorted unique int64,
+                                          exact wherever topk is (default: widening topk, below);
+                                          a head overrides it where scoring only those ids is cheaper
   uses_context                            True for a head whose scores depend on the context ids, so
                                           that an objective that cannot give them refuses it early
   fit(sets, ordered=False) -> dict|None   structure fitted on the training sets before a fresh run
@@ -27,13 +31,45 @@ from __future__ import annotations
 import contextlib
 from typing import Callable
 
+import torch
 import torch.nn as nn
+
+from .decode_config import DecodeConfig
+from .ranking import NEG_INF, Ranking, is_allowed
 
 
 class HeadBase(nn.Module):
     """Default hooks of every output head (see the module docstring)."""
 
     uses_context: bool = False
+
+    def topk_allowed(self, hidden, k: int, allow: torch.Tensor, exclude=None, decode: DecodeConfig = DecodeConfig(),
+                     context=None) -> Ranking:
+        """Top-k among the allowed ids, from the head's own topk with k' = k, 4k, 16k, ... until k'
+        holds k allowed ids or every id that can be ranked: the allowed ids of a top-k' are the top
+        allowed ids, so the answer is exact (and flagged) wherever that top-k' is. Costs up to a
+        top-N for an allow-list the head scores low; heads override it where that is cheaper."""
+        q = len(hidden)
+        out = Ranking(torch.full((q, k), -1, dtype=torch.long, device=hidden.device),
+                      torch.full((q, k), NEG_INF, device=hidden.device),
+                      torch.zeros(q, dtype=torch.bool, device=hidden.device),
+                      torch.zeros(q, dtype=torch.long, device=hidden.device))
+        rows, width = torch.arange(q, device=hidden.device), k
+        while rows.numel():
+            pick = lambda t: t[rows] if t is not None else None  # noqa: E731
+            r = self.topk(hidden[rows], width, exclude=pick(exclude), decode=decode, context=pick(context))
+            keep = is_allowed(r.ids, allow) & (r.ids >= 0)  # (q', width)
+            done = (keep.sum(1) >= k) | (r.ids[:, -1] < 0)  # k allowed found, or nothing more to rank
+            first = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :k]  # allowed first, in order
+            ok = keep.gather(1, first)
+            ids = torch.where(ok, r.ids.gather(1, first), -1)
+            vals = torch.where(ok, r.scores.gather(1, first), NEG_INF)
+            if ids.shape[1] < k:
+                ids = torch.cat([ids, ids.new_full((len(ids), k - ids.shape[1]), -1)], 1)
+                vals = torch.cat([vals, vals.new_full((len(vals), k - vals.shape[1]), NEG_INF)], 1)
+            out.assign(rows[done], Ranking(ids[done], vals[done], r.exact[done], r.beam[done]))
+            rows, width = rows[~done], width * 4
+        return out
 
     def fit(self, sets, ordered: bool = False) -> dict | None:
         return None

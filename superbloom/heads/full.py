@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from .beam import DecodeConfig
 from ..hashing.bloom import BloomHash
 from .losses import smoothed_nll
-from .ranking import Ranking, chunked_topk, exact_ranking
+from .ranking import Ranking, chunked_topk, exact_ranking, positions_in
 from .base import HeadBase
 
 
@@ -125,3 +125,14 @@ class FullHead(HeadBase):
         vals, ids = chunked_topk(lambda a, b: F.log_softmax(v[a:b] @ w.T + self.bias, -1), len(v), n, k,
                                  exclude, chunk_elems, like=v)
         return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))
+
+    @torch.no_grad()
+    def topk_allowed(self, hidden, k: int, allow, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None,
+                     chunk_elems: int = 1 << 24) -> Ranking:
+        """Exact top-k among the allowed ids (A,): only their log-probabilities are ranked (the softmax
+        still normalises over every id, so scores equal topk's); `beam` is A (ids ranked)."""
+        v, w, a = hidden.mean(1), self.rows(), allow.numel()
+        vals, pos = chunked_topk(lambda s, e: F.log_softmax(v[s:e] @ w.T + self.bias, -1)[:, allow], len(v), a, k,
+                                 positions_in(allow, exclude), chunk_elems, like=v)
+        ids = torch.where(pos >= 0, allow[pos.clamp(min=0)], -1) if a else pos
+        return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), a))

@@ -67,6 +67,7 @@ from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
 from .hybrid import MIXES, mixed, term_alone  # the variants' context managers: any head with mix / _term_alone
 from .superbloom import SuperbloomConfig, SuperbloomHead
+from .base import HeadBase
 
 TERMS = ("auto", "ease", "cooccurrence", "transition")
 
@@ -178,6 +179,8 @@ class HashedHybridHead(SuperbloomHead):
     """The superbloom head + mix x a fixed sparse item-item term over the context (module docstring)."""
 
     uses_context = True
+    # the added term changes the ranking: the allow-list goes through this head's own topk (base.py)
+    topk_allowed = HeadBase.topk_allowed
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: HashedHybridConfig, counts=None):
         super().__init__(embedding, hashing, cfg, counts)

@@ -63,6 +63,7 @@ from .itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_
     transition_pattern)
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
 from .full import FullHead
+from .base import HeadBase
 from .sampled import Proposal, head_sampled_loss
 
 
@@ -114,6 +115,8 @@ class HybridHead(FullHead):
     """Full softmax + mix x a fixed sparse item-item term over the context (see the module docstring)."""
 
     uses_context = True
+    # the added term changes the ranking: the allow-list goes through this head's own topk (base.py)
+    topk_allowed = HeadBase.topk_allowed
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: HybridConfig, counts=None):
         if not (hashing.alpha == 1 and hashing.m == 1):

@@ -118,6 +118,25 @@ def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
     return ex.gather(1, pos) == cand
 
 
+def is_allowed(cand: torch.Tensor, allow: torch.Tensor | None) -> torch.Tensor:
+    """ids (...), sorted unique allowed ids (A,) (None: every id) -> (...) bool: the id is in allow."""
+    if allow is None:
+        return torch.ones_like(cand, dtype=torch.bool)
+    if allow.numel() == 0:
+        return torch.zeros_like(cand, dtype=torch.bool)
+    pos = torch.searchsorted(allow, cand).clamp(max=allow.numel() - 1)
+    return allow[pos] == cand
+
+
+def positions_in(allow: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor | None:
+    """ids (Q, X) (-1 padded) -> their positions in the sorted allowed ids (A,), -1 where absent:
+    an exclusion list in the coordinates of a scoring restricted to the allowed ids."""
+    if ids is None or allow.numel() == 0:
+        return None  # nothing is scored, nothing to exclude
+    pos = torch.searchsorted(allow, ids).clamp(max=allow.numel() - 1)
+    return torch.where((allow[pos] == ids) & (ids >= 0), pos, -1)
+
+
 def mask_excluded(scores: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
     """Scores (Q, N) of every id with the excluded ids (Q, X) (-1 padded) set to -inf, in place."""
     if exclude is not None and exclude.shape[1]:

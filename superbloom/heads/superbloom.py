@@ -81,3 +81,8 @@ class SuperbloomHead(HeadBase):
 
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None) -> Ranking:
         return decode_topk(self.log_probs(hidden), self.buckets, self.inverse, k, exclude, decode)
+
+    def topk_allowed(self, hidden, k: int, allow, exclude=None, decode: DecodeConfig = DecodeConfig(),
+                     context=None) -> Ranking:
+        """Algorithm 1 with only the allowed ids as candidates (beam.py: the bound is unchanged)."""
+        return decode_topk(self.log_probs(hidden), self.buckets, self.inverse, k, exclude, decode, allow)

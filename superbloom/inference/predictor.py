@@ -3,18 +3,27 @@
     from superbloom import load
     model = load("runs/wiki/model")
     model.predict(["Miles_Davis", "Jazz"], k=10)   # -> Prediction(items=[("John_Coltrane", -3.1), ...])
+    model.predict(["Jazz"], allow=["Miles_Davis", "Paris"], deny=["Copenhagen"])   # candidate lists
+    for batch in model.recommend(contexts, k=10):   # any iterable of contexts, streamed in batches
+        ...                                         # -> list[Prediction], in input order
+
+Allow- and deny-lists are string ids, one list for every context of a call: a deny-list is added to
+each context's excluded ids; an allow-list restricts the answer to its ids, exact among them when
+the decoding certifies (heads/base.py: topk_allowed). Their ids not in the vocabulary are ignored
+(`resolve` says which).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
 from .rank import rank_contexts
+from .vectors import item_vectors, nearest, normalized
 from ..storage.checkpoint import load_weights, require_inference_checkpoint
 from ..heads.beam import DecodeConfig
 from ..model.device import resolve_device
@@ -39,6 +48,7 @@ class Prediction:
 class Predictor:
     def __init__(self, model: SetModel, hashing: BloomHash, vocab: Vocab, config: dict):
         self.model, self.hashing, self.vocab, self.config = model.eval(), hashing, vocab, config
+        self._vectors = self._unit = None  # item_vectors(), on first use
 
     @classmethod
     def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> "Predictor":
@@ -71,37 +81,98 @@ class Predictor:
         return count_parameters(self.model)
 
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
-             progress: bool = False, exclude: np.ndarray | None = None) -> Ranking:
-        """rank_contexts: top-k ids for contexts (Q, c), never an id of exclude (Q, X) (None: the contexts)."""
-        return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress, exclude)
+             progress: bool = False, exclude: np.ndarray | None = None, allow: np.ndarray | None = None) -> Ranking:
+        """rank_contexts: top-k ids for contexts (Q, c), never an id of exclude (Q, X) (None: the
+        contexts), only ids of allow (A,) when given."""
+        return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress, exclude, allow)
 
-    def predict(self, ids: Sequence[str], k: int = 10, decode: DecodeConfig = DecodeConfig()) -> Prediction:
+    def resolve(self, ids: Iterable[str], name: str = "allow") -> tuple[np.ndarray, list[str]]:
+        """An allow- or deny-list of string ids -> (its known ids, sorted unique int64; the unknown
+        strings). An allow-list with no known id is a ValueError naming `name`: nothing could be returned."""
+        known, unknown = self.vocab.lookup(list(ids))
+        known = np.unique(np.asarray(known, np.int64))
+        if name == "allow" and len(known) == 0:
+            shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise ValueError(f"allow: none of the {len(unknown)} ids is in the model's vocabulary "
+                             f"(unknown: {shown or 'no ids given'})")
+        return known, list(unknown)
+
+    def predict(self, ids: Sequence[str], k: int = 10, decode: DecodeConfig = DecodeConfig(),
+                allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Prediction:
         """Top-k ids for one context of string ids (stored or display form)."""
-        return self.predict_many([ids], k, decode)[0]
+        return self.predict_many([ids], k, decode, allow, deny)[0]
 
-    def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10,
-                     decode: DecodeConfig = DecodeConfig()) -> list[Prediction]:
+    def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10, decode: DecodeConfig = DecodeConfig(),
+                     allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> list[Prediction]:
         """Top-k ids for each context. A context with no id in the vocabulary is a ValueError (the
         same answer as the HTTP API's 422): a prediction from an empty context would be a guess."""
+        allow_ids = None if allow is None else self.resolve(allow, "allow")[0]
+        deny_ids = None if deny is None else self.resolve(deny, "deny")[0]
+        return self._predict(contexts, k, decode, allow_ids, deny_ids)
+
+    def recommend(self, contexts: Iterable[Sequence[str]], k: int = 10, decode: DecodeConfig = DecodeConfig(),
+                  allow: Iterable[str] | None = None, deny: Iterable[str] | None = None, batch_size: int = 256,
+                  skip_empty: bool = False) -> Iterator[list[Prediction]]:
+        """Bulk predict_many over any iterable of contexts (a file's rows, a generator), `batch_size`
+        at a time: yields one list of Predictions per batch, in input order; the allow- and deny-lists
+        are resolved once. skip_empty=True: a context with no known id gets an empty, non-exact
+        Prediction (its unknown ids listed) instead of a ValueError naming its row."""
+        allow_ids = None if allow is None else self.resolve(allow, "allow")[0]
+        deny_ids = None if deny is None else self.resolve(deny, "deny")[0]
+        batch: list[Sequence[str]] = []
+        start = 0
+        for ctx in contexts:
+            batch.append(ctx)
+            if len(batch) == batch_size:
+                yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start)
+                start, batch = start + len(batch), []
+        if batch:
+            yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start)
+
+    def _predict(self, contexts: Sequence[Sequence[str]], k: int, decode: DecodeConfig, allow: np.ndarray | None,
+                 deny: np.ndarray | None, skip_empty: bool = False, start: int = 0) -> list[Prediction]:
+        """predict_many on resolved allow / deny ids; `start` numbers the rows in error messages."""
         known, unknown = zip(*(self.vocab.lookup(c) for c in contexts)) if contexts else ((), ())
         for i, (kn, un) in enumerate(zip(known, unknown)):
-            if len(kn) == 0:
+            if len(kn) == 0 and not skip_empty:
                 shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
-                raise ValueError(f"{'context' if len(contexts) == 1 else f'context {i}'}: none of the "
-                                 f"{len(un)} ids is in the model's vocabulary (unknown: {shown or 'no ids given'})")
-        width = max([len(x) for x in known] + [0])
-        mat = np.full((len(known), width), -1, np.int64)
-        for i, x in enumerate(known):
-            mat[i, :len(x)] = x
-        r = self.rank(mat, k, decode)
-        out = []
-        for i in range(len(known)):
-            items = [(self.vocab.strings[j], float(s)) for j, s in zip(r.ids[i].tolist(), r.scores[i].tolist())
+                where = "context" if len(contexts) == 1 and not start else f"context {start + i}"
+                raise ValueError(f"{where}: none of the {len(un)} ids is in the model's vocabulary "
+                                 f"(unknown: {shown or 'no ids given'})")
+        rows = [i for i, kn in enumerate(known) if len(kn)]
+        width = max([len(known[i]) for i in rows] + [0])
+        mat = np.full((len(rows), width), -1, np.int64)  # (Q, c) the known contexts, -1 padded
+        for r, i in enumerate(rows):
+            mat[r, :len(known[i])] = known[i]
+        exclude = None
+        if deny is not None and len(deny):  # (Q, c + D): the context and the deny-list
+            exclude = np.concatenate([mat, np.broadcast_to(deny, (len(rows), len(deny)))], 1)
+        r = self.rank(mat, k, decode, exclude=exclude, allow=allow)
+        out = [Prediction([], False, 0, [], list(un)) for un in unknown]
+        for q, i in enumerate(rows):
+            items = [(self.vocab.strings[j], float(s)) for j, s in zip(r.ids[q].tolist(), r.scores[q].tolist())
                      if j >= 0]
-            out.append(Prediction(items, bool(r.exact[i]), int(r.beam[i]),
-                                  self.vocab.decode(known[i].tolist()), list(unknown[i])))
+            out[i] = Prediction(items, bool(r.exact[q]), int(r.beam[q]), self.vocab.decode(known[i].tolist()),
+                                list(unknown[i]))
         return out
 
+    def item_vectors(self) -> np.ndarray:
+        """(N, d) float32, row i = vocabulary id i: the mean of each id's m input token embeddings
+        (vectors.py; for the superbloom head these are tied to its output embedding). Computed once."""
+        if self._vectors is None:
+            self._vectors = item_vectors(self.model, self.hashing)
+            self._unit = normalized(self._vectors)
+        return self._vectors
+
+    def similar(self, id: str, k: int = 10) -> list[tuple[str, float]]:
+        """The k ids whose item vectors (item_vectors: mean input token embeddings) have the largest
+        cosine with `id`'s, best first, `id` itself excluded. An unknown id is a ValueError."""
+        i = self.vocab.get(id)
+        if i is None:
+            raise ValueError(f"id {id!r} is not in the model's vocabulary")
+        self.item_vectors()
+        rows, cos = nearest(self._unit, [i], k)
+        return [(self.vocab.strings[r], float(c)) for r, c in zip(rows[0].tolist(), cos[0].tolist()) if r >= 0]
 
     def prediction_json(self, pred: Prediction) -> dict:
         """A Prediction as JSON: the shape of the HTTP API's /v1/predict answer."""

@@ -21,21 +21,24 @@ from ..model.text_batches import MaskedRows
 @torch.no_grad()
 def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: int,
                   decode: DecodeConfig = DecodeConfig(), batch_size: int = 256, progress: bool = False,
-                  exclude: np.ndarray | None = None) -> Ranking:
+                  exclude: np.ndarray | None = None, allow: np.ndarray | None = None) -> Ranking:
     """Top-k ids for each context row (Q, c) of ids (-1 padded). Never returned: the ids of `exclude`
-    (Q, X), -1 padded, or by default (None) the context ids themselves.
+    (Q, X), -1 padded, or by default (None) the context ids themselves. Only returned, when given:
+    the ids of `allow` (A,) (the head's topk_allowed: exact among them where topk is exact).
     Runs on the model's device; the Ranking comes back on the CPU. Order matters for a model with
     positions (oldest id first): a causal one scores its newest element (model/sequence_batches.py's ordered_query_batch)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     exclude = contexts if exclude is None else exclude
+    allowed = None if allow is None else torch.from_numpy(np.unique(np.asarray(allow, np.int64))).to(device)
     parts = []
     for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
         qb = ordered_query_batch(ctx, hashing, model.encoder.cfg).to(device)
-        parts.append(rank_batch(model, qb, k, torch.from_numpy(ex).to(device) if ex.shape[1] else None, decode))
+        parts.append(rank_batch(model, qb, k, torch.from_numpy(ex).to(device) if ex.shape[1] else None, decode,
+                                allowed))
     model.train(was_training)
     return Ranking.concat(parts) if parts else Ranking.empty(k)
 
@@ -60,9 +63,13 @@ def rank_masked(model, hashing: BloomHash, ex: MaskedRows, k: int, decode: Decod
 
 @torch.no_grad()
 def rank_batch(model, batch, k: int, exclude: torch.Tensor | None = None,
-               decode: DecodeConfig = DecodeConfig()) -> Ranking:
+               decode: DecodeConfig = DecodeConfig(), allowed: torch.Tensor | None = None) -> Ranking:
     """The innermost step every ranking shares: the head's top-k for each target element of `batch`
-    (on the model's device), never returning the ids of `exclude` (M, X) (-1 padded), each query's
-    context (the ids of its row) handed to the head -> Ranking on the CPU."""
+    (on the model's device), never returning the ids of `exclude` (M, X) (-1 padded), only ids of
+    `allowed` (sorted unique ids) when given; each query's context (the ids of its row) handed to the
+    head -> Ranking on the CPU."""
     hidden = model.target_hidden(batch)  # (M, m, d)
-    return model.head.topk(hidden, k, exclude=exclude, decode=decode, context=batch.context(batch.target_elem)).cpu()
+    context = batch.context(batch.target_elem)
+    if allowed is None:
+        return model.head.topk(hidden, k, exclude=exclude, decode=decode, context=context).cpu()
+    return model.head.topk_allowed(hidden, k, allowed, exclude, decode, context).cpu()

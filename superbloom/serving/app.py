@@ -3,11 +3,15 @@
     superbloom serve runs/wiki/model --port 8000      # then open http://127.0.0.1:8000/ (API docs: /docs)
 
     POST /v1/predict   {"context": ["Copenhagen"], "k": 10, "exact": false}
+                       optional "allow": [ids] (only these are returned; exact among them) and
+                       "deny": [ids] (never returned); their ids not in the vocabulary are ignored.
+                       "context": [[...], [...]] (a list of contexts) answers a list, in order
     POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
                         "random_seed": 0}
     POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
     GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
     GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
+                       (file-system paths reduced to their last component: no directory is disclosed)
     POST /v1/similar, /v1/classify   set embeddings (setembed/http.py; serve --embed EMBED_DIR)
     GET  /health
 
@@ -30,6 +34,8 @@ SHA-256 hashes, and nothing from elsewhere.
 import asyncio
 import importlib.resources
 import math
+import ntpath
+import posixpath
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Literal
@@ -42,7 +48,7 @@ require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._version import __version__
@@ -58,20 +64,34 @@ from ..setembed.http import router as setembed_router
 
 # ---------------------------------------------------------------- request and response bodies
 
+UNION_TAGS = ("one context", "contexts")  # the two forms of /v1/predict's context (left out of error messages)
+
+
+def _context_form(v) -> str:
+    """Which form a request's `context` is: a list of ids, or a list of lists of ids."""
+    return UNION_TAGS[1] if isinstance(v, list) and v and isinstance(v[0], list) else UNION_TAGS[0]
+
 
 def request_models(cfg: ServeConfig):
     """Request bodies with the limits of `cfg` (so a 422 names the field and the limit)."""
     Id = Annotated[str, Field(min_length=1, max_length=cfg.max_id_chars)]
     Ids = Annotated[list[Id], Field(min_length=1, max_length=cfg.max_context)]
     K = Annotated[int, Field(ge=1, le=cfg.max_k, description="number of ids to return")]
+    Contexts = Annotated[list[Ids], Field(min_length=1, max_length=cfg.max_contexts)]
+    IdList = Annotated[list[Id], Field(max_length=cfg.max_list)]
     strict = ConfigDict(extra="forbid", strict=True)
 
     class PredictRequest(BaseModel):
         model_config = strict
-        context: Ids = Field(description="ids of the set (as stored or URL-decoded)",
-                             examples=[["Copenhagen", "Paris"]])
+        context: Annotated[Annotated[Ids, Tag(UNION_TAGS[0])] | Annotated[Contexts, Tag(UNION_TAGS[1])],
+                           Discriminator(_context_form)] = Field(
+            description="ids of the set (as stored or URL-decoded), or a list of such sets (the answer is then a "
+                        "list, in order)", examples=[["Copenhagen", "Paris"]])
         k: K = 10
         exact: bool = Field(False, description="widen the beam until the top-k is certified exact")
+        allow: IdList | None = Field(None, description="only these ids are returned (exact decoding is exact "
+                                                       "among them); ids not in the vocabulary are ignored")
+        deny: IdList | None = Field(None, description="these ids are never returned")
 
     class ExpandRequest(BaseModel):
         model_config = strict
@@ -128,6 +148,7 @@ def _message(errors) -> str:
     parts = []
     for e in errors:
         loc = e["loc"][1:] if e["loc"][:1] == ("body",) else e["loc"]  # body fields by name alone
+        loc = [x for x in loc if x not in UNION_TAGS]  # context's form: the message names the field alone
         if e["loc"] == ("body",):
             parts.append(f"request body: {e['msg']} (expected a JSON object, Content-Type: application/json)")
         elif e["type"] == "json_invalid":
@@ -186,13 +207,28 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
     async def index():
         return page
 
-    @app.post("/v1/predict", response_model=PredictResponse, summary="top-k ids for a context")
+    def id_list(ids: list[str] | None, name: str) -> np.ndarray | None:
+        """An allow- or deny-list -> its known ids, sorted unique; an allow-list with none is a 422."""
+        if ids is None:
+            return None
+        known, _ = known_or_422(ids, name) if name == "allow" else vocab.lookup(ids)
+        return np.unique(np.asarray(known, np.int64))
+
+    @app.post("/v1/predict", response_model=PredictResponse | list[PredictResponse],
+              summary="top-k ids for a context, or for each of a list of contexts")
     async def predict(req: PredictRequest):
-        known, unknown = known_or_422(req.context, "context")
-        r = await asyncio.wrap_future(batcher.submit(known, req.k, DecodeConfig(exact=req.exact)))
-        preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
-        return {"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
-                "context": vocab.decode(known.tolist()), "unknown": unknown}
+        many = isinstance(req.context[0], list)
+        contexts = req.context if many else [req.context]
+        knowns = [known_or_422(c, f"context.{i}" if many else "context") for i, c in enumerate(contexts)]
+        allow, deny = id_list(req.allow, "allow"), id_list(req.deny, "deny")
+        decode = DecodeConfig(exact=req.exact)
+        futures = [asyncio.wrap_future(batcher.submit(known, req.k, decode, allow, deny)) for known, _ in knowns]
+        answers = []
+        for (known, unknown), r in zip(knowns, await asyncio.gather(*futures)):
+            preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
+            answers.append({"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
+                            "context": vocab.decode(known.tolist()), "unknown": unknown})
+        return answers if many else answers[0]
 
     @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
     def expand_set(req: ExpandRequest):  # sync: runs in the thread pool, its steps join the batches
@@ -213,10 +249,11 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
     @app.get("/v1/model", summary="configuration, number of ids and of tokens, parameter count, training data summary")
     async def model_info():
         c = predictor.config
-        return {"n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
-                "checkpoint": c.get("checkpoint"), "version": __version__,
-                "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
-                "data": _data_summary(c.get("data", {})), "serving": asdict(config)}
+        return _without_paths({
+            "n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
+            "checkpoint": c.get("checkpoint"), "version": __version__,
+            "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
+            "data": _data_summary(c.get("data", {})), "serving": asdict(config)})
 
     if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
         from .fill_route import fill_router
@@ -252,6 +289,22 @@ def _offline_docs(app: FastAPI) -> str:
         return HTMLResponse(html)
 
     return html
+
+
+PATH_FIELDS = ("data", "out", "input", "inputs")  # config.json's path fields (train.data, train.out, data.input)
+
+
+def _without_paths(obj, key: str = ""):
+    """A JSON value with every file-system path reduced to its last component (issue 30: the server
+    must not disclose its directories): the strings of PATH_FIELDS, and any absolute path elsewhere."""
+    if isinstance(obj, dict):
+        return {k: _without_paths(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_without_paths(v, key) for v in obj]
+    if isinstance(obj, str) and (key in PATH_FIELDS or posixpath.isabs(obj) or ntpath.isabs(obj)
+                                 or obj.startswith("~")):
+        return ntpath.basename(posixpath.basename(obj.rstrip("/\\")))
+    return obj
 
 
 def _data_summary(meta: dict) -> dict:

@@ -1,5 +1,5 @@
 """Request batching of the server: one worker thread (`Batcher`) ranks every query queued since its
-previous batch in one `predictor.rank` call per (k, decode) group and length-sorted chunk, so under
+previous batch in one `predictor.rank` call per (k, decode, allow-list) group and length-sorted chunk, so under
 load requests are batched and an idle server adds no waiting. serving/app.py submits every
 prediction to it; expansions use it as their model, so each of their steps joins those batches.
 """
@@ -22,6 +22,8 @@ class _Query:
     k: int
     decode: DecodeConfig
     future: Future
+    deny: np.ndarray  # (D,) int64 ids never returned, besides the context
+    allow: np.ndarray | None  # (A,) sorted int64: the only ids returned (None: all)
 
 
 class Batcher:
@@ -36,10 +38,13 @@ class Batcher:
         self.thread = threading.Thread(target=self._loop, name="superbloom-batcher", daemon=True)
         self.thread.start()
 
-    def submit(self, context: np.ndarray, k: int, decode: DecodeConfig) -> Future:
-        """Queue one context (known int ids); the future's result is a one-row Ranking."""
+    def submit(self, context: np.ndarray, k: int, decode: DecodeConfig, allow: np.ndarray | None = None,
+               deny: np.ndarray | None = None) -> Future:
+        """Queue one context (known int ids), with an optional allow-list (sorted unique ids) and deny-list;
+        the future's result is a one-row Ranking."""
         fut: Future = Future()
-        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut))
+        deny = np.zeros(0, np.int64) if deny is None else np.asarray(deny, np.int64)
+        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow))
         return fut
 
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
@@ -68,11 +73,12 @@ class Batcher:
     def _run(self, batch: list[_Query]) -> None:
         groups: dict[tuple, list[_Query]] = {}
         for q in batch:
-            groups.setdefault((q.k, q.decode), []).append(q)
-        for (k, decode), qs in groups.items():
+            allow_key = None if q.allow is None else q.allow.tobytes()
+            groups.setdefault((q.k, q.decode, allow_key), []).append(q)
+        for (k, decode, _), qs in groups.items():
             qs.sort(key=lambda q: len(q.context))
             for chunk in self._chunks(qs):
-                self._rank_chunk(chunk, k, decode)
+                self._rank_chunk(chunk, k, decode, qs[0].allow)
 
     def _chunks(self, qs: list[_Query]):
         """Length-sorted queries -> chunks of at most max_batch_ids padded ids."""
@@ -82,15 +88,22 @@ class Batcher:
                 yield qs[start:i]
                 start = i
 
-    def _rank_chunk(self, qs: list[_Query], k: int, decode: DecodeConfig) -> None:
+    def _rank_chunk(self, qs: list[_Query], k: int, decode: DecodeConfig, allow: np.ndarray | None = None) -> None:
         qs = [q for q in qs if q.future.set_running_or_notify_cancel()]
         if not qs:
             return
         mat = np.full((len(qs), max(len(q.context) for q in qs)), -1, np.int64)
         for i, q in enumerate(qs):
             mat[i, :len(q.context)] = q.context
+        exclude = None
+        if any(len(q.deny) for q in qs):  # (Q, c + D): each query's context and deny-list
+            exclude = np.full((len(qs), mat.shape[1] + max(len(q.deny) for q in qs)), -1, np.int64)
+            for i, q in enumerate(qs):
+                exclude[i, :len(q.context)] = q.context
+                exclude[i, len(q.context):len(q.context) + len(q.deny)] = q.deny
         try:
-            r = self.predictor.rank(mat, k, decode)
+            lists = {n: v for n, v in (("exclude", exclude), ("allow", allow)) if v is not None}
+            r = self.predictor.rank(mat, k, decode, **lists)  # a plain query calls rank(mat, k, decode)
         except Exception as e:  # noqa: BLE001 - handed to the waiting requests, the worker lives on
             for q in qs:
                 q.future.set_exception(e)

@@ -12,6 +12,8 @@ class ServeConfig:
     max_id_chars: int = 1000  # characters in one id
     max_body_bytes: int = 1 << 20  # request body
     max_batch: int = 64  # queries ranked in one model call
+    max_contexts: int = 256  # contexts in one list request to /v1/predict
+    max_list: int = 100_000  # ids in an allow- or deny-list (the body size limits it too)
     max_batch_ids: int = 1 << 14  # padded context ids in one model call
     body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
     keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
