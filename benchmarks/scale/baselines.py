@@ -50,12 +50,13 @@ def rss_gb() -> float:
 
 def examples(data_dir: str, eval_sets: int, seed: int):
     from superbloom.data.dataset import Dataset
-    from superbloom.evaluation.evaluate import EvalConfig, make_protocol
+    from superbloom.evaluation.evaluate import EvalConfig
+    from superbloom.evaluation.protocols import resolve
 
     data = Dataset(data_dir)
     cfg = EvalConfig(seed=seed, max_sets=eval_sets)
-    protocol = make_protocol(cfg, data)
-    return data, protocol, protocol.examples(data)
+    drawer = resolve("auto", data).drawer(cfg, {})  # the evaluation's own example drawer (protocol registry)
+    return data, drawer, drawer.examples(data)
 
 
 def _item2vec(data, args):
