@@ -367,6 +367,6 @@ def term_topk(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_
         s = mask_excluded(term_sum(indptr, cols, values, n, c, age_weights(c, decay, values.dtype)), c)  # (u, N)
         s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
         v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
-        vals.append(v[:, :width])
-        ids.append(i[:, :width])
+        vals.append(v[:, :width].clone())  # copies: a view would keep every chunk's (u, N) sort alive
+        ids.append(i[:, :width].clone())
     return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))
