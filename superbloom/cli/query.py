@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..evaluation.baselines import BASELINES
 from ..evaluation.evaluate import PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
 from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_device_arg, decode_config, default_of,
@@ -50,7 +51,8 @@ def _add_eval(sub):
                    help="leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all "
                         "(default %(default)s)")
     p.add_argument("--baselines", default=",".join(e("baselines")),
-                   help="comma-separated: popularity, cooccurrence, ease; or 'none' (default %(default)s)")
+                   help=f"comma-separated: {', '.join(BASELINES)}; or 'none'; the text protocol ranks its own "
+                        "(default %(default)s)")
     p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
                                                                              "(default %(default)s)")
     p.add_argument("--compare", action="append", default=[], metavar="MODEL_DIR",

@@ -8,6 +8,10 @@ model (evaluate.py):
   puresvd       PureSVD (Cremonesi et al., RecSys 2010): score = x V V^T with V the top-r right
                 singular vectors of the set-incidence matrix; N x r parameters, the linear model with
                 about as many parameters as ours (r = 128, the default d), where EASE has N^2
+  transition, ease-term, cooc-term
+                the hybrid head's item-item term alone (term_baselines.py): the directed transition
+                term, EASE's 200 largest weights per id, the cosine on 200 neighbours per id; ranked
+                as the head's "term alone" variant ranks, with no network trained
 
 The registry `BASELINES` maps a name to a `BaselineEntry`; a new baseline is one entry. The interface:
 
@@ -38,6 +42,7 @@ from ..heads.cooccur_index import CoocCosine, CoocCount, CoocIdf
 from ..data.dataset import SetArray
 from ..heads.itemitem import EASE_MAX_IDS, cooccurrence_cosine, ease_weights, spd_inverse  # noqa: F401 (re-exported)
 from .item2vec import Item2Vec
+from .term_baselines import cooc_term, ease_term, transition
 
 SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
 
@@ -191,6 +196,10 @@ BASELINES: dict[str, BaselineEntry] = {
     "cooc-cosine": BaselineEntry(CoocCosine, last_context=True),
     "item2vec": BaselineEntry(Item2Vec),  # item2vec.py (gensim, the [baselines] extra)
     "als": BaselineEntry(ALS),  # als.py (implicit, the [baselines] extra)
+    # the hybrid head's term alone (term_baselines.py): the whole ordered context, with its decay
+    "transition": BaselineEntry(transition),
+    "ease-term": BaselineEntry(ease_term, max_ids=EASE_MAX_IDS, too_big="dense EASE"),
+    "cooc-term": BaselineEntry(cooc_term),
 }
 
 

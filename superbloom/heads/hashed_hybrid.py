@@ -65,7 +65,7 @@ from ..hashing.bloom import BloomHash
 from .neighbours import cooccurrence_neighbours
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, mixed, term_alone  # the variants' context managers: any head with mix / _term_alone
+from .hybrid import MIXES, age_weights, mixed, term_alone  # recency weights; the variants (any head with mix)
 from .superbloom import SuperbloomConfig, SuperbloomHead
 from .base import HeadBase
 
@@ -100,17 +100,6 @@ def resolve_term(term: str, n_ids: int) -> str:
         raise ValueError(f"hashed-hybrid term ease: EASE is dense (N x N); {n_ids:,} ids exceed the "
                          f"{EASE_MAX_IDS:,} limit (use --item-term cooccurrence or auto)")
     return term
-
-
-def age_weights(context: torch.Tensor, decay: float, dtype=torch.float32) -> torch.Tensor | None:
-    """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's newest
-    id; None when decay is 1 (every id alike). The hybrid head's weights (hybrid.py)."""
-    if float(decay) == 1.0:
-        return None
-    real = context >= 0
-    order = real.long().cumsum(1) - 1  # index among the row's real ids
-    age = (real.sum(1, keepdim=True) - 1 - order).clamp(min=0)
-    return torch.pow(torch.full((), float(decay), dtype=dtype, device=context.device), age.to(dtype))
 
 
 def touched_terms(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,

@@ -161,19 +161,7 @@ class HybridHead(FullHead):
                 "term": " | ".join(terms)}
 
     def _build_term(self, term: str, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if term == "ease":
-            b = ease_weights(sets, self.n_ids)  # (N, N) float32, zero diagonal
-            indptr, cols = largest_pattern(b, self.cfg.neighbours)
-            values = b[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]
-            del b
-        elif term == "transition":
-            indptr, cols, values = transition_pattern(sets, self.n_ids, self.cfg.neighbours, self.cfg.window,
-                                                      self.cfg.gap_decay)
-        else:
-            indptr, cols = neighbour_pattern(sets, self.n_ids, self.cfg.neighbours)
-            cos = cooccurrence_cosine(sets, self.n_ids)  # (N, N) sparse cosine, no diagonal
-            values = np.asarray(cos[np.repeat(np.arange(self.n_ids), np.diff(indptr)), cols]).reshape(-1)
-        return indptr, cols, values
+        return build_term(term, sets, self.n_ids, self.cfg)
 
     def term_names(self) -> tuple[str, ...]:
         """The built terms' names, in slot order (slot 1 only with term auto on ordered data)."""
@@ -215,37 +203,17 @@ class HybridHead(FullHead):
     def age_weights(self, context: torch.Tensor, decay: float | None = None) -> torch.Tensor | None:
         """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's
         newest id; None when decay (default: the head's) is 1 (every id alike)."""
-        decay = float(self.decay) if decay is None else float(decay)
-        if decay == 1.0:
-            return None
-        real = context >= 0
-        order = real.long().cumsum(1) - 1  # index among the row's real ids
-        age = (real.sum(1, keepdim=True) - 1 - order).clamp(min=0)
-        return torch.pow(torch.full((), decay, dtype=self.values.dtype, device=context.device), age.to(self.values.dtype))
+        return age_weights(context, float(self.decay) if decay is None else float(decay), self.values.dtype)
 
     def item_item(self, context: torch.Tensor, weights: torch.Tensor | None = None, slot: int | None = None
                   ) -> torch.Tensor:
         """Context ids (U, T), -1 padded -> (U, N): sum over the context of A's rows (each row times
         `weights` (U, T) of its context id, if given); A: term `slot` (default: the chosen one)."""
-        slot = int(self.alt) if slot is None else slot
-        indptr, cols, values = ((self.alt_indptr, self.alt_cols, self.alt_values) if slot
-                                else (self.indptr, self.cols, self.values))
-        u, t = context.shape
-        flat = context.reshape(-1)
-        real = flat >= 0
-        rows = torch.arange(u, device=context.device).repeat_interleave(t)[real]  # (R,) row of each context id
-        ids = flat[real]
-        w = weights.reshape(-1)[real] if weights is not None else None  # (R,)
-        starts, lens = indptr[ids], indptr[ids + 1] - indptr[ids]  # (R,)
-        total = int(lens.sum())
-        out = torch.zeros(u * self.n_ids, dtype=values.dtype, device=context.device)
-        if total:
-            owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
-            offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
-            entry = starts[owner] + offset  # (E,) positions in cols / values
-            vals = values[entry] if w is None else values[entry] * w[owner]
-            out.index_add_(0, rows[owner] * self.n_ids + cols[entry], vals)
-        return out.view(u, self.n_ids)
+        return term_sum(*self.term_arrays(int(self.alt) if slot is None else slot), self.n_ids, context, weights)
+
+    def term_arrays(self, slot: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Term `slot`'s A in CSR: (indptr (N + 1,), cols (nnz,), values (nnz,))."""
+        return (self.alt_indptr, self.alt_cols, self.alt_values) if slot else (self.indptr, self.cols, self.values)
 
     @torch.no_grad()
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
@@ -281,18 +249,8 @@ class HybridHead(FullHead):
         """The "term alone" variant: score = the chosen term's sum over the context ids (U, T), with
         the chosen decay; every id scored, ties by the smaller id (a stable sort), the context and
         `exclude` ids never returned."""
-        n, width = self.n_ids, min(k, self.n_ids)
-        step = max(1, chunk_elems // max(1, n))
-        vals = [torch.zeros(0, width, dtype=self.values.dtype, device=ctx.device)]
-        ids = [torch.zeros(0, width, dtype=torch.long, device=ctx.device)]
-        for a in range(0, len(ctx), step):
-            c = ctx[a:a + step]  # (u, T)
-            s = mask_excluded(self.item_item(c, self.age_weights(c)), c)  # (u, N), the context at -inf
-            s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
-            v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
-            vals.append(v[:, :width])
-            ids.append(i[:, :width])
-        return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))
+        return term_topk(*self.term_arrays(int(self.alt)), self.n_ids, ctx, float(self.decay), k, exclude, decode,
+                         chunk_elems)
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:
@@ -341,3 +299,77 @@ def term_alone(head):
         yield head
     finally:
         head._term_alone = saved
+
+
+def build_term(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Term `term` ("ease", "transition" or "cooccurrence") of the training sets (a SetArray; ordered,
+    oldest id first, for the transition term) with cfg's neighbours (window, gap_decay) -> A in CSR:
+    (indptr (N + 1,), cols (nnz,), values (nnz,)), each row sorted by id (the module docstring). Shared
+    with the term baselines (evaluation/term_baselines.py)."""
+    if term == "ease":
+        b = ease_weights(sets, n_ids)  # (N, N) float32, zero diagonal
+        indptr, cols = largest_pattern(b, cfg.neighbours)
+        values = b[np.repeat(np.arange(n_ids), np.diff(indptr)), cols]
+        del b
+    elif term == "transition":
+        indptr, cols, values = transition_pattern(sets, n_ids, cfg.neighbours, cfg.window, cfg.gap_decay)
+    else:
+        indptr, cols = neighbour_pattern(sets, n_ids, cfg.neighbours)
+        cos = cooccurrence_cosine(sets, n_ids)  # (N, N) sparse cosine, no diagonal
+        values = np.asarray(cos[np.repeat(np.arange(n_ids), np.diff(indptr)), cols]).reshape(-1)
+    return indptr, cols, values
+
+
+def age_weights(context: torch.Tensor, decay: float, dtype=torch.float32) -> torch.Tensor | None:
+    """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's newest
+    id; None when decay is 1 (every id alike)."""
+    if float(decay) == 1.0:
+        return None
+    real = context >= 0
+    order = real.long().cumsum(1) - 1  # index among the row's real ids
+    age = (real.sum(1, keepdim=True) - 1 - order).clamp(min=0)
+    return torch.pow(torch.full((), float(decay), dtype=dtype, device=context.device), age.to(dtype))
+
+
+def term_sum(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int, context: torch.Tensor,
+             weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Context ids (U, T), -1 padded -> (U, N): the sum over the context of the rows of A (CSR:
+    indptr (N + 1,), cols (nnz,), values (nnz,)), each row times `weights` (U, T) of its context id if
+    given. The sums run over the context in its order (one index_add_)."""
+    u, t = context.shape
+    flat = context.reshape(-1)
+    real = flat >= 0
+    rows = torch.arange(u, device=context.device).repeat_interleave(t)[real]  # (R,) row of each context id
+    ids = flat[real]
+    w = weights.reshape(-1)[real] if weights is not None else None  # (R,)
+    starts, lens = indptr[ids], indptr[ids + 1] - indptr[ids]  # (R,)
+    total = int(lens.sum())
+    out = torch.zeros(u * n_ids, dtype=values.dtype, device=context.device)
+    if total:
+        owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
+        offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
+        entry = starts[owner] + offset  # (E,) positions in cols / values
+        vals = values[entry] if w is None else values[entry] * w[owner]
+        out.index_add_(0, rows[owner] * n_ids + cols[entry], vals)
+    return out.view(u, n_ids)
+
+
+def term_topk(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int, ctx: torch.Tensor,
+              decay: float, k: int, exclude: torch.Tensor | None = None, decode: DecodeConfig = DecodeConfig(),
+              chunk_elems: int = 1 << 24) -> Ranking:
+    """The "term alone" ranking: score = term_sum of A over the context ids ctx (U, T) (-1 padded,
+    oldest first, ids in [0, N)) weighted decay ** age; every id scored, ties by the smaller id (a
+    stable sort), the context and `exclude` (U, X) ids never returned (-1 where fewer than k remain).
+    The hybrid head's variant and the term baselines (evaluation/term_baselines.py) rank with it."""
+    n, width = n_ids, min(k, n_ids)
+    step = max(1, chunk_elems // max(1, n))
+    vals = [torch.zeros(0, width, dtype=values.dtype, device=ctx.device)]
+    ids = [torch.zeros(0, width, dtype=torch.long, device=ctx.device)]
+    for a in range(0, len(ctx), step):
+        c = ctx[a:a + step]  # (u, T)
+        s = mask_excluded(term_sum(indptr, cols, values, n, c, age_weights(c, decay, values.dtype)), c)  # (u, N)
+        s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
+        v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
+        vals.append(v[:, :width].clone())  # copies: a view would keep every chunk's (u, N) sort alive
+        ids.append(i[:, :width].clone())
+    return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))
