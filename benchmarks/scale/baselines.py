@@ -77,7 +77,7 @@ class _Popularity:
         self.base = Popularity(data.train, data.n_ids)
 
     def rank(self, contexts, exclude, k):
-        return self.base.top_excluding(contexts if exclude is None else np.concatenate([contexts, exclude], 1), k)
+        return self.base.rank(contexts, contexts if exclude is None else np.concatenate([contexts, exclude], 1), k)
 
 
 SETTINGS = {"item2vec": _item2vec, "als": _als, "popularity": _Popularity}  # fits with this script's flags
