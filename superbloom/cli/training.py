@@ -16,6 +16,7 @@ from ..heads.superbloom import SuperbloomConfig
 from ..model.encoder import ModelConfig
 from ..training.optim import OPTIMIZERS, OptimConfig
 from ..training.objectives import OBJECTIVES, objective_entry
+from ..training.presets import PRESETS, RULES
 from ..training.train import LoopConfig, TrainConfig
 from ..model.warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
@@ -31,6 +32,7 @@ def _add_train(sub):
                                    "--time-budget, whichever comes first; checkpoints are resumable.")
     p.add_argument("data", help="prepared dataset directory")
     p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--preset", choices=["auto", *PRESETS, "none"], default="auto", help=_preset_help())
     h = lambda name: default_of(HashConfig, name)  # noqa: E731
     g = p.add_argument_group("hashing")
     g.add_argument("--alpha", type=NONNEG_INT, default=h("alpha"),
@@ -161,6 +163,42 @@ def _add_train(sub):
     p.set_defaults(func=cmd_train)
 
 
+def _preset_help() -> str:
+    """--preset's help: each preset, when auto picks it and what it sets (training/presets.py)."""
+    rules = [name for name, _ in RULES]
+    listed = "; ".join(f"{p.name} ({p.when}): {p.describe()} [{p.evidence}]"
+                       for p in sorted(PRESETS.values(), key=lambda p: rules.index(p.name) if p.name in rules else 99))
+    return ("the best measured recipe for the data; a flag typed here overrides the preset's setting, and a typed "
+            "flag the recipe makes meaningless is an error. auto (the default): chosen from the dataset's meta.json "
+            f"(first that fits: {', '.join(rules)}), printed and recorded in config.json; none: the library's "
+            f"defaults (the pure superbloom head, alpha auto). {listed}")
+
+
+def apply_preset(args) -> dict | None:
+    """A new run's --preset: its settings written into `args` where no flag was typed (args.given),
+    the meaningless typed flags refused (ValueError naming the flag), the chosen line printed ->
+    config.json's "preset" record (None for --preset none)."""
+    from ..training.presets import DatasetFacts, refusals, resolve
+
+    given = set(getattr(args, "given", set()))
+    facts = DatasetFacts.read(args.data)
+    choice = resolve(args.preset, facts, given)
+    for dest, value in (choice.applied.items() if choice else ()):
+        setattr(args, dest, value)
+    by = (f"preset {'auto -> ' if choice.auto else ''}{choice.preset.name}" if choice
+          else "--preset none (the library defaults)")
+    wrong = refusals(vars(args), given, facts, HEAD_FLAGS, by)
+    if wrong:
+        raise ValueError(wrong[0])
+    if choice is None:
+        return None
+    # the preset's settings count as given for the objective's own defaults (_mask_default): its
+    # --segment stands, not the objective's
+    args.given = given | set(choice.applied)
+    print(choice.line())
+    return choice.record()
+
+
 def _head_config(args):
     """The --head's config from the head settings given; a setting of another head is an error."""
     given = {field: getattr(args, dest) for dest, field in HEAD_FLAGS.items() if getattr(args, dest) is not None}
@@ -248,10 +286,15 @@ def cmd_train(args):
 
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
+    record = None
     if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
+        if "preset" in args.given:
+            raise ValueError("--preset: a resumed run keeps its saved settings (config.json); drop --preset")
         saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
         cfg = train_config_from_args(args, saved, args.given)
     else:
+        record = apply_preset(args)
         cfg = train_config_from_args(args)
-    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
+    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                record={"preset": record} if record else None)
     print(f"model written to {out}")
