@@ -78,7 +78,8 @@ def _add_train(sub):
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
                         "hybrid = full plus a sparse item-item term (--item-term) mixed in with a weight chosen on the "
-                        "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s)")
+                        "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s; the presets "
+                        "but text set their own: see --preset)")
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
@@ -187,7 +188,8 @@ def apply_preset(args) -> dict | None:
         setattr(args, dest, value)
     by = (f"preset {'auto -> ' if choice.auto else ''}{choice.preset.name}" if choice
           else "--preset none (the library defaults)")
-    wrong = refusals(vars(args), given, facts, HEAD_FLAGS, by)
+    # (with --preset none a head setting of another head keeps _head_config's own message)
+    wrong = refusals(vars(args), given, facts, HEAD_FLAGS if choice else {}, by)
     if wrong:
         raise ValueError(wrong[0])
     if choice is None:
@@ -288,8 +290,9 @@ def cmd_train(args):
         raise ValueError("--resume and --overwrite exclude each other")
     record = None
     if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
-        if "preset" in args.given:
-            raise ValueError("--preset: a resumed run keeps its saved settings (config.json); drop --preset")
+        if "preset" in args.given and args.preset != "none":
+            raise ValueError(f"--preset {args.preset}: a resumed run keeps its saved settings (config.json); "
+                             "drop --preset")
         saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
         cfg = train_config_from_args(args, saved, args.given)
     else:
