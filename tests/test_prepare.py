@@ -25,7 +25,7 @@ def test_prepare_roundtrip(tmp_path):
     assert sorted(names) == sorted(sets)
     vocab = data.vocab
     # training ids come back exactly (repeats removed, file order kept)
-    for split, sa in (("train", "--preset", "none", data.train), ("test", data.test)):
+    for split, sa in (("train", data.train), ("test", data.test)):
         for row, name in enumerate(data.set_names(split)):
             want = list(dict.fromkeys(sets[name]))
             got = [vocab.strings[i] if i >= 0 else None for i in sa[row]]
