@@ -1,6 +1,7 @@
 """The train command and the TrainConfig it builds (resume: the saved settings plus the flags typed now)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..model.batches import MaskConfig
@@ -197,7 +198,8 @@ def apply_preset(args) -> dict | None:
     # the preset's settings count as given for the objective's own defaults (_mask_default): its
     # --segment stands, not the objective's
     args.given = given | set(choice.applied)
-    print(choice.line())
+    if os.environ.get("RANK", "0") == "0":  # once under torchrun (every rank resolves the same choice)
+        print(choice.line())
     return choice.record()
 
 
