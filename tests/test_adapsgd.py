@@ -272,7 +272,7 @@ def test_cli_trains_with_adapsgd_and_kernel_attention(wiki_data, tmp_path, capsy
     from superbloom.storage.files import load_json
 
     out = tmp_path / "m"
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "6", "--optimizer", "adapsgd",
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "6", "--optimizer", "adapsgd",
                  "--attention", "kernel", "--d", "16", "--heads", "4", "--d-ff", "32", "--layers", "1",
                  "--batch-size", "16", "--eval-every", "0", "--val-fraction", "0.01", "--quiet", "--threads", "1"]) == 0
     cfg = load_json(out / "config.json")

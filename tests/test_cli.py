@@ -21,7 +21,7 @@ def trained(tmp_path_factory):
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["links"] == 119_882
-    r = run("train", d / "data", "--out", d / "model", "--steps", "6", "--batch-size", "32", "--d", "32",
+    r = run("train", "--preset", "none", d / "data", "--out", d / "model", "--steps", "6", "--batch-size", "32", "--d", "32",
             "--heads", "2", "--d-ff", "64", "--layers", "1", "--eval-every", "3", "--quiet", "--alpha", "8")
     assert r.returncode == 0, r.stderr
     assert "parameters" in r.stdout
@@ -82,7 +82,7 @@ def test_library_api(trained):
 
 
 def test_resume_continues(trained, tmp_path):
-    args = ["train", trained / "data", "--out", tmp_path / "m", "--batch-size", "32", "--d", "32", "--heads", "2",
+    args = ["train", "--preset", "none", trained / "data", "--out", tmp_path / "m", "--batch-size", "32", "--d", "32", "--heads", "2",
             "--d-ff", "64", "--layers", "1", "--quiet", "--eval-every", "0"]
     assert run(*args, "--steps", "3").returncode == 0
     r = run(*args, "--steps", "5", "--resume")

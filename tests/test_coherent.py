@@ -149,7 +149,7 @@ def test_config_errors():
 
 def test_train_cli_flag(wiki_data, tmp_path):
     out = tmp_path / "model"
-    rc = main(["train", str(wiki_data.path), "--out", str(out), "--steps", "2", "--batch-size", "16", "--d", "16",
+    rc = main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "2", "--batch-size", "16", "--d", "16",
                "--heads", "2", "--d-ff", "32", "--layers", "1", "--alpha", "16", "--coherent", "2",
                "--eval-every", "0", "--val-fraction", "0", "--quiet"])
     assert rc == 0

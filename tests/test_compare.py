@@ -60,7 +60,7 @@ def two_models(tmp_path_factory):
     tiny = ["--batch-size", "32", "--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--quiet",
             "--eval-every", "0", "--alpha", "8"]
     for name, steps in (("a", "12"), ("b", "2")):
-        r = run("train", d / "data", "--out", d / name, "--steps", steps, *tiny)
+        r = run("train", "--preset", "none", d / "data", "--out", d / name, "--steps", steps, *tiny)
         assert r.returncode == 0, r.stderr
     return d
 
@@ -109,7 +109,7 @@ def test_compare_errors_name_the_model(two_models, tmp_path):
     (small / "links.tsv").write_text("".join(f"s{i}\tx{(i * 7 + j) % 40}\n" for i in range(60) for j in range(5)))
     assert run("prepare", small / "links.tsv", "--format", "edges", "--out", small / "data").returncode == 0
     other = small / "model"
-    r = run("train", small / "data", "--out", other, "--steps", "1", "--batch-size", "4", "--d", "16", "--heads", "2",
+    r = run("train", "--preset", "none", small / "data", "--out", other, "--steps", "1", "--batch-size", "4", "--d", "16", "--heads", "2",
             "--d-ff", "32", "--layers", "1", "--quiet", "--eval-every", "0", "--alpha", "2")
     assert r.returncode == 0, r.stderr
     r = run("eval", d / "a", d / "data", "--compare", other)

@@ -24,7 +24,7 @@ TINY = ["--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--batch-s
 @needs_cuda
 def test_train_on_cuda_then_load_on_cpu_and_cuda(wiki_data, tmp_path, capsys):
     out = tmp_path / "gpu"
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "6", "--device", "cuda", *TINY]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "6", "--device", "cuda", *TINY]) == 0
     assert "device cuda:0" in capsys.readouterr().out
     on_cpu, on_gpu = sb.load(out, device="cpu"), sb.load(out, device="cuda")
     assert next(on_gpu.model.parameters()).is_cuda and not next(on_cpu.model.parameters()).is_cuda
@@ -36,8 +36,8 @@ def test_train_on_cuda_then_load_on_cpu_and_cuda(wiki_data, tmp_path, capsys):
 @needs_cuda
 def test_resume_a_cpu_run_on_cuda(wiki_data, tmp_path):
     out = tmp_path / "moved"
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "3", "--device", "cpu", *TINY]) == 0
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "6", "--device", "cuda", "--resume",
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "3", "--device", "cpu", *TINY]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "6", "--device", "cuda", "--resume",
                  *TINY]) == 0
     assert json.loads((latest_checkpoint(out) / "state.json").read_text())["step"] == 6
 
@@ -47,7 +47,7 @@ def test_resume_a_cpu_run_on_cuda(wiki_data, tmp_path):
 def test_eval_on_cuda_matches_cpu(wiki_data, tmp_path, head, capsys):
     out = tmp_path / head
     extra = ["--alpha", "1", "--m", "1"] if head == "full" else []
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "4", "--head", head, *extra, *TINY]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "4", "--head", head, *extra, *TINY]) == 0
     results = {}
     for device in ("cpu", "cuda"):
         capsys.readouterr()
@@ -65,10 +65,10 @@ def test_device_choice_without_a_gpu_is_explained(wiki_data, tmp_path, capsys):
         resolve_device("tpu")
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the no-GPU message cannot be shown")
-    assert main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "2", "--device", "cuda",
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "2", "--device", "cuda",
                  *TINY]) == 2
     assert "torch sees no CUDA GPU here; use --device cpu (or auto)" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
-    assert main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "2", "--device", "auto",
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "2", "--device", "auto",
                  *TINY]) == 0
     assert "device cpu" in capsys.readouterr().out

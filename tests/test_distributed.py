@@ -12,7 +12,7 @@ import superbloom as sb
 @pytest.mark.slow
 def test_torchrun_two_ranks(wiki_data, tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29561",
-           "-m", "superbloom", "--", "train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "4",
+           "-m", "superbloom", "--", "train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "4",
            "--batch-size", "16", "--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--quiet",
            "--eval-every", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -25,7 +25,7 @@ def test_torchrun_two_ranks(wiki_data, tmp_path):
 
 def _ranks_run(data, out, *extra):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29562",
-           "-m", "superbloom", "--", "train", str(data.path), "--out", str(out), "--batch-size", "16", "--d", "16",
+           "-m", "superbloom", "--", "train", "--preset", "none", str(data.path), "--out", str(out), "--batch-size", "16", "--d", "16",
            "--heads", "2", "--d-ff", "32", "--layers", "1", "--quiet", "--eval-every", "0", "--dropout", "0.1",
            "--checkpoint-every", "100000", "--threads", "1", *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -73,7 +73,7 @@ def test_dynamic_setting_round_trips_through_save_load_and_resume(wiki_data, tmp
     out = tmp_path / "m"
     tiny = ["--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--batch-size", "32", "--eval-every", "0",
             "--quiet", "--alpha", "8"]
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "3", "--dynamic-embedding", *tiny]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "3", "--dynamic-embedding", *tiny]) == 0
     cfg = load_json(out / "config.json")
     assert cfg["model"]["dynamic"] is True and ModelConfig.from_dict(cfg["model"]).dynamic
     p = sb.load(out)
@@ -81,14 +81,14 @@ def test_dynamic_setting_round_trips_through_save_load_and_resume(wiki_data, tmp
     a = p.predict(["Jazz", "Miles_Davis"], k=5)
     assert sb.load(out, mmap=False).predict(["Jazz", "Miles_Davis"], k=5).items == a.items
     capsys.readouterr()
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "5", "--resume", "--quiet"]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "5", "--resume", "--quiet"]) == 0
     assert load_json(latest_checkpoint(out) / "state.json")["step"] == 5
     assert load_json(out / "config.json")["model"]["dynamic"] is True
     # a model trained without it cannot gain it on resume (the architecture is fixed)
     plain = tmp_path / "p"
-    assert main(["train", str(wiki_data.path), "--out", str(plain), "--steps", "2", *tiny]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(plain), "--steps", "2", *tiny]) == 0
     capsys.readouterr()
-    assert main(["train", str(wiki_data.path), "--out", str(plain), "--steps", "4", "--resume",
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(plain), "--steps", "4", "--resume",
                  "--dynamic-embedding", "--quiet"]) == 2
     assert "model.dynamic False -> True" in capsys.readouterr().err
 

@@ -121,7 +121,7 @@ def loo(tmp_path_factory):
     (d / "seq.txt").write_text("\n".join(lines) + "\n")
     assert main(["prepare", str(d / "seq.txt"), "--format", "lines", "--split", "leave-one-out", "--out",
                  str(d / "data")]) == 0
-    assert main(["train", str(d / "data"), "--out", str(d / "model"), "--steps", "2", "--positions", "16",
+    assert main(["train", "--preset", "none", str(d / "data"), "--out", str(d / "model"), "--steps", "2", "--positions", "16",
                  "--alpha", "2", "--m", "2", *TINY]) == 0
     return sb.Dataset(d / "data"), sb.load(d / "model", threads=1)
 
@@ -154,7 +154,7 @@ def text(tmp_path_factory):
             " ".join(rng.choice(words, 6)) + " ." for _ in range(8)) + "\n")
     prepare_text(TextPrepareConfig((str(d / "corpus"),), str(d / "data"), vocab_size=1000, segment=16,
                                    test_fraction=0.2), progress=False)
-    assert main(["train", str(d / "data"), "--out", str(d / "model"), "--objective", "text-mlm", "--steps", "2",
+    assert main(["train", "--preset", "none", str(d / "data"), "--out", str(d / "model"), "--objective", "text-mlm", "--steps", "2",
                  "--eval-every", "0", "--segment", "16", "--positions", "16", "--alpha", "4", "--m", "2", *TINY]) == 0
     return sb.Dataset(d / "data"), sb.load(d / "model", threads=1)
 

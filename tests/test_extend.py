@@ -182,7 +182,7 @@ def test_resume_fine_tunes_the_extended_model_on_data_with_its_own_vocabulary(gr
     sb.prepare(sb.PrepareConfig(str(tmp_path / "links.tsv"), str(tmp_path / "data")), progress=False)
     before = load_file(str(latest_checkpoint(out) / "model.safetensors"))
     step = load_json(latest_checkpoint(out) / "state.json")["step"]
-    assert main(["train", str(tmp_path / "data"), "--out", str(out), "--resume", "--steps", str(step + 4),
+    assert main(["train", "--preset", "none", str(tmp_path / "data"), "--out", str(out), "--resume", "--steps", str(step + 4),
                  "--quiet", "--batch-size", "32"]) == 0
     text = capsys.readouterr().out
     assert "mapped onto the model's by string" in text and "Not_in_the_model" in text

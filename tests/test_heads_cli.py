@@ -29,7 +29,7 @@ def restore_threads():
 @pytest.fixture(scope="module", params=sorted(HEADS))
 def trained(request, wiki_data, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param) / "model"
-    code = main(["train", str(wiki_data.path), "--out", str(out), "--head", request.param, *HEADS[request.param],
+    code = main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--head", request.param, *HEADS[request.param],
                  "--steps", "2", "--batch-size", "32", "--d", "16", "--heads", "2", "--d-ff", "32",
                  "--layers", "1", "--eval-every", "0", "--val-fraction", "0.01", "--quiet", "--threads", "1"])
     assert code == 0
@@ -71,24 +71,24 @@ def test_predict_with_every_decoding_option(trained, decoding, capsys):
 
 def test_bad_head_flag_is_reported(wiki_data, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "hierarchical",
+        main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "hierarchical",
               "--tree", "random", "--steps", "1"])
     assert "invalid choice: 'random'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "sampled",
+        main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "sampled",
               "--samples", "0", "--steps", "1"])
     assert "argument --samples: expected a number >= 1, got 0" in capsys.readouterr().err
-    code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
+    code = main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
                  "--samples", "10", "--steps", "1"])
     assert code == 2 and "--samples is not a setting of the full head" in capsys.readouterr().err
-    code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
+    code = main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
                  "--item-term", "ease", "--steps", "1"])
     assert code == 2 and "--item-term is not a setting of the full head" in capsys.readouterr().err
-    code = main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
+    code = main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "full",
                  "--transition-window", "3", "--steps", "1"])
     assert code == 2 and "--transition-window is not a setting of the full head" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "hybrid", "--alpha", "1",
+        main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--head", "hybrid", "--alpha", "1",
               "--m", "1", "--item-term", "transition", "--gap-decay", "0", "--steps", "1"])
     assert "argument --gap-decay: expected a number in (0, 1], got 0" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()  # refused before anything was written

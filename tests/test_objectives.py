@@ -252,7 +252,7 @@ def test_a_registered_entry_is_asked_not_its_name(monkeypatch):
     from superbloom.cli.training import register, train_config_from_args
     parser = Parser()
     register(parser.add_subparsers(dest="command"))
-    cfg = train_config_from_args(parser.parse_args(["train", "d", "--out", "o", "--objective", "my-causal",
+    cfg = train_config_from_args(parser.parse_args(["train", "--preset", "none", "d", "--out", "o", "--objective", "my-causal",
                                                     "--steps", "1"]))
     assert cfg.model.causal and cfg.mask.mask_rate == 0.5
 

@@ -66,7 +66,7 @@ def test_config_json_records_versions_and_no_machine_path(tmp_path, monkeypatch)
     rng = __import__("numpy").random.default_rng(0)
     Path("links.tsv").write_text("".join(f"s{s}\tid{j}\n" for s in range(120) for j in rng.choice(30, 5, replace=False)))
     assert main(["prepare", "links.tsv", "--format", "edges", "--out", "data/wiki"]) == 0
-    assert main(["train", "data/wiki", "--out", "runs/wiki", "--steps", "2", "--batch-size", "8", "--d", "16",
+    assert main(["train", "--preset", "none", "data/wiki", "--out", "runs/wiki", "--steps", "2", "--batch-size", "8", "--d", "16",
                  "--layers", "1", "--heads", "2", "--quiet"]) == 0
     text = (tmp_path / "runs/wiki/config.json").read_text()
     config = json.loads(text)
@@ -77,5 +77,5 @@ def test_config_json_records_versions_and_no_machine_path(tmp_path, monkeypatch)
     assert config["dataset"]["name"] == "wiki" and len(config["dataset"]["meta_sha256"]) == 64
     assert str(tmp_path) not in text and str(tmp_path.resolve()) not in text
     # a resume takes the data path from the command line, the absolute one too
-    assert main(["train", str(tmp_path / "data/wiki"), "--out", "runs/wiki", "--steps", "3", "--resume", "--quiet"]) == 0
+    assert main(["train", "--preset", "none", str(tmp_path / "data/wiki"), "--out", "runs/wiki", "--steps", "3", "--resume", "--quiet"]) == 0
     assert str(tmp_path.resolve()) not in (tmp_path / "runs/wiki/config.json").read_text()

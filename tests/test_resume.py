@@ -39,7 +39,7 @@ def digest(model_dir: Path) -> dict:
 @pytest.fixture()
 def model(wiki_data, tmp_path):
     out = tmp_path / "m"
-    assert main(["train", str(wiki_data.path), "--out", str(out), "--steps", "3", *TINY]) == 0
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "3", *TINY]) == 0
     return out
 
 
@@ -52,7 +52,7 @@ def pointed_step(model_dir: Path) -> int:
 
 
 def train(data, out, *extra):
-    return main(["train", str(data.path), "--out", str(out), *TINY, *extra])
+    return main(["train", "--preset", "none", str(data.path), "--out", str(out), *TINY, *extra])
 
 
 def test_existing_model_is_not_overwritten_without_a_flag(wiki_data, model, capsys):
@@ -142,7 +142,7 @@ def test_resume_refuses_architecture_changes_and_records_the_others(wiki_data, m
 def test_killed_at_random_moments_the_directory_always_loads_and_resume_continues(wiki_data, tmp_path):
     """SIGKILL a training process (checkpointing after every step) at random moments, six times."""
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "superbloom", "train", str(wiki_data.path), "--out", str(out), "--steps", "100000",
+    cmd = [sys.executable, "-m", "superbloom", "train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "100000",
            "--checkpoint-every", "0", "--resume", *TINY]
     rnd = random.Random(0)
     resumed_from = []

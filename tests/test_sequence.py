@@ -184,7 +184,7 @@ def test_cli_leave_one_out_end_to_end(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     short = sum(len(line.split()) - 1 < 3 for line in lines)
     assert summary["too_short_kept_for_training"] == short and summary["test"]["sets"] == 60 - short
-    assert main(["train", data, "--out", model, "--steps", "2", "--positions", "32", "--d", "16", "--heads", "2",
+    assert main(["train", "--preset", "none", data, "--out", model, "--steps", "2", "--positions", "32", "--d", "16", "--heads", "2",
                  "--d-ff", "32", "--layers", "1", "--alpha", "2", "--m", "2", "--batch-size", "8",
                  "--quiet", "--threads", "1"]) == 0
     capsys.readouterr()
@@ -205,7 +205,7 @@ def test_cli_leave_one_out_end_to_end(tmp_path, capsys):
     assert main(["eval", model, data, "--protocol", "sets", "--threads", "1"]) == 2  # the wrong protocol: an error
     assert "--protocol leave-one-out" in capsys.readouterr().err
     # --compare: a model with 16 positions (a shorter history of the same users), paired on the users' targets
-    assert main(["train", data, "--out", model + "16", "--steps", "2", "--positions", "16", "--d", "16", "--heads", "2",
+    assert main(["train", "--preset", "none", data, "--out", model + "16", "--steps", "2", "--positions", "16", "--d", "16", "--heads", "2",
                  "--d-ff", "32", "--layers", "1", "--alpha", "2", "--m", "2", "--batch-size", "8", "--quiet",
                  "--threads", "1"]) == 0
     capsys.readouterr()

@@ -215,7 +215,7 @@ def test_next_item_validation_targets_are_the_second_to_last(tmp_path):
 
 def test_cli_next_item_implies_causal_and_predicts_in_order(tmp_path, capsys):
     data, model = str(cycles(tmp_path)), str(tmp_path / "model")
-    assert main(["train", data, "--out", model, "--objective", "next-item", "--positions", "12", "--segment", "12",
+    assert main(["train", "--preset", "none", data, "--out", model, "--objective", "next-item", "--positions", "12", "--segment", "12",
                  "--steps", "120", "--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--alpha", "1",
                  "--m", "1", "--head", "full", "--batch-size", "32", "--eval-every", "0", "--quiet",
                  "--threads", "1"]) == 0
@@ -227,7 +227,7 @@ def test_cli_next_item_implies_causal_and_predicts_in_order(tmp_path, capsys):
                  "--baselines", "popularity"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["hr@10"] > r["baselines"]["popularity"]["hr@10"]
-    assert main(["train", data, "--out", str(tmp_path / "bad"), "--objective", "next-item", "--steps", "1"]) == 2
+    assert main(["train", "--preset", "none", data, "--out", str(tmp_path / "bad"), "--objective", "next-item", "--steps", "1"]) == 2
     assert "--positions" in capsys.readouterr().err
 
 

@@ -54,7 +54,7 @@ TINY = ["--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--batch-s
 @pytest.fixture(scope="module")
 def text_model(text_data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("textmodel") / "model"
-    assert main(["train", str(text_data), "--out", str(out), "--objective", "text-mlm", "--alpha", "4", "--m", "2",
+    assert main(["train", "--preset", "none", str(text_data), "--out", str(out), "--objective", "text-mlm", "--alpha", "4", "--m", "2",
                  "--steps", "40", "--eval-every", "20", "--lr", "3e-3", "--segment", "32", *TINY]) == 0
     return out
 
@@ -128,19 +128,19 @@ def test_text_mlm_defaults_are_berts(text_data, tmp_path):
     parser = Parser()
     sub = parser.add_subparsers(dest="command")
     register(sub)
-    args = parser.parse_args(["train", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1"])
+    args = parser.parse_args(["train", "--preset", "none", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1"])
     cfg = train_config_from_args(args)
     assert (cfg.mask.n, cfg.mask.mask_rate, cfg.mask.element_dropout) == (128, 0.15, 0.0)
-    args = parser.parse_args(["train", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1",
+    args = parser.parse_args(["train", "--preset", "none", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1",
                               "--segment", "64", "--mask-rate", "0.2"])
     cfg = train_config_from_args(args)
     assert (cfg.mask.n, cfg.mask.mask_rate) == (64, 0.2)
-    args = parser.parse_args(["train", str(text_data), "--out", "x", "--steps", "1"])
+    args = parser.parse_args(["train", "--preset", "none", str(text_data), "--out", "x", "--steps", "1"])
     assert train_config_from_args(args).mask.n == 32  # the set objective keeps its defaults
 
 
 def test_text_mlm_without_positions_is_a_clear_error(text_data, tmp_path, capsys):
-    args = ["train", str(text_data), "--out", str(tmp_path / "m"), "--objective", "text-mlm", "--steps", "1",
+    args = ["train", "--preset", "none", str(text_data), "--out", str(tmp_path / "m"), "--objective", "text-mlm", "--steps", "1",
             "--d", "16", "--heads", "2", "--d-ff", "16", "--layers", "1", "--quiet"]
     assert main(args) == 2
     assert "--positions 32" in capsys.readouterr().err  # rows of <= 32 tokens (prepared with segment 32)
@@ -149,7 +149,7 @@ def test_text_mlm_without_positions_is_a_clear_error(text_data, tmp_path, capsys
 
 
 def test_text_mlm_on_a_set_dataset_is_a_clear_error(wiki_data, tmp_path, capsys):
-    assert main(["train", str(wiki_data.path), "--out", str(tmp_path / "m"), "--objective", "text-mlm",
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--objective", "text-mlm",
                  "--positions", "128", "--steps", "1", "--quiet"]) == 2
     assert "prepare-text" in capsys.readouterr().err
 
@@ -161,7 +161,7 @@ def test_text_mlm_on_a_set_dataset_is_a_clear_error(wiki_data, tmp_path, capsys)
                                   ["--head", "full", "--alpha", "4", "--m", "2"]])
 def test_every_head_trains_on_text(text_data, tmp_path, head):
     out = tmp_path / "m"
-    assert main(["train", str(text_data), "--out", str(out), "--objective", "text-mlm", "--steps", "4",
+    assert main(["train", "--preset", "none", str(text_data), "--out", str(out), "--objective", "text-mlm", "--steps", "4",
                  "--eval-every", "2", *head, *TINY]) == 0
     logs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     val = [x for x in logs if "val_rec@10" in x]
@@ -246,7 +246,7 @@ def test_eval_compare_text_models(text_model, text_data, tmp_path, capsys):
     uni = r["paired_vs_baselines"]["unigram"]["rec@1"]
     assert uni["diff"] == pytest.approx(r["rec@1"] - r["baselines"]["unigram"]["rec@1"])
     other = tmp_path / "seg16"
-    assert main(["train", str(text_data), "--out", str(other), "--objective", "text-mlm", "--alpha", "4", "--m", "2",
+    assert main(["train", "--preset", "none", str(text_data), "--out", str(other), "--objective", "text-mlm", "--alpha", "4", "--m", "2",
                  "--steps", "2", "--eval-every", "0", "--segment", "16", *TINY]) == 0
     capsys.readouterr()
     assert main(["eval", str(text_model), str(text_data), "--compare", str(other), "--threads", "1"]) == 2

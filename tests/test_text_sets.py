@@ -194,7 +194,7 @@ def trained(tmp_path_factory):
         paras = [" ".join(" ".join(rng.choice(topics[(i + k) % 3], 5)) + " ." for _ in range(2)) for k in range(4)]
         (d / "corpus" / f"doc{i}.txt").write_text("\n\n".join(paras) + "\n")
     assert main(["prepare-text", str(d / "corpus"), "--out", str(d / "data"), "--as-sets", "--json"]) == 0
-    assert main(["train", str(d / "data"), "--out", str(d / "model"), "--steps", "3", "--eval-every", "0",
+    assert main(["train", "--preset", "none", str(d / "data"), "--out", str(d / "model"), "--steps", "3", "--eval-every", "0",
                  "--alpha", "4", "--m", "2", *TINY]) == 0
     return d
 

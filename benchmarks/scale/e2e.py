@@ -131,7 +131,8 @@ def stage_train(args, work: Path, state: State) -> None:
         if (key in state and not args.force) or (args.only and name.split()[0] not in args.only.split(",")):
             continue
         out = work / "models" / name.split()[0]
-        cmd = [sys.executable, "-m", "superbloom", "train", str(work / "data"), "--out", str(out), "--overwrite",
+        cmd = [sys.executable, "-m", "superbloom", "train", "--preset", "none", str(work / "data"), "--out", str(out),
+               "--overwrite",  # --preset none: the flags below are the whole recipe, as measured
                *flags, *(["--time-budget", str(args.time_budget)] if args.time_budget else ["--steps", str(args.steps)]),
                "--batch-size", str(args.batch_size), "--warmup", str(args.warmup), "--lr", str(args.lr),
                "--segment", str(args.segment), "--eval-every", "0", "--val-fraction", "0", "--threads", str(args.threads),

@@ -1,6 +1,7 @@
 """The train command and the TrainConfig it builds (resume: the saved settings plus the flags typed now)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..model.batches import MaskConfig
@@ -16,6 +17,7 @@ from ..heads.superbloom import SuperbloomConfig
 from ..model.encoder import ModelConfig
 from ..training.optim import OPTIMIZERS, OptimConfig
 from ..training.objectives import OBJECTIVES, objective_entry
+from ..training.presets import PRESETS, RULES
 from ..training.train import LoopConfig, TrainConfig
 from ..model.warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
@@ -31,6 +33,7 @@ def _add_train(sub):
                                    "--time-budget, whichever comes first; checkpoints are resumable.")
     p.add_argument("data", help="prepared dataset directory")
     p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--preset", choices=["auto", *PRESETS, "none"], default="auto", help=_preset_help())
     h = lambda name: default_of(HashConfig, name)  # noqa: E731
     g = p.add_argument_group("hashing")
     g.add_argument("--alpha", type=NONNEG_INT, default=h("alpha"),
@@ -76,7 +79,8 @@ def _add_train(sub):
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
                         "hybrid = full plus a sparse item-item term (--item-term) mixed in with a weight chosen on the "
-                        "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s)")
+                        "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s; the presets "
+                        "but text set their own: see --preset)")
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
@@ -159,6 +163,44 @@ def _add_train(sub):
                    help="serve the last weights instead of those with the best validation rec@10")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
+
+
+def _preset_help() -> str:
+    """--preset's help: each preset, when auto picks it and what it sets (training/presets.py)."""
+    rules = [name for name, _ in RULES]
+    listed = "; ".join(f"{p.name} ({p.when}): {p.describe()} [{p.evidence}]"
+                       for p in sorted(PRESETS.values(), key=lambda p: rules.index(p.name) if p.name in rules else 99))
+    return ("the best measured recipe for the data; a flag typed here overrides the preset's setting, and a typed "
+            "flag the recipe makes meaningless is an error. auto (the default): chosen from the dataset's meta.json "
+            f"(first that fits: {', '.join(rules)}), printed and recorded in config.json; none: the library's "
+            f"defaults (the pure superbloom head, alpha auto). {listed}")
+
+
+def apply_preset(args) -> dict | None:
+    """A new run's --preset: its settings written into `args` where no flag was typed (args.given),
+    the meaningless typed flags refused (ValueError naming the flag), the chosen line printed ->
+    config.json's "preset" record (None for --preset none)."""
+    from ..training.presets import DatasetFacts, refusals, resolve
+
+    given = set(getattr(args, "given", set()))
+    facts = DatasetFacts.read(args.data)
+    choice = resolve(args.preset, facts, given)
+    for dest, value in (choice.applied.items() if choice else ()):
+        setattr(args, dest, value)
+    by = (f"preset {'auto -> ' if choice.auto else ''}{choice.preset.name}" if choice
+          else "--preset none (the library defaults)")
+    # (with --preset none a head setting of another head keeps _head_config's own message)
+    wrong = refusals(vars(args), given, facts, HEAD_FLAGS if choice else {}, by)
+    if wrong:
+        raise ValueError(wrong[0])
+    if choice is None:
+        return None
+    # the preset's settings count as given for the objective's own defaults (_mask_default): its
+    # --segment stands, not the objective's
+    args.given = given | set(choice.applied)
+    if os.environ.get("RANK", "0") == "0":  # once under torchrun (every rank resolves the same choice)
+        print(choice.line())
+    return choice.record()
 
 
 def _head_config(args):
@@ -248,10 +290,16 @@ def cmd_train(args):
 
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
+    record = None
     if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
+        if "preset" in args.given and args.preset != "none":
+            raise ValueError(f"--preset {args.preset}: a resumed run keeps its saved settings (config.json); "
+                             "drop --preset")
         saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
         cfg = train_config_from_args(args, saved, args.given)
     else:
+        record = apply_preset(args)
         cfg = train_config_from_args(args)
-    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
+    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                record={"preset": record} if record else None)
     print(f"model written to {out}")

@@ -114,13 +114,15 @@ def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
 # ------------------------------------------------------------------------------ the masked id model
 
 
-def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False) -> Path:
+def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False,
+          record: dict | None = None) -> Path:
     """Masked training of a Superbloom model on a prepared dataset -> the model directory.
 
     cfg.out may not hold a model unless resume=True (continue its newest complete checkpoint; the
     architecture must not change, other settings may and are recorded) or overwrite=True (a new
     run that replaces it once it has a complete checkpoint of its own). Every setting is checked
-    before anything is written."""
+    before anything is written. `record`: more top-level entries of a new run's config.json (the
+    CLI's preset choice, training/presets.py)."""
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
@@ -181,7 +183,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
             **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
-            **({"head_built": head_built} if head_built else {})})
+            **({"head_built": head_built} if head_built else {}), **(record or {})})
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     if d.main:

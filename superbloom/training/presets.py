@@ -1,0 +1,188 @@
+"""Training presets: the best measured recipe per kind of dataset, by name, and `auto`, which picks one.
+
+    superbloom train data/wiki --out runs/wiki --steps 2000              # --preset auto (the default)
+    superbloom train data/wiki --out runs/wiki --steps 2000 --preset none  # the library's own defaults
+
+A preset is a frozen set of `train` settings (keyed by the command's flag names, argparse dests:
+{"head": "hybrid", "alpha": 1, ...}), the file whose measurements chose it, and the rule under which
+`auto` picks it. `auto` (choose) looks only at the prepared dataset's meta.json (DatasetFacts: ids,
+mean training-set size, split kind, text or not). A flag the user types always wins over the preset;
+a typed flag that the resolved recipe makes meaningless (refusals: --m with an unhashed model, a head
+setting the head does not have) is an error, never silently dropped. The CLI (cli/training.py)
+applies the chosen settings and records the choice in config.json ("preset").
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from ..hashing.bloom import UNHASHED_MAX_IDS
+from ..heads import head_settings
+from ..storage.files import load_json
+
+# auto's size tiers (ids of the prepared vocabulary); tests monkeypatch them
+SMALL_MAX_IDS = UNHASHED_MAX_IDS  # the unhashed hybrid with the full softmax (the demo's recipe)
+LARGE_MAX_IDS = 500_000  # the unhashed hybrid with sampled negatives (Epinions, 277,910 ids, measured); hashed above
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One named recipe: the `train` flags it sets (argparse dest -> value), when `auto` picks it,
+    and the results file that measured it."""
+    name: str
+    settings: Mapping[str, object]
+    when: str
+    evidence: str
+
+    def __post_init__(self):
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+
+    def describe(self) -> str:
+        """'head hybrid, alpha 1, m 1': the settings as flags would read (for --help and the printed line)."""
+        return ", ".join(f"{k.replace('_', '-')} {v}" for k, v in self.settings.items())
+
+
+PRESETS: dict[str, Preset] = {}
+
+
+def register(preset: Preset) -> Preset:
+    if preset.name in PRESETS or preset.name in ("auto", "none"):
+        raise ValueError(f"preset {preset.name!r} is already registered (or reserved)")
+    PRESETS[preset.name] = preset
+    return preset
+
+
+register(Preset(
+    "small", {"head": "hybrid", "alpha": 1, "m": 1},
+    when=f"set data up to SMALL_MAX_IDS ({SMALL_MAX_IDS:,}) ids",
+    evidence="benchmarks/results/quality.md"))  # the hybrid beats co-occurrence on all nine datasets; the demo's
+register(Preset(
+    "large", {"head": "hybrid", "alpha": 1, "m": 1, "samples": 4096},
+    when=f"set data up to LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
+    evidence="benchmarks/results/quality.md"))  # session 6: Epinions 277,910 ids, recipe hybrid_sampled
+register(Preset(
+    "millions", {"head": "hashed-hybrid", "alpha": 50, "m": 2, "coherent": 2, "init": "cooccurrence"},
+    when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
+    # the hashing and start: e2e7.md (5.1M ids, the superbloom head); the term's exact top-k: hashed_hybrid_topk.md
+    evidence="benchmarks/results/scale/e2e7.md"))
+register(Preset(
+    "sequences", {"objective": "next-item", "head": "hybrid", "alpha": 1, "m": 1, "samples": 2048,
+                  "d": 64, "heads": 2, "d_ff": 256, "layers": 2, "dropout": 0.2, "positions": 50, "segment": 50,
+                  "lr": 0.005, "warmup": 200, "batch_size": 128},
+    when="a leave-one-out dataset (prepare --split leave-one-out)",
+    evidence="benchmarks/results/sequence.md"))  # the next-item hybrid rows, 2,048 negatives (Beauty, Toys, BERT4Rec)
+register(Preset(
+    "text", {"objective": "text-mlm", "positions": 128, "alpha": 40, "m": 2},
+    when="a prepare-text dataset",
+    evidence="benchmarks/results/text/table5_s10_paired.md"))  # hash40-d128, random maps beat coherent ones
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What `auto` looks at, from a prepared dataset's meta.json."""
+    ids: int
+    mean_set_size: float  # training links / training sets
+    split: str  # "sets" | "leave-one-out"
+    text: bool  # a prepare-text dataset (text-mlm); prepare-text --as-sets is set data
+
+    @classmethod
+    def read(cls, data: str | Path) -> "DatasetFacts":
+        path = Path(data) / "meta.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{data} is not a prepared dataset (no meta.json); "
+                                    "run `superbloom prepare` (or prepare-text) first")
+        meta = load_json(path)
+        train = meta.get("train", {})
+        sets, links = train.get("sets", meta.get("sets", 0)), train.get("links", meta.get("links", 0))
+        return cls(ids=int(meta["ids"]), mean_set_size=round(links / sets, 2) if sets else 0.0,
+                   split=meta.get("split", "sets"), text=meta.get("format") == "text")
+
+
+# auto's rules, in order: the first that holds names the preset
+RULES: list[tuple[str, Callable[[DatasetFacts], bool]]] = [
+    ("text", lambda f: f.text),
+    ("sequences", lambda f: f.split == "leave-one-out"),
+    ("small", lambda f: f.ids <= SMALL_MAX_IDS),
+    ("large", lambda f: f.ids <= LARGE_MAX_IDS),
+    ("millions", lambda f: True),
+]
+
+
+def choose(facts: DatasetFacts) -> str:
+    """auto: the preset for a dataset (RULES, first match). The mean set size is reported, not used:
+    no measurement yet tells recipes apart by it."""
+    return next(name for name, holds in RULES if holds(facts))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A resolved preset: its name, whether auto chose it, the settings it applied (the flags typed
+    override it, `overridden`), and the dataset it was chosen for."""
+    preset: Preset
+    auto: bool
+    applied: Mapping[str, object]
+    overridden: tuple[str, ...]
+    facts: DatasetFacts
+
+    def line(self) -> str:
+        """The one line `train` prints."""
+        head = f"preset auto -> {self.preset.name}" if self.auto else f"preset {self.preset.name}"
+        typed = f"; typed: {', '.join('--' + d.replace('_', '-') for d in self.overridden)}" if self.overridden else ""
+        return (f"{head}: {self.preset.describe()}{typed} (evidence: {self.preset.evidence}) "
+                f"[{self.facts.ids:,} ids, mean set size {self.facts.mean_set_size:g}, split {self.facts.split}"
+                f"{', text' if self.facts.text else ''}]")
+
+    def record(self) -> dict:
+        """config.json's "preset"."""
+        return {"name": self.preset.name, "chosen_by": "auto" if self.auto else "--preset",
+                "settings": dict(self.preset.settings), "applied": dict(self.applied),
+                "overridden": list(self.overridden), "evidence": self.preset.evidence,
+                "dataset": dataclasses.asdict(self.facts)}
+
+
+def resolve(name: str, facts: DatasetFacts, given: set[str]) -> Choice | None:
+    """`--preset NAME` for a dataset -> the Choice (None for "none"); the settings in `given` (typed
+    flags) are not applied."""
+    if name == "none":
+        return None
+    auto = name == "auto"
+    if auto:
+        name = choose(facts)
+    if name not in PRESETS:
+        raise ValueError(f"--preset {name!r}: unknown; choose one of auto, none, {', '.join(PRESETS)}")
+    preset = PRESETS[name]
+    applied = {k: v for k, v in preset.settings.items() if k not in given}
+    return Choice(preset, auto, applied, tuple(k for k in preset.settings if k in given), facts)
+
+
+# ------------------------------------------------------------------ flags the resolved recipe ignores
+
+
+def refusals(settings: Mapping[str, object], given: set[str], facts: DatasetFacts, head_flags: Mapping[str, str],
+             by: str) -> list[str]:
+    """Typed flags that the resolved settings make meaningless, each as 'the flag: why' (empty: none).
+
+    settings: the resolved `train` settings (argparse dest -> value, the preset's and the typed ones);
+    head_flags: argparse dest -> head config field of the head settings' flags; by: what chose the
+    recipe ("preset small", "the library defaults"), for the message."""
+    flag = lambda dest: "--" + dest.replace("_", "-")  # noqa: E731
+    out = []
+    alpha = settings["alpha"]
+    unhashed = alpha == 1 or (alpha == 0 and facts.ids <= UNHASHED_MAX_IDS)
+    if unhashed and "alpha" not in given:  # a typed --alpha 1 --m 2 is the user's own choice
+        why = ("alpha 1: unhashed, one row per id" if alpha == 1 else
+               f"alpha 0 (auto) trains unhashed at {facts.ids:,} ids (<= {UNHASHED_MAX_IDS:,})")
+        for dest in ("m", "coherent"):
+            if dest in given:
+                out.append(f"{flag(dest)}: {by} trains unhashed ({why}), so there are no hash maps for "
+                           f"{flag(dest)}; drop it or give --alpha")
+    if "head" not in given:  # with a typed --head the head's own check names it
+        own = set(head_settings(str(settings["head"])))
+        for dest, field in head_flags.items():
+            if dest in given and field not in own:
+                out.append(f"{flag(dest)}: {by} trains the {settings['head']} head, which has no such setting "
+                           f"(its settings: {', '.join(sorted(own)) or 'none'}); drop it or give --head")
+    return out
