@@ -65,7 +65,7 @@ from ..hashing.bloom import BloomHash
 from .neighbours import cooccurrence_neighbours
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, age_weights, mixed, term_alone  # recency weights; the variants (any head with mix)
+from .hybrid import MIXES, age_weights, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
 from .superbloom import SuperbloomConfig, SuperbloomHead
 from .base import HeadBase
 
@@ -309,10 +309,7 @@ class HashedHybridHead(SuperbloomHead):
             results = [summarize(Ranking.concat(parts)) for parts in self._parts]
         finally:
             self._grid, self._parts = None, None
-        best = 0
-        for c, r in enumerate(results):
-            if r[select] > results[best][select]:
-                best = c
+        best = first_best(results, select)
         mix, decay = grid[best] if best else (0.0, float(self.decay))
         self.mix.fill_(mix)
         self.decay.fill_(decay)

@@ -267,16 +267,22 @@ class HybridHead(FullHead):
             results = [summarize(Ranking.concat(parts)) for parts in self._parts]
         finally:
             self._grid, self._parts = None, None
-        best = 0
-        for c, r in enumerate(results):
-            if r[select] > results[best][select]:
-                best = c
+        best = first_best(results, select)
         mix, decay, slot = grid[best] if best else (0.0, float(self.decay), int(self.alt))
         self.mix.fill_(mix)
         self.decay.fill_(decay)
         self.alt.fill_(slot)
         return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
                     **{f"pure_{select}": results[0][select]})
+
+
+def first_best(results: list[dict], select: str) -> int:
+    """Index of the candidate whose metrics score highest by `select` (ties: the earlier one)."""
+    best = 0
+    for c, r in enumerate(results):
+        if r[select] > results[best][select]:
+            best = c
+    return best
 
 
 @contextlib.contextmanager

@@ -54,7 +54,7 @@ from ..training.optim import OptimConfig
 from ..training.loop import LoopConfig, fit
 from ..training.objectives import Objective
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
-                               portable, portable_summary, refuse_changes, resume_point, versions)
+                               portable, portable_summary, refuse_changes, resume_point, start_run)
 from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from ..data.labels import load_labels
@@ -295,11 +295,8 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     net.to(d.device)
     run = open_run(out, ckpt)
     if d.main and ckpt is None:
-        run.path.mkdir(parents=True, exist_ok=True)
-        hashing.save(run.path / "hashing.safetensors")
-        data.vocab.save(run.path)
-        save_json(run.path / "config.json", {
-            "versions": versions(), "dataset": dataset_record(cfg.data),
+        start_run(run, hashing, data.vocab, {
+            "dataset": dataset_record(cfg.data),
             "embed": asdict(cfg.embed), "hash": asdict(hcfg), "model": asdict(cfg.model),
             "train": portable(cfg.to_dict()),
             "labels": table.names if table else [], "label_summary": table.summary() if table else None,

@@ -125,6 +125,15 @@ def open_run(out: Path, ckpt: Path | None) -> RunDir:
     return RunDir(out, staged=ckpt is None and holds_model(out))
 
 
+def start_run(run: RunDir, hashing, vocab, config: dict) -> None:
+    """A new run's files (rank 0): the run folder, its hash maps, vocabulary and config.json (the
+    versions that wrote it first)."""
+    run.path.mkdir(parents=True, exist_ok=True)
+    hashing.save(run.path / "hashing.safetensors")
+    vocab.save(run.path)
+    save_json(run.path / "config.json", {"versions": versions(), **config})
+
+
 def versions() -> dict:
     """What wrote a model directory (config.json's "versions"): the superbloom, torch and format versions."""
     import torch

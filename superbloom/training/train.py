@@ -32,7 +32,7 @@ from ..model.batches import MaskConfig
 from ..hashing.coherent import CoherentStats
 from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
-from ..storage.files import load_json, save_json
+from ..storage.files import load_json
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
 from .loop import LoopConfig, fit
@@ -42,7 +42,7 @@ from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, Obj
 from .optim import OptimConfig
 from ..data.remap import align_dataset, format_alignment
 from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
-                     portable_summary, refuse_changes, resume_point, versions)
+                     portable_summary, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
 from ..model.warmstart import INITS, initialise, resolve_init
 
@@ -174,11 +174,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
     run = open_run(out, ckpt)
     if d.main and ckpt is None:
-        run.path.mkdir(parents=True, exist_ok=True)
-        hashing.save(run.path / "hashing.safetensors")
-        data.vocab.save(run.path)
-        save_json(run.path / "config.json", {
-            "versions": versions(), "dataset": dataset_record(cfg.data),
+        start_run(run, hashing, data.vocab, {
+            "dataset": dataset_record(cfg.data),
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
