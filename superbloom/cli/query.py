@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ..evaluation.baselines import BASELINES
 from ..evaluation.evaluate import PROTOCOLS, EvalConfig
@@ -194,6 +195,10 @@ def cmd_predict(args):
 
     if bool(args.input) == bool(args.ids) or bool(args.input) != bool(args.output):
         raise ValueError("predict: give context ids, or --input FILE with --output FILE (not both)")
+    for flag in ("input", "allow", "deny"):  # checked before the model loads and before any output
+        path = getattr(args, flag)
+        if path and not Path(path).is_file():
+            raise ValueError(f"--{flag} {path}: no such file")
     model = load(args.model, device=args.device)
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "

@@ -65,7 +65,7 @@ from ..hashing.bloom import BloomHash
 from .neighbours import cooccurrence_neighbours
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, age_weights, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
+from .hybrid import MIXES, age_weights, check_term_settings, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
 from .superbloom import SuperbloomConfig, SuperbloomHead
 from .base import HeadBase
 
@@ -82,14 +82,7 @@ class HashedHybridConfig(SuperbloomConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.neighbours < 1:
-            raise ValueError(f"neighbours must be >= 1, got {self.neighbours}")
-        if self.term not in TERMS:
-            raise ValueError(f"term must be one of {TERMS}, got {self.term!r}")
-        if self.window < 1:
-            raise ValueError(f"window must be >= 1, got {self.window}")
-        if not 0.0 < self.gap_decay <= 1.0:
-            raise ValueError(f"gap_decay must be in (0, 1], got {self.gap_decay}")
+        check_term_settings(self)
 
 
 def resolve_term(term: str, n_ids: int) -> str:

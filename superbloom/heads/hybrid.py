@@ -82,19 +82,24 @@ class HybridConfig:
             raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
         if self.samples and self.label_smoothing:
             raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
-        if self.neighbours < 1:
-            raise ValueError(f"neighbours must be >= 1, got {self.neighbours}")
-        if self.term not in TERMS:
-            raise ValueError(f"term must be one of {TERMS}, got {self.term!r}")
-        if self.window < 1:
-            raise ValueError(f"window must be >= 1, got {self.window}")
-        if not 0.0 < self.gap_decay <= 1.0:
-            raise ValueError(f"gap_decay must be in (0, 1], got {self.gap_decay}")
+        check_term_settings(self)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
 TERMS = ("auto", "ease", "cooccurrence", "transition")
+
+
+def check_term_settings(cfg) -> None:
+    """The item-item term's settings of a hybrid config (HybridConfig, HashedHybridConfig), checked alike."""
+    if cfg.neighbours < 1:
+        raise ValueError(f"neighbours must be >= 1, got {cfg.neighbours}")
+    if cfg.term not in TERMS:
+        raise ValueError(f"term must be one of {TERMS}, got {cfg.term!r}")
+    if cfg.window < 1:
+        raise ValueError(f"window must be >= 1, got {cfg.window}")
+    if not 0.0 < cfg.gap_decay <= 1.0:
+        raise ValueError(f"gap_decay must be in (0, 1], got {cfg.gap_decay}")
 MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the item-item term's weights tried at validation
 
 
