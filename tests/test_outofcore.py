@@ -138,3 +138,29 @@ def test_cli_flag(tmp_path, capsys):
     code, _, err = cli(["prepare", str(tmp_path / "in.tsv"), "--out", str(tmp_path / "e"), "--memory-limit", "lots"],
                        capsys)
     assert code == 2 and "--memory-limit" in err and "expected a size" in err and not (tmp_path / "e").exists()
+
+
+def test_many_chunks_byte_identical(tmp_path, monkeypatch):
+    """An input read in several chunks (every real input past ~1M links): the out-of-core spill checks
+    each later chunk's columns against the first's (it once failed on the second chunk of any input)."""
+    import superbloom.data.inputs as inputs
+
+    monkeypatch.setattr(inputs, "_CHUNK_LINKS", 500)  # 4,000+ links -> 9 chunks
+    links = random_links(7)
+    table = pa.table({"set": [s for s, _ in links], "id": [i for _, i in links]})
+    out = {}
+    for name, limit in (("mem", None), ("ooc", LIMIT)):
+        out[name] = sb.prepare(sb.PrepareConfig(table, str(tmp_path / name), memory_limit=limit), progress=False)
+    assert_same_dataset(tmp_path / "mem", tmp_path / "ooc", out["mem"], out["ooc"])
+
+
+def test_later_chunk_of_another_type_is_cast_or_refused():
+    from superbloom.data.outofcore import _conform
+
+    first = pa.schema([("s", pa.string()), ("i", pa.string()), ("o", pa.int64())])
+    later = pa.table({"s": pa.array(["a"], pa.large_string()), "i": ["b"], "o": pa.array([2.0])})
+    got = _conform(later, first, sb.PrepareConfig("x", "y", read=ReadConfig(order_column="t")))
+    assert got.schema == first and got["o"].to_pylist() == [2]
+    bad = pa.table({"s": ["a"], "i": ["b"], "o": pa.array([2.5])})
+    with pytest.raises(InputError, match="order column 't': double values after int64 ones"):
+        _conform(bad, first, sb.PrepareConfig("x", "y", read=ReadConfig(order_column="t")))

@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--threads", type=POS_INT, default=1, help="item2vec's gensim workers and implicit's threads")
     ap.add_argument("--skip-gram", action="store_true", help="item2vec: skip-gram instead of CBOW")
     ap.add_argument("--name", default="baselines")
+    ap.add_argument("--ranks-dir", help="also write each baseline's per-example target ranks to DIR/NAME.npz "
+                    "(targets, set_rows, ranks): time_to_quality.py pairs them with a model's on the same examples")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -155,6 +157,9 @@ def main():
         r = run_one(name, args)
         if "_ranked" in r:
             ranks = target_ranks(r.pop("_ranked"), ex.targets)
+            if args.ranks_dir:
+                Path(args.ranks_dir).mkdir(parents=True, exist_ok=True)
+                np.savez(Path(args.ranks_dir) / f"{name}.npz", targets=ex.targets, set_rows=ex.set_rows, ranks=ranks)
             r = summarize_ci(ranks, ex.set_rows) | r
         rows[name] = r
         print(name, {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}, flush=True)

@@ -101,6 +101,21 @@ def prepare_out_of_core(cfg, out: Path, t0: float, progress: bool) -> dict:
     return summary  # write_staged saves it as meta.json
 
 
+def _conform(table: pa.Table, schema: pa.Schema, cfg) -> pa.Table:
+    """A later chunk whose column types differ from the first chunk's (e.g. a reader's string vs
+    large_string, or an order column read as int then double) cast to the first chunk's types; a cast
+    that would lose values is an InputError naming the column."""
+    for name in schema.names:
+        have, want = table.schema.field(name).type, schema.field(name).type
+        if have != want:
+            try:
+                table = table.set_column(table.schema.get_field_index(name), name, table[name].cast(want))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                what = f"order column {cfg.read.order_column!r}" if name == "o" else f"column {name!r}"
+                raise InputError(f"{what}: {have} values after {want} ones; expected one type throughout ({e})") from None
+    return table
+
+
 def _spill(cfg, path: Path, progress: bool) -> ReadStats:
     """Reader chunks -> a Parquet file of (s, i) string columns (and o, the order values, with an order
     column), in the order read."""
@@ -114,11 +129,10 @@ def _spill(cfg, path: Path, progress: bool) -> ReadStats:
                     cols["o"] = pa.array(links.order)
                 table = pa.table(cols)
                 if writer is None:
-                    writer = pq.ParquetWriter(path, table.schema, compression="zstd")
-                elif table.schema != writer.schema.to_arrow_schema():
-                    raise InputError(f"order column {cfg.read.order_column!r}: {table.schema.field('o').type} values "
-                                     f"after {writer.schema.to_arrow_schema().field('o').type} ones; expected one "
-                                     "type throughout")
+                    schema = table.schema
+                    writer = pq.ParquetWriter(path, schema, compression="zstd")
+                elif table.schema != schema:
+                    table = _conform(table, schema, cfg)
                 writer.write_table(table)
                 bar.update(len(links.ids))
     finally:
