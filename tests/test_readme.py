@@ -56,10 +56,15 @@ def _parse_error(words: list[str]) -> str | None:
     name, args = words[1], words[2:]
     if name not in COMMANDS:
         return f"no command {name!r} (commands: {', '.join(COMMANDS)})"
+    parser = command_parser(name)
+    known = {o for action in parser._actions for o in action.option_strings}  # argparse keeps no public list
+    abbreviated = [a.split("=", 1)[0] for a in args if a.startswith("--") and a.split("=", 1)[0] not in known]
+    if abbreviated:  # argparse would accept a prefix of a flag: the docs spell flags out
+        return f"flags not spelled as the parser names them: {', '.join(abbreviated)}"
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            command_parser(name).parse_args(args)
+            parser.parse_args(args)
     except SystemExit as e:
         return None if e.code == 0 else err.getvalue().strip() or f"exit {e.code}"
     return None
@@ -85,6 +90,7 @@ def test_the_parse_check_sees_a_wrong_flag():
     """The check itself: an unknown flag, an unknown command and a bad choice are caught."""
     assert _parse_error(["superbloom", "train", "data", "--out", "m", "--no-such-flag"])
     assert _parse_error(["superbloom", "trian", "data"])
+    assert _parse_error(["superbloom", "train", "data", "--out", "m", "--time-bud", "60"])  # a prefix
     assert _parse_error(["superbloom", "prepare", "x.csv", "--format", "xls", "--out", "d"])
     assert _parse_error(["superbloom", "prepare", "x.csv", "--format", "csv", "--out", "d"]) is None
 
