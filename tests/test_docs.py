@@ -24,7 +24,8 @@ def test_the_site_builds_strict(tmp_path):
                        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
     assert r.returncode == 0, r.stdout + r.stderr  # (no -q: mkdocs -q drops the warnings that --strict counts)
     pages = {p.relative_to(site).as_posix(): p.read_text() for p in site.rglob("index.html")}
-    assert {"index.html", "architecture/index.html", "api/index.html", "api/heads/index.html"} <= set(pages)
+    assert {"index.html", "architecture/index.html", "api/index.html", "api/heads/index.html", "results/index.html",
+            "contributing/index.html", "guides/extend/index.html"} <= set(pages)
     assert 'id="superbloom.evaluation.evaluate.evaluate"' in pages["api/evaluation/index.html"]  # mkdocstrings ran
     assert "serving/" in pages["architecture/index.html"] and "launch.py" in pages["architecture/index.html"]
     refs = [f"{name}: {m.group(0)}" for name, html in pages.items() for m in re.finditer(r"\bissues? \d+", html)]

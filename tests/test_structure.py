@@ -1,9 +1,11 @@
 """The package's structure, read from the code: stage folders in the order of the data flow, and
 every import (function-level and TYPE_CHECKING ones included) pointing to its own stage or an earlier
-one, with no cycle between modules; the README's layout block is the tree as it is."""
+one, with no cycle between modules; the layout block of the architecture page (docs/architecture.md) is
+the tree as it is."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -122,15 +124,23 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
     assert stage_of("superbloom.training.loop") > stage_of("superbloom.data.x")
 
 
-# ---------------------------------------------------------------------------- the README's layout
+# ------------------------------------------------------------------- the architecture page's layout
 
-README = ROOT / "README.md"
+LAYOUT_PAGE = ROOT / "docs" / "architecture.md"  # the user-facing tree (the README links to it)
 START, END = "<!-- layout: generated from the tree; tests/test_structure.py checks it -->", "<!-- layout end -->"
+# references to the project's issue tracker that docstrings carry ("(issue 14)"), left out of the docs
+ISSUE_REFS = re.compile(r"\s*\(issues? \d+(?:, \d+)*\)|,\s*issues? \d+(?=\))|\bissues? \d+(?:, \d+)*[;:,]\s*")
+
+
+def strip_refs(text: str) -> str:
+    """`text` without references to the project's issue tracker."""
+    return ISSUE_REFS.sub("", text)
 
 
 def first_line(path: Path) -> str:
+    """The first line of a module's docstring, without issue references, cut to 96 characters."""
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    line = doc.strip().split("\n")[0].strip()
+    line = strip_refs(doc.strip().split("\n")[0].strip())
     return line if len(line) <= 96 else line[:93].rstrip() + "..."
 
 
@@ -155,9 +165,16 @@ def test_every_stage_folder_and_module_has_a_docstring():
     assert not missing, "modules without a docstring: " + ", ".join(missing)
 
 
-def test_readme_layout_is_the_tree():
-    text = README.read_text()
-    assert START in text and END in text, f"README.md lacks the layout markers {START!r} ... {END!r}"
+def test_the_layout_block_is_the_tree():
+    text = LAYOUT_PAGE.read_text()
+    page = LAYOUT_PAGE.relative_to(ROOT)
+    assert START in text and END in text, f"{page} lacks the layout markers {START!r} ... {END!r}"
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
     expected = layout_block()
-    assert block == expected, ("README.md's layout block is not the tree; replace it with:\n\n" + expected)
+    assert block == expected, (f"{page}'s layout block is not the tree; replace it with:\n\n" + expected)
+
+
+def test_strip_refs():
+    assert strip_refs("Growing the vocabulary (issue 15).") == "Growing the vocabulary."
+    assert strip_refs('Set embeddings (issue 13; the blog\'s "Learning")') == 'Set embeddings (the blog\'s "Learning")'
+    assert strip_refs("Training for sequences (issue 12): ordered") == "Training for sequences: ordered"
