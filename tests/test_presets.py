@@ -127,7 +127,8 @@ def test_auto_large_and_millions_by_threshold(sets_data, tmp_path, monkeypatch, 
     cfg = _config(tmp_path / "millions")
     assert cfg["preset"]["name"] == "millions" and cfg["head"]["name"] == "hashed-hybrid"
     assert cfg["hash"] == {**cfg["hash"], "alpha": 4, "m": 2, "coherent": 2} and cfg["train"]["init"] == "cooccurrence"
-    assert "preset auto -> millions: head hashed-hybrid, alpha 50, m 2, coherent 2, init cooccurrence" \
+    assert cfg["head"]["neighbours"] == 50
+    assert "preset auto -> millions: head hashed-hybrid, alpha 50, m 2, coherent 2, init cooccurrence, neighbours 50, checkpoint-every 600.0" \
         in capsys.readouterr().out
 
 

@@ -64,7 +64,10 @@ register(Preset(
     when=f"set data up to LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
     evidence="benchmarks/results/quality.md"))  # session 6: Epinions 277,910 ids, recipe hybrid_sampled
 register(Preset(
-    "millions", {"head": "hashed-hybrid", "alpha": 50, "m": 2, "coherent": 2, "init": "cooccurrence"},
+    "millions", {"head": "hashed-hybrid", "alpha": 50, "m": 2, "coherent": 2, "init": "cooccurrence",
+                 # the item-item term is 8 bytes a value, saved with every checkpoint: 200 values per id is
+                 # 8 GB at 5M ids (heads/neighbours.py), 50 is 2 GB; and a checkpoint every 10 minutes
+                 "neighbours": 50, "checkpoint_every": 600.0},
     when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
     # the hashing and start: e2e7.md (5.1M ids, the superbloom head); the term's exact top-k: hashed_hybrid_topk.md
     evidence="benchmarks/results/scale/e2e7.md"))
