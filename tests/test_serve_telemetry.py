@@ -66,6 +66,23 @@ def test_metrics_count_the_requests_made(tiny_predictor):
     assert [s.labels["pid"] for s in after["superbloom_worker_info"].samples] == [str(os.getpid())]
 
 
+def test_route_labels_are_templates_whoever_answers(tiny_predictor):
+    """A HEAD (answered as GET), a 413 of the body guard (before routing), a mount, an included router's
+    route (405): each under its route's template."""
+    with TestClient(create_app(tiny_predictor, ServeConfig(max_body_bytes=1000))) as c:
+        assert c.head("/v1/model").status_code == 200
+        assert c.post("/v1/predict", content=b"x" * 2000).status_code == 413
+        assert c.get("/docs-assets/swagger-ui.css").status_code == 200
+        assert c.get("/v1/similar").status_code == 405
+        fams = families(c)
+    counted = lambda **lab: sample(fams, "superbloom_http_requests", "superbloom_http_requests_total", **lab)  # noqa: E731
+    assert counted(method="HEAD", route="/v1/model", status="200") == 1
+    assert counted(method="POST", route="/v1/predict", status="413") == 1
+    assert counted(method="GET", route="/docs-assets", status="200") == 1
+    assert counted(method="GET", route="/v1/similar", status="405") == 1
+    assert counted(route="other") == 0
+
+
 def test_ready_is_503_until_the_warm_up_query_ran(tiny_predictor):
     app = create_app(tiny_predictor)
     c = TestClient(app)  # no `with`: the lifespan (the warm-up) does not run

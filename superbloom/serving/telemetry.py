@@ -74,13 +74,15 @@ class Telemetry:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
-def route_of(app, scope) -> str:
-    """The path template of the route `scope` goes to (a method mismatch too), else "other"."""
-    for route in app.router.routes:
-        match, _ = route.matches(scope)
+def route_of(app, scope) -> str | None:
+    """The path template of the route `scope` will go to (a method mismatch too), matched before the app
+    runs (a mount rewrites the scope's path; a guard's 408 / 413 never reaches the router); None for a
+    path no route matches, or an included router's (whose route the router records in scope["route"])."""
+    for candidate in app.router.routes:
+        match, child = candidate.matches(scope)
         if match is not Match.NONE:
-            return route.path
-    return "other"
+            return getattr(child.get("route", candidate), "path", None)
+    return None
 
 
 def _client(scope) -> str | None:
@@ -100,6 +102,7 @@ class Observe:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         start, status = time.perf_counter(), 500  # no response started: what the client gets is a 500
+        route = route_of(self.routes, scope)
 
         async def send_observed(msg):
             nonlocal status
@@ -111,7 +114,7 @@ class Observe:
             await self.app(scope, receive, send_observed)
         finally:
             seconds = time.perf_counter() - start
-            route = route_of(self.routes, scope)
+            route = route or getattr(scope.get("route"), "path", None) or "other"
             self.telemetry.requests.labels(scope["method"], route, str(status)).inc()
             self.telemetry.latency.labels(route).observe(seconds)
             if self.log and access_log.isEnabledFor(logging.INFO):
