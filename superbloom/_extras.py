@@ -12,8 +12,11 @@ import sys
 
 # extra (as pyproject.toml names it) -> the import names it provides
 EXTRAS = {
-    "serve": ("fastapi", "pydantic", "uvicorn", "fastapi_offline"),
+    "serve": ("fastapi", "pydantic", "uvicorn", "fastapi_offline", "prometheus_client"),
     "outofcore": ("duckdb",),
+    # training/callbacks.py's --log-to; its mlflow adapter asks for mlflow itself (require_extra's
+    # `modules`): the [test] extra installs tensorboard, not the large mlflow
+    "track": ("tensorboard",),
 }
 
 
@@ -28,9 +31,10 @@ def installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def require_extra(extra: str, purpose: str) -> None:
-    """MissingExtra unless every module of `extra` is installed. purpose: what needs it ("superbloom serve")."""
-    missing = [m for m in EXTRAS[extra] if not installed(m)]
+def require_extra(extra: str, purpose: str, modules: tuple[str, ...] | None = None) -> None:
+    """MissingExtra unless every module of `extra` (or those of its `modules` that the caller needs) is
+    installed. purpose: what needs it ("superbloom serve")."""
+    missing = [m for m in (modules or EXTRAS[extra]) if not installed(m)]
     if missing:
         raise MissingExtra(f"{purpose} needs {', '.join(missing)} (the [{extra}] extra): "
                            f"pip install 'superbloom[{extra}]'", name=missing[0])

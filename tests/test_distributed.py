@@ -17,7 +17,7 @@ def test_torchrun_two_ranks(wiki_data, tmp_path):
            "--eval-every", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.count("parameters") == 1  # rank 0 alone reports and writes
+    assert r.stderr.count(" parameters (") == 1  # rank 0 alone reports (logging, on stderr) and writes
     assert (tmp_path / "m" / "LATEST").read_text().strip().endswith("step-000000004")
     model = sb.load(tmp_path / "m")
     assert len(model.predict(["Jazz"], k=5).items) == 5
@@ -47,7 +47,7 @@ def test_two_ranks_kill_and_resume_give_the_same_run(wiki_data, tmp_path):
     state = load_json(latest_checkpoint(tmp_path / "split") / "state.json")
     assert state["world"] == 2 and set(state["rng"]) == {"0", "1"} and state["rng"]["0"] != state["rng"]["1"]
     r = _ranks_run(wiki_data, tmp_path / "split", "--steps", "6", "--resume")
-    assert "resuming from step-000000003" in r.stdout
+    assert "resuming from step-000000003" in r.stderr
     whole = load_file(str(latest_checkpoint(tmp_path / "whole") / "model.safetensors"))
     split = load_file(str(latest_checkpoint(tmp_path / "split") / "model.safetensors"))
     assert whole.keys() == split.keys()

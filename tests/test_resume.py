@@ -129,8 +129,8 @@ def test_resume_refuses_architecture_changes_and_records_the_others(wiki_data, m
     assert "--resume cannot change the model or its data" in err and "hash.alpha 1 -> 8" in err
     assert "model.layers 1 -> 2" in err and digest(model) == before
     assert train(wiki_data, model, "--steps", "5", "--resume", "--lr", "0.001") == 0
-    out = capsys.readouterr().out
-    assert "resuming from step-000000003" in out and "optim.lr 0.003 -> 0.001" in out
+    printed = capsys.readouterr()
+    assert "resuming from step-000000003" in printed.err and "optim.lr 0.003 -> 0.001" in printed.out + printed.err
     cfg = load_json(model / "config.json")
     assert cfg["train"]["optim"]["lr"] == 0.001 and cfg["hash"]["alpha"] == 1
     assert cfg["resumes"][0]["from"] == "step-000000003"

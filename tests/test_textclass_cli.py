@@ -35,9 +35,9 @@ def test_train_then_classify(corpus, tmp_path, capsys, embedding):
                "--attention", "softmax", "--heads", "4", "--d", "16", "--epochs", "12", "--batch-size", "4",
                "--optimizer", "adamw", "--lr", "0.01", "--warmup", "5", "--test-fraction", "0.2", "--threads", "1"])
     assert rc == 0
-    printed = capsys.readouterr().out
-    assert "20 documents (16 train, 4 test), 2 labels, 1 with several labels" in printed
-    assert "epoch 12:" in printed and f"wrote {out}" in printed
+    printed = capsys.readouterr()
+    assert "20 documents (16 train, 4 test), 2 labels, 1 with several labels" in printed.err  # logging: stderr
+    assert "epoch 12:" in printed.err and f"wrote {out}" in printed.out
     model, names, config = load_classifier(out)
     assert sorted(names) == ["animal", "tool"] and config["textclass"]["embedding"] == embedding
     assert config["history"][-1]["eval"]["examples"] == 4

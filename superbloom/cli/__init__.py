@@ -29,6 +29,9 @@ COMMANDS (its group module and its line in `superbloom --help`) and the module's
 and its flags added, only when the command runs or shows its help, so the commands that need no
 torch (prepare, synth, --help) start without importing it.
 
+Every command takes `--log-level {debug,info,warning,error}` (default info): the library's messages
+(training reports, the server's access log) go through `logging` to one stderr handler (_log.py).
+
 Every numeric flag is checked when the command line is parsed (exit 2 with a one-line message
 naming the flag and its allowed range); defaults are read from the config dataclasses, never
 repeated here.
@@ -39,6 +42,7 @@ import argparse
 import importlib
 import sys
 
+from .._log import LEVELS, configure as configure_logging
 from .._version import __version__
 
 # command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
@@ -79,7 +83,11 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     root = Parser(prog="superbloom")
     sub = root.add_subparsers(parser_class=Parser)
     importlib.import_module(f"{__name__}.{COMMANDS[command][0]}").register(sub)
-    return sub.choices[command]
+    p = sub.choices[command]
+    p.add_argument("--log-level", choices=LEVELS, default="info",  # every command's: _log.py
+                   help="the library's messages on stderr at this level and above (default %(default)s; warning: "
+                        "only warnings and errors)")
+    return p
 
 
 class _Command(Parser):
@@ -125,6 +133,7 @@ def main(argv=None) -> int:
     if unknown:  # blamed on the command when typed after it: its --help lists its flags
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
     args.given = _given(command, words[at + 1:])
+    configure_logging(args.log_level)
     from .._extras import MissingExtra
     from ..data.readers import InputError
 

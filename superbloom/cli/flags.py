@@ -65,6 +65,19 @@ def add_device_arg(p, default="auto"):
     p.add_argument("--device", default=default, help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
 
 
+def add_log_to_arg(p):
+    """--log-to SCHEME:TARGET (repeatable): training callbacks (training/callbacks.py), built by log_to_callbacks."""
+    p.add_argument("--log-to", action="append", default=[], metavar="SCHEME:TARGET",
+                   help="also send the metrics.jsonl records to tensorboard:DIR (event files) or mlflow:URI (a "
+                        "tracking URI); repeatable; needs pip install 'superbloom[track]'")
+
+
+def log_to_callbacks(args) -> list:
+    """The callbacks of --log-to (a bad spec: ValueError naming the flag; a missing package: MissingExtra)."""
+    from ..training.callbacks import from_spec
+    return [from_spec(spec) for spec in args.log_to]
+
+
 def decode_config(args) -> DecodeConfig:
     return DecodeConfig(beam=args.beam, exact=args.exact, score=args.score, exhaustive=args.exhaustive)
 

@@ -284,4 +284,4 @@ def cmd_serve(args):
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,
-          embed=args.embed, workers=args.workers)
+          embed=args.embed, workers=args.workers, log_level=args.log_level)

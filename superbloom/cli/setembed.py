@@ -18,6 +18,7 @@ from ..setembed.model import OBJECTIVES
 from ..setembed.train import EmbedTrainConfig
 from ..setembed.embedder import display
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
+from .flags import add_log_to_arg, log_to_callbacks
 
 DEFAULT = EmbedTrainConfig(data="", out="")  # the defaults embed-train's flags show
 
@@ -130,6 +131,7 @@ def _add_embed_train(sub):
                    "optimisation and loop, not the model, labels or split)")
     g.add_argument("--overwrite", action="store_true", help="replace the model in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_log_to_arg(p)
     p.set_defaults(func=cmd_embed_train)
 
 
@@ -206,7 +208,8 @@ def cmd_embed_train(args):
     if args.resume and latest_checkpoint(args.out) is not None:
         base = EmbedTrainConfig.from_dict(load_json(Path(args.out) / "config.json")["train"])
     cfg = embed_config_from_args(args, base, args.given)
-    out = embed_train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite)
+    out = embed_train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                      callbacks=log_to_callbacks(args))
     print(f"set embedding written to {out}")
 
 

@@ -24,6 +24,7 @@ from ..textclass.docs import first_words
 from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig, load_classifier,
     train_textclass)
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
+from .flags import add_log_to_arg, log_to_callbacks
 
 MODEL, OPTIM, TRAIN = TextClassConfig(), OptimConfig(name="adapsgd"), TrainTextConfig()
 
@@ -71,6 +72,7 @@ def register(sub):
     g.add_argument("--test-fraction", type=FRACTION, default=0.1, help="documents held out (default %(default)s)")
     g.add_argument("--seed", type=NONNEG_INT, default=0, help="split, initial weights, batches (default %(default)s)")
     g.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default")
+    add_log_to_arg(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("textclass", help="classify texts with a model of textclass-train",
@@ -93,7 +95,7 @@ def cmd_train(args) -> int:
                               optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup,
                                                 weight_decay=args.weight_decay, clip=args.clip)),
         max_words=args.max_words, test_fraction=args.test_fraction)
-    out = train_textclass(cfg, resume=args.resume, overwrite=args.overwrite)
+    out = train_textclass(cfg, resume=args.resume, overwrite=args.overwrite, callbacks=log_to_callbacks(args))
     print(f"wrote {out} ({load_json(out / 'config.json')['parameters']:,} parameters)")
     return 0
 

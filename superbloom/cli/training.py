@@ -21,6 +21,7 @@ from ..training.presets import PRESETS, RULES
 from ..training.train import LoopConfig, TrainConfig
 from ..model.warmstart import INITS
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
+from .flags import add_log_to_arg, log_to_callbacks
 
 
 def register(sub):
@@ -162,6 +163,7 @@ def _add_train(sub):
     g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
                    help="serve the last weights instead of those with the best validation rec@10")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_log_to_arg(p)
     p.set_defaults(func=cmd_train)
 
 
@@ -291,6 +293,7 @@ def cmd_train(args):
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
     record = None
+    callbacks = log_to_callbacks(args)
     if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
         if "preset" in args.given and args.preset != "none":
             raise ValueError(f"--preset {args.preset}: a resumed run keeps its saved settings (config.json); "
@@ -301,5 +304,5 @@ def cmd_train(args):
         record = apply_preset(args)
         cfg = train_config_from_args(args)
     out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
-                record={"preset": record} if record else None)
+                record={"preset": record} if record else None, callbacks=callbacks)
     print(f"model written to {out}")

@@ -13,7 +13,11 @@
     GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
                        (file-system paths reduced to their last component: no directory is disclosed)
     POST /v1/similar, /v1/classify   set embeddings (setembed/http.py; serve --embed EMBED_DIR)
-    GET  /health
+    GET  /health      liveness, with batching counters
+    GET  /live        200 while the process runs
+    GET  /ready       200 once the model is loaded and has answered a warm-up query, 503 before
+    GET  /metrics     Prometheus metrics: requests by route and status, latency, batch sizes, queue depth
+                      (telemetry.py, which also writes the JSON-line access log)
 
 The model is loaded once. Requests never run the model on the event loop: one worker thread
 (`Batcher`, batcher.py) ranks everything queued since its previous batch in one call, so under load
@@ -33,6 +37,7 @@ SHA-256 hashes, and nothing from elsewhere.
 
 import asyncio
 import importlib.resources
+import logging
 import math
 import ntpath
 import posixpath
@@ -47,7 +52,7 @@ from .._extras import require_extra
 require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -60,6 +65,9 @@ from .guards import BodyLimit, Hardening, content_security_policy, error_respons
 from ..inference.predictor import Predictor
 from .config import ServeConfig
 from ..setembed.http import router as setembed_router
+from .telemetry import Observe, Telemetry
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- request and response bodies
@@ -159,18 +167,36 @@ def _message(errors) -> str:
     return "; ".join(parts)
 
 
-def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> FastAPI:
-    """The FastAPI app serving `predictor`. Builds the lookup and autocomplete indexes now."""
+def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access_log: bool = True) -> FastAPI:
+    """The FastAPI app serving `predictor`. Builds the lookup and autocomplete indexes now; at startup
+    (the lifespan) one warm-up query runs in the background, and /ready answers 200 once it is done.
+    access_log: one JSON line per request on the logger superbloom.serving.access (telemetry.py)."""
     vocab = predictor.vocab
     vocab.index, vocab.aliases  # noqa: B018 - build the lazy lookup tables before the first request
     prefixes = PrefixIndex(vocab)
-    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids)
+    telemetry = Telemetry()
+    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids, on_batch=telemetry.observe_batch)
+    telemetry.watch_queue(batcher.queue.qsize)
     PredictRequest, ExpandRequest = request_models(config)
     page = (importlib.resources.files("superbloom") / "static" / "index.html").read_text("utf-8")
 
+    async def warm_up():
+        """One query of the most frequent id through the batcher: the first model call's one-off costs
+        (allocations, lazy tables) paid before /ready says so."""
+        try:
+            top = np.asarray([int(np.argmax(vocab.counts))], np.int64)  # (1,)
+            await asyncio.wrap_future(batcher.submit(top, 1, DecodeConfig()))
+        except Exception:  # noqa: BLE001 - logged; /ready stays 503
+            log.exception("the warm-up query failed: /ready stays 503")
+            return
+        app.state.ready = True
+        telemetry.ready.set(1)
+
     @asynccontextmanager
     async def lifespan(app):
+        warming = asyncio.create_task(warm_up())
         yield
+        warming.cancel()
         batcher.close()
 
     app = FastAPI(title="superbloom", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -178,8 +204,10 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
                               "Bloom filter meets Transformer). Every error has a `message`.")
     docs_page = _offline_docs(app)
     app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
+    app.state.ready, app.state.telemetry = False, telemetry
     app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
-    app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))  # added last: outermost
+    app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))
+    app.add_middleware(Observe, telemetry=telemetry, routes=app, log=access_log)  # added last: outermost
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
@@ -264,6 +292,24 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig()) -> Fas
     async def health():
         return {"status": "ok", "n_ids": len(vocab), "queued": batcher.queue.qsize(),
                 "batches": batcher.batches, "queries": batcher.queries}
+
+    @app.get("/live", summary="liveness: 200 while the process runs")
+    async def live():
+        return {"status": "live"}
+
+    @app.get("/ready", summary="readiness: 200 once the model is loaded and warm, 503 before",
+             responses={503: {"description": "not warm yet"}})
+    async def ready():
+        if app.state.ready:
+            return {"status": "ready"}
+        return JSONResponse({"status": "starting", "message": "the model is warming up"}, 503,
+                            headers={"Retry-After": "1"})
+
+    @app.get("/metrics", summary="Prometheus metrics (text format): requests, latency, batch sizes, queue depth",
+             response_class=Response)
+    async def metrics():
+        body, content_type = telemetry.exposition()
+        return Response(body, media_type=content_type)
 
     return app
 

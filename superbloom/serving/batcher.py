@@ -7,6 +7,7 @@ import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -30,9 +31,11 @@ class Batcher:
     """One worker thread ranks every query queued since its last batch with one `predictor.rank` call
     per (k, decode) group and length-sorted chunk. Also a drop-in `model` for `expand.expand`."""
 
-    def __init__(self, predictor: Predictor, max_batch: int = 64, max_batch_ids: int = 1 << 14):
+    def __init__(self, predictor: Predictor, max_batch: int = 64, max_batch_ids: int = 1 << 14,
+                 on_batch: Callable[[int], None] | None = None):
         self.predictor, self.vocab = predictor, predictor.vocab
         self.max_batch, self.max_batch_ids = max_batch, max_batch_ids
+        self.on_batch = on_batch  # called with the number of queries of each model call (telemetry.py)
         self.queue: queue.Queue[_Query | None] = queue.Queue()
         self.batches = self.queries = 0  # counters for /health
         self.thread = threading.Thread(target=self._loop, name="superbloom-batcher", daemon=True)
@@ -109,5 +112,7 @@ class Batcher:
                 q.future.set_exception(e)
             return
         self.batches, self.queries = self.batches + 1, self.queries + len(qs)
+        if self.on_batch is not None:
+            self.on_batch(len(qs))
         for i, q in enumerate(qs):
             q.future.set_result(r.select(torch.tensor([i])))

@@ -22,6 +22,10 @@ load balancer, many clients), not with a single keep-alive client. Each response
 `X-Superbloom-Worker: PID` to show which process answered. The workers get the settings through the
 environment variable SUPERBLOOM_SERVE (JSON): uvicorn spawns them fresh (no fork of a process holding
 torch threads) and imports the app factory and the protocol class below by name.
+
+Observability (telemetry.py): GET /metrics, /live, /ready and a JSON-line access log per request on
+stderr (uvicorn's own access log is off). With N workers each process keeps its own metrics: /metrics
+answers for the worker that took the connection (superbloom_worker_info names its pid).
 """
 from __future__ import annotations
 
@@ -40,10 +44,13 @@ __all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "serve"]
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
           threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None,
-          workers: int = 1) -> None:
+          workers: int = 1, log_level: str = "info") -> None:
     """Load the model (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
     threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar,
-    /v1/classify. workers > 1: that many processes on the one port (see the module docstring)."""
+    /v1/classify. workers > 1: that many processes on the one port (see the module docstring).
+    access_log: the JSON-line access log (telemetry.py; uvicorn's own is off). log_level: uvicorn's
+    loggers' level, and in each worker process the `superbloom` logger's (_log.py; in one process the
+    caller, e.g. the command line, configures it)."""
     import uvicorn
 
     from .guards import timed_h11
@@ -51,21 +58,21 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
     if workers > 1:
         if embed:
             raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
-        return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers)
+        return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers, log_level)
 
     from ..inference.predictor import Predictor
     from .app import create_app
 
-    app = create_app(Predictor.load(model_dir, threads, device), config)
+    app = create_app(Predictor.load(model_dir, threads, device), config, access_log=access_log)
     if embed:
         from ..setembed.embedder import load_embedder
         app.state.embedder = load_embedder(embed, threads, device)
-    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info",
+    uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level,
                 timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))
 
 
 def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, threads: int, access_log: bool,
-                   device: str, workers: int) -> None:
+                   device: str, workers: int, log_level: str) -> None:
     """uvicorn's supervisor with `workers` processes, each running `app_from_env`."""
     import uvicorn
 
@@ -73,9 +80,9 @@ def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, th
 
     require_inference_checkpoint(model_dir)  # fail here, once, not in every worker
     os.environ[ENV] = json.dumps({"model": str(model_dir), "threads": threads, "device": device,
-                                  "config": asdict(config)})
+                                  "config": asdict(config), "access_log": access_log, "log_level": log_level})
     uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,
-                access_log=access_log, log_level="info", timeout_keep_alive=config.keep_alive_timeout,
+                access_log=False, log_level=log_level, timeout_keep_alive=config.keep_alive_timeout,
                 http=f"{__name__}:WorkerH11Protocol")
 
 
@@ -88,12 +95,15 @@ def _settings() -> dict:
 
 def app_from_env():
     """uvicorn's app factory in each worker: the model loaded (weights mapped) and serving.app's app."""
+    from .._log import configure
     from .guards import WorkerHeader
     from ..inference.predictor import Predictor
     from .app import create_app
 
     s = _settings()
-    app = create_app(Predictor.load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]))
+    configure(s.get("log_level", "info"))  # a fresh process: the access log and the library's messages on stderr
+    app = create_app(Predictor.load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]),
+                     access_log=s.get("access_log", True))
     app.add_middleware(WorkerHeader)
     return app
 

@@ -33,9 +33,11 @@ covers every training set. Under torchrun every rank's batch rows update the NCA
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -51,6 +53,7 @@ from ..hashing.bloom import BloomHash, HashConfig
 from ..heads.losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
 from ..model.encoder import ModelConfig, count_parameters
 from ..training.optim import OptimConfig
+from ..training.callbacks import Callback
 from ..training.loop import LoopConfig, fit
 from ..training.objectives import Objective
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
@@ -59,6 +62,8 @@ from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from ..data.labels import load_labels
 from .model import EmbedConfig, SetEmbedder, embed_sets, set_tokens
+
+log = logging.getLogger(__name__)
 
 K = 10  # neighbours of the validation kNN scores
 VAL_REFERENCE = 2000  # training sets validation sets are compared with (a fixed sample)
@@ -250,12 +255,14 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
 # ------------------------------------------------------------------------------ embed_train
 
 
-def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False) -> Path:
+def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False,
+                callbacks: Sequence[Callback] = ()) -> Path:
     """Train a set embedding on a prepared dataset -> the model directory (with its index).
 
     As train.train: cfg.out may hold a model only with resume=True (continue its newest checkpoint;
     the model, labels and split may not change) or overwrite=True (replaced once the new run has a
-    complete checkpoint). Every setting is checked before anything is written."""
+    complete checkpoint). Every setting is checked before anything is written. `callbacks`: where the
+    metrics.jsonl records go too (training/callbacks.py)."""
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
@@ -305,14 +312,14 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     if d.main:
-        print(f"set embedding ({cfg.embed.objective}): {n_params:,} parameters (d={cfg.model.d}, "
-              f"{cfg.model.layers} layers); {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens; "
-              f"{len(train_rows):,} training sets, {len(val_rows):,} validation; device {d.device}"
-              + (f"; {len(table.names)} labels" if table else ""))
+        log.info(f"set embedding ({cfg.embed.objective}): {n_params:,} parameters (d={cfg.model.d}, "
+                 f"{cfg.model.layers} layers); {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens; "
+                 f"{len(train_rows):,} training sets, {len(val_rows):,} validation; device {d.device}"
+                 + (f"; {len(table.names)} labels" if table else ""))
     obj = embed_objective(net, hashing, data.train, train_rows, val_rows, labels, cfg.loop.batch_size, cfg.loop.seed,
                           d.device)
     with attempt(run, d.main):
-        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress)
+        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
     if d.main:
         build_index(out, net, hashing, data, labels)
     if d.world > 1:
@@ -335,5 +342,5 @@ def build_index(out: Path, net: SetEmbedder, hashing: BloomHash, data: Dataset, 
     config = load_json(out / "config.json")
     save_json(out / "config.json", dict(config, index={"checkpoint": ckpt.name, "sets": len(vectors),
                                                        "seconds": round(time.time() - t0, 1)}))
-    print(f"index: {len(vectors):,} training set vectors ({ckpt.name}) in {out / 'index.safetensors'}")
+    log.info(f"index: {len(vectors):,} training set vectors ({ckpt.name}) in {out / 'index.safetensors'}")
 

@@ -48,6 +48,7 @@ weights bit for bit (tests/test_objectives.py), plus checkpoints, BEST, LATEST a
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,6 +63,7 @@ from ..model.device import init_distributed
 from ..model.dynamic import DynamicEmbedding, trits
 from ..storage.files import load_json, read_lines, save_json, write_lines
 from ..model.attention import ATTENTIONS
+from ..training.callbacks import Callback
 from ..training.loop import LoopConfig, fit, train_step
 from ..heads.losses import smoothed_cross_entropy
 from ..model.encoder import Attention, count_parameters
@@ -70,6 +72,8 @@ from ..training.optim import OptimConfig, make_optimizer
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
                                resume_point, versions)
 from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
+
+log = logging.getLogger(__name__)
 
 EMBEDDINGS = ("dynamic", "table")
 
@@ -364,12 +368,12 @@ def textclass_objective(model: TextClassifier, docs: LabelledDocs, train_rows: n
 def show_epoch(r: dict) -> None:
     """The figures printed after each epoch."""
     acc = f", test accuracy {100 * r['eval']['accuracy']:.1f}%" if "eval" in r else ""
-    print(f"epoch {r['epoch']}: loss {r['loss']:.4f}, training errors {r['errors']} of {r['examples']}{acc} "
-          f"({r['seconds']} s)", flush=True)
+    log.info(f"epoch {r['epoch']}: loss {r['loss']:.4f}, training errors {r['errors']} of {r['examples']}{acc} "
+             f"({r['seconds']} s)")
 
 
 def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: bool = False,
-                    overwrite: bool = False) -> Path:
+                    overwrite: bool = False, callbacks: Sequence[Callback] = ()) -> Path:
     """Train a text classifier -> its model directory, in the run skeleton every trainer shares
     (rundir.py: cfg.out may hold a model only with resume or overwrite; resume continues the newest
     complete checkpoint, bit for bit, and records the settings it changes) on loop.fit: the same
@@ -379,6 +383,8 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
                                 (one record per epoch), "data", "max_words", "seed", "test_fraction", "optim"
         OUT/model.safetensors   the final weights, which load_classifier reads; vocab.txt (table embedding)
         OUT/checkpoints/, LATEST, BEST (the best held-out accuracy), metrics.jsonl     written by loop.fit
+
+    `callbacks`: where the metrics.jsonl records go too (training/callbacks.py).
     """
     d = init_distributed("cpu")
     if cfg.train.threads:
@@ -397,8 +403,8 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     seed = cfg.train.seed
     train, _, test = split_rows(len(docs), (1 - cfg.test_fraction, 0.0, cfg.test_fraction), seed)
     if d.main:
-        print(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
-              f"{docs.stats['multi_label']} with several labels (the first is used)")
+        log.info(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
+                 f"{docs.stats['multi_label']} with several labels (the first is used)")
     torch.manual_seed(seed)
     vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
     model = TextClassifier(cfg.model, len(docs.label_names), vocab=list(docs.words[vocab]))
@@ -417,13 +423,13 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     history: list[dict] = []
     obj = textclass_objective(model, docs, train, test if len(test) else None, cfg.train, history, show_epoch)
     with attempt(run, d.main):
-        fit(obj, loop, cfg.train.optim, run, d, ckpt, progress)
+        fit(obj, loop, cfg.train.optim, run, d, ckpt, progress, callbacks)
     config = load_json(out / "config.json")
     done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
     save_classifier(model, out, docs.label_names, dict(config, **extra, history=done + history))
     if d.main and cfg.keep_best:
-        print(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and `superbloom textclass` "
-              "read; BEST names the checkpoint with the best held-out accuracy")
+        log.info(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and "
+                 "`superbloom textclass` read; BEST names the checkpoint with the best held-out accuracy")
     return out
 
 

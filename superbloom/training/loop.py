@@ -5,7 +5,8 @@ a scalar loss, how the rows of each step are drawn (the same on every rank), how
 share of rows into a batch on its device, and how to validate. `fit` runs it with the optimizer of optim.make_optimizer (warm-up + inverse-sqrt
 schedule), gradient clipping, an optional average of the weights (validated and kept as BEST),
 metrics.jsonl, atomic checkpoints that a killed run resumes from exactly (weights, optimizer,
-schedule, data order, every rank's RNG), and one code path for 1 or N processes (torchrun:
+schedule, data order, every rank's RNG), the same records handed to training callbacks (callbacks.py:
+TensorBoard, MLflow), and one code path for 1 or N processes (torchrun:
 DistributedDataParallel, every stop decision all-reduced, rank 0 alone writes). The run directory
 it writes in (RunDir: staged replacement of an old model) and the overwrite / resume policy are
 rundir.py's; BEST and LATEST are written here.
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -28,9 +31,12 @@ from tqdm.auto import tqdm
 from ..storage.checkpoint import load_extra, load_optimizer, load_weights, restore_rng, rng_state, save_checkpoint
 from ..model.device import Dist, all_gather, any_rank
 from ..storage.files import load_json
+from .callbacks import Callback, close_all
 from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's input)
 from .optim import OptimConfig, make_optimizer, set_lr
 from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,15 +71,24 @@ class LoopConfig:
 
 
 class MetricsLog:
-    """metrics.jsonl of the run directory (which a staged run moves: the path is looked up per write)."""
+    """metrics.jsonl of the run directory (which a staged run moves: the path is looked up per write),
+    and each record handed to the callbacks (callbacks.py: TensorBoard, MLflow, ...) as the same dict."""
 
-    def __init__(self, run: "RunDir", enabled: bool):
-        self.run, self.enabled = run, enabled
+    def __init__(self, run: "RunDir", enabled: bool, callbacks: Sequence[Callback] = ()):
+        self.run, self.enabled, self.callbacks = run, enabled, tuple(callbacks)
 
     def write(self, **record) -> None:
         if self.enabled:
             with open(self.run.path / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
+            for c in self.callbacks:
+                c.record(record)
+
+    def close(self) -> None:
+        """Close the callbacks (once: later calls do nothing)."""
+        if self.enabled:
+            close_all(self.callbacks)
+        self.callbacks = ()
 
 
 @dataclass
@@ -115,8 +130,8 @@ def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.
         rng = restore_rng(rngs[me])
     else:
         rng = np.random.default_rng([seed, d.rank, state.step])
-        print(f"rank {d.rank}: the checkpoint holds no RNG stream for this rank (saved with "
-              f"{saved.get('world', len(rngs))} processes); using a fresh one")
+        log.info(f"rank {d.rank}: the checkpoint holds no RNG stream for this rank (saved with "
+                 f"{saved.get('world', len(rngs))} processes); using a fresh one")
     if me in torch_rngs:
         torch.set_rng_state(torch.tensor(torch_rngs[me], dtype=torch.uint8))
     return state, rng
@@ -182,10 +197,10 @@ def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, bat
 
 
 def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Path", d: Dist,
-        resume_from: Path | None = None, progress: bool = True) -> RunState:
+        resume_from: Path | None = None, progress: bool = True, callbacks: Sequence[Callback] = ()) -> RunState:
     """Train `obj` in a model directory whose config files the caller wrote (a RunDir, or a Path to
-    write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl. Resumes from
-    `resume_from` if given."""
+    write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl, whose records
+    also go to `callbacks` (closed when the loop ends; rank 0 only). Resumes from `resume_from` if given."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False)
     if d.main:
         run.path.mkdir(parents=True, exist_ok=True)
@@ -204,14 +219,17 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         state, rng = restore_state(load_json(resume_from / "state.json"), loop.seed, d)
         if average is not None:
             saved = load_extra(resume_from, "ema")
-            average.load(saved) if saved else print("the checkpoint holds no weight average: it starts anew")
+            if saved:
+                average.load(saved)
+            else:
+                log.info("the checkpoint holds no weight average: it starts anew")
         if d.main:
-            print(f"resuming from {resume_from.name} (step {state.step}, {state.seconds:.0f} s trained)")
+            log.info(f"resuming from {resume_from.name} (step {state.step}, {state.seconds:.0f} s trained)")
     ddp = model
     if d.world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
-    log = MetricsLog(run, d.main)
+    metrics = MetricsLog(run, d.main, callbacks)
     per_rank = max(1, loop.batch_size // d.world)
     max_steps = loop.steps or (int(math.ceil(loop.epochs * obj.n_examples / loop.batch_size)) if loop.epochs else 0)
     budget = loop.time_budget or float("inf")
@@ -228,8 +246,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         average of the weights: the averaged weights are validated and kept)."""
         with average.swapped() if average is not None else contextlib.nullcontext():
             v = obj.validate()
-            log.write(step=state.step, seconds=round(state.seconds, 1), final=final,
-                      **{f"val_{k}": x for k, x in v.items()})
+            metrics.write(step=state.step, seconds=round(state.seconds, 1), final=final,
+                          **{f"val_{k}": x for k, x in v.items()})
             if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
                 state.best = dict(v, step=state.step)
                 save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best",
@@ -260,24 +278,28 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
             bar.set_postfix(loss=f"{ema:.3f}", ex_s=f"{state.examples / state.seconds:.0f}", lr=f"{lr:.2e}",
                             refresh=False)
             if state.step % 50 == 0:
-                log.write(step=state.step, loss=round(ema, 5), grad_norm=round(gnorm, 4), lr=lr,
-                          examples_per_s=round(state.examples / state.seconds, 1),
-                          seconds=round(state.seconds, 1), epoch=state.epoch)
+                metrics.write(step=state.step, loss=round(ema, 5), grad_norm=round(gnorm, 4), lr=lr,
+                              examples_per_s=round(state.examples / state.seconds, 1),
+                              seconds=round(state.seconds, 1), epoch=state.epoch)
             if loop.eval_every and state.step % loop.eval_every == 0 and obj.validate and d.main:
                 v = validation()
                 bar.write(f"step {state.step:>6}  loss {ema:.3f}  val " + _brief(v))
             if any_rank(time.time() - last_ckpt > loop.checkpoint_every, d):
                 checkpoint()
                 last_ckpt = time.time()
+    except BaseException:
+        metrics.close()  # the callbacks end with the run, stopped by an error too
+        raise
     finally:
         bar.close()
     if d.main and obj.validate is not None:
         v = validation(final=True)
-        print(f"trained {state.step} steps ({state.examples:,} examples, {state.seconds:.0f} s, "
-              f"{state.examples / max(state.seconds, 1e-9):.0f} examples/s); validation " + _brief(v))
+        log.info(f"trained {state.step} steps ({state.examples:,} examples, {state.seconds:.0f} s, "
+                 f"{state.examples / max(state.seconds, 1e-9):.0f} examples/s); validation " + _brief(v))
         if loop.keep_best:
-            print(f"best validation {obj.select} {state.best[obj.select]:.3f} at step {state.best['step']}: "
-                  "kept as BEST, which predict / eval / serve load")
+            log.info(f"best validation {obj.select} {state.best[obj.select]:.3f} at step {state.best['step']}: "
+                     "kept as BEST, which predict / eval / serve load")
+    metrics.close()
     checkpoint()
     if d.world > 1:
         dist.barrier()

@@ -21,9 +21,11 @@ where its last checkpoint left it (weights, optimizer, schedule, data order and 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -35,6 +37,7 @@ from ..model.device import init_distributed
 from ..storage.files import load_json
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
+from .callbacks import Callback
 from .loop import LoopConfig, fit
 from ..model.encoder import ModelConfig, build_model, count_parameters
 from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, ObjectiveEntry, ObjectiveInputs, masked,
@@ -45,6 +48,8 @@ from .rundir import (attempt, check_out, config_changes, continue_run, dataset_r
                      portable_summary, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
 from ..model.warmstart import INITS, initialise, resolve_init
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,14 +120,15 @@ def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
 
 
 def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False,
-          record: dict | None = None) -> Path:
+          record: dict | None = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Masked training of a Superbloom model on a prepared dataset -> the model directory.
 
     cfg.out may not hold a model unless resume=True (continue its newest complete checkpoint; the
     architecture must not change, other settings may and are recorded) or overwrite=True (a new
     run that replaces it once it has a complete checkpoint of its own). Every setting is checked
     before anything is written. `record`: more top-level entries of a new run's config.json (the
-    CLI's preset choice, training/presets.py)."""
+    CLI's preset choice, training/presets.py). `callbacks`: where the metrics.jsonl records go too
+    (callbacks.py: TensorBoard, MLflow, your own)."""
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
@@ -140,7 +146,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hashing = BloomHash.load(out / "hashing.safetensors")
         aligned = align_dataset(data, Vocab.load(out))  # data prepared with another vocabulary (remap.py)
         if aligned is not None and d.main:
-            print("resume: " + format_alignment(aligned))
+            log.info("resume: " + format_alignment(aligned))
     else:
         hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
         t0 = time.time()
@@ -184,18 +190,18 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     if d.main:
-        print(f"model: {n_params:,} parameters ({mcfg.layers} layers, d={mcfg.d}, {mcfg.heads} heads, "
-              f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
-              f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
-              f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
+        log.info(f"model: {n_params:,} parameters ({mcfg.layers} layers, d={mcfg.d}, {mcfg.heads} heads, "
+                 f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
+                 f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
+                 f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
         if init:
-            print(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
-                  f"{init['tokens']:,} tokens in {init['seconds']} s")
+            log.info(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
+                     f"{init['tokens']:,} tokens in {init['seconds']} s")
         if run.staged:
-            print(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
+            log.info(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
     obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
-        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress)
+        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
     return out
 
 

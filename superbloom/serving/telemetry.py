@@ -1,0 +1,124 @@
+"""What the server tells its operator: Prometheus metrics (GET /metrics) and JSON-line access logs.
+
+One ASGI middleware (`Observe`, outermost: the 408/413 of the guards count too) times every HTTP
+request and records it twice: in the app's own Prometheus registry (prometheus_client) and, unless
+turned off, as one JSON object per line on the logger `superbloom.serving.access` (INFO; the command
+line shows it on stderr, _log.py). The batcher reports the size of each model call, and the queue
+depth is read when /metrics is scraped. The metrics (Prometheus' text format):
+
+    superbloom_http_requests_total{method, route, status}        counter: requests answered
+    superbloom_http_request_duration_seconds{route}               histogram: time to the last byte
+    superbloom_batch_size                                         histogram: queries per model call
+    superbloom_queue_depth                                        gauge: queries waiting for the batcher
+    superbloom_ready                                              gauge: 1 once warm (GET /ready answers 200)
+    superbloom_worker_info{pid, version}                          the process that answered
+
+`route` is the matched route's path template (/v1/predict, /docs-assets, ...), "other" for a path no
+route matches, so a client cannot grow the label set. An access log line:
+
+    {"time": "2026-01-01T12:00:00.123Z", "client": "127.0.0.1:51234", "method": "POST",
+     "path": "/v1/predict", "route": "/v1/predict", "status": 200, "ms": 3.1, "pid": 4242}
+
+(the path without its query string, which may hold user data). With `serve --workers N` each worker
+process has its own registry: /metrics answers for the worker that took the connection (its pid in
+superbloom_worker_info and in the X-Superbloom-Worker header); scrape each worker, or sum over pids.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+from .._extras import require_extra
+
+require_extra("serve", "the HTTP server (superbloom serve)")  # before prometheus_client: names its pip command
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from starlette.routing import Match
+
+from .._version import __version__
+
+access_log = logging.getLogger("superbloom.serving.access")
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # queries per model call (ServeConfig.max_batch: 64)
+
+
+class Telemetry:
+    """The app's Prometheus registry and its metrics (one per app, so two apps in a process never mix)."""
+
+    def __init__(self):
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("superbloom_http_requests", "HTTP requests answered, by method, route and status",
+                                ["method", "route", "status"], registry=r)
+        self.latency = Histogram("superbloom_http_request_duration_seconds",
+                                 "seconds from a request's arrival to its response's last byte, by route",
+                                 ["route"], registry=r)
+        self.batch_size = Histogram("superbloom_batch_size", "queries ranked in one model call (the batcher)",
+                                    buckets=BATCH_BUCKETS, registry=r)
+        self.queue_depth = Gauge("superbloom_queue_depth", "queries waiting for the batcher", registry=r)
+        self.ready = Gauge("superbloom_ready", "1 once the model is loaded and warm (GET /ready: 200)", registry=r)
+        Info("superbloom_worker", "the server process that answered", registry=r).info(
+            {"pid": str(os.getpid()), "version": __version__})
+
+    def watch_queue(self, depth: Callable[[], int]) -> None:
+        """Read the queue depth from `depth()` at each scrape."""
+        self.queue_depth.set_function(depth)
+
+    def observe_batch(self, size: int) -> None:
+        self.batch_size.observe(size)
+
+    def exposition(self) -> tuple[bytes, str]:
+        """(the registry in Prometheus' text format, its content type)."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def route_of(app, scope) -> str | None:
+    """The path template of the route `scope` will go to (a method mismatch too), matched before the app
+    runs (a mount rewrites the scope's path; a guard's 408 / 413 never reaches the router); None for a
+    path no route matches, or an included router's (whose route the router records in scope["route"])."""
+    for candidate in app.router.routes:
+        match, child = candidate.matches(scope)
+        if match is not Match.NONE:
+            return getattr(child.get("route", candidate), "path", None)
+    return None
+
+
+def _client(scope) -> str | None:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else None
+
+
+class Observe:
+    """ASGI middleware: every HTTP request counted, timed and (if `log`) written as an access log line.
+    `routes`: the app whose routes name the `route` label."""
+
+    def __init__(self, app, telemetry: Telemetry, routes, log: bool = True):
+        self.app, self.telemetry, self.routes, self.log = app, telemetry, routes, log
+        self.pid = os.getpid()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), 500  # no response started: what the client gets is a 500
+        route = route_of(self.routes, scope)
+
+        async def send_observed(msg):
+            nonlocal status
+            if msg["type"] == "http.response.start":
+                status = msg["status"]
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, send_observed)
+        finally:
+            seconds = time.perf_counter() - start
+            route = route or getattr(scope.get("route"), "path", None) or "other"
+            self.telemetry.requests.labels(scope["method"], route, str(status)).inc()
+            self.telemetry.latency.labels(route).observe(seconds)
+            if self.log and access_log.isEnabledFor(logging.INFO):
+                now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                access_log.info(json.dumps({"time": now, "client": _client(scope), "method": scope["method"],
+                                            "path": scope["path"], "route": route, "status": status,
+                                            "ms": round(seconds * 1000, 2), "pid": self.pid}))

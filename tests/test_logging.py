@@ -1,0 +1,60 @@
+"""The library's messages go through `logging` (_log.py): no print() outside cli/, the command line shows
+them on stderr at --log-level (info by default), warning silences them, and a program using the library
+gets them as log records (caplog), not on its stdout."""
+import ast
+import logging
+from pathlib import Path
+
+import pytest
+
+import superbloom as sb
+from superbloom.cli import main
+
+PKG = Path(__file__).resolve().parents[1] / "superbloom"
+TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "16", "--eval-every", "0",
+        "--quiet", "--steps", "2", "--threads", "1"]
+# still printing, in a file another change of this wave edits (training/rundir.py: its two lines go to
+# logging when that change lands); remove the entry then
+PENDING = {"training/rundir.py"}
+
+
+def test_no_print_in_the_library_outside_the_command_line():
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel.startswith("cli/") or rel in PENDING:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, f"print() in the library (use logging.getLogger(__name__)): {found}"
+
+
+@pytest.mark.parametrize("level, shown", [([], True), (["--log-level", "debug"], True),
+                                          (["--log-level", "warning"], False), (["--log-level", "error"], False)])
+def test_cli_log_level(wiki_data, tmp_path, capsys, level, shown):
+    out = tmp_path / "m"
+    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), *TINY, *level]) == 0
+    printed = capsys.readouterr()
+    assert ("parameters (1 layers, d=16" in printed.err) is shown, printed.err
+    assert f"model written to {out}" in printed.out  # the command's own result line stays on stdout
+    assert "parameters" not in printed.out
+
+
+def test_bad_log_level_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "data", "--out", "m", "--log-level", "loud"])
+    assert e.value.code == 2 and "--log-level" in capsys.readouterr().err
+
+
+def test_library_use_logs_records_and_prints_nothing(wiki_data, tmp_path, capsys, caplog):
+    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=8),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                         loop=sb.LoopConfig(steps=2, batch_size=16, eval_every=0, threads=1))
+    with caplog.at_level(logging.INFO, logger="superbloom"):
+        sb.train(cfg, progress=False)
+    names = {r.name for r in caplog.records if "parameters (1 layers" in r.getMessage()}
+    assert names == {"superbloom.training.train"}
+    assert any(r.name == "superbloom.training.loop" and r.getMessage().startswith("trained 2 steps")
+               for r in caplog.records)
+    assert "parameters" not in capsys.readouterr().out
