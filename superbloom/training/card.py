@@ -109,7 +109,8 @@ def _recipe(config: dict) -> list[str]:
                    f"{t.get('embedding')} embedding")
     m = config.get("model")
     if m:
-        out.append(f"- network: {m['layers']} layer{'s' if m['layers'] != 1 else ''}, d={m['d']}, {m['heads']} heads, d_ff={m['d_ff']}"
+        out.append(f"- network: {m['layers']} layer{'s' if m['layers'] != 1 else ''}, d={m['d']}, {m['heads']} heads, "
+                   f"d_ff={m['d_ff']}"
                    + (f", {m['positions']} positions" if m.get("positions") else "")
                    + (", causal" if m.get("causal") else ""))
     h = config.get("hash")
@@ -165,7 +166,9 @@ def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
     rows = [("this model", res)] + [(k.replace("_", " "), x) for k, x in res.items()  # its variants (network only)
                                      if isinstance(x, dict) and k not in ("baselines", "protocol", "head", "decode")
                                      and all(m in x for m in metrics)] + list(baselines.items())
-    out = [f"On {res.get('examples', '?'):,} held-out examples (`superbloom eval`, protocol settings in eval.json):", "",
+    n = res.get("examples")
+    out = [f"On {f'{n:,}' if isinstance(n, int) else 'its'} held-out examples (`superbloom eval`; the protocol's "
+           "settings in eval.json):", "",
            "| method | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
     out += [f"| {name} | " + " | ".join(f"{r[m]:.4f}" for m in metrics) + " |" for name, r in rows]
     return out
@@ -173,4 +176,5 @@ def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
 
 def _use(d: Path, kind) -> list[str]:
     return ["```python", "import superbloom as sb", f"model = sb.load(\"{d.name}\")   # this directory",
-            "model.info()", EXAMPLES[kind.name], "```", "", f"From the command line: {kind.use} (MODEL: this directory)."]
+            "model.info()", EXAMPLES[kind.name], "```", "",
+            f"From the command line: {kind.use} (MODEL: this directory)."]
