@@ -5,8 +5,9 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
     import superbloom as sb
     sb.prepare(sb.PrepareConfig("links.tsv", "data/wiki"))
     sb.train(sb.TrainConfig(data="data/wiki", out="runs/wiki", loop=sb.LoopConfig(time_budget=600)))
-    model = sb.load("runs/wiki")
+    model = sb.load("runs/wiki")                  # any model directory: the object for its kind
     model.predict(["Miles_Davis", "Jazz"], k=10)
+    model.info()                                  # kind, parameters, checkpoint, ...
     sb.expand(model, ["Copenhagen"], sb.ExpandConfig(steps=5))   # set expansion
     sb.evaluate(model, sb.Dataset("data/wiki"))
     sb.compare(model, {"other": sb.load("runs/other")}, sb.Dataset("data/wiki"))   # paired differences
@@ -27,13 +28,51 @@ _EXPORTS = {
     "SuperbloomConfig": ".heads.registry", "head_config": ".heads.registry",
     "ModelConfig": ".model.encoder",
     "OptimConfig": ".training.optim",
-    "Prediction": ".inference.predictor", "Predictor": ".inference.predictor", "load": ".inference.predictor",
+    "Prediction": ".inference.predictor", "Predictor": ".inference.predictor",
     "PrepareConfig": ".data.prepare", "prepare": ".data.prepare",
     "InputError": ".data.readers", "ReadConfig": ".data.readers",
     "LoopConfig": ".training.train", "TrainConfig": ".training.train", "train": ".training.train",
     "embedded_dataset": ".data.embedded",
 }
 lazy_exports(globals(), _EXPORTS)
+
+
+def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True):
+    """The model in a trained directory, as the object for its kind (config.json's "kind", or read
+    from an older directory's sections: storage/kinds.py), each with info():
+
+        set-model, sequence-model, text-model  Predictor: predict(ids, k), similar(id, k), recommend(...)
+                                               (a text model's blanks: inference.fill.Filler.from_predictor)
+        set-embedding                          setembed.Embedder: similar(ids, k), classify(ids), embed_many(...)
+        text-classifier                        textclass.classifier.Classifier: predict(text, k)
+
+    threads: torch CPU threads (0: torch's default); device and mmap as the kind's loader takes them."""
+    from .storage.kinds import read_kind
+
+    return _LOADERS[read_kind(model_dir).name](model_dir, threads, device, mmap)
+
+
+def _predictor(model_dir, threads, device, mmap):
+    from .inference.predictor import Predictor
+
+    return Predictor.load(model_dir, threads, device, mmap)
+
+
+def _embedder(model_dir, threads, device, mmap):
+    from .setembed.embedder import Embedder
+
+    return Embedder.load(model_dir, threads, device)
+
+
+def _classifier(model_dir, threads, device, mmap):
+    from .textclass.classifier import Classifier
+
+    return Classifier.load(model_dir, threads)  # a small CPU model: read into memory
+
+
+# model kind (storage/kinds.py: KINDS) -> its loader (tests/test_load.py checks every kind has one)
+_LOADERS = {"set-model": _predictor, "sequence-model": _predictor, "text-model": _predictor,
+            "set-embedding": _embedder, "text-classifier": _classifier}
 
 __all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
            "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig", "OptimConfig", "Prediction", "Predictor",

@@ -18,11 +18,12 @@
     superbloom textclass-train corpus/ --labels labels.tsv --out TC_DIR; superbloom textclass TC_DIR "some text"
     superbloom synth --ids 5300000 --links 462000000 --out links.parquet   # SYNTHETIC links, planted topics
     superbloom extend MODEL_DIR new_ids.txt --out NEW_DIR   # new ids, no table resized
+    superbloom card MODEL_DIR   # its model card (README.md) again, e.g. after eval --json > MODEL_DIR/eval.json
 
 One module per group of commands, each with register(sub): data.py (prepare, prepare-text,
 synth), training.py (train), query.py (eval, predict, expand, similar-ids, vectors, serve), text.py (fill), demo.py,
 setembed.py (embed-train, embed, similar, classify), textclass.py (textclass-train, textclass),
-extend.py (extend); flags.py holds the typed flags they share. A new command is one line in
+extend.py (extend), card.py (card); flags.py holds the typed flags they share. A new command is one line in
 COMMANDS (its group module and its line in `superbloom --help`) and the module's register.
 
 `superbloom --help` and `--version` are made from COMMANDS alone; a command's module is imported,
@@ -66,6 +67,7 @@ COMMANDS = {
     "textclass-train": ("textclass", "train a text classifier (words -> one attention layer -> class)"),
     "textclass": ("textclass", "classify texts with a model of textclass-train"),
     "extend": ("extend", "add new ids to a trained model (no table grows)"),
+    "card": ("card", "write a model directory's model card (README.md) from its files"),
 }
 __all__ = ["COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
 

@@ -15,13 +15,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from ..storage.files import load_json
 from ..model.attention import ATTENTIONS
 from ..training.optim import OPTIMIZERS, OptimConfig
-from ..textclass.docs import first_words
-from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig, load_classifier,
+from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig,
     train_textclass)
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
 from .flags import add_log_to_arg, log_to_callbacks
@@ -106,15 +104,11 @@ def cmd_classify(args) -> int:
         texts += [line for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
     if not texts:
         raise ValueError("nothing to classify: give TEXT arguments or --file FILE")
-    model, labels, config = load_classifier(args.model)
-    tokens, counts = first_words(pa.array(texts, pa.large_string()), int(config.get("max_words", 256)))
-    words = tokens.to_pylist()
-    ends = np.cumsum(counts)
-    docs = [words[e - n:e] for e, n in zip(ends, counts)]
-    empty = [i for i, d in enumerate(docs) if not d]
-    if empty:
-        raise ValueError(f"text {empty[0] + 1} has no words")
-    probs = model.predict(docs)  # (Q, C)
+    from ..textclass.classifier import Classifier
+
+    clf = Classifier.load(args.model)
+    labels = clf.labels
+    probs = clf.model.predict(clf.words(texts))  # (Q, C)
     for text, p in zip(texts, probs):
         order = np.argsort(-p, kind="stable")[:args.top]
         if args.json:

@@ -28,6 +28,7 @@ from ..storage.checkpoint import load_weights, require_inference_checkpoint
 from ..heads.beam import DecodeConfig
 from ..model.device import resolve_device
 from ..storage.files import load_json
+from ..storage.kinds import ID_MODELS, infer_kind, require_kind
 from ..hashing.bloom import BloomHash
 from ..data.mapped_vocab import MAPPED_MIN_IDS, vocab_size
 from ..heads import head_config_from_dict
@@ -56,6 +57,8 @@ class Predictor:
         CPU with mmap=True the weights are views of the memory-mapped checkpoint file, shared by every
         process that maps it (mapped.py); else they are read into memory."""
         model_dir = Path(model_dir)
+        if (model_dir / "config.json").is_file():  # another kind (a set embedding...): one line naming its commands
+            require_kind(model_dir, load_json(model_dir / "config.json"), ID_MODELS, "an id model")
         ckpt = require_inference_checkpoint(model_dir)
         if threads:
             torch.set_num_threads(threads)
@@ -79,6 +82,13 @@ class Predictor:
     @property
     def n_parameters(self) -> int:
         return count_parameters(self.model)
+
+    def info(self) -> dict:
+        """What this model is (the same keys for every kind sb.load returns: kind, parameters, checkpoint)."""
+        c = self.config
+        return {"kind": infer_kind(c), "parameters": self.n_parameters, "checkpoint": c.get("checkpoint"),
+                "ids": len(self.vocab), "head": c["head"]["name"], "tokens": self.hashing.n_tokens,
+                "dataset": (c.get("dataset") or {}).get("name"), "device": str(next(self.model.parameters()).device)}
 
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
              progress: bool = False, exclude: np.ndarray | None = None, allow: np.ndarray | None = None) -> Ranking:

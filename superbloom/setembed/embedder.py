@@ -29,6 +29,7 @@ from ..storage.checkpoint import inference_checkpoint, load_weights
 from ..data.dataset import SetArray
 from ..model.device import resolve_device
 from ..storage.files import load_json, read_lines
+from ..storage.kinds import require_kind
 from ..hashing.bloom import BloomHash
 from ..model.encoder import ModelConfig, count_parameters
 from ..data.vocab import Vocab
@@ -69,9 +70,10 @@ class Embedder:
     def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Embedder":
         """A directory written by `superbloom embed-train` (its index and inference checkpoint)."""
         model_dir = Path(model_dir)
-        if not (model_dir / "config.json").is_file() or "embed" not in load_json(model_dir / "config.json"):
+        if not (model_dir / "config.json").is_file():
             raise FileNotFoundError(f"{model_dir}: not a set-embedding model directory (no config.json with an "
                                     "'embed' section; write one with `superbloom embed-train`)")
+        require_kind(model_dir, load_json(model_dir / "config.json"), ("set-embedding",), "a set embedding")
         ckpt = inference_checkpoint(model_dir)
         if ckpt is None or not (model_dir / "index.safetensors").is_file():
             raise FileNotFoundError(f"{model_dir}: no complete checkpoint and index (was `superbloom embed-train` "
@@ -97,6 +99,14 @@ class Embedder:
     @property
     def n_parameters(self) -> int:
         return count_parameters(self.net)
+
+    def info(self) -> dict:
+        """What this model is (the same keys for every kind sb.load returns: kind, parameters, checkpoint)."""
+        c = self.config
+        return {"kind": "set-embedding", "parameters": self.n_parameters, "checkpoint": c.get("checkpoint"),
+                "ids": len(self.vocab), "objective": self.net.cfg.objective, "sets": len(self.set_keys),
+                "labels": list(self.label_names), "dataset": (c.get("dataset") or {}).get("name"),
+                "device": str(self.device)}
 
     @property
     def device(self) -> torch.device:
@@ -135,9 +145,9 @@ class Embedder:
         return [Similar([(self.set_keys[j], float(s)) for j, s in zip(index[i].tolist(), scores[i].tolist()) if j >= 0],
                         self.vocab.decode(known[i].tolist()), unknown[i]) for i in range(len(known))]
 
-    def similar(self, ids: Sequence[str], k: int = 10) -> Similar:
-        """The k training sets nearest (cosine) to the set of `ids`."""
-        return self.similar_many([ids], k)[0]
+    def similar(self, ids: Sequence[str] | str, k: int = 10) -> Similar:
+        """The k training sets nearest (cosine) to the set of `ids` (one id: a string)."""
+        return self.similar_many([[ids] if isinstance(ids, str) else ids], k)[0]
 
     def resolve_method(self, method: str = "auto") -> str:
         if method not in METHODS:

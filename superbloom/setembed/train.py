@@ -54,6 +54,7 @@ from ..heads.losses import alignment, nca_loss, smoothed_cross_entropy, split_vi
 from ..model.encoder import ModelConfig, count_parameters
 from ..training.optim import OptimConfig
 from ..training.callbacks import Callback
+from ..training.card import write_card
 from ..training.loop import LoopConfig, fit
 from ..training.objectives import Objective
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
@@ -303,7 +304,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     run = open_run(out, ckpt)
     if d.main and ckpt is None:
         start_run(run, hashing, data.vocab, {
-            "dataset": dataset_record(cfg.data),
+            "kind": "set-embedding", "dataset": dataset_record(cfg.data),
             "embed": asdict(cfg.embed), "hash": asdict(hcfg), "model": asdict(cfg.model),
             "train": portable(cfg.to_dict()),
             "labels": table.names if table else [], "label_summary": table.summary() if table else None,
@@ -322,6 +323,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
     if d.main:
         build_index(out, net, hashing, data, labels)
+        write_card(out)  # README.md: the model card (training/card.py)
     if d.world > 1:
         dist.barrier()
     return out

@@ -62,8 +62,10 @@ from safetensors.torch import load_file, save_file
 from ..model.device import init_distributed
 from ..model.dynamic import DynamicEmbedding, trits
 from ..storage.files import load_json, read_lines, save_json, write_lines
+from ..storage.kinds import require_kind
 from ..model.attention import ATTENTIONS
 from ..training.callbacks import Callback
+from ..training.card import write_card
 from ..training.loop import LoopConfig, fit, train_step
 from ..heads.losses import smoothed_cross_entropy
 from ..model.encoder import Attention, count_parameters
@@ -412,7 +414,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     loop = LoopConfig(batch_size=cfg.train.batch_size, steps=cfg.train.epochs * steps_per_epoch,
                       eval_every=steps_per_epoch, keep_best=cfg.keep_best, checkpoint_every=cfg.checkpoint_every,
                       seed=seed, threads=cfg.train.threads, device="cpu", ema=0.0)  # no average: the weights as trained
-    extra = {"versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
+    extra = {"kind": "text-classifier", "versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
              "test_fraction": cfg.test_fraction,
              "optim": asdict(cfg.train.optim), "train": portable(cfg.to_dict())}
     run = open_run(out, ckpt)
@@ -427,6 +429,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     config = load_json(out / "config.json")
     done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
     save_classifier(model, out, docs.label_names, dict(config, **extra, history=done + history))
+    write_card(out)  # README.md: the model card (training/card.py)
     if d.main and cfg.keep_best:
         log.info(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and "
                  "`superbloom textclass` read; BEST names the checkpoint with the best held-out accuracy")
@@ -461,12 +464,12 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
 def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], dict]:
     """A directory of `save_classifier` -> (model in eval mode, class names, its config.json)."""
     model_dir = Path(model_dir)
+    if (model_dir / "config.json").is_file():  # another kind: one line naming it and its commands
+        require_kind(model_dir, load_json(model_dir / "config.json"), ("text-classifier",), "a text classifier")
     if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
                                 "model.safetensors, written by `superbloom textclass-train`)")
     config = load_json(model_dir / "config.json")
-    if "textclass" not in config:
-        raise ValueError(f"{model_dir}/config.json has no 'textclass' section: not a text classifier")
     cfg = TextClassConfig(**config["textclass"])
     vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
     model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)

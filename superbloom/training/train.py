@@ -35,6 +35,7 @@ from ..hashing.coherent import CoherentStats
 from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
 from ..storage.files import load_json
+from ..storage.kinds import id_model_kind
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
 from .callbacks import Callback
@@ -181,7 +182,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     run = open_run(out, ckpt)
     if d.main and ckpt is None:
         start_run(run, hashing, data.vocab, {
-            "dataset": dataset_record(cfg.data),
+            "kind": id_model_kind(data.meta), "dataset": dataset_record(cfg.data),
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
@@ -202,6 +203,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
+    if d.main:
+        write_card(out)  # README.md: the model card (card.py)
     return out
 
 

@@ -1,0 +1,180 @@
+"""The model card: a README.md in a model directory, rendered from its JSON files alone.
+
+    write_card("runs/wiki/model")     # every trainer calls it at the end; `superbloom card MODEL` again
+
+What it says, from what the directory holds (nothing else is read, so it can be regenerated at any
+time and says the same): the kind (storage/kinds.py), the data summary (config.json's "data": ids,
+sets, mean set size, the dataset folder's name, never a path), the recipe and its preset
+(config.json), the training summary (metrics.jsonl's last record, the BEST checkpoint's
+validation), the evaluation beside its baselines when MODEL/eval.json holds one (the JSON of
+`superbloom eval MODEL DATA --json`; `superbloom demo` writes it), the parameter count, how to load
+and serve it, and its limitations.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..storage.checkpoint import inference_checkpoint
+from ..storage.files import load_json
+from ..storage.kinds import ID_MODELS, KINDS, infer_kind
+
+CARD = "README.md"
+EVAL = "eval.json"  # `superbloom eval MODEL DATA --json > MODEL/eval.json` puts an evaluation on the card
+
+# kind -> what a user of it must know (the limitations every kind shares come first)
+LIMITS = {
+    "set-model": ["Ids outside its vocabulary are unknown: a context of only unknown ids is an error; "
+                  "`superbloom extend` adds new ids without retraining."],
+    "sequence-model": ["Ids outside its vocabulary are unknown; the order of a context is read (its newest id last)."],
+    "text-model": ["Words outside its vocabulary read as [UNK]; a text longer than its positions is an error."],
+    "set-embedding": ["`similar` answers with training sets (its index), not with ids; a set of only unknown "
+                      "ids is an error."],
+    "text-classifier": ["It knows only the labels it was trained on, and reads the first max_words words of a text."],
+}
+# kind -> the Python calls the card shows after sb.load
+EXAMPLES = {"set-model": "model.predict([ID, ...], k=10); model.similar(ID, k=10)",
+            "sequence-model": "model.predict([OLDEST_ID, ..., NEWEST_ID], k=10)",
+            "text-model": "model.predict([TOKEN, ...], k=10)   # blanks: superbloom.inference.fill.Filler",
+            "set-embedding": "model.similar([ID, ...], k=10); model.classify([ID, ...])",
+            "text-classifier": "model.predict(\"some text\", k=3)"}
+COMMON_LIMITS = ["Trained on one dataset only: it knows that data's ids and patterns and nothing else.",
+                 "Scores rank answers; they are not calibrated probabilities."]
+
+
+def write_card(model_dir: str | Path) -> Path:
+    """MODEL_DIR/README.md from the directory's files (replaced if there)."""
+    path = Path(model_dir) / CARD
+    path.write_text(render_card(model_dir), encoding="utf-8")
+    return path
+
+
+def render_card(model_dir: str | Path) -> str:
+    d = Path(model_dir)
+    config = load_json(d / "config.json")
+    kind = KINDS[infer_kind(config, str(d / "config.json"))]
+    train = config.get("train") or {}
+    name = ((config.get("dataset") or {}).get("name") or train.get("data")
+            or ", ".join(Path(c).name for c in train.get("corpus") or ()) or "its data")
+    v = config.get("versions") or {}
+    lines = [f"# Model card: {kind.what}", "",
+             f"Kind `{kind.name}`, trained on `{name}` by `{kind.trainer}`"
+             + (f" (superbloom {v['superbloom']}, torch {v['torch']})" if "superbloom" in v else "")
+             + ". Written from this directory's files; `superbloom card MODEL` writes it again.", "",
+             "## Data", "", *_data(config), "", "## Recipe", "", *_recipe(config), "",
+             "## Training", "", *_training(d), "", "## Evaluation", "", *_evaluation(d, config, kind.name), "",
+             "## Use", "", *_use(d, kind), "", "## Limitations", "",
+             *[f"- {x}" for x in LIMITS.get(kind.name, []) + COMMON_LIMITS], ""]
+    return "\n".join(lines)
+
+
+def _data(config: dict) -> list[str]:
+    data = config.get("data") or {}
+    out = []
+    if "input" in data:
+        out.append(f"- input: `{data['input']}`" + (f" ({data['format']})" if "format" in data else ""))
+    if "ids" in data:
+        out.append(f"- {data['ids']:,} ids; {data.get('sets', 0):,} sets, split `{data.get('split', 'sets')}`")
+    for part in ("train", "test", "valid"):
+        p = data.get(part)
+        if isinstance(p, dict) and "sets" in p:
+            out.append(f"- {part}: {p['sets']:,} sets, {p.get('links', 0):,} links"
+                       + (f", mean set size {p['mean_set_size']:g}" if "mean_set_size" in p else ""))
+    if "documents" in data:  # a text classifier's documents (textclass/docs.py)
+        out.append(f"- {data['documents']:,} documents ({data.get('kept', 0):,} kept), "
+                   f"{data.get('words', 0):,} words, vocabulary {data.get('vocabulary', 0):,}")
+        if data.get("class_counts"):
+            out.append("- classes: " + ", ".join(f"{k} {n:,}" for k, n in data["class_counts"].items()))
+    if config.get("labels") and "documents" not in data:
+        out.append(f"- labels: {len(config['labels'])} ({', '.join(map(str, config['labels'][:10]))}"
+                   f"{', ...' if len(config['labels']) > 10 else ''})")
+    return out or ["- (no data summary in config.json)"]
+
+
+def _recipe(config: dict) -> list[str]:
+    train = config.get("train") or {}
+    preset = config.get("preset")
+    out = [f"- preset: `{preset['name']}` (chosen by {preset.get('chosen_by', '?')}"
+           + (f"; typed flags kept: {', '.join(preset['overridden'])}" if preset.get("overridden") else "") + ")"
+           if preset else "- preset: none (the library's defaults and the settings given)"]
+    if "objective" in train:
+        out.append(f"- objective: `{train['objective']}`")
+    if "head" in config:
+        out.append(f"- head: `{config['head']['name']}`")
+    if "embed" in config:
+        out.append(f"- set embedding: objective `{config['embed'].get('objective')}`")
+    if "textclass" in config:
+        t = config["textclass"]
+        out.append(f"- classifier: d={t.get('d')}, {t.get('heads')} heads, {t.get('attention')} attention, "
+                   f"{t.get('embedding')} embedding")
+    m = config.get("model")
+    if m:
+        out.append(f"- network: {m['layers']} layer{'s' if m['layers'] != 1 else ''}, d={m['d']}, {m['heads']} heads, "
+                   f"d_ff={m['d_ff']}"
+                   + (f", {m['positions']} positions" if m.get("positions") else "")
+                   + (", causal" if m.get("causal") else ""))
+    h = config.get("hash")
+    if h:
+        out.append(f"- hashing: alpha={h['alpha']}, m={h['m']}" + (" (unhashed)" if h["alpha"] == 1 and h["m"] == 1
+                                                                   else ""))
+    optim = train.get("optim") or config.get("optim")
+    if optim:
+        out.append(f"- optimizer: {optim['name']}" + (f", lr {optim['lr']:g}" if optim.get("lr") else ""))
+    if "train" in train and "epochs" in train["train"]:  # a text classifier's TrainTextConfig
+        out.append(f"- {train['train']['epochs']} epochs, batch {train['train'].get('batch_size')}")
+    loop = train.get("loop") or {}
+    if loop:
+        stop = [f"{loop['steps']:,} steps" if loop.get("steps") else "",
+                f"{loop['time_budget']:g} s" if loop.get("time_budget") else ""]
+        out.append(f"- loop: batch {loop.get('batch_size')}, stop at " + (" or ".join(s for s in stop if s) or "?"))
+    if "parameters" in config:
+        out.append(f"- parameters: {config['parameters']:,}")
+    return out
+
+
+def _training(d: Path) -> list[str]:
+    records = []
+    if (d / "metrics.jsonl").is_file():
+        records = [json.loads(x) for x in (d / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    if not records:
+        return ["- no training record (metrics.jsonl)"]
+    last = records[-1]
+    out = [f"- {last.get('step', 0):,} steps in {last.get('seconds', 0):,.0f} s"]
+    ckpt = inference_checkpoint(d)
+    best = load_json(ckpt / "state.json").get("best") if ckpt and (ckpt / "state.json").is_file() else None
+    if best:
+        shown = ", ".join(f"{k} {x:.4f}" for k, x in best.items() if k != "step" and isinstance(x, (int, float)))
+        out.append(f"- best validation (checkpoint `{ckpt.name}`, which `sb.load` reads): {shown} "
+                   f"at step {best.get('step')}")
+    return out
+
+
+def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
+    held = [h["eval"] for h in config.get("history") or () if "eval" in h]  # a text classifier's test documents
+    if held:
+        return [f"On its {held[-1].get('examples', 0):,} held-out documents after the last epoch: "
+                + ", ".join(f"{k} {x:.4f}" for k, x in held[-1].items() if k != "examples" and isinstance(x, float))]
+    if not (d / EVAL).is_file():
+        return ["Not evaluated here. `superbloom eval MODEL DATA --json > MODEL/eval.json` then "
+                "`superbloom card MODEL` puts the evaluation, beside its baselines, on this card."
+                if kind in ID_MODELS else "Its validation above is its evaluation."]
+    res = load_json(d / EVAL)
+    baselines = res.get("baselines") or {}
+    metrics = [k for k, x in res.items() if isinstance(x, (int, float)) and not isinstance(x, bool)
+               and all(k in b for b in baselines.values()) and k not in ("examples",)] if baselines else \
+        [k for k in ("rec@1", "rec@10", "rec@20", "hr@10", "mrr", "ndcg@10") if k in res]
+    rows = [("this model", res)] + [(k.replace("_", " "), x) for k, x in res.items()  # its variants (network only)
+                                     if isinstance(x, dict) and k not in ("baselines", "protocol", "head", "decode")
+                                     and all(m in x for m in metrics)] + list(baselines.items())
+    n = res.get("examples")
+    out = [f"On {f'{n:,}' if isinstance(n, int) else 'its'} held-out examples (`superbloom eval`; the protocol's "
+           "settings in eval.json):", "",
+           "| method | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    out += [f"| {name} | " + " | ".join(f"{r[m]:.4f}" for m in metrics) + " |" for name, r in rows]
+    return out
+
+
+def _use(d: Path, kind) -> list[str]:
+    return ["```python", "import superbloom as sb", f"model = sb.load(\"{d.name}\")   # this directory",
+            "model.info()", EXAMPLES[kind.name], "```", "",
+            f"From the command line: {kind.use} (MODEL: this directory)."]
