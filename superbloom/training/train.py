@@ -39,6 +39,7 @@ from ..storage.kinds import id_model_kind
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
 from .callbacks import Callback
+from .card import write_card
 from .loop import LoopConfig, fit
 from ..model.encoder import ModelConfig, build_model, count_parameters
 from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, ObjectiveEntry, ObjectiveInputs, masked,
