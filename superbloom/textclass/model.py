@@ -60,7 +60,7 @@ from safetensors.torch import load_file, save_file
 
 from ..model.device import init_distributed
 from ..model.dynamic import DynamicEmbedding, trits
-from ..storage.files import load_json, read_lines, save_json, write_lines
+from ..storage.files import atomic_path, load_json, read_lines, save_json, write_lines
 from ..model.attention import ATTENTIONS
 from ..training.loop import LoopConfig, fit, train_step
 from ..heads.losses import smoothed_cross_entropy
@@ -383,7 +383,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     d = init_distributed("cpu")
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    out = check_out(cfg.out)
+    out = check_out(cfg.out, "text-classifier")
     if not overwrite and (out / "model.safetensors").exists() and not (out / "LATEST").exists():
         raise ValueError(f"{out} already holds a model (without checkpoints to resume); pass --overwrite to "
                          "replace it")  # save_classifier's directory, or an older textclass-train's
@@ -409,7 +409,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     extra = {"versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
              "test_fraction": cfg.test_fraction,
              "optim": asdict(cfg.train.optim), "train": portable(cfg.to_dict())}
-    run = open_run(out, ckpt)
+    run = open_run(out, ckpt, "text-classifier", at_end=True)  # replaces OUT with its final weights
     if ckpt is None:
         save_classifier(model, run.path, docs.label_names, dict(extra, history=[]), weights=False)
     else:
@@ -418,9 +418,10 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     obj = textclass_objective(model, docs, train, test if len(test) else None, cfg.train, history, show_epoch)
     with attempt(run, d.main):
         fit(obj, loop, cfg.train.optim, run, d, ckpt, progress)
-    config = load_json(out / "config.json")
-    done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
-    save_classifier(model, out, docs.label_names, dict(config, **extra, history=done + history))
+        config = load_json(run.path / "config.json")
+        done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
+        save_classifier(model, run.path, docs.label_names, dict(config, **extra, history=done + history))
+        run.finish()
     if d.main and cfg.keep_best:
         print(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and `superbloom textclass` "
               "read; BEST names the checkpoint with the best held-out accuracy")
@@ -443,8 +444,8 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if weights:
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
-                  str(out / "model.safetensors"))
+        with atomic_path(out / "model.safetensors") as tmp:  # a kill never leaves half the weights
+            save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(tmp))
     if model.cfg.embedding == "table":
         write_lines(out / "vocab.txt", model.vocab)
     own = {"textclass": asdict(model.cfg), "labels": list(label_names), "parameters": model.n_parameters}

@@ -172,7 +172,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
-    run = open_run(out, ckpt)
+    run = open_run(out, ckpt, main=d.main)
     if d.main and ckpt is None:
         start_run(run, hashing, data.vocab, {
             "dataset": dataset_record(cfg.data),
