@@ -103,7 +103,7 @@ def test_out_is_an_existing_file(tmp_path, capsys):
     out = tmp_path / "taken"
     out.write_text("precious")
     msg = run_prepare(capsys, tmp_path / "in.tsv", "--out", out)
-    assert f"--out {out} is a file; expected a folder" in msg
+    assert f"--out {out} is a file, not a directory" in msg
     assert out.read_text() == "precious"
     msg = run_prepare(capsys, tmp_path / "in.tsv", "--out", out / "sub")
     assert f"--out {out / 'sub'}: {out} is not a folder" in msg

@@ -1,7 +1,9 @@
-"""The guarded writer: every output of every command (a model, a set embedding, a text classifier, a
-prepared dataset, the demo's folder, an embedding or synth file) is checked before any work, carries
-our ownership marker, is built beside its final name and swapped in at once, and any state a kill
-leaves is recovered on the next run and read correctly on load (issue 32, class 1).
+"""The guarded writer of every output: ownership marker, checks before any work, staged swap, recovery.
+
+Every output of every command (a model, a set embedding, a text classifier, a prepared dataset, the
+demo's folder, an embed or synth file) is checked before any work, carries our ownership marker, is
+built beside its final name and swapped in at once, and any state a kill leaves is recovered on the
+next run and read correctly on load (issue 32, class 1).
 
     target = claim(out, "model")       # before any work: OutputError (one line) if OUT may not be written
     work = target.stage()              # OUT.new (a dataset: OUT.partial), marked {"kind", "run", "complete": false}
@@ -186,13 +188,13 @@ def check_path(out: str | Path, kind: str, flag: str = "--out") -> Path:
     if path.exists() or path.is_symlink():
         if KINDS[kind].file:
             if path.is_dir():
-                raise OutputError(f"{flag} {out} is a folder; expected a file name for {KINDS[kind].what}")
+                raise OutputError(f"{flag} {out} is a directory; expected a file name for {KINDS[kind].what}")
             if not path.is_file():
                 raise OutputError(f"{flag} {out} is not a regular file (a device, pipe or socket); expected a "
                                   f"file name for {KINDS[kind].what}")
         elif not path.is_dir():
-            what = "a file" if path.is_file() else "not a folder (a device, pipe, socket or broken link)"
-            raise OutputError(f"{flag} {out} is {what}; expected a folder for {KINDS[kind].what}")
+            what = "a file" if path.is_file() else "a device, pipe, socket or broken link"
+            raise OutputError(f"{flag} {out} is {what}, not a directory; expected a folder for {KINDS[kind].what}")
     return path
 
 

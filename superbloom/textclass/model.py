@@ -61,6 +61,7 @@ from safetensors.torch import load_file, save_file
 from ..model.device import init_distributed
 from ..model.dynamic import DynamicEmbedding, trits
 from ..storage.files import atomic_path, load_json, read_lines, save_json, write_lines
+from ..storage.loading import check_safetensors, expect_kind, read_config, typed_section
 from ..model.attention import ATTENTIONS
 from ..training.loop import LoopConfig, fit, train_step
 from ..heads.losses import smoothed_cross_entropy
@@ -455,14 +456,16 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
 
 def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], dict]:
     """A directory of `save_classifier` -> (model in eval mode, class names, its config.json)."""
-    model_dir = Path(model_dir)
+    model_dir = expect_kind(model_dir, "text-classifier")  # the complete one a kill during its swap left, if need be
     if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
                                 "model.safetensors, written by `superbloom textclass-train`)")
-    config = load_json(model_dir / "config.json")
+    config = read_config(model_dir, {})
     if "textclass" not in config:
         raise ValueError(f"{model_dir}/config.json has no 'textclass' section: not a text classifier")
-    cfg = TextClassConfig(**config["textclass"])
+    config = read_config(model_dir, {"textclass": dict, "labels": list})
+    check_safetensors(model_dir / "model.safetensors", "the classifier's weights")
+    cfg = typed_section(model_dir / "config.json", config, "textclass", TextClassConfig)
     vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
     model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)
     model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
