@@ -50,8 +50,10 @@ def cmd_demo(args):
     from ..data.readers import ReadConfig
     from ..training.train import LoopConfig, TrainConfig, train
 
+    from ..storage.guarded import claim
+
     t0 = time.time()
-    out = Path(args.out)
+    out = claim(args.out, "demo").mark_in_place()  # before any work: new, empty or a demo folder of ours
     source = args.input or str(embedded_dataset())
     print(f"== 1/4 prepare {source}")
     summary = prepare(PrepareConfig(input=source, out=str(out / "data"), read=ReadConfig(format="edges")),

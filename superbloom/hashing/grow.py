@@ -213,13 +213,13 @@ def check_extendable(config: dict, hashing: BloomHash, model_dir: Path) -> None:
 def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: ExtendConfig = ExtendConfig()) -> dict:
     """Write `out`: the model of `model_dir` with the ids of the file `new_ids` added (module
     docstring). -> the summary (also written to out/extend.json)."""
-    model_dir, out = Path(model_dir), Path(out)
+    target = claim(out, "model")  # before any work (storage/guarded.py): no "", "/", file or user's folder
+    model_dir, out = Path(model_dir), target.path
     if not (model_dir / "config.json").is_file() or not (model_dir / "hashing.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json / hashing.safetensors)")
     if out.resolve() == model_dir.resolve():
         raise ValueError(f"--out {out} is the model directory itself; write the extended model elsewhere")
-    target = claim(out, "model")  # before any work (storage/guarded.py): new or empty, no user's OUT.new beside it
-    if target.holds_output():
+    if target.holds_output():  # extend writes a new folder only
         raise ValueError(f"--out {out} already exists and is not empty; give a new directory")
     config = load_json(model_dir / "config.json")
     hashing = BloomHash.load(model_dir / "hashing.safetensors")

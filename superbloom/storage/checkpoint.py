@@ -161,6 +161,22 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
     return final
 
 
+def check_checkpoint(ckpt: Path) -> None:
+    """The files a resume reads from checkpoint `ckpt`, checked before anything is written: its weights and
+    optimizer state complete (check_safetensors), state.json an object with an integer step. LoadError
+    naming the file otherwise."""
+    check_safetensors(ckpt / "model.safetensors", "a checkpoint's weights")
+    if (ckpt / "optimizer.safetensors").exists():
+        check_safetensors(ckpt / "optimizer.safetensors", "the checkpoint's optimizer state")
+    state = ckpt / "state.json"
+    try:
+        step = load_json(readable(state, "the checkpoint's state")).get("step")
+    except (ValueError, AttributeError):
+        step = None
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise LoadError(f"{state}: no integer 'step'; expected the training state superbloom wrote")
+
+
 def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
     """The tensors of NAME.safetensors in a checkpoint, or None if it has none."""
     path = ckpt / f"{name}.safetensors"
@@ -183,7 +199,7 @@ def check_shapes(model: torch.nn.Module, path: Path) -> None:
     another model, e.g. a BEST pointer edited to another run's): LoadError naming the first that does not."""
     from safetensors import safe_open
 
-    params = dict(model.state_dict())
+    params = dict(model.named_parameters())  # buffers may be sized by what they load (a hybrid head's term)
     with safe_open(str(path), "pt") as f:
         for name in f.keys():
             if name in params:

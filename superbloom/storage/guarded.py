@@ -43,6 +43,7 @@ from typing import Callable, Iterator
 from .files import load_json, save_json
 
 MARKER = ".superbloom.json"
+SIDE_SUFFIXES = (".new", ".partial", ".old")  # the names beside OUT our writers use (staging, the swap's old one)
 
 
 class OutputError(ValueError):
@@ -282,7 +283,7 @@ def claim(out: str | Path, kind: str, flag: str = "--out") -> Target:
     path = check_path(out, kind, flag)
     target = Target(path, kind, uuid.uuid4().hex[:12])
     entry = KINDS[kind]
-    for side in () if entry.file else (target.staging, target.old):
+    for side in () if entry.file else [_sibling(path, s) for s in SIDE_SUFFIXES]:
         if (side.exists() or side.is_symlink()) and (not side.is_dir() or not is_ours(side, kind)):
             raise OutputError(f"{side} exists beside {flag} {out} and is not {entry.what} written by superbloom; "
                               "move it away or choose another --out (nothing was changed)")

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from .._version import __version__
-from ..storage.checkpoint import holds_model, latest_checkpoint
+from ..storage.checkpoint import check_checkpoint, holds_model, latest_checkpoint
 from ..storage.files import load_json, save_json
 from ..storage.guarded import Target, claim
 
@@ -98,6 +98,10 @@ def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) ->
     return ckpt
 
 
+# settings no resume may change, whatever the trainer: a checkpoint's optimizer state is that optimizer's
+KEPT_ON_RESUME = ("optim.name",)
+
+
 def config_changes(before: dict, now: dict, architecture: tuple[str, ...],
                    skip: tuple[str, ...] = ("data", "out")) -> tuple[list[str], list[str]]:
     """(architecture changes, other changes) of the settings `now` against `before` (both as
@@ -114,7 +118,8 @@ def config_changes(before: dict, now: dict, architecture: tuple[str, ...],
         else:
             diffs = [(key, f"{key} {old!r} -> {new!r}")] if old != new and key in before else []
         for name, text in diffs:
-            (arch if name in architecture or name.split(".")[0] in architecture else other).append(text)
+            kept = name in architecture or name.split(".")[0] in architecture or name in KEPT_ON_RESUME
+            (arch if kept else other).append(text)
     return arch, other
 
 
@@ -171,6 +176,7 @@ def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, ch
     settings it changes (config.json's `section` and its "resumes" history)."""
     if not main:
         return
+    check_checkpoint(ckpt)  # before anything is written: a truncated checkpoint is refused, naming its file
     truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
     if changed:
         print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
