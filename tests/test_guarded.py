@@ -34,6 +34,7 @@ TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-s
         "--val-fraction", "0.01", "--quiet", "--threads", "1"]
 EMBED_TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--pool-heads", "2", "--alpha", "8", "--segment", "8",
               "--batch-size", "16", "--eval-every", "0", "--warmup", "2", "--quiet", "--threads", "1"]
+RESUME = ["--steps", "9", "--quiet", "--threads", "1"]  # no architecture flag: tiny_model's settings stay
 TEXTCLASS_TINY = ["--d", "16", "--heads", "2", "--epochs", "2", "--batch-size", "4", "--threads", "1",
                   "--test-fraction", "0.2"]
 
@@ -329,7 +330,7 @@ def test_a_truncated_checkpoint_refuses_resume_and_writes_nothing(model_copy, wi
     _truncate(_pointed(model_copy, "LATEST") / "model.safetensors")
     before = tree(model_copy)
     assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(model_copy), "--resume",
-                 "--steps", "9", "--lr", "0.001", *TINY]) == 2
+                 "--lr", "0.001", *RESUME]) == 2
     assert "model.safetensors: truncated" in capsys.readouterr().err
     assert tree(model_copy) == before
 
@@ -340,7 +341,7 @@ def test_a_truncated_checkpoint_refuses_resume_and_writes_nothing(model_copy, wi
 def test_refused_commands_write_nothing(model_copy, wiki_data, tmp_path, capsys):
     before = tree(model_copy)
     train = ["train", "--preset", "none", str(wiki_data.path), "--out"]
-    assert main([*train, str(model_copy), "--resume", "--steps", "9", "--optimizer", "adapsgd", *TINY]) == 2
+    assert main([*train, str(model_copy), "--resume", "--optimizer", "adapsgd", *RESUME]) == 2
     assert "optim.name 'adamw' -> 'adapsgd'" in capsys.readouterr().err
     assert tree(model_copy) == before
     assert main([*train, str(tmp_path / "t"), "--objective", "text-mlm", "--steps", "2", *TINY]) == 2
@@ -354,7 +355,7 @@ def test_a_cut_last_metrics_line_is_dropped_on_resume_naming_the_file(model_copy
     with open(model_copy / "metrics.jsonl", "a") as f:
         f.write('{"step": 4, "lo')
     assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(model_copy), "--resume",
-                 "--steps", "7", *TINY]) == 0
+                 *RESUME]) == 0
     assert "metrics.jsonl: line" in caplog.text and "cut short" in caplog.text
     for line in (model_copy / "metrics.jsonl").read_text().splitlines():
         json.loads(line)
