@@ -103,10 +103,10 @@ def test_out_is_an_existing_file(tmp_path, capsys):
     out = tmp_path / "taken"
     out.write_text("precious")
     msg = run_prepare(capsys, tmp_path / "in.tsv", "--out", out)
-    assert f"{out}: exists and is not a directory" in msg
+    assert f"--out {out} is a file, not a directory" in msg
     assert out.read_text() == "precious"
     msg = run_prepare(capsys, tmp_path / "in.tsv", "--out", out / "sub")
-    assert f"{out / 'sub'}: cannot create the output directory" in msg
+    assert f"--out {out / 'sub'}: {out} is not a folder" in msg
 
 
 def test_bad_input_leaves_an_existing_dataset_alone(tmp_path, capsys):
@@ -145,5 +145,5 @@ def test_failed_prepare_leaves_an_earlier_dataset_intact(tmp_path, capsys):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine\n")
     assert main(["prepare", str(good), "--out", str(tmp_path / "other")]) == 2
-    assert "holds files that are not a prepared dataset" in capsys.readouterr().err
+    assert "holds files that superbloom did not write" in capsys.readouterr().err
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine\n"

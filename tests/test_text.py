@@ -378,6 +378,6 @@ def test_output_directory_is_replaced_only_when_complete(corpus, tmp_path):
     assert sb.Dataset(out).n_ids == 10
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")
-    with pytest.raises(InputError, match="not a prepared dataset"):
+    with pytest.raises(ValueError, match="holds files that superbloom did not write"):  # guarded.OutputError
         prepare_text(TextPrepareConfig((str(corpus),), str(tmp_path / "other")), progress=False)
     assert (tmp_path / "other" / "keep.txt").read_text() == "mine"

@@ -65,8 +65,10 @@ def cmd_demo(args):
     from ..training.card import write_card
     from ..training.train import LoopConfig, TrainConfig, train
 
+    from ..storage.guarded import claim
+
     t0 = time.time()
-    out = Path(args.out)
+    out = claim(args.out, "demo").mark_in_place()  # before any work: new, empty or a demo folder of ours
     quick = args.quick
     budget = QUICK_BUDGET if quick and "time_budget" not in getattr(args, "given", ()) else args.time_budget
     source = args.input or str(embedded_dataset())

@@ -219,9 +219,10 @@ def cmd_embed(args):
     import pyarrow.parquet as pq
 
     from ..data.dataset import Dataset, SetArray
-    from ..storage.files import atomic_path
+    from ..storage.guarded import claim
     from ..setembed.embedder import load_embedder
 
+    target = claim(args.out, "vectors")  # before any work: a new file, or a vectors file of ours
     emb = load_embedder(args.model, device=args.device)
     data = Dataset(args.data)
     # the dataset's ids -> the model's, by string (one lookup per distinct id; any dataset whose ids the model knows)
@@ -238,7 +239,7 @@ def cmd_embed(args):
     v = np.concatenate(vectors) if vectors else np.zeros((0, emb.net.d), np.float32)
     table = pa.table({"set": keys, "split": splits,
                       "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.ravel(), pa.float32()), v.shape[1])})
-    with atomic_path(args.out) as tmp:
+    with target.writing() as tmp:
         pq.write_table(table, tmp)
     summary = {"out": str(args.out), "sets": len(keys), "d": int(v.shape[1]), "sets_without_known_ids": empty}
     print(json.dumps(summary, indent=2) if args.json else

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..storage.files import load_json, read_lines
+from ..storage.guarded import resolve
 from .vocab import Vocab
 
 
@@ -62,7 +63,7 @@ class SetArray:
 
 class Dataset:
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = resolve(path, "dataset")  # PATH, or the complete one a kill during its swap left beside it
         if not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"{self.path} is not a prepared dataset (no meta.json); "
                                     "run `superbloom prepare` first, or it was interrupted")

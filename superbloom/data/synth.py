@@ -56,7 +56,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from .._version import __version__
-from ..storage.files import atomic_path
+from ..storage.guarded import claim
 
 SYNTH_FORMATS = ("parquet", "edges")
 METADATA_KEY = b"superbloom.synth"  # a file-format key: never renamed with the module
@@ -329,14 +329,13 @@ class _EdgesSink:
 
 def synth(cfg: SynthConfig, progress: bool = True) -> dict:
     """Write `cfg.links` synthetic links to `cfg.out` (atomically: complete or absent) -> a summary."""
-    out = Path(cfg.out)
-    if out.is_dir():
-        raise ValueError(f"synth: --out {out} is a directory; expected a file name")
+    target = claim(cfg.out, "links")  # before any work: a new file, or a links file of ours (storage/guarded.py)
+    out = target.path
     t0 = time.time()
     tables = build_tables(cfg)
     drawn = np.zeros(cfg.ids, bool)  # (ids,) which ids occur
     written, n_sets, chunk = 0, 0, 0
-    with atomic_path(out) as tmp, tqdm(total=cfg.links, unit="link", unit_scale=True, disable=not progress,
+    with target.writing() as tmp, tqdm(total=cfg.links, unit="link", unit_scale=True, disable=not progress,
                                        desc="synth") as bar:
         sink = _ParquetSink(tmp, cfg) if cfg.format == "parquet" else _EdgesSink(tmp, cfg, _codec(out))
         try:

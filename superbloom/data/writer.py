@@ -16,13 +16,14 @@ and the two choices every preparer shares: `held_out`, the seeded train/test spl
 permutation of a `default_rng(seed)`), and `vocabulary_order`, ids numbered by decreasing training
 count (ties: key order, i.e. first appearance).
 
-Staging: the directory is built in `OUT.partial` and renamed to OUT only when complete, so a failure
-or a kill part-way leaves OUT as it was (an earlier dataset there stays loadable until replaced);
-an OUT that holds other files, or is a file, is refused before anything is written.
+Staging (storage/guarded.py, the guarded writer every output shares): the directory is built in
+`OUT.partial` (marked ours) and swapped in as OUT only when complete, so a failure or a kill part-way
+leaves OUT as it was (an earlier dataset there stays loadable until replaced; a kill between the swap's
+renames is finished by the next run and read right by Dataset); an OUT that holds files we did not
+write, or is a file, and a user's OUT.partial / OUT.old, are refused before anything is written.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -30,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..storage.files import atomic_path, save_json
+from ..storage.guarded import claim
 from .readers import InputError
 
 _LINES = 1 << 18  # strings joined into one write
@@ -126,52 +128,20 @@ def write_targets(out: Path, name: str, targets: np.ndarray) -> None:
 
 def write_staged(out: str, build: Callable[[Path], dict]) -> dict:
     """Run build(work_dir) -> summary in `OUT.partial`, write the summary as meta.json (last: it marks
-    completion), and move the result to OUT only then (an earlier dataset in OUT stays loadable until
-    then; an OUT holding other files is refused). -> the summary."""
-    final = _output_dir(out)
-    work = final.with_name(final.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)  # left by an earlier attempt that was killed
-    work.mkdir(parents=True)
+    completion), and swap the result in as OUT only then (storage/guarded.py: OUT is checked before any
+    work and must be new, empty or a dataset of ours; an earlier dataset there stays loadable until the
+    swap; nothing without our marker is touched). -> the summary."""
+    target = claim(out, "dataset")
+    try:
+        target.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
+    work = target.stage()
     try:
         summary = build(work)
         save_json(work / "meta.json", summary)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        target.discard()
         raise
-    _replace_dir(work, final)
+    target.commit()
     return summary
-
-
-def _output_dir(path: str) -> Path:
-    """Check the output path: a new path, an empty directory or a prepared dataset (which is
-    replaced at the end); InputError if it is a file, holds other files, or its parent cannot be made."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a directory; the output must be a dataset directory "
-                         "(a new path, or an existing directory)")
-    if out.is_dir() and any(out.iterdir()) and not _is_dataset(out):
-        raise InputError(f"{out}: the directory holds files that are not a prepared dataset; give a new or empty "
-                         "directory (or one that `superbloom prepare` wrote)")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
-    return out
-
-
-def _is_dataset(path: Path) -> bool:
-    return (path / "meta.json").exists() or (path / "train.ids.npy").exists()
-
-
-def _replace_dir(work: Path, final: Path) -> None:
-    """Move the finished dataset `work` to `final`, replacing an earlier dataset there."""
-    if final.is_dir() and not any(final.iterdir()):
-        final.rmdir()
-    if final.exists():
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)  # a kill between these renames leaves both complete datasets on disk
-        work.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        work.rename(final)

@@ -143,6 +143,8 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     check_vocabulary(predictor.vocab, data)
     entry = resolve(cfg.protocol, data)
     model_config = getattr(predictor, "config", None) or {}
+    # every baseline named is checked before any ranking (an unknown name is refused here, one line)
+    skipped = {name: entry.baseline_skipped(name, data) for name in entry.baselines(cfg)}
     ex = entry.examples(data, cfg, model_config)
     targets = entry.targets(ex)
     t0 = time.time()
@@ -160,8 +162,7 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
             r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)
         ranks[variant_key(name)] = r
         result.variants[variant_key(name)] = entry.summarize(r, ex)
-    for name in entry.baselines(cfg):
-        why = entry.baseline_skipped(name, data)
+    for name, why in skipped.items():
         if why:
             result.baselines[name] = {"skipped": why}
             continue

@@ -165,13 +165,24 @@ class BloomHash:
         that every server process that loads them shares one copy of the pages (issue 14)."""
         from safetensors import safe_open
 
+        from ..storage.loading import LoadError, check_safetensors
+
+        check_safetensors(path, "the hash maps (hashing.safetensors)")
         with safe_open(str(path), "np") as f:
-            alpha = int(f.metadata()["alpha"])
+            meta = f.metadata() or {}
+            names = set(f.keys())
+        if not str(meta.get("alpha", "")).isdigit() or not {"buckets", "inverse"} <= names:
+            raise LoadError(f"{path}: no 'alpha' in its metadata or no 'buckets' / 'inverse' tensor; expected the hash "
+                            "maps superbloom writes")
+        alpha = int(meta["alpha"])
         if mmap:
             from ..storage.mapped import map_safetensors
             t = {name: x.numpy() for name, x in map_safetensors(path).items()}
         else:
             t = load_file(str(path))
+        if t["buckets"].ndim != 2 or t["inverse"].ndim != 3:
+            raise LoadError(f"{path}: tensors of shapes {list(t['buckets'].shape)} and {list(t['inverse'].shape)}; "
+                            "expected (m, ids) buckets and an (m, buckets, width) inverse index")
         return cls(t["buckets"], alpha, inverse=t["inverse"])
 
     def describe(self) -> dict:

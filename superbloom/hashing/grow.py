@@ -42,6 +42,7 @@ import numpy as np
 
 from ..storage.checkpoint import latest_checkpoint
 from ..storage.files import load_json, save_json
+from ..storage.guarded import claim
 from .bloom import BloomHash, bucket_sizes, duplicate_rows, inverse_index, key_weights, mix_keys
 from ..data.readers import InputError
 from ..data.vocab import Vocab
@@ -212,12 +213,13 @@ def check_extendable(config: dict, hashing: BloomHash, model_dir: Path) -> None:
 def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: ExtendConfig = ExtendConfig()) -> dict:
     """Write `out`: the model of `model_dir` with the ids of the file `new_ids` added (module
     docstring). -> the summary (also written to out/extend.json)."""
-    model_dir, out = Path(model_dir), Path(out)
+    target = claim(out, "model")  # before any work (storage/guarded.py): no "", "/", file or user's folder
+    model_dir, out = Path(model_dir), target.path
     if not (model_dir / "config.json").is_file() or not (model_dir / "hashing.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json / hashing.safetensors)")
     if out.resolve() == model_dir.resolve():
         raise ValueError(f"--out {out} is the model directory itself; write the extended model elsewhere")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if target.holds_output():  # extend writes a new folder only
         raise ValueError(f"--out {out} already exists and is not empty; give a new directory")
     config = load_json(model_dir / "config.json")
     hashing = BloomHash.load(model_dir / "hashing.safetensors")
@@ -240,9 +242,7 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
                "ids_after": grown.n_ids, "n_buckets_per_map": nb, "m": hashing.m, "alpha": hashing.alpha,
                "n_tokens": hashing.n_tokens, "new_ids_moved_apart": moved, "before": before, "after": after}
 
-    tmp = out.with_name(out.name + ".extend-tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp = target.stage()  # OUT.new, marked ours; swapped in complete (a kill leaves no half model at OUT)
     (tmp / "checkpoints").mkdir()
     for ckpt in {p for p in (latest, best) if p is not None}:  # weights, optimizer, averages: shapes unchanged
         shutil.copytree(ckpt, tmp / "checkpoints" / ckpt.name)
@@ -259,9 +259,7 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     record = {k: summary[k] for k in ("model", "file", "new", "already_in_vocabulary", "ids_before", "ids_after")}
     save_json(tmp / "config.json", dict(config, extended=config.get("extended", []) + [record]))
     save_json(tmp / "extend.json", summary)
-    if out.exists():
-        out.rmdir()  # empty (checked above)
-    tmp.rename(out)
+    target.commit()
     return summary
 
 

@@ -24,6 +24,7 @@ import torch
 
 from .rank import rank_contexts
 from .vectors import item_vectors, nearest, normalized
+from ..storage.loading import LoadError, expect_kind, read_config, typed_section
 from ..storage.checkpoint import load_weights, require_inference_checkpoint
 from ..heads.beam import DecodeConfig
 from ..model.device import resolve_device
@@ -56,20 +57,25 @@ class Predictor:
         """The model directory's inference checkpoint (BEST, else LATEST) on `device` (device.py). On the
         CPU with mmap=True the weights are views of the memory-mapped checkpoint file, shared by every
         process that maps it (mapped.py); else they are read into memory."""
-        model_dir = Path(model_dir)
+        # every file checked before it is trusted (storage/loading.py): one line naming the file otherwise
+        model_dir = expect_kind(model_dir, "model")
         if (model_dir / "config.json").is_file():  # another kind (a set embedding...): one line naming its commands
             require_kind(model_dir, load_json(model_dir / "config.json"), ID_MODELS, "an id model")
         ckpt = require_inference_checkpoint(model_dir)
+        config = read_config(model_dir, {"model": dict, "head": dict})
+        mcfg = typed_section(model_dir / "config.json", config, "model", ModelConfig)
+        try:
+            hcfg = head_config_from_dict(config["head"])
+        except (TypeError, ValueError, KeyError) as e:
+            raise LoadError(f"{model_dir / 'config.json'}: field 'head': {e}") from None
         if threads:
             torch.set_num_threads(threads)
-        config = load_json(model_dir / "config.json")
         dev = resolve_device(device)
         # the hash maps, and a large vocabulary, are memory-mapped on the CPU: serve's workers share them
         hashing = BloomHash.load(model_dir / "hashing.safetensors", mmap=mmap and dev.type == "cpu")
         # a large vocabulary is memory-mapped (mapped_vocab.py): serve's worker processes share it
         vocab = Vocab.load(model_dir, mapped=mmap and vocab_size(model_dir) >= MAPPED_MIN_IDS)
-        model = build_model(ModelConfig.from_dict(config["model"]), head_config_from_dict(config["head"]), hashing,
-                            vocab.counts, vocab.strings).to(dev)
+        model = build_model(mcfg, hcfg, hashing, vocab.counts, vocab.strings).to(dev)
         if mmap and dev.type == "cpu":
             from ..storage.mapped import map_weights
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
+from ..storage.loading import check_safetensors, expect_kind, read_config, typed_section
 from ..storage.checkpoint import inference_checkpoint, load_weights
 from ..data.dataset import SetArray
 from ..model.device import resolve_device
@@ -69,8 +70,8 @@ class Embedder:
     @classmethod
     def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Embedder":
         """A directory written by `superbloom embed-train` (its index and inference checkpoint)."""
-        model_dir = Path(model_dir)
-        if not (model_dir / "config.json").is_file():
+        model_dir = expect_kind(model_dir, "set-embedding")  # an id model or a dataset here: one line naming it
+        if not (model_dir / "config.json").is_file() or "embed" not in read_config(model_dir, {}):
             raise FileNotFoundError(f"{model_dir}: not a set-embedding model directory (no config.json with an "
                                     "'embed' section; write one with `superbloom embed-train`)")
         require_kind(model_dir, load_json(model_dir / "config.json"), ("set-embedding",), "a set embedding")
@@ -80,13 +81,14 @@ class Embedder:
                                     "interrupted? run it again with --resume)")
         if threads:
             torch.set_num_threads(threads)
-        config = load_json(model_dir / "config.json")
+        config = read_config(model_dir, {"embed": dict, "model": dict})
         hashing = BloomHash.load(model_dir / "hashing.safetensors")
+        check_safetensors(model_dir / "index.safetensors", "the set index (index.safetensors)")
         index = load_file(str(model_dir / "index.safetensors"))
         labels = index["labels"].numpy().astype(bool)  # (S, L)
-        cfg = EmbedConfig(**config["embed"])
+        cfg = typed_section(model_dir / "config.json", config, "embed", EmbedConfig)
         vocab = Vocab.load(model_dir)
-        model_cfg = ModelConfig.from_dict(config["model"])
+        model_cfg = typed_section(model_dir / "config.json", config, "model", ModelConfig)
         net = SetEmbedder(model_cfg, cfg, hashing, n_labels=len(config.get("labels", [])),
                           bank_labels=torch.zeros(_bank_size(ckpt), labels.shape[1], dtype=torch.bool)
                           if cfg.objective == "nca" else None, vocab=vocab.strings if model_cfg.dynamic else None)

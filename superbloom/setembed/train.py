@@ -267,7 +267,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
-    out = check_out(cfg.out)
+    out = check_out(cfg.out, "set-embedding")
     data = Dataset(cfg.data)
     ckpt = resume_point(out, resume, overwrite, d.main)
     table = load_labels(cfg.labels, data, ("train",)) if cfg.labels else None
@@ -301,7 +301,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
         net.bank.vectors.copy_(torch.nn.functional.normalize(torch.randn(net.bank.vectors.shape, generator=g), dim=1))
     n_params = count_parameters(net) - (count_parameters(net.classifier) if net.classifier is not None else 0)
     net.to(d.device)
-    run = open_run(out, ckpt)
+    run = open_run(out, ckpt, "set-embedding", at_end=True, main=d.main)  # replaces OUT with its index
     if d.main and ckpt is None:
         start_run(run, hashing, data.vocab, {
             "kind": "set-embedding", "dataset": dataset_record(cfg.data),
@@ -321,8 +321,10 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
                           d.device)
     with attempt(run, d.main):
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
+        if d.main:
+            build_index(run.path, net, hashing, data, labels)
+            run.finish()
     if d.main:
-        build_index(out, net, hashing, data, labels)
         write_card(out)  # README.md: the model card (training/card.py)
     if d.world > 1:
         dist.barrier()

@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from .files import atomic_path, load_json, save_json
+from .loading import LoadError, check_safetensors, readable
 
 _NAME = re.compile(r"(step|best)-(\d{9})(?:-(\d+))?(\.tmp)?")
 KIND_OF_POINTER = {"LATEST": "step", "BEST": "best"}
@@ -62,7 +63,7 @@ def latest_checkpoint(model_dir: str | Path, pointer: str = "LATEST", promote: b
     ptr = model_dir / pointer
     pointed = None
     if ptr.is_file():
-        path = model_dir / ptr.read_text().strip()
+        path = pointed_path(model_dir, pointer)
         if (path / "state.json").is_file():
             pointed = path
             if not _NAME.fullmatch(path.name):  # named by hand: trust it
@@ -80,6 +81,21 @@ def latest_checkpoint(model_dir: str | Path, pointer: str = "LATEST", promote: b
         newest.rename(final)
         newest = final
     return newest
+
+
+def pointed_path(model_dir: Path, pointer: str) -> Path:
+    """What the pointer file names, as a path inside the model folder; LoadError naming the pointer if it
+    is not text or names a place outside the folder (a checkpoint is always under MODEL_DIR/checkpoints)."""
+    ptr = model_dir / pointer
+    try:
+        text = readable(ptr, f"a {pointer} pointer").read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        raise LoadError(f"{ptr}: not text; expected the name of a checkpoint (checkpoints/step-N)") from None
+    path = model_dir / text
+    if not text or Path(text).is_absolute() or not path.resolve().is_relative_to(model_dir.resolve()):
+        raise LoadError(f"{ptr}: names {text!r}, outside the model folder {model_dir}; expected a checkpoint "
+                        "inside it (checkpoints/step-N)")
+    return path
 
 
 def inference_checkpoint(model_dir: str | Path) -> Path | None:
@@ -145,6 +161,22 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
     return final
 
 
+def check_checkpoint(ckpt: Path) -> None:
+    """The files a resume reads from checkpoint `ckpt`, checked before anything is written: its weights and
+    optimizer state complete (check_safetensors), state.json an object with an integer step. LoadError
+    naming the file otherwise."""
+    check_safetensors(ckpt / "model.safetensors", "a checkpoint's weights")
+    if (ckpt / "optimizer.safetensors").exists():
+        check_safetensors(ckpt / "optimizer.safetensors", "the checkpoint's optimizer state")
+    state = ckpt / "state.json"
+    try:
+        step = load_json(readable(state, "the checkpoint's state")).get("step")
+    except (ValueError, AttributeError):
+        step = None
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise LoadError(f"{state}: no integer 'step'; expected the training state superbloom wrote")
+
+
 def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
     """The tensors of NAME.safetensors in a checkpoint, or None if it has none."""
     path = ckpt / f"{name}.safetensors"
@@ -154,9 +186,27 @@ def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
 def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
     """Weights of checkpoint `ckpt` into `model`, onto the device the model is on."""
     device = next(model.parameters()).device
-    missing, unexpected = load_model(model, str(ckpt / "model.safetensors"), strict=False, device=str(device))
+    path = ckpt / "model.safetensors"
+    check_safetensors(path, "a checkpoint's weights")
+    check_shapes(model, path)
+    missing, unexpected = load_model(model, str(path), strict=False, device=str(device))
     if unexpected or [k for k in missing if not _is_tied(model, k)]:
-        raise ValueError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+        raise LoadError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+
+
+def check_shapes(model: torch.nn.Module, path: Path) -> None:
+    """Every tensor of the weights file `path` that the model has must have its shape (a checkpoint of
+    another model, e.g. a BEST pointer edited to another run's): LoadError naming the first that does not."""
+    from safetensors import safe_open
+
+    params = dict(model.named_parameters())  # buffers may be sized by what they load (a hybrid head's term)
+    with safe_open(str(path), "pt") as f:
+        for name in f.keys():
+            if name in params:
+                shape = tuple(f.get_slice(name).get_shape())
+                if shape != tuple(params[name].shape):
+                    raise LoadError(f"{path}: tensor {name!r} has shape {list(shape)}; the model of this folder's "
+                                    f"config.json expects {list(params[name].shape)} (a checkpoint of another model?)")
 
 
 def _is_tied(model, name: str) -> bool:
@@ -167,7 +217,14 @@ def _is_tied(model, name: str) -> bool:
 
 def load_optimizer(optimizer, ckpt: Path) -> None:
     """Optimizer state of `ckpt` (torch moves each state tensor to its parameter's device)."""
-    meta = load_json(ckpt / "optimizer.json")
+    readable(ckpt / "optimizer.json", "the checkpoint's optimizer settings")
+    try:
+        meta = load_json(ckpt / "optimizer.json")
+        if not isinstance(meta.get("scalars"), dict) or not isinstance(meta.get("param_groups"), list):
+            raise ValueError("no 'scalars' / 'param_groups'")
+    except (ValueError, AttributeError) as e:
+        raise LoadError(f"{ckpt / 'optimizer.json'}: {e}; expected the optimizer state superbloom wrote") from None
+    check_safetensors(ckpt / "optimizer.safetensors", "the checkpoint's optimizer state")
     tensors = load_file(str(ckpt / "optimizer.safetensors"))
     state: dict = {}
     for key, value in list(tensors.items()) + list(meta["scalars"].items()):

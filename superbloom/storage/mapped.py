@@ -59,9 +59,13 @@ def map_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
 def map_weights(model: torch.nn.Module, ckpt: Path) -> None:
     """The weights of checkpoint `ckpt` into the (CPU) `model` as mapped views (no copy); the same
     checks as checkpoint.load_weights."""
-    from .checkpoint import _is_tied
+    from .checkpoint import _is_tied, check_shapes
+    from .loading import check_safetensors
 
-    tensors = map_safetensors(Path(ckpt) / "model.safetensors")
+    path = Path(ckpt) / "model.safetensors"
+    check_safetensors(path, "a checkpoint's weights")
+    check_shapes(model, path)
+    tensors = map_safetensors(path)
     missing, unexpected = model.load_state_dict(tensors, strict=False, assign=True)
     if unexpected or [k for k in missing if not _is_tied(model, k)]:
         raise ValueError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")

@@ -61,8 +61,9 @@ from safetensors.torch import load_file, save_file
 
 from ..model.device import init_distributed
 from ..model.dynamic import DynamicEmbedding, trits
-from ..storage.files import load_json, read_lines, save_json, write_lines
+from ..storage.files import atomic_path, load_json, read_lines, save_json, write_lines
 from ..storage.kinds import require_kind
+from ..storage.loading import check_safetensors, expect_kind, read_config, typed_section
 from ..model.attention import ATTENTIONS
 from ..training.callbacks import Callback
 from ..training.card import write_card
@@ -391,7 +392,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     d = init_distributed("cpu")
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
-    out = check_out(cfg.out)
+    out = check_out(cfg.out, "text-classifier")
     if not overwrite and (out / "model.safetensors").exists() and not (out / "LATEST").exists():
         raise ValueError(f"{out} already holds a model (without checkpoints to resume); pass --overwrite to "
                          "replace it")  # save_classifier's directory, or an older textclass-train's
@@ -417,7 +418,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     extra = {"kind": "text-classifier", "versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
              "test_fraction": cfg.test_fraction,
              "optim": asdict(cfg.train.optim), "train": portable(cfg.to_dict())}
-    run = open_run(out, ckpt)
+    run = open_run(out, ckpt, "text-classifier", at_end=True)  # replaces OUT with its final weights
     if ckpt is None:
         save_classifier(model, run.path, docs.label_names, dict(extra, history=[]), weights=False)
     else:
@@ -426,9 +427,10 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     obj = textclass_objective(model, docs, train, test if len(test) else None, cfg.train, history, show_epoch)
     with attempt(run, d.main):
         fit(obj, loop, cfg.train.optim, run, d, ckpt, progress, callbacks)
-    config = load_json(out / "config.json")
-    done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
-    save_classifier(model, out, docs.label_names, dict(config, **extra, history=done + history))
+        config = load_json(run.path / "config.json")
+        done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
+        save_classifier(model, run.path, docs.label_names, dict(config, **extra, history=done + history))
+        run.finish()
     write_card(out)  # README.md: the model card (training/card.py)
     if d.main and cfg.keep_best:
         log.info(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and "
@@ -452,8 +454,8 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if weights:
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
-                  str(out / "model.safetensors"))
+        with atomic_path(out / "model.safetensors") as tmp:  # a kill never leaves half the weights
+            save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(tmp))
     if model.cfg.embedding == "table":
         write_lines(out / "vocab.txt", model.vocab)
     own = {"textclass": asdict(model.cfg), "labels": list(label_names), "parameters": model.n_parameters}
@@ -463,14 +465,18 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
 
 def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], dict]:
     """A directory of `save_classifier` -> (model in eval mode, class names, its config.json)."""
-    model_dir = Path(model_dir)
+    model_dir = expect_kind(model_dir, "text-classifier")  # the complete one a kill during its swap left, if need be
     if (model_dir / "config.json").is_file():  # another kind: one line naming it and its commands
         require_kind(model_dir, load_json(model_dir / "config.json"), ("text-classifier",), "a text classifier")
     if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
                                 "model.safetensors, written by `superbloom textclass-train`)")
-    config = load_json(model_dir / "config.json")
-    cfg = TextClassConfig(**config["textclass"])
+    config = read_config(model_dir, {})
+    if "textclass" not in config:
+        raise ValueError(f"{model_dir}/config.json has no 'textclass' section: not a text classifier")
+    config = read_config(model_dir, {"textclass": dict, "labels": list})
+    check_safetensors(model_dir / "model.safetensors", "the classifier's weights")
+    cfg = typed_section(model_dir / "config.json", config, "textclass", TextClassConfig)
     vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
     model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)
     model.load_state_dict(load_file(str(model_dir / "model.safetensors")))

@@ -201,7 +201,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     """Train `obj` in a model directory whose config files the caller wrote (a RunDir, or a Path to
     write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl, whose records
     also go to `callbacks` (closed when the loop ends; rank 0 only). Resumes from `resume_from` if given."""
-    run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False)
+    run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False, main=False)  # a plain folder: unmarked
     if d.main:
         run.path.mkdir(parents=True, exist_ok=True)
     model = obj.model

@@ -24,52 +24,58 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import shutil
+import logging
+import uuid
 from pathlib import Path
 
 from .._version import __version__
-from ..storage.checkpoint import holds_model, latest_checkpoint
+from ..storage.checkpoint import check_checkpoint, holds_model, latest_checkpoint
 from ..storage.files import load_json, save_json
+from ..storage.guarded import Target, claim
 
+log = logging.getLogger(__name__)
 FORMAT_VERSION = 1  # config.json's layout (config.json's "versions"): raised when a reader must tell layouts apart
 
 
 class RunDir:
     """Where a run writes.
 
-    A new run in an empty (or missing) directory writes there. A new run over a directory that
-    holds a model (only with overwrite=True) writes into a staging directory beside it, `OUT.new`,
-    and takes OUT's place only once it has a complete checkpoint of its own (`committed`): until
-    then a failure or a kill leaves the previous model untouched. A resumed run writes in place."""
+    A new run over a directory that holds a model (only with overwrite=True), or any new run that
+    commits at its end (`at_end`: the set embedding and the text classifier, whose final files are
+    written after training), writes into a staging directory beside OUT, `OUT.new` (storage/guarded.py:
+    marked ours, incomplete), and takes OUT's place only at its first complete checkpoint (`committed`)
+    or, with `at_end`, when the run is done (`finish`): until then a failure or a kill leaves the
+    previous model untouched, and the next run or a loader recovers whatever state a kill left. A new
+    run in an empty (or missing) directory otherwise, and a resumed run, write in place."""
 
-    def __init__(self, final: Path, staged: bool):
-        self.final = final
+    def __init__(self, final: Path, staged: bool, kind: str = "model", at_end: bool = False, main: bool = True):
+        self.final, self.at_end = final, at_end
+        self.target = Target(final, kind, uuid.uuid4().hex[:12])
         self.path = final.with_name(final.name + ".new") if staged else final
-        if staged:
-            shutil.rmtree(self.path, ignore_errors=True)  # an earlier staged run that never committed
+        if main:
+            self.path = self.target.stage() if staged else self.target.mark_in_place()
 
     @property
     def staged(self) -> bool:
         return self.path != self.final
 
     def committed(self) -> None:
-        """After a complete checkpoint: a staged run replaces the previous model."""
-        if not self.staged:
-            return
-        old = self.final.with_name(self.final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        self.final.rename(old)  # a kill between these renames leaves both complete models on disk
-        self.path.rename(self.final)
-        self.path = self.final
-        shutil.rmtree(old, ignore_errors=True)
+        """After a complete checkpoint: a staged run replaces the previous model (unless it commits at its end)."""
+        if not self.at_end:
+            self.finish()
+
+    def finish(self) -> None:
+        """The staged run, complete, replaces the previous model in one step (Target.commit)."""
+        if self.staged:
+            self.target.commit()
+            self.path = self.final
 
 
-def check_out(out: str | Path) -> Path:
-    """The model directory to write, checked before any work: it may not be a file."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a model directory")
-    return out
+def check_out(out: str | Path, kind: str = "model") -> Path:
+    """The model directory to write, checked before any work (storage/guarded.claim: not "", "/" or the
+    current folder; a folder, empty or holding a model of ours of this kind; no user's OUT.new / OUT.old
+    beside it; writable), after recovering what a killed run left there. OutputError (a ValueError) if not."""
+    return claim(out, kind).path
 
 
 def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) -> Path | None:
@@ -92,6 +98,10 @@ def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) ->
     return ckpt
 
 
+# settings no resume may change, whatever the trainer: a checkpoint's optimizer state is that optimizer's
+KEPT_ON_RESUME = ("optim.name",)
+
+
 def config_changes(before: dict, now: dict, architecture: tuple[str, ...],
                    skip: tuple[str, ...] = ("data", "out")) -> tuple[list[str], list[str]]:
     """(architecture changes, other changes) of the settings `now` against `before` (both as
@@ -108,7 +118,8 @@ def config_changes(before: dict, now: dict, architecture: tuple[str, ...],
         else:
             diffs = [(key, f"{key} {old!r} -> {new!r}")] if old != new and key in before else []
         for name, text in diffs:
-            (arch if name in architecture or name.split(".")[0] in architecture else other).append(text)
+            kept = name in architecture or name.split(".")[0] in architecture or name in KEPT_ON_RESUME
+            (arch if kept else other).append(text)
     return arch, other
 
 
@@ -119,10 +130,10 @@ def refuse_changes(arch: list[str], what: str, out: Path) -> None:
                          "start a new run with --overwrite to change them)")
 
 
-def open_run(out: Path, ckpt: Path | None) -> RunDir:
+def open_run(out: Path, ckpt: Path | None, kind: str = "model", at_end: bool = False, main: bool = True) -> RunDir:
     """Where this run writes: in place (a resume, or nothing there), or staged beside a model that a
-    new run replaces at its first complete checkpoint."""
-    return RunDir(out, staged=ckpt is None and holds_model(out))
+    new run replaces at its first complete checkpoint (at_end: every new run, replacing at its end)."""
+    return RunDir(out, staged=ckpt is None and (at_end or holds_model(out)), kind=kind, at_end=at_end, main=main)
 
 
 def start_run(run: RunDir, hashing, vocab, config: dict) -> None:
@@ -165,6 +176,7 @@ def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, ch
     settings it changes (config.json's `section` and its "resumes" history)."""
     if not main:
         return
+    check_checkpoint(ckpt)  # before anything is written: a truncated checkpoint is refused, naming its file
     truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
     if changed:
         print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
@@ -174,18 +186,35 @@ def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, ch
 
 @contextlib.contextmanager
 def attempt(run: RunDir, main: bool = True):
-    """Around fit: a staged run that never reached a checkpoint is removed (the previous model stays)."""
+    """Around fit: a staged run that never reached its commit is removed (the previous model stays)."""
     try:
         yield run
     finally:
         if main and run.staged:
-            shutil.rmtree(run.path, ignore_errors=True)
+            run.target.discard()
 
 
 def truncate_metrics(path: Path, step: int) -> None:
-    """Drop metrics.jsonl records a killed run wrote after the checkpoint it resumes from."""
+    """Drop metrics.jsonl records a killed run wrote after the checkpoint it resumes from, and a last
+    line a kill cut short (said, naming the file); any other line that is not a JSON object is refused
+    (ValueError naming the file and line), the file unchanged."""
     if not path.exists():
         return
-    keep = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    keep = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            if n == len(lines):
+                log.warning("%s: line %d is cut short (a killed run's last write): dropped", path, n)
+                continue
+            raise ValueError(f"{path}, line {n}: not a JSON object (a metrics record was expected); "
+                             "nothing was changed") from None
+        if not isinstance(record.get("step", 0), int) or record.get("step", 0) <= step:
+            keep.append(line)
     path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")

@@ -180,7 +180,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
-    run = open_run(out, ckpt)
+    # the objective is built (and refuses data it cannot train on) before anything is written
+    obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
+    run = open_run(out, ckpt, main=d.main)
     if d.main and ckpt is None:
         start_run(run, hashing, data.vocab, {
             "kind": id_model_kind(data.meta), "dataset": dataset_record(cfg.data),
@@ -201,7 +203,6 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
                      f"{init['tokens']:,} tokens in {init['seconds']} s")
         if run.staged:
             log.info(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
-    obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
     if d.main:

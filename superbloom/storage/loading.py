@@ -1,0 +1,138 @@
+"""Checks of the files we load before they are trusted: one LoadError line naming file and expectation.
+
+Issue 32, class 3: a missing file, one we may not read, a truncated or foreign safetensors file, a
+hand-edited config.json with missing or wrong-typed fields, a pointer outside its model folder, a folder of another kind. Each is a LoadError
+(a ValueError: the CLI exits 2 with its one line) that names the file and what was expected.
+
+    path = expect_kind(model_dir, "model")                    # MODEL_DIR, or the complete one a kill left
+    config = read_config(path, {"model": dict, "head": dict}) # config.json, its sections present and typed
+    check_safetensors(path / "hashing.safetensors")           # header, tensors inside the file, size exact
+    cfg = typed_section(path / "config.json", config, "model", ModelConfig)  # fields as the dataclass has them
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from pathlib import Path
+
+from .guarded import KINDS, kind_of, resolve
+
+_MAX_HEADER = 100 << 20  # a safetensors header larger than this is not one we wrote
+
+
+class LoadError(ValueError):
+    """A file we load is not what was expected (the message names the file and what was expected)."""
+
+
+def readable(path: str | Path, what: str) -> Path:
+    """`path` if it is a file we may read, else LoadError: missing, not a file, or permission denied."""
+    path = Path(path)
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise LoadError(f"{path}: missing; expected {what}") from None
+    except PermissionError:
+        raise LoadError(f"{path}: cannot be read (permission denied); expected {what}") from None
+    except IsADirectoryError:
+        raise LoadError(f"{path}: is a directory; expected {what}") from None
+    except OSError as e:
+        raise LoadError(f"{path}: cannot be read ({e.strerror}); expected {what}") from None
+    if not path.is_file():
+        raise LoadError(f"{path}: not a regular file; expected {what}")
+    return path
+
+
+def check_safetensors(path: str | Path, what: str = "a safetensors file") -> None:
+    """A complete safetensors file: an 8-byte header length, a JSON header whose tensors' data offsets
+    lie inside the file, and the data ending exactly at the file's end (a truncated copy does not).
+    Reads the header only. LoadError naming the file otherwise."""
+    path = readable(path, what)
+    size = path.stat().st_size
+    bad = f"{path}: truncated or not a safetensors file ({size:,} bytes); expected {what}"
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise LoadError(bad)
+        (n,) = struct.unpack("<Q", head)
+        if n > min(size - 8, _MAX_HEADER):
+            raise LoadError(bad)
+        try:
+            header = json.loads(f.read(n))
+        except ValueError:
+            raise LoadError(bad) from None
+    if not isinstance(header, dict):
+        raise LoadError(bad)
+    ends = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+                and 0 <= offsets[0] <= offsets[1]):
+            raise LoadError(bad)
+        ends.append(offsets[1])
+    if 8 + n + max(ends, default=0) != size:
+        raise LoadError(f"{path}: truncated or padded: its tensors end at byte {8 + n + max(ends, default=0):,}, "
+                        f"the file has {size:,}; expected {what}")
+
+
+def read_config(model_dir: str | Path, sections: dict[str, type]) -> dict:
+    """MODEL_DIR/config.json, a JSON object holding each of `sections` with the type given; LoadError
+    naming the file (and line, or the field) otherwise."""
+    path = readable(Path(model_dir) / "config.json", "the model's config.json")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise LoadError(f"{path}: not UTF-8 text; expected the model's JSON settings") from None
+    except json.JSONDecodeError as e:
+        raise LoadError(f"{path}, line {e.lineno}: not valid JSON ({e.msg}); expected the model's settings") from None
+    if not isinstance(config, dict):
+        raise LoadError(f"{path}: holds a JSON {type(config).__name__}; expected an object of settings")
+    for name, kind in sections.items():
+        if name not in config:
+            raise LoadError(f"{path}: no {name!r} field; expected one (was the file edited by hand?)")
+        if not isinstance(config[name], kind):
+            raise LoadError(f"{path}: field {name!r} is a {type(config[name]).__name__}; expected a "
+                            f"{'JSON object' if kind is dict else kind.__name__}")
+    return config
+
+
+def typed_section(path: Path, config: dict, name: str, cls):
+    """config[name] as the dataclass `cls` (a `from_dict` if it has one): every field given must have
+    the type of its default (an int is a float, None is allowed where the default is None); a
+    LoadError naming the file and field otherwise, or if the dataclass refuses the values."""
+    section = config[name]
+    for f in dataclasses.fields(cls):
+        if f.name not in section or f.default is dataclasses.MISSING or f.default is None:
+            continue
+        value, want = section[f.name], type(f.default)
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool)) or (
+            want is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise LoadError(f"{path}: field {name}.{f.name} is {json.dumps(value)}; expected a "
+                            f"{want.__name__} (was the file edited by hand?)")
+    build = getattr(cls, "from_dict", None) or (lambda d: cls(**d))
+    try:
+        return build(section)
+    except (TypeError, ValueError, KeyError) as e:
+        raise LoadError(f"{path}: field {name!r}: {e}") from None
+
+
+def expect_kind(model_dir: str | Path, kind: str, flag: str = "MODEL_DIR") -> Path:
+    """The folder a command loads as `kind` (guarded.resolve: the complete one a kill left, when MODEL_DIR
+    itself is missing), refused with one line when it is not a folder, or a folder of another kind (a
+    set embedding given to predict, a dataset given as a model)."""
+    path = resolve(model_dir, kind)
+    if not path.exists():
+        return path  # the loader's own message says what is missing
+    if not path.is_dir():
+        raise LoadError(f"{flag} {model_dir}: not a directory; expected {KINDS[kind].what}")
+    found = kind_of(path, kind)
+    if found is not None and found != kind:
+        raise LoadError(f"{flag} {model_dir}: holds {KINDS[found].what}; expected {KINDS[kind].what}")
+    return path
+
+
+__all__ = ["LoadError", "check_safetensors", "expect_kind", "read_config", "readable", "typed_section"]
