@@ -22,7 +22,9 @@
 One module per group of commands, each with register(sub): data.py (prepare, prepare-text,
 synth), training.py (train), query.py (eval, predict, expand, similar-ids, vectors, serve), text.py (fill), demo.py,
 setembed.py (embed-train, embed, similar, classify), textclass.py (textclass-train, textclass),
-extend.py (extend); flags.py holds the typed flags they share. A new command is one line in
+extend.py (extend); flags.py holds the typed flags they share; config_file.py gives the commands of
+CONFIG_COMMANDS `--config FILE` (their flag names as keys, a typed flag wins) and `--print-config`,
+and recipe.py maps train's flags to TrainConfig's fields (a model's config.json as a recipe). A new command is one line in
 COMMANDS (its group module and its line in `superbloom --help`) and the module's register.
 
 `superbloom --help` and `--version` are made from COMMANDS alone; a command's module is imported,
@@ -40,6 +42,7 @@ import importlib
 import sys
 
 from .._version import __version__
+from .config_file import add_config_args, apply_config, options, to_toml
 
 # command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
 COMMANDS = {
@@ -63,7 +66,11 @@ COMMANDS = {
     "textclass": ("textclass", "classify texts with a model of textclass-train"),
     "extend": ("extend", "add new ids to a trained model (no table grows)"),
 }
-__all__ = ["COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
+# commands that build a config: they take --config FILE and --print-config (config_file.py); those
+# with a recipe hook (train: cli/recipe.py) also --recipe MODEL_DIR
+CONFIG_COMMANDS = ("prepare", "prepare-text", "synth", "train", "eval", "serve", "embed-train", "textclass-train")
+RECIPE_COMMANDS = ("train",)
+__all__ = ["COMMANDS", "CONFIG_COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,6 +86,8 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     root = Parser(prog="superbloom")
     sub = root.add_subparsers(parser_class=Parser)
     importlib.import_module(f"{__name__}.{COMMANDS[command][0]}").register(sub)
+    if command in CONFIG_COMMANDS:
+        add_config_args(sub.choices[command], recipe=command in RECIPE_COMMANDS)
     return sub.choices[command]
 
 
@@ -93,6 +102,10 @@ class _Command(Parser):
     def parse_known_args(self, args=None, namespace=None):
         if self.full is None:
             self.full = command_parser(self.command)
+            try:  # --config FILE: the file's values become the defaults, a typed flag still wins
+                self.full.config_given = apply_config(self.full, list(args or []))
+            except (ValueError, OSError) as e:
+                self.full.error(str(e))
         return self.full.parse_known_args(args, namespace)
 
 
@@ -124,11 +137,13 @@ def main(argv=None) -> int:
     command = sub.choices[args.command].full
     if unknown:  # blamed on the command when typed after it: its --help lists its flags
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.given = _given(command, words[at + 1:])
+    args.given = _given(command, words[at + 1:]) | getattr(command, "config_given", set())
     from .._extras import MissingExtra
     from ..data.readers import InputError
 
     try:
+        if getattr(args, "print_config", False):
+            return _print_config(command, args)
         return args.func(args) or 0
     except (InputError, ValueError, FloatingPointError, OSError, MissingExtra) as e:  # bad input, a diverged run, a file, an extra
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)
@@ -136,6 +151,19 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _print_config(command: argparse.ArgumentParser, args) -> int:
+    """--print-config: the command's options, resolved by its `resolve` hook where it has one (train:
+    the preset applied), as TOML for --config; nothing runs."""
+    values, comments = options(command, args), []
+    resolve = getattr(args, "resolve", None)
+    if resolve is not None:
+        resolved, comments = resolve(args)
+        values.update(resolved)
+    print(to_toml(values, [f"superbloom {args.command} --config FILE: these options; a flag typed wins",
+                           *comments]), end="")
+    return 0
 
 
 def __getattr__(name: str):
