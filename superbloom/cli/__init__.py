@@ -6,11 +6,11 @@
     superbloom train DATA_DIR --out MODEL_DIR --time-budget 600 [--device auto|cpu|cuda]
     superbloom eval MODEL_DIR DATA_DIR [--json]
     superbloom prepare Beauty.txt --format lines --split leave-one-out --out DATA_DIR   # sequences
-    superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --split valid|test [--no-exclude-history]
+    superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --holdout valid|test [--no-exclude-history]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
     superbloom predict MODEL_DIR --input contexts.jsonl --output recs.parquet [--allow FILE] [--deny FILE]
     superbloom vectors MODEL_DIR --out vectors.parquet; superbloom similar-ids MODEL_DIR Copenhagen [--k 10]
-    superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
+    superbloom expand MODEL_DIR Copenhagen [--add 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
     superbloom fill MODEL_DIR "Miles Davis is a jazz musician, he is similar to [MASK] ."   # text models
     superbloom embed-train DATA_DIR --out EMBED_DIR --objective nca --labels labels.tsv   # set vectors

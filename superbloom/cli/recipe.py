@@ -51,6 +51,7 @@ NOT_SETTINGS = {
     "resume": "how to run (continue --out), not what to train",
     "overwrite": "how to run (replace --out), not what to train",
     "quiet": "output only",
+    "json": "output only",
 }
 
 # the sections of config.json's "train" (TrainConfig's nested configs); the rest are top-level fields

@@ -1,6 +1,7 @@
 """The train command and the TrainConfig it builds (resume: the saved settings plus the flags typed now)."""
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ..training.presets import PRESETS, RULES
 from ..training.train import LoopConfig, TrainConfig
 from ..model.warmstart import INITS
 from .recipe import saved_recipe
+from .flags import json_stdout
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 
 
@@ -160,9 +162,12 @@ def _add_train(sub):
     g.add_argument("--overwrite", action="store_true",
                    help="replace the model in --out with a new run (the old one is kept until the new run has a "
                         "complete checkpoint)")
-    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
-                   help="serve the last weights instead of those with the best validation rec@10")
+    g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=lp("keep_best"),
+                   help="serve the weights with the best validation rec@10; --no-keep-best: the last weights "
+                        "(default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
+                   "(the run's lines go to stderr)")
     p.set_defaults(func=cmd_train)
     p.set_defaults(resolve=resolved_options, recipe_hook=saved_recipe)  # --print-config, --recipe (config_file.py)
 
@@ -316,9 +321,17 @@ def resolved_options(args) -> tuple[dict, list[str]]:
 
 
 def cmd_train(args):
+    import json
+
+    from ..storage.files import load_json
     from ..training.train import train
 
-    cfg, record = resolve_train(args)
-    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
-                record={"preset": record} if record else None)
+    with json_stdout(args.json):
+        cfg, record = resolve_train(args)
+        out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                    record={"preset": record} if record else None)
+    if args.json:
+        print(json.dumps({"out": str(out), "parameters": load_json(Path(out) / "config.json").get("parameters")},
+                         indent=2))
+        return
     print(f"model written to {out}")
