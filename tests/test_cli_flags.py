@@ -165,3 +165,44 @@ def test_unknown_flag_names_the_command_help(command, capsys):
     err = capsys.readouterr().err
     assert err == (f"superbloom {command}: error: unrecognized arguments: --bogus "
                    f"(see `superbloom {command} --help`)\n"), err
+
+
+# ---------------------------------------------------------------- the trainers' --json, textclass-train's --steps
+
+
+def test_trainers_json_is_one_object(tmp_path, capsys):
+    """train and textclass-train --json: stdout is one JSON object (the run's lines on stderr);
+    textclass-train --steps stops before its epochs end."""
+    import json
+
+    import numpy as np
+
+    import superbloom as sb
+    from superbloom.storage.files import load_json
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "sets.txt").write_text("\n".join(
+        f"s{i} " + " ".join(f"i{j}" for j in rng.choice(30, 5, replace=False)) for i in range(60)) + "\n")
+    sb.prepare(sb.PrepareConfig(str(tmp_path / "sets.txt"), str(tmp_path / "d"), read=sb.ReadConfig(format="lines")),
+               progress=False)
+    assert main(["train", str(tmp_path / "d"), "--out", str(tmp_path / "m"), "--d", "16", "--heads", "2",
+                 "--d-ff", "32", "--layers", "1", "--batch-size", "8", "--threads", "1", "--steps", "2",
+                 "--eval-every", "0", "--quiet", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"out": str(tmp_path / "m"), "parameters": load_json(tmp_path / "m" / "config.json")
+                                   ["parameters"]}
+    assert "preset auto" in out.err
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    words = "the cat and a dog saw a drill and a hammer".split()
+    for i in range(12):
+        (docs / f"doc{i}.txt").write_text(" ".join(rng.choice(words, 8)) + ".\n")
+    (tmp_path / "labels.tsv").write_text("".join(f"doc{i}\t{'ab'[i % 2]}\n" for i in range(12)))
+    assert main(["textclass-train", str(docs), "--labels", str(tmp_path / "labels.tsv"), "--out",
+                 str(tmp_path / "tc"), "--d", "8", "--heads", "2", "--epochs", "3", "--batch-size", "5", "--steps", "2",
+                 "--threads", "1", "--device", "cpu", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["out"] == str(tmp_path / "tc") and printed["parameters"] > 0
+    metrics = [json.loads(line) for line in (tmp_path / "tc" / "metrics.jsonl").read_text().splitlines()]
+    assert max(m.get("step", 0) for m in metrics) == 2  # 3 epochs would be 6 steps (10 training documents)
