@@ -206,3 +206,48 @@ def test_trainers_json_is_one_object(tmp_path, capsys):
     assert printed["out"] == str(tmp_path / "tc") and printed["parameters"] > 0
     metrics = [json.loads(line) for line in (tmp_path / "tc" / "metrics.jsonl").read_text().splitlines()]
     assert max(m.get("step", 0) for m in metrics) == 2  # 3 epochs would be 6 steps (10 training documents)
+
+
+# ---------------------------------------------------------------- --help without torch (no timed test)
+
+# the command groups (cli/ modules) whose parser still imports torch, and where it comes in: the
+# config dataclasses and registry names their flags read live in modules that import torch. Making
+# one fast is moving those into torch-free modules; then this test asks to move it to the fast side.
+HELP_IMPORTS_TORCH = {
+    "training": "model/batches.py (MaskConfig); hashing/bloom.py (HashConfig), heads/ (head configs), "
+                "model/encoder.py (ModelConfig), training/optim.py, objectives.py, loop.py, train.py, warmstart.py",
+    "query": "evaluation/baselines.py -> term_baselines.py (BASELINES); evaluate.py -> protocols.py -> model/batches.py",
+    "setembed": "training/optim.py (OPTIMIZERS); setembed/model.py, train.py, embedder.py",
+    "textclass": "model/attention.py (ATTENTIONS); textclass/model.py",
+    "extend": "hashing/grow.py (ExtendConfig) -> storage/checkpoint.py",
+}
+
+
+def _torch_after(code: str) -> bool:
+    import subprocess
+    import sys
+
+    probe = f"{code}\nimport sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True)
+    return out.stdout.splitlines()[-1] == "True"
+
+
+def test_help_of_the_torch_free_commands_imports_no_torch():
+    """Every command outside HELP_IMPORTS_TORCH builds its parser and renders its --help (and the
+    --version / command list) without importing torch, all in one fresh interpreter."""
+    fast = [c for c, (group, _) in COMMANDS.items() if group not in HELP_IMPORTS_TORCH]
+    assert {"demo", "prepare", "prepare-text", "synth", "fill"} <= set(fast)
+    code = ("import contextlib, io\nfrom superbloom.cli import command_parser, main\n"
+            f"for c in {fast!r}:\n    command_parser(c).format_help()\n"
+            "for argv in (['--version'], ['--help']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "        main(argv)")
+    assert not _torch_after(code)
+
+
+@pytest.mark.parametrize("group", sorted(HELP_IMPORTS_TORCH))
+def test_the_slow_help_table_is_current(group):
+    """A group listed in HELP_IMPORTS_TORCH still imports torch for its --help (else: drop it there)."""
+    command = next(c for c, (g, _) in COMMANDS.items() if g == group)
+    assert _torch_after(f"from superbloom.cli import command_parser\ncommand_parser({command!r}).format_help()"), \
+        f"`superbloom {command} --help` no longer imports torch: remove {group!r} from HELP_IMPORTS_TORCH"

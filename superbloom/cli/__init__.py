@@ -42,7 +42,7 @@ import importlib
 import sys
 
 from .._version import __version__
-from .config_file import add_config_args, apply_config, options, to_toml
+from .config_file import add_config_args, apply_config, flag_names, options, to_toml
 
 # command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
 COMMANDS = {
@@ -162,7 +162,7 @@ def _print_config(command: argparse.ArgumentParser, args) -> int:
         resolved, comments = resolve(args)
         values.update(resolved)
     print(to_toml(values, [f"superbloom {args.command} --config FILE: these options; a flag typed wins",
-                           *comments]), end="")
+                           *comments], flag_names(command)), end="")
     return 0
 
 

@@ -27,7 +27,7 @@ import json
 import math
 from pathlib import Path
 
-__all__ = ["add_config_args", "apply_config", "load_config", "options", "to_toml", "INTERNAL_DESTS"]
+__all__ = ["add_config_args", "apply_config", "flag_names", "load_config", "options", "to_toml", "INTERNAL_DESTS"]
 
 # namespace entries that are not options (printed by no --print-config, set by no config file)
 INTERNAL_DESTS = frozenset({"help", "version", "func", "given", "config", "recipe", "print_config", "resolve",
@@ -184,6 +184,17 @@ def options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
     return out
 
 
+def flag_names(parser: argparse.ArgumentParser) -> dict:
+    """dest -> the name --print-config writes it under: its first shown long flag without the
+    dashes (eval's split -> holdout), else the dest with dashes."""
+    out = {}
+    for a in parser._actions:
+        longs = [o for o in a.option_strings if o.startswith("--")]
+        if longs and a.help != argparse.SUPPRESS and a.dest not in out:
+            out[a.dest] = longs[0][2:]
+    return out
+
+
 def _toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -200,8 +211,10 @@ def _toml_value(v) -> str:
     return json.dumps(str(v))  # a TOML basic string: JSON's escapes are TOML's
 
 
-def to_toml(values: dict, comments: list[str] = ()) -> str:
-    """`values` (dest -> value) as a flat TOML table keyed by flag names; None (unset) is left out."""
+def to_toml(values: dict, comments: list[str] = (), names: dict | None = None) -> str:
+    """`values` (dest -> value) as a flat TOML table keyed by flag names (`names`: dest -> name, else
+    the dest with dashes); None (unset) is left out."""
+    names = names or {}
     lines = [f"# {c}" for c in comments]
-    lines += [f"{d.replace('_', '-')} = {_toml_value(v)}" for d, v in values.items() if v is not None]
+    lines += [f"{names.get(d, d.replace('_', '-'))} = {_toml_value(v)}" for d, v in values.items() if v is not None]
     return "\n".join(lines) + "\n"
