@@ -44,7 +44,7 @@ def test_train_then_classify(corpus, tmp_path, capsys, embedding):
     assert (out / "vocab.txt").exists() == (embedding == "table")
     rc = main(["textclass", str(out), "the cat and the goat", "a saw and a drill", "--json", "--top", "2"])
     assert rc == 0
-    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    answers = json.loads(capsys.readouterr().out)["predictions"]  # one JSON object, like every command
     assert [a["label"] for a in answers] == ["animal", "tool"]
     assert len(answers[0]["scores"]) == 2
 

@@ -6,11 +6,11 @@
     superbloom train DATA_DIR --out MODEL_DIR --time-budget 600 [--device auto|cpu|cuda]
     superbloom eval MODEL_DIR DATA_DIR [--json]
     superbloom prepare Beauty.txt --format lines --split leave-one-out --out DATA_DIR   # sequences
-    superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --split valid|test [--no-exclude-history]
+    superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --holdout valid|test [--no-exclude-history]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
     superbloom predict MODEL_DIR --input contexts.jsonl --output recs.parquet [--allow FILE] [--deny FILE]
     superbloom vectors MODEL_DIR --out vectors.parquet; superbloom similar-ids MODEL_DIR Copenhagen [--k 10]
-    superbloom expand MODEL_DIR Copenhagen [--steps 10] [--strategy sample --temperature 0.7]
+    superbloom expand MODEL_DIR Copenhagen [--add 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
     superbloom fill MODEL_DIR "Miles Davis is a jazz musician, he is similar to [MASK] ."   # text models
     superbloom embed-train DATA_DIR --out EMBED_DIR --objective nca --labels labels.tsv   # set vectors
@@ -23,7 +23,9 @@
 One module per group of commands, each with register(sub): data.py (prepare, prepare-text,
 synth), training.py (train), query.py (eval, predict, expand, similar-ids, vectors, serve), text.py (fill), demo.py,
 setembed.py (embed-train, embed, similar, classify), textclass.py (textclass-train, textclass),
-extend.py (extend), card.py (card); flags.py holds the typed flags they share. A new command is one line in
+extend.py (extend), card.py (card); flags.py holds the typed flags they share; config_file.py gives the commands of
+CONFIG_COMMANDS `--config FILE` (their flag names as keys, a typed flag wins) and `--print-config`,
+and recipe.py maps train's flags to TrainConfig's fields (a model's config.json as a recipe). A new command is one line in
 COMMANDS (its group module and its line in `superbloom --help`) and the module's register.
 
 `superbloom --help` and `--version` are made from COMMANDS alone; a command's module is imported,
@@ -45,6 +47,7 @@ import sys
 
 from .._log import LEVELS, configure as configure_logging
 from .._version import __version__
+from .config_file import add_config_args, apply_config, flag_names, options, to_toml
 
 # command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
 COMMANDS = {
@@ -69,7 +72,11 @@ COMMANDS = {
     "extend": ("extend", "add new ids to a trained model (no table grows)"),
     "card": ("card", "write a model directory's model card (README.md) from its files"),
 }
-__all__ = ["COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
+# commands that build a config: they take --config FILE and --print-config (config_file.py); those
+# with a recipe hook (train: cli/recipe.py) also --recipe MODEL_DIR
+CONFIG_COMMANDS = ("prepare", "prepare-text", "synth", "train", "eval", "serve", "embed-train", "textclass-train")
+RECIPE_COMMANDS = ("train",)
+__all__ = ["COMMANDS", "CONFIG_COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,6 +96,8 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     p.add_argument("--log-level", choices=LEVELS, default="info",  # every command's: _log.py
                    help="the library's messages on stderr at this level and above (default %(default)s; warning: "
                         "only warnings and errors)")
+    if command in CONFIG_COMMANDS:
+        add_config_args(p, recipe=command in RECIPE_COMMANDS)
     return p
 
 
@@ -103,6 +112,10 @@ class _Command(Parser):
     def parse_known_args(self, args=None, namespace=None):
         if self.full is None:
             self.full = command_parser(self.command)
+            try:  # --config FILE: the file's values become the defaults, a typed flag still wins
+                self.full.config_given = apply_config(self.full, list(args or []))
+            except (ValueError, OSError) as e:
+                self.full.error(str(e))
         return self.full.parse_known_args(args, namespace)
 
 
@@ -134,12 +147,14 @@ def main(argv=None) -> int:
     command = sub.choices[args.command].full
     if unknown:  # blamed on the command when typed after it: its --help lists its flags
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.given = _given(command, words[at + 1:])
+    args.given = _given(command, words[at + 1:]) | getattr(command, "config_given", set())
     configure_logging(args.log_level)
     from .._extras import MissingExtra
     from ..data.readers import InputError
 
     try:
+        if getattr(args, "print_config", False):
+            return _print_config(command, args)
         return args.func(args) or 0
     except (InputError, ValueError, FloatingPointError, OSError, MissingExtra) as e:  # bad input, a diverged run, a file, an extra
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)
@@ -147,6 +162,19 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _print_config(command: argparse.ArgumentParser, args) -> int:
+    """--print-config: the command's options, resolved by its `resolve` hook where it has one (train:
+    the preset applied), as TOML for --config; nothing runs."""
+    values, comments = options(command, args), []
+    resolve = getattr(args, "resolve", None)
+    if resolve is not None:
+        resolved, comments = resolve(args)
+        values.update(resolved)
+    print(to_toml(values, [f"superbloom {args.command} --config FILE: these options; a flag typed wins",
+                           *comments], flag_names(command)), end="")
+    return 0
 
 
 def __getattr__(name: str):

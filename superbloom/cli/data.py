@@ -7,7 +7,7 @@ import json
 from ..data.prepare import SPLITS, PrepareConfig
 from ..data.readers import FORMATS, ReadConfig
 from ..data.synth import SYNTH_FORMATS, SynthConfig
-from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, default_of, number
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, add_quiet_arg, default_of, number
 
 
 def register(sub):
@@ -56,6 +56,7 @@ def _add_prepare(sub):
                         "2GiB, or auto: 40%% of RAM) plus ~60 bytes per distinct set and id; the same files as "
                         "the default in-memory path (~40 bytes per link); --split sets only")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_prepare)
 
 
@@ -151,7 +152,8 @@ def cmd_prepare(args):
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter,
                       order_column=args.order_column)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
-                                    seed=args.seed, split=args.split, memory_limit=args.memory_limit))
+                                    seed=args.seed, split=args.split, memory_limit=args.memory_limit),
+                      progress=not args.quiet)
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
 
 

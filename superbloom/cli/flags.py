@@ -84,3 +84,53 @@ def decode_config(args) -> DecodeConfig:
 
 def finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def add_threads_arg(p, default=0):
+    """--threads: torch CPU threads, the one meaning it has on every command that runs torch."""
+    p.add_argument("--threads", type=NONNEG_INT, default=default,
+                   help="torch CPU threads, 0: torch's default (default %(default)s)")
+
+
+def add_quiet_arg(p):
+    """--quiet: no progress bar (the one meaning it has on every command)."""
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+# ---------------------------------------------------------------- renamed flags
+
+
+class _Deprecated(argparse.Action):
+    """An old flag name kept working: stores into the new flag's destination and says, once, on
+    stderr, which name to use. Hidden from --help (DEPRECATED lists them)."""
+
+    def __init__(self, option_strings, dest, new="", **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import sys
+
+        print(f"{parser.prog}: warning: {option_string} is deprecated, use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+# (command, old flag) -> the new flag: old names with another meaning elsewhere (tests/test_cli_flags.py)
+DEPRECATED: dict[tuple[str, str], str] = {}
+
+
+def deprecated_alias(p, old: str, new: str) -> None:
+    """Keep `old` working on `p` as a hidden, warning alias of its flag `new` (added before this call)."""
+    action = next(a for a in p._actions if new in a.option_strings)  # argparse keeps no public list
+    p.add_argument(old, action=_Deprecated, new=new, dest=action.dest, type=action.type, choices=action.choices,
+                   default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    DEPRECATED[(p.prog.split(" ", 1)[-1], old)] = new
+
+
+def json_stdout(on: bool):
+    """With --json: a block whose printed lines (a trainer's progress) go to stderr, so that stdout
+    holds the command's one JSON object only."""
+    import contextlib
+    import sys
+
+    return contextlib.redirect_stdout(sys.stderr) if on else contextlib.nullcontext()

@@ -1,6 +1,7 @@
 """Commands that use a trained model: eval, predict (one context or a file), expand, similar-ids, vectors, serve."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from ..evaluation.evaluate import PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
 from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_device_arg, decode_config, default_of,
     finite, number)
+from .flags import add_quiet_arg, add_threads_arg, deprecated_alias
 
 
 def register(sub):
@@ -38,9 +40,10 @@ def _add_eval(sub):
                         "before (valid) ranked against all ids from the history before it; text: 15%% of the tokens of "
                         "test rows masked in place (--max-sets rows, 0: 2000), unigram and bigram-context baselines; "
                         "auto: the dataset's split, text for a prepare-text dataset (default %(default)s)")
-    g.add_argument("--split", choices=("valid", "test"), default=e("split"),
-                   help="leave-one-out: which targets (validation picks a checkpoint; test is touched once) "
-                        "(default %(default)s)")
+    g.add_argument("--holdout", dest="split", choices=("valid", "test"), default=e("split"),
+                   help="leave-one-out: which held-out targets (validation picks a checkpoint; test is touched "
+                        "once) (default %(default)s)")
+    deprecated_alias(p, "--split", "--holdout")  # --split is prepare's split kind
     g.add_argument("--context-len", type=POS_INT, default=e("context_len"),
                    help="leave-one-out: the most recent history ids in the context, in order (at most the "
                         "model's --positions - 1) (default %(default)s)")
@@ -63,6 +66,7 @@ def _add_eval(sub):
     p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -88,6 +92,8 @@ def _add_predict(sub):
     g.add_argument("--batch-size", type=POS_INT, default=256, help="contexts per model call (default %(default)s)")
     add_device_arg(p)
     add_decode_args(p)
+    add_threads_arg(p)
+    add_quiet_arg(p)
     p.set_defaults(func=cmd_predict)
 
 
@@ -98,7 +104,8 @@ def _add_expand(sub):
                                    "again; each added id joins the context of the next prediction.")
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="+", help="seed ids")
-    p.add_argument("--steps", type=POS_INT, default=x("steps"), help="ids to add (default %(default)s)")
+    p.add_argument("--add", dest="steps", type=POS_INT, default=x("steps"), help="ids to add (default %(default)s)")
+    deprecated_alias(p, "--steps", "--add")  # --steps is train's step limit
     p.add_argument("--strategy", choices=STRATEGIES, default=x("strategy"), help="argmax, or sample from "
                    "softmax(score / temperature) over the top k (default %(default)s)")
     p.add_argument("--temperature", type=POSITIVE, default=x("temperature"),
@@ -108,6 +115,7 @@ def _add_expand(sub):
     p.add_argument("--json", action="store_true")
     add_device_arg(p)
     add_decode_args(p)
+    add_threads_arg(p)
     p.set_defaults(func=cmd_expand)
 
 
@@ -120,6 +128,7 @@ def _add_similar(sub):
     p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
     p.add_argument("--json", action="store_true")
     add_device_arg(p)
+    add_threads_arg(p)
     p.set_defaults(func=cmd_similar)
 
 
@@ -129,7 +138,9 @@ def _add_vectors(sub):
                                    "(N, d) float32 matrix, row i = vocabulary id i; .parquet: columns id, vector.")
     p.add_argument("model", help="model directory")
     p.add_argument("--out", required=True, metavar="FILE", help="output file, .npy or .parquet")
+    p.add_argument("--json", action="store_true", help="print one JSON object: the file, its ids and dimensions")
     add_device_arg(p)
+    add_threads_arg(p)
     p.set_defaults(func=cmd_vectors)
 
 
@@ -159,7 +170,8 @@ def _add_serve(sub):
     p.add_argument("--workers", type=POS_INT, default=1,
                    help="server processes on the one port, sharing the memory-mapped weights; the kernel gives "
                         "each new connection to one of them (default %(default)s)")
-    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
+                   help="log every request (default %(default)s)")
     p.add_argument("--embed", metavar="EMBED_DIR", default=None,
                    help="also serve a set embedding (superbloom embed-train) at /v1/similar and /v1/classify")
     add_device_arg(p)
@@ -182,10 +194,10 @@ def cmd_eval(args):
         for path in args.compare:  # before any evaluation
             check_comparable(path, data)
         others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
-        result = compare(model, others, data, cfg, progress=not args.json)
+        result = compare(model, others, data, cfg, progress=not (args.json or args.quiet))
         print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
         return
-    result = evaluate(model, data, cfg, progress=not args.json)
+    result = evaluate(model, data, cfg, progress=not (args.json or args.quiet))
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
 
 
@@ -199,7 +211,7 @@ def cmd_predict(args):
         path = getattr(args, flag)
         if path and not Path(path).is_file():
             raise ValueError(f"--{flag} {path}: no such file")
-    model = load(args.model, device=args.device)
+    model = load(args.model, args.threads, device=args.device)
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
               f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
@@ -216,7 +228,7 @@ def cmd_predict(args):
     if args.input:
         stats = bulk_predict(model, args.input, args.output, args.k, decode_config(args), lists.get("allow"),
                              lists.get("deny"), args.context_column, args.key_column, args.batch_size,
-                             progress=True)
+                             progress=not args.quiet)
         print(stats.summary(), file=sys.stderr)
         return
     pred = model.predict(args.ids, args.k, decode_config(args), lists.get("allow"), lists.get("deny"))
@@ -236,7 +248,7 @@ def cmd_expand(args):
     from ..inference.expand import expand
     from ..inference.predictor import load
 
-    model = load(args.model, device=args.device)
+    model = load(args.model, args.threads, device=args.device)
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
                        seed=args.seed, decode=decode_config(args))
     out = expand(model, args.ids, cfg)
@@ -257,7 +269,7 @@ def cmd_expand(args):
 def cmd_similar(args):
     from ..inference.predictor import load
 
-    model = load(args.model, device=args.device)
+    model = load(args.model, args.threads, device=args.device)
     items = model.similar(args.id, args.k)
     if args.json:
         print(json.dumps([{"id": i, "cosine": c} for i, c in items], indent=2))
@@ -270,9 +282,12 @@ def cmd_vectors(args):
     from ..inference.predictor import load
     from ..inference.vectors import save_vectors
 
-    model = load(args.model, device=args.device)
+    model = load(args.model, args.threads, device=args.device)
     vecs = model.item_vectors()
     path = save_vectors(args.out, vecs, model.vocab.strings)
+    if args.json:
+        print(json.dumps({"out": str(path), "ids": int(vecs.shape[0]), "d": int(vecs.shape[1])}, indent=2))
+        return
     print(f"{path}: {vecs.shape[0]:,} item vectors of {vecs.shape[1]} dims", file=sys.stderr)
 
 
@@ -283,5 +298,5 @@ def cmd_serve(args):
              "body_timeout", "keep_alive_timeout",
              "head_timeout"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
-    serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,
+    serve(args.model, args.host, args.port, cfg, args.threads, access_log=args.access_log, device=args.device,
           embed=args.embed, workers=args.workers, log_level=args.log_level)

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..setembed.model import OBJECTIVES
 from ..setembed.train import EmbedTrainConfig
 from ..setembed.embedder import display
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
-from .flags import add_log_to_arg, log_to_callbacks
+from .flags import add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
 
 DEFAULT = EmbedTrainConfig(data="", out="")  # the defaults embed-train's flags show
 
@@ -125,13 +126,16 @@ def _add_embed_train(sub):
     g.add_argument("--device", default=_default("device"), help=f"{DEVICE_CHOICES} (default %(default)s)")
     g.add_argument("--ema", type=FRACTION, default=_default("ema"),
                    help="> 0: validate and keep as BEST an average of the weights with this decay (default %(default)s)")
-    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
-                   help="index and serve the last weights, not those with the best validation score")
+    g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=_default("keep_best"),
+                   help="index and serve the weights with the best validation score; --no-keep-best: the last "
+                        "weights (default %(default)s)")
     g.add_argument("--resume", action="store_true", help="continue the run in --out (flags given now may change the "
                    "optimisation and loop, not the model, labels or split)")
     g.add_argument("--overwrite", action="store_true", help="replace the model in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_to_arg(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
+                   "(the run's lines go to stderr)")
     p.set_defaults(func=cmd_embed_train)
 
 
@@ -146,9 +150,12 @@ def _add_embed(sub):
     _add_model_args(p)
     p.add_argument("data", help="prepared dataset directory (its ids are looked up by string in the model's vocabulary)")
     p.add_argument("--out", required=True, help="Parquet file to write")
-    p.add_argument("--split", choices=("train", "test", "all"), default="all", help="(default %(default)s)")
+    p.add_argument("--sets", dest="split", choices=("train", "test", "all"), default="all",
+                   help="which of the dataset's sets (default %(default)s)")
+    deprecated_alias(p, "--split", "--sets")  # --split is prepare's split kind
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_device_arg(p)
+    add_threads_arg(p)
     p.set_defaults(func=cmd_embed)
 
 
@@ -161,6 +168,7 @@ def _add_similar(sub):
     p.add_argument("--k", type=POS_INT, default=10, help="sets to return (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print the answer of POST /v1/similar")
     add_device_arg(p)
+    add_threads_arg(p)
     p.set_defaults(func=cmd_similar)
 
 
@@ -175,9 +183,12 @@ def _add_classify(sub):
                    help="reject a prediction whose confidence is under this, e.g. 0.8 (default %(default)s: never)")
     p.add_argument("--method", choices=METHODS, default="auto",
                    help="head (softmax models), knn, or auto: head when the model has one (default %(default)s)")
-    p.add_argument("--k", type=POS_INT, default=10, help="knn: neighbours that vote (default %(default)s)")
+    p.add_argument("--voters", dest="k", type=POS_INT, default=10,
+                   help="knn: neighbours that vote (default %(default)s)")
+    deprecated_alias(p, "--k", "--voters")  # --k is the number of results everywhere else
     p.add_argument("--json", action="store_true", help="print the answer of POST /v1/classify")
     add_device_arg(p)
+    add_threads_arg(p)
     p.set_defaults(func=cmd_classify)
 
 
@@ -208,8 +219,13 @@ def cmd_embed_train(args):
     if args.resume and latest_checkpoint(args.out) is not None:
         base = EmbedTrainConfig.from_dict(load_json(Path(args.out) / "config.json")["train"])
     cfg = embed_config_from_args(args, base, args.given)
-    out = embed_train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
-                      callbacks=log_to_callbacks(args))
+    with json_stdout(args.json):
+        out = embed_train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                          callbacks=log_to_callbacks(args))
+    if args.json:
+        print(json.dumps({"out": str(out), "parameters": load_json(Path(out) / "config.json").get("parameters")},
+                         indent=2))
+        return
     print(f"set embedding written to {out}")
 
 
@@ -223,7 +239,7 @@ def cmd_embed(args):
     from ..setembed.embedder import load_embedder
 
     target = claim(args.out, "vectors")  # before any work: a new file, or a vectors file of ours
-    emb = load_embedder(args.model, device=args.device)
+    emb = load_embedder(args.model, args.threads, device=args.device)
     data = Dataset(args.data)
     # the dataset's ids -> the model's, by string (one lookup per distinct id; any dataset whose ids the model knows)
     remap = np.array([-1 if (i := emb.vocab.get(s)) is None else i for s in data.vocab.strings] + [-1], np.int64)
@@ -250,7 +266,7 @@ def cmd_embed(args):
 def cmd_similar(args):
     from ..setembed.embedder import load_embedder, similar_json
 
-    emb = load_embedder(args.model, device=args.device)
+    emb = load_embedder(args.model, args.threads, device=args.device)
     s = emb.similar(args.ids, args.k)
     if args.json:
         print(json.dumps(similar_json(s), indent=2))
@@ -265,7 +281,7 @@ def cmd_similar(args):
 def cmd_classify(args):
     from ..setembed.embedder import classify_json, load_embedder
 
-    emb = load_embedder(args.model, device=args.device)
+    emb = load_embedder(args.model, args.threads, device=args.device)
     c = emb.classify(args.ids, args.reject, args.method, args.k)
     if args.json:
         print(json.dumps(classify_json(c), indent=2))

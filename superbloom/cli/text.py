@@ -7,6 +7,7 @@ Several texts may be given (each ranked in one model call) and a text may hold s
 """
 from __future__ import annotations
 
+import argparse
 import json
 
 from .flags import NONNEG_INT, POS_INT, add_decode_args, add_device_arg, decode_config
@@ -21,7 +22,8 @@ def register(sub):
     p.add_argument("texts", nargs="+", metavar="TEXT", help="a sentence with one or more [MASK]")
     p.add_argument("--k", type=POS_INT, default=10, help="tokens per blank (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/fill's answer)")
-    p.add_argument("--no-scores", action="store_true", help="list the tokens only")
+    p.add_argument("--scores", action=argparse.BooleanOptionalAction, default=True,
+                   help="list each token's score; --no-scores: the tokens only (default %(default)s)")
     p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
@@ -36,4 +38,4 @@ def cmd_fill(args):
     if args.json:
         print(json.dumps({"results": [r.to_json() for r in results]}, indent=2))
         return
-    print("\n\n".join(format_fill(r, not args.no_scores) for r in results))
+    print("\n\n".join(format_fill(r, args.scores) for r in results))

@@ -22,7 +22,7 @@ from ..training.optim import OPTIMIZERS, OptimConfig
 from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig,
     train_textclass)
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
-from .flags import add_log_to_arg, log_to_callbacks
+from .flags import add_device_arg, add_log_to_arg, add_threads_arg, json_stdout, log_to_callbacks
 
 MODEL, OPTIM, TRAIN = TextClassConfig(), OptimConfig(name="adapsgd"), TrainTextConfig()
 
@@ -71,6 +71,10 @@ def register(sub):
     g.add_argument("--seed", type=NONNEG_INT, default=0, help="split, initial weights, batches (default %(default)s)")
     g.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default")
     add_log_to_arg(p)
+    g.add_argument("--steps", type=NONNEG_INT, default=TRAIN.steps,
+                   help="stop after N steps if --epochs has not ended before, 0: no limit (default %(default)s)")
+    add_device_arg(p, default=TRAIN.device)
+    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("textclass", help="classify texts with a model of textclass-train",
@@ -80,7 +84,9 @@ def register(sub):
     p.add_argument("texts", nargs="*", help="texts to classify, one document each")
     p.add_argument("--file", metavar="FILE", help="one document per line")
     p.add_argument("--top", type=POS_INT, default=3, help="classes shown per text (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="one JSON object per text")
+    p.add_argument("--json", action="store_true", help="print one JSON object: {\"predictions\": [one per text]}")
+    add_threads_arg(p)
+    add_device_arg(p, default=TRAIN.device)
     p.set_defaults(func=cmd_classify)
 
 
@@ -90,11 +96,16 @@ def cmd_train(args) -> int:
         model=TextClassConfig(d=args.d, heads=args.heads, attention=args.attention, embedding=args.embedding,
                               smoothing=args.smoothing, dropout=args.dropout),
         train=TrainTextConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
+                              steps=args.steps, device=args.device,
                               optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup,
                                                 weight_decay=args.weight_decay, clip=args.clip)),
         max_words=args.max_words, test_fraction=args.test_fraction)
-    out = train_textclass(cfg, resume=args.resume, overwrite=args.overwrite, callbacks=log_to_callbacks(args))
-    print(f"wrote {out} ({load_json(out / 'config.json')['parameters']:,} parameters)")
+    with json_stdout(args.json):  # --json: the run's lines go to stderr, stdout holds the one object
+        out = train_textclass(cfg, resume=args.resume, overwrite=args.overwrite,
+                              callbacks=log_to_callbacks(args))
+    parameters = load_json(out / 'config.json')['parameters']
+    print(json.dumps({"out": str(out), "parameters": parameters}, indent=2) if args.json
+          else f"wrote {out} ({parameters:,} parameters)")
     return 0
 
 
@@ -106,14 +117,17 @@ def cmd_classify(args) -> int:
         raise ValueError("nothing to classify: give TEXT arguments or --file FILE")
     from ..textclass.classifier import Classifier
 
-    clf = Classifier.load(args.model)
+    clf = Classifier.load(args.model, args.threads, args.device)
     labels = clf.labels
     probs = clf.model.predict(clf.words(texts))  # (Q, C)
+    predictions = []
     for text, p in zip(texts, probs):
         order = np.argsort(-p, kind="stable")[:args.top]
         if args.json:
-            print(json.dumps({"text": text, "label": labels[order[0]],
-                              "scores": [{"label": labels[j], "score": round(float(p[j]), 6)} for j in order]}))
+            predictions.append({"text": text, "label": labels[order[0]],
+                                "scores": [{"label": labels[j], "score": round(float(p[j]), 6)} for j in order]})
         else:
             print(f"{labels[order[0]]}\t" + "  ".join(f"{labels[j]} {p[j]:.3f}" for j in order) + f"\t{text[:60]}")
+    if args.json:  # one object, like every other command's --json
+        print(json.dumps({"predictions": predictions}, indent=2))
     return 0

@@ -1,6 +1,7 @@
 """The train command and the TrainConfig it builds (resume: the saved settings plus the flags typed now)."""
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from ..training.objectives import OBJECTIVES, objective_entry
 from ..training.presets import PRESETS, RULES
 from ..training.train import LoopConfig, TrainConfig
 from ..model.warmstart import INITS
+from .recipe import saved_recipe
+from .flags import json_stdout
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 from .flags import add_log_to_arg, log_to_callbacks
 
@@ -160,11 +163,15 @@ def _add_train(sub):
     g.add_argument("--overwrite", action="store_true",
                    help="replace the model in --out with a new run (the old one is kept until the new run has a "
                         "complete checkpoint)")
-    g.add_argument("--no-keep-best", dest="keep_best", action="store_false",
-                   help="serve the last weights instead of those with the best validation rec@10")
+    g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=lp("keep_best"),
+                   help="serve the weights with the best validation rec@10; --no-keep-best: the last weights "
+                        "(default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_to_arg(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
+                   "(the run's lines go to stderr)")
     p.set_defaults(func=cmd_train)
+    p.set_defaults(resolve=resolved_options, recipe_hook=saved_recipe)  # --print-config, --recipe (config_file.py)
 
 
 def _preset_help() -> str:
@@ -285,24 +292,49 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
         val_fraction=pick("val_fraction", b.val_fraction), objective=objective, init=pick("init", b.init))
 
 
-def cmd_train(args):
+def resolve_train(args) -> tuple[TrainConfig, dict | None]:
+    """The run's TrainConfig and config.json's preset record (None: none, or a resumed run)."""
     from ..storage.checkpoint import latest_checkpoint
     from ..storage.files import load_json
-    from ..training.train import train
 
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
-    record = None
-    callbacks = log_to_callbacks(args)
     if args.resume and latest_checkpoint(args.out) is not None:  # the run's own settings + the flags given now
         if "preset" in args.given and args.preset != "none":
             raise ValueError(f"--preset {args.preset}: a resumed run keeps its saved settings (config.json); "
                              "drop --preset")
         saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
-        cfg = train_config_from_args(args, saved, args.given)
-    else:
-        record = apply_preset(args)
-        cfg = train_config_from_args(args)
-    out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
-                record={"preset": record} if record else None, callbacks=callbacks)
+        return train_config_from_args(args, saved, args.given), None
+    record = apply_preset(args)
+    return train_config_from_args(args), record
+
+
+def resolved_options(args) -> tuple[dict, list[str]]:
+    """--print-config: the run's settings as flag values (cli/recipe.py), the preset's line as a comment."""
+    import contextlib
+    import io
+
+    from .recipe import recipe_flags
+
+    line = io.StringIO()
+    with contextlib.redirect_stdout(line):
+        cfg, _ = resolve_train(args)
+    return recipe_flags(cfg.to_dict()), line.getvalue().splitlines()
+
+
+def cmd_train(args):
+    import json
+
+    from ..storage.files import load_json
+    from ..training.train import train
+
+    with json_stdout(args.json):
+        cfg, record = resolve_train(args)
+        out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                    record={"preset": record} if record else None,
+                    callbacks=log_to_callbacks(args))
+    if args.json:
+        print(json.dumps({"out": str(out), "parameters": load_json(Path(out) / "config.json").get("parameters")},
+                         indent=2))
+        return
     print(f"model written to {out}")

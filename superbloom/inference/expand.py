@@ -10,7 +10,7 @@ the current context (context ids excluded, so an id is never added twice) and ta
     expand(load("runs/wiki/model"), ["Copenhagen"], ExpandConfig(steps=5)).added
     # -> [Expanded(id=..., score=..., exact=...), ...]  one per added id
 
-    superbloom expand runs/wiki/model Copenhagen --steps 5 [--strategy sample --temperature 0.7]
+    superbloom expand runs/wiki/model Copenhagen --add 5 [--strategy sample --temperature 0.7]
 
 `model` is anything with a `vocab` and `rank(contexts, k, decode) -> Ranking` (a Predictor, or the
 HTTP service's batching wrapper).

@@ -32,11 +32,9 @@ class Classifier:
         self.model, self.labels, self.config = model, labels, config
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0) -> "Classifier":
-        """A directory written by `superbloom textclass-train` (or save_classifier)."""
-        if threads:
-            torch.set_num_threads(threads)
-        return cls(*load_classifier(model_dir))
+    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "cpu") -> "Classifier":
+        """A directory written by `superbloom textclass-train` (or save_classifier), on `device`."""
+        return cls(*load_classifier(model_dir, threads, device))
 
     def info(self) -> dict:
         """What this model is (the same keys for every kind sb.load returns: kind, parameters, checkpoint)."""

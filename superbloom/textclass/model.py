@@ -59,7 +59,7 @@ import torch
 import torch.nn as nn
 from safetensors.torch import load_file, save_file
 
-from ..model.device import init_distributed
+from ..model.device import init_distributed, resolve_device
 from ..model.dynamic import DynamicEmbedding, trits
 from ..storage.files import atomic_path, load_json, read_lines, save_json, write_lines
 from ..storage.kinds import require_kind
@@ -209,6 +209,8 @@ class TrainTextConfig:
     seed: int = 0
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(name="adapsgd"))  # clip 1, no lr
     threads: int = 0  # torch CPU threads (0: leave as is)
+    steps: int = 0  # > 0: stop after this many steps, if the epochs have not ended before
+    device: str = "cpu"  # cpu | cuda | cuda:N | auto (device.py); the blog's small model trains on the CPU
 
     def __post_init__(self):
         if self.epochs < 1 or self.batch_size < 1:
@@ -389,7 +391,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
 
     `callbacks`: where the metrics.jsonl records go too (training/callbacks.py).
     """
-    d = init_distributed("cpu")
+    d = init_distributed(cfg.train.device)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     out = check_out(cfg.out, "text-classifier")
@@ -410,11 +412,12 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
                  f"{docs.stats['multi_label']} with several labels (the first is used)")
     torch.manual_seed(seed)
     vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
-    model = TextClassifier(cfg.model, len(docs.label_names), vocab=list(docs.words[vocab]))
+    model = TextClassifier(cfg.model, len(docs.label_names), vocab=list(docs.words[vocab])).to(d.device)
     steps_per_epoch = -(-len(train) // cfg.train.batch_size)
-    loop = LoopConfig(batch_size=cfg.train.batch_size, steps=cfg.train.epochs * steps_per_epoch,
+    steps = cfg.train.epochs * steps_per_epoch
+    loop = LoopConfig(batch_size=cfg.train.batch_size, steps=min(steps, cfg.train.steps or steps),
                       eval_every=steps_per_epoch, keep_best=cfg.keep_best, checkpoint_every=cfg.checkpoint_every,
-                      seed=seed, threads=cfg.train.threads, device="cpu", ema=0.0)  # no average: the weights as trained
+                      seed=seed, threads=cfg.train.threads, device=cfg.train.device, ema=0.0)  # no average: the weights as trained
     extra = {"kind": "text-classifier", "versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
              "test_fraction": cfg.test_fraction,
              "optim": asdict(cfg.train.optim), "train": portable(cfg.to_dict())}
@@ -463,8 +466,10 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
     return out
 
 
-def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], dict]:
-    """A directory of `save_classifier` -> (model in eval mode, class names, its config.json)."""
+def load_classifier(model_dir: str | Path, threads: int = 0,
+                    device: str = "cpu") -> tuple[TextClassifier, list[str], dict]:
+    """A directory of `save_classifier` -> (model in eval mode on `device`, class names, its config.json);
+    threads > 0: torch's CPU threads."""
     model_dir = expect_kind(model_dir, "text-classifier")  # the complete one a kill during its swap left, if need be
     if (model_dir / "config.json").is_file():  # another kind: one line naming it and its commands
         require_kind(model_dir, load_json(model_dir / "config.json"), ("text-classifier",), "a text classifier")
@@ -480,4 +485,6 @@ def load_classifier(model_dir: str | Path) -> tuple[TextClassifier, list[str], d
     vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
     model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)
     model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
-    return model.eval(), list(config["labels"]), config
+    if threads:
+        torch.set_num_threads(threads)
+    return model.eval().to(resolve_device(device)), list(config["labels"]), config
