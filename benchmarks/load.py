@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     }
     m = result["machine"]
     md = ["# HTTP load benchmark (POST /v1/predict)", "",
-          f"Model: Wikispeedia, {info['n_ids']:,} ids, {info['parameters']:,} parameters "
+          f"Model: data {Path(args.data).name}, head {info.get('head', {}).get('name', '?')}, {info['n_ids']:,} ids, {info['parameters']:,} parameters "
           f"({info['model']['layers']} layers, d={info['model']['d']}, alpha={info['hash']['alpha']}, "
           f"m={info['hash']['m']}; trained {state['step']} steps). k = {args.k}, approximate decoding; "
           f"closed loop, {args.duration:.0f} s per level; one server process (1 torch thread, the default) and "
