@@ -69,8 +69,10 @@ register(Preset(
                  # 8 GB at 5M ids (heads/neighbours.py), 50 is 2 GB; and a checkpoint every 10 minutes
                  "neighbours": 50, "checkpoint_every": 600.0},
     when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
-    # the hashing and start: e2e7.md (5.1M ids, the superbloom head); the term's exact top-k: hashed_hybrid_topk.md
-    evidence="benchmarks/results/scale/e2e7.md"))
+    # the recipe against the baselines: text_sets_time_to_quality.md (1M real ids: ahead of every baseline) and
+    # synth5m_time_to_quality.md (5.1M synthetic ids: behind count / IDF co-occurrence by 0.01); the hashing and
+    # start: e2e7.md; the term's exact top-k: hashed_hybrid_topk.md
+    evidence="benchmarks/results/scale/text_sets_time_to_quality.md"))
 register(Preset(
     "sequences", {"objective": "next-item", "head": "hybrid", "alpha": 1, "m": 1, "samples": 2048,
                   "d": 64, "heads": 2, "d_ff": 256, "layers": 2, "dropout": 0.2, "positions": 50, "segment": 50,
