@@ -157,16 +157,17 @@ def test_a_set_embedding_given_to_an_id_model_command_is_one_line_naming_it(mode
     args = [a.format(m=models["set-embedding"], data=wiki_data.path, tmp=tmp_path) for a in argv]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "kind 'set-embedding'" in err
-    assert "superbloom similar / classify / embed MODEL" in err and "Traceback" not in err
+    # the loaders' kind check (storage/loading.expect_kind): the kind found, who wrote it, and what was expected
+    assert len(err.splitlines()) == 1 and "holds a set embedding (superbloom embed-train)" in err
+    assert "expected an id model" in err and "Traceback" not in err
 
 
 def test_a_model_of_another_kind_given_to_the_other_loaders_names_it(models):
     from superbloom.textclass.model import load_classifier
 
-    with pytest.raises(ValueError, match="kind 'set-model'.*use superbloom predict"):
+    with pytest.raises(ValueError, match="holds an id model .*expected a set embedding"):
         Embedder.load(models["set-model"])
-    with pytest.raises(ValueError, match="kind 'set-embedding'.*use superbloom similar"):
+    with pytest.raises(ValueError, match="holds a set embedding .*expected a text classifier"):
         load_classifier(models["set-embedding"])
 
 

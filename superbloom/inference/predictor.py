@@ -28,8 +28,7 @@ from ..storage.loading import LoadError, expect_kind, read_config, typed_section
 from ..storage.checkpoint import load_weights, require_inference_checkpoint
 from ..heads.beam import DecodeConfig
 from ..model.device import resolve_device
-from ..storage.files import load_json
-from ..storage.kinds import ID_MODELS, infer_kind, require_kind
+from ..storage.kinds import infer_kind
 from ..hashing.bloom import BloomHash
 from ..data.mapped_vocab import MAPPED_MIN_IDS, vocab_size
 from ..heads import head_config_from_dict
@@ -59,8 +58,6 @@ class Predictor:
         process that maps it (mapped.py); else they are read into memory."""
         # every file checked before it is trusted (storage/loading.py): one line naming the file otherwise
         model_dir = expect_kind(model_dir, "model")
-        if (model_dir / "config.json").is_file():  # another kind (a set embedding...): one line naming its commands
-            require_kind(model_dir, load_json(model_dir / "config.json"), ID_MODELS, "an id model")
         ckpt = require_inference_checkpoint(model_dir)
         config = read_config(model_dir, {"model": dict, "head": dict})
         mcfg = typed_section(model_dir / "config.json", config, "model", ModelConfig)

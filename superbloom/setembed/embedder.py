@@ -29,8 +29,7 @@ from ..storage.loading import check_safetensors, expect_kind, read_config, typed
 from ..storage.checkpoint import inference_checkpoint, load_weights
 from ..data.dataset import SetArray
 from ..model.device import resolve_device
-from ..storage.files import load_json, read_lines
-from ..storage.kinds import require_kind
+from ..storage.files import read_lines
 from ..hashing.bloom import BloomHash
 from ..model.encoder import ModelConfig, count_parameters
 from ..data.vocab import Vocab
@@ -74,7 +73,6 @@ class Embedder:
         if not (model_dir / "config.json").is_file() or "embed" not in read_config(model_dir, {}):
             raise FileNotFoundError(f"{model_dir}: not a set-embedding model directory (no config.json with an "
                                     "'embed' section; write one with `superbloom embed-train`)")
-        require_kind(model_dir, load_json(model_dir / "config.json"), ("set-embedding",), "a set embedding")
         ckpt = inference_checkpoint(model_dir)
         if ckpt is None or not (model_dir / "index.safetensors").is_file():
             raise FileNotFoundError(f"{model_dir}: no complete checkpoint and index (was `superbloom embed-train` "

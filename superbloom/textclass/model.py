@@ -62,7 +62,6 @@ from safetensors.torch import load_file, save_file
 from ..model.device import init_distributed, resolve_device
 from ..model.dynamic import DynamicEmbedding, trits
 from ..storage.files import atomic_path, load_json, read_lines, save_json, write_lines
-from ..storage.kinds import require_kind
 from ..storage.loading import check_safetensors, expect_kind, read_config, typed_section
 from ..model.attention import ATTENTIONS
 from ..training.callbacks import Callback
@@ -471,8 +470,6 @@ def load_classifier(model_dir: str | Path, threads: int = 0,
     """A directory of `save_classifier` -> (model in eval mode on `device`, class names, its config.json);
     threads > 0: torch's CPU threads."""
     model_dir = expect_kind(model_dir, "text-classifier")  # the complete one a kill during its swap left, if need be
-    if (model_dir / "config.json").is_file():  # another kind: one line naming it and its commands
-        require_kind(model_dir, load_json(model_dir / "config.json"), ("text-classifier",), "a text classifier")
     if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
                                 "model.safetensors, written by `superbloom textclass-train`)")
