@@ -1,13 +1,13 @@
 """What a model directory holds: its kind (config.json's "kind"), read, or inferred for older directories.
 
     kind = read_kind("runs/wiki/model")        # -> KINDS["set-model"]: what it is, its trainer, its commands
-    require_kind(model_dir, config, ID_MODELS, "an id model")   # one line naming the kind found and the command
 
 Every trainer records its kind in config.json ("kind"); a directory written before kinds existed is
 read from its sections (infer_kind): "embed" is a set embedding (embed-train), "textclass" a text
 classifier (textclass-train), and train()'s directories are a text, sequence or set model by their
 data summary (prepare-text's "text", prepare's "split"). `superbloom.load` picks its loader by kind,
-and the model card (training/card.py) names it.
+and the model card (training/card.py) names it; the loaders check the kind they need with
+storage/loading.expect_kind.
 """
 from __future__ import annotations
 
@@ -72,14 +72,3 @@ def read_kind(model_dir: str | Path) -> Kind:
         raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json; superbloom train, "
                                 "embed-train or textclass-train writes one)")
     return KINDS[infer_kind(json.loads(path.read_text(encoding="utf-8")), str(path))]
-
-
-def require_kind(model_dir: str | Path, config: dict, allowed: tuple[str, ...], wanted: str) -> str:
-    """The kind of `config` if it is one of `allowed`; else a one-line ValueError naming the kind
-    found, what wrote it and the commands that read it (`wanted`: what the caller needs, for people)."""
-    kind = infer_kind(config, f"{model_dir}/config.json")
-    if kind not in allowed:
-        k = KINDS[kind]
-        raise ValueError(f"{model_dir} holds {k.what}, kind {kind!r} (written by {k.trainer}), not {wanted}: "
-                         f"use {k.use}")
-    return kind
