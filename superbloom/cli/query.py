@@ -8,7 +8,8 @@ from pathlib import Path
 from ..evaluation.baselines import BASELINES
 from ..evaluation.evaluate import PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
-from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_device_arg, decode_config, default_of,
+from . import checks
+from .flags import (NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
     finite, number)
 
 
@@ -60,7 +61,7 @@ def _add_eval(sub):
                    help="another model trained on the same dataset (repeatable): evaluated on the same examples, "
                         "with the paired difference of MODEL minus it, and minus each baseline, and the bootstrap "
                         "interval of each difference")
-    p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
+    p.add_argument("--threads", type=checks.THREADS, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
     p.set_defaults(func=cmd_eval)
@@ -101,7 +102,7 @@ def _add_expand(sub):
     p.add_argument("--steps", type=POS_INT, default=x("steps"), help="ids to add (default %(default)s)")
     p.add_argument("--strategy", choices=STRATEGIES, default=x("strategy"), help="argmax, or sample from "
                    "softmax(score / temperature) over the top k (default %(default)s)")
-    p.add_argument("--temperature", type=POSITIVE, default=x("temperature"),
+    p.add_argument("--temperature", type=checks.TEMPERATURE, default=x("temperature"),
                    help="sample: temperature (default %(default)s)")
     p.add_argument("--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
@@ -142,7 +143,7 @@ def _add_serve(sub):
     p.add_argument("model", help="model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=PORT, default=8000, help="port (default %(default)s)")
-    p.add_argument("--threads", type=NONNEG_INT, default=1,
+    p.add_argument("--threads", type=checks.THREADS, default=1,
                    help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
                         "threads spin and stall when the cores are shared with the server itself)")
     for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
@@ -156,7 +157,7 @@ def _add_serve(sub):
                       ("head_timeout", "seconds to receive a request's line and headers")]:
         p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
                        default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
-    p.add_argument("--workers", type=POS_INT, default=1,
+    p.add_argument("--workers", type=checks.WORKERS, default=1,
                    help="server processes on the one port, sharing the memory-mapped weights; the kernel gives "
                         "each new connection to one of them (default %(default)s)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")

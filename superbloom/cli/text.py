@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from .flags import NONNEG_INT, POS_INT, add_decode_args, add_device_arg, decode_config
+from . import checks
+from .flags import POS_INT, add_decode_args, add_device_arg, decode_config
 
 
 def register(sub):
@@ -22,7 +23,7 @@ def register(sub):
     p.add_argument("--k", type=POS_INT, default=10, help="tokens per blank (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/fill's answer)")
     p.add_argument("--no-scores", action="store_true", help="list the tokens only")
-    p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
+    p.add_argument("--threads", type=checks.THREADS, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
     p.set_defaults(func=cmd_fill)
