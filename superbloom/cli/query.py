@@ -149,9 +149,12 @@ def _add_serve(sub):
     for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
                       ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
                       ("max_batch", "queries per model call"), ("max_contexts", "contexts per list request"),
-                      ("max_list", "ids in an allow- or deny-list")]:
+                      ("max_list", "ids in an allow- or deny-list"),
+                      ("heavy_workers", "heavy requests (expand, list predict, fill) running at once")]:
         p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=default_of(ServeConfig, name),
                        help=f"{hlp} (default %(default)s)")
+    p.add_argument("--heavy-queue", type=checks.bounded(int, 0, 1 << 16), default=default_of(ServeConfig, "heavy_queue"),
+                   help="heavy requests waiting; one more is a 503 with Retry-After (default %(default)s)")
     for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
                       ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
                       ("head_timeout", "seconds to receive a request's line and headers")]:
@@ -282,7 +285,7 @@ def cmd_serve(args):
 
     names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "max_contexts", "max_list",
              "body_timeout", "keep_alive_timeout",
-             "head_timeout"]
+             "head_timeout", "heavy_workers", "heavy_queue"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=not args.no_access_log, device=args.device,
           embed=args.embed, workers=args.workers)
