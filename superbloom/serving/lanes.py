@@ -1,4 +1,4 @@
-"""Route classes of the server: heavy requests get a lane of their own, bounded, so they cannot starve light ones.
+"""Route classes of the server: heavy requests in a bounded lane of their own, 503 when it is full.
 
 A burst of heavy requests (/v1/expand: up to max_steps model calls each; /v1/predict with a list of
 contexts; /v1/fill) used to take every thread of the shared pool, and a cheap /v1/similar or /health
