@@ -148,7 +148,6 @@ def _add_synth(sub):
 def cmd_prepare(args):
     from ..data.prepare import format_summary, prepare
 
-    checks.regular_input(args.input, "INPUT")
     read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter,
                       order_column=args.order_column)
