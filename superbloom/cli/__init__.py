@@ -127,8 +127,10 @@ def main(argv=None) -> int:
     args.given = _given(command, words[at + 1:])
     from .._extras import MissingExtra
     from ..data.readers import InputError
+    from .checks import check_paths
 
     try:
+        check_paths(args)  # before any work: "" (the current folder) or a device (/dev/zero: endless) refused
         return args.func(args) or 0
     except (InputError, ValueError, FloatingPointError, OSError, MissingExtra) as e:  # bad input, a diverged run, a file, an extra
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)

@@ -34,7 +34,7 @@ INT64_COUNT_MAX = 2**48  # counts that may exceed int32 (synth --links): still f
 FLOAT32_MAX = 3.4028234663852886e38  # every float flag is a finite float32
 
 __all__ = ["INT32_MAX", "FLOAT32_MAX", "bounded", "THREADS", "cores", "available_bytes", "parse_size",
-           "memory_estimate", "refuse_over_memory", "refuse_training_memory", "format_bytes", "regular_input", "refuse_synth_memory", "MEMORY_LIMIT"]
+           "memory_estimate", "refuse_over_memory", "refuse_training_memory", "format_bytes", "regular_input", "check_paths", "refuse_synth_memory", "MEMORY_LIMIT"]
 
 
 def bounded(kind, lo=None, hi=None, lo_open=False, what=None):
@@ -235,6 +235,32 @@ def refuse_synth_memory(ids: int, limit: int | None = None) -> None:
 
 
 # ---------------------------------------------------------------- inputs
+
+
+# the destinations of path arguments: typed as "", each would mean the current folder or "none"
+PATH_DESTS = ("model", "data", "input", "inputs", "out", "output", "allow", "deny", "labels", "embed", "file",
+              "new_ids", "corpus", "wikispeedia", "compare")
+
+
+OUTPUT_DESTS = ("out", "output")  # written, not read: the guarded writer checks those
+
+
+def check_paths(args) -> None:
+    """ValueError naming the argument, before any work, when a path typed on the command line is ""
+    (a shell variable left unset: it would mean the current folder, or silently "none"), or when one
+    that is read is a device or a socket (/dev/zero: a read that never ends and fills the memory)."""
+    for dest in PATH_DESTS:
+        if dest not in getattr(args, "given", ()) or not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        values = value if isinstance(value, list) else [value]
+        name = dest.upper() if dest in ("model", "data", "input", "inputs", "new_ids", "corpus") else \
+            "--" + dest.replace("_", "-")
+        for v in values:
+            if v == "":
+                raise ValueError(f"{name}: an empty path; give a file or directory")
+            if isinstance(v, str) and dest not in OUTPUT_DESTS:
+                regular_input(v, name)
 
 
 def regular_input(path: str | os.PathLike, flag: str = "input") -> None:

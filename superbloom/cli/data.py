@@ -162,8 +162,6 @@ def cmd_prepare_text(args):
 
     if args.as_sets and "segment" in args.given:
         raise ValueError("--segment packs ordered rows; with --as-sets a set is a paragraph (give one of the two)")
-    for path in args.inputs:
-        checks.regular_input(path, "INPUT")
     cfg = TextPrepareConfig(tuple(args.inputs), args.out, args.format, TextConfig(lowercase=args.lowercase),
                             args.vocab_size, args.min_bigram_count,
                             segment=args.segment,
