@@ -304,6 +304,9 @@ def test_http_fill(text_model, tiny_model):
         r = client.post("/v1/fill", json={"text": "no blank here", "k": 4})
         assert r.status_code == 422 and "no [MASK]" in r.json()["message"]
         assert client.post("/v1/fill", json={"text": "x [MASK]", "k": 0}).status_code == 422
+        for k in (True, "5", 5.0):  # as strict as every other route (issue 32): no coercion
+            r = client.post("/v1/fill", json={"text": "x [MASK]", "k": k})
+            assert r.status_code == 422 and r.json()["message"].startswith("k:"), (k, r.text)
         assert client.post("/v1/fill", json={"text": "x " * 20_000 + "[MASK]"}).status_code == 422
     with TestClient(create_app(sb.load(tiny_model, threads=1))) as client:
         assert client.post("/v1/fill", json={"text": "a [MASK]"}).status_code in (404, 405)  # not a text model

@@ -151,8 +151,10 @@ def main(argv=None) -> int:
     configure_logging(args.log_level)
     from .._extras import MissingExtra
     from ..data.readers import InputError
+    from .checks import check_paths
 
     try:
+        check_paths(args)  # before any work: "" (the current folder) or a device (/dev/zero: endless) refused
         if getattr(args, "print_config", False):
             return _print_config(command, args)
         return args.func(args) or 0

@@ -7,6 +7,7 @@ import json
 from ..data.prepare import SPLITS, PrepareConfig
 from ..data.readers import FORMATS, ReadConfig
 from ..data.synth import SYNTH_FORMATS, SynthConfig
+from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, add_quiet_arg, default_of, number
 
 
@@ -97,10 +98,10 @@ def _add_prepare_text(sub):
     p.add_argument("--out", required=True, help="output dataset directory")
     p.add_argument("--format", choices=("auto", "txt", "gcide", "brown"), default="auto",
                    help="auto (default): per input, gcide for *.dict(.dz), brown for a tar of ca01..cr09, else txt")
-    p.add_argument("--vocab-size", type=int, default=1_000_000,
+    p.add_argument("--vocab-size", type=POS_INT, default=1_000_000,
                    help="unigrams + bigrams kept, [UNK] on top (default 1,000,000)")
-    p.add_argument("--min-bigram-count", type=int, default=2, help="rarer bigrams are never kept (default 2)")
-    p.add_argument("--segment", type=int, default=128,
+    p.add_argument("--min-bigram-count", type=NONNEG_INT, default=2, help="rarer bigrams are never kept (default 2)")
+    p.add_argument("--segment", type=NONNEG_INT, default=128,
                    help="ids per row, whole sentences packed; 0: one row per document (default 128; not with "
                         "--as-sets)")
     p.add_argument("--as-sets", action="store_true",
@@ -110,8 +111,8 @@ def _add_prepare_text(sub):
                         "the training documents that occur in a training set")
     p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
                    help="lower-case the text (default: on)")
-    p.add_argument("--test-fraction", type=float, default=0.1, help="fraction of documents held out (default 0.1)")
-    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--test-fraction", type=FRACTION, default=0.1, help="fraction of documents held out (default 0.1)")
+    p.add_argument("--seed", type=NONNEG_INT, default=0, help="split seed (default 0)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_prepare_text)
@@ -127,7 +128,7 @@ def _add_synth(sub):
                                    "is described in superbloom/synth.py.")
     p.add_argument("--out", required=True, help="output file (edges: .gz/.bz2/.zst compress by extension)")
     p.add_argument("--ids", type=number(int, 8), default=d("ids"), help="vocabulary size (default %(default)s)")
-    p.add_argument("--links", type=POS_INT, default=d("links"), help="links (rows) written, exactly (default %(default)s)")
+    p.add_argument("--links", type=checks.BIG_COUNT, default=d("links"), help="links (rows) written, exactly (default %(default)s)")
     p.add_argument("--topics", type=POS_INT, default=d("topics"),
                    help="latent topics, at most --ids; each id belongs to one (default %(default)s)")
     p.add_argument("--topics-per-set", type=POS_INT, default=d("topics_per_set"),
@@ -178,5 +179,6 @@ def cmd_synth(args):
     cfg = SynthConfig(out=args.out, ids=args.ids, links=args.links, topics=args.topics,
                       topics_per_set=args.topics_per_set, mean_set_size=args.mean_set_size, zipf=args.zipf,
                       seed=args.seed, format=args.format)
+    checks.refuse_synth_memory(cfg.ids)
     summary = synth(cfg, progress=not (args.quiet or args.json))
     print(json.dumps(summary, indent=2) if args.json else f"wrote {args.out}\n{format_summary(summary)}")

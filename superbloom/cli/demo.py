@@ -5,7 +5,8 @@ import json
 import time
 from pathlib import Path
 
-from .flags import NONNEG_INT, POSITIVE, add_device_arg
+from . import checks
+from .flags import add_device_arg
 
 
 def register(sub):
@@ -16,10 +17,10 @@ def _add_demo(sub):
     p = sub.add_parser("demo", help="the main job: prepare, train, evaluate and predict on the embedded "
                                     "Wikispeedia links", description=cmd_demo.__doc__)
     p.add_argument("--out", default="runs/demo", help="working directory (default %(default)s)")
-    p.add_argument("--time-budget", type=POSITIVE, default=720.0, help="training seconds (default %(default)s)")
+    p.add_argument("--time-budget", type=checks.SECONDS, default=720.0, help="training seconds (default %(default)s)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
     add_device_arg(p)
-    p.add_argument("--threads", type=NONNEG_INT, default=0,
+    p.add_argument("--threads", type=checks.THREADS, default=0,
                    help="torch CPU threads, 0: torch's default (default 0; 1 is faster when other jobs share the cores)")
     p.add_argument("--pure", action="store_true",
                    help="train the library's default head (the pure model) instead of the hybrid head")

@@ -9,6 +9,7 @@ import math
 
 from ..heads.decode_config import SCORES, DecodeConfig
 from ..model.device import DEVICE_CHOICES
+from .checks import bounded as number  # every numeric flag bounded (checks.py)
 
 
 def default_of(cls, name):
@@ -18,28 +19,6 @@ def default_of(cls, name):
 
 
 # ---------------------------------------------------------------- typed flags (checked at parse time)
-
-
-def number(kind, lo=None, hi=None, lo_open=False, what=None):
-    """An argparse type: `kind` (int / float) within [lo, hi] (lo excluded if lo_open), finite."""
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
-        if kind is float and not math.isfinite(v):
-            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-        if (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
-            raise argparse.ArgumentTypeError(f"expected {what or _range(lo, hi, lo_open)}, got {text}")
-        return v
-    parse.__name__ = kind.__name__  # argparse names the type in its messages
-    return parse
-
-
-def _range(lo, hi, lo_open):
-    if hi is None:
-        return f"a number {'>' if lo_open else '>='} {lo}"
-    return f"a number in {'(' if lo_open else '['}{lo}, {hi}]"
 
 
 POS_INT = number(int, 1)  # >= 1

@@ -9,7 +9,8 @@ from pathlib import Path
 from ..evaluation.baselines import BASELINES
 from ..evaluation.evaluate import PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
-from .flags import (NONNEG_INT, PORT, POS_INT, POSITIVE, add_decode_args, add_device_arg, decode_config, default_of,
+from . import checks
+from .flags import (NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
     finite, number)
 from .flags import add_quiet_arg, add_threads_arg, deprecated_alias
 
@@ -63,7 +64,7 @@ def _add_eval(sub):
                    help="another model trained on the same dataset (repeatable): evaluated on the same examples, "
                         "with the paired difference of MODEL minus it, and minus each baseline, and the bootstrap "
                         "interval of each difference")
-    p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
+    p.add_argument("--threads", type=checks.THREADS, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
     add_quiet_arg(p)
@@ -108,7 +109,7 @@ def _add_expand(sub):
     deprecated_alias(p, "--steps", "--add")  # --steps is train's step limit
     p.add_argument("--strategy", choices=STRATEGIES, default=x("strategy"), help="argmax, or sample from "
                    "softmax(score / temperature) over the top k (default %(default)s)")
-    p.add_argument("--temperature", type=POSITIVE, default=x("temperature"),
+    p.add_argument("--temperature", type=checks.TEMPERATURE, default=x("temperature"),
                    help="sample: temperature (default %(default)s)")
     p.add_argument("--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
@@ -153,21 +154,24 @@ def _add_serve(sub):
     p.add_argument("model", help="model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     p.add_argument("--port", type=PORT, default=8000, help="port (default %(default)s)")
-    p.add_argument("--threads", type=NONNEG_INT, default=1,
+    p.add_argument("--threads", type=checks.THREADS, default=1,
                    help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
                         "threads spin and stall when the cores are shared with the server itself)")
     for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
                       ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
                       ("max_batch", "queries per model call"), ("max_contexts", "contexts per list request"),
-                      ("max_list", "ids in an allow- or deny-list")]:
+                      ("max_list", "ids in an allow- or deny-list"),
+                      ("heavy_workers", "heavy requests (expand, list predict, fill) running at once")]:
         p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=default_of(ServeConfig, name),
                        help=f"{hlp} (default %(default)s)")
+    p.add_argument("--heavy-queue", type=checks.bounded(int, 0, 1 << 16), default=default_of(ServeConfig, "heavy_queue"),
+                   help="heavy requests waiting; one more is a 503 with Retry-After (default %(default)s)")
     for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
                       ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
                       ("head_timeout", "seconds to receive a request's line and headers")]:
         p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
                        default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
-    p.add_argument("--workers", type=POS_INT, default=1,
+    p.add_argument("--workers", type=checks.WORKERS, default=1,
                    help="server processes on the one port, sharing the memory-mapped weights; the kernel gives "
                         "each new connection to one of them (default %(default)s)")
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
@@ -296,7 +300,7 @@ def cmd_serve(args):
 
     names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "max_contexts", "max_list",
              "body_timeout", "keep_alive_timeout",
-             "head_timeout"]
+             "head_timeout", "heavy_workers", "heavy_queue"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=args.access_log, device=args.device,
           embed=args.embed, workers=args.workers, log_level=args.log_level)

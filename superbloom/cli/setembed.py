@@ -18,6 +18,7 @@ from ..setembed.embedder import METHODS
 from ..setembed.model import OBJECTIVES
 from ..setembed.train import EmbedTrainConfig
 from ..setembed.embedder import display
+from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
 from .flags import add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
 
@@ -70,58 +71,58 @@ def _add_embed_train(sub):
     g = p.add_argument_group("hashing")
     g.add_argument("--alpha", type=NONNEG_INT, default=_default("alpha"),
                    help="ids per hash bucket, 0: chosen from the vocabulary size (default %(default)s)")
-    g.add_argument("--m", type=POS_INT, default=_default("m"), help="hash functions per id (default %(default)s)")
+    g.add_argument("--m", type=checks.HASHES, default=_default("m"), help="hash functions per id (default %(default)s)")
     g.add_argument("--hash-seed", type=NONNEG_INT, default=_default("hash_seed"), help="(default %(default)s)")
     g = p.add_argument_group("model")
-    g.add_argument("--d", type=POS_INT, default=_default("d"), help="vector size (default %(default)s)")
-    g.add_argument("--heads", type=POS_INT, default=_default("heads"), help="attention heads (default %(default)s)")
-    g.add_argument("--d-ff", type=POS_INT, default=_default("d_ff"), help="feed-forward size (default %(default)s)")
-    g.add_argument("--layers", type=POS_INT, default=_default("layers"), help="Transformer layers (default %(default)s)")
+    g.add_argument("--d", type=checks.WIDTH, default=_default("d"), help="vector size (default %(default)s)")
+    g.add_argument("--heads", type=checks.HEADS, default=_default("heads"), help="attention heads (default %(default)s)")
+    g.add_argument("--d-ff", type=checks.FF_WIDTH, default=_default("d_ff"), help="feed-forward size (default %(default)s)")
+    g.add_argument("--layers", type=checks.LAYERS, default=_default("layers"), help="Transformer layers (default %(default)s)")
     g.add_argument("--dropout", type=FRACTION, default=_default("dropout"), help="(default %(default)s)")
-    g.add_argument("--pool-heads", type=POS_INT, default=_default("pool_heads"),
+    g.add_argument("--pool-heads", type=checks.HEADS, default=_default("pool_heads"),
                    help="heads of the attention pool (default %(default)s)")
     g.add_argument("--dynamic-embedding", action="store_true",
                    help="add to each id's token embeddings the dynamic embedding of its string (MD5 -> 64 trits -> "
                         "64 x d projection): any id string gets an input")
     g = p.add_argument_group("objective settings")
-    g.add_argument("--segment", type=number(int, 2), default=_default("segment"),
+    g.add_argument("--segment", type=checks.LENGTH, default=_default("segment"),
                    help="ids per training example: a random run of the set (default %(default)s)")
-    g.add_argument("--uniformity-t", type=POSITIVE, default=_default("uniformity_t"),
+    g.add_argument("--uniformity-t", type=number(float, 0.0, 1e4, lo_open=True), default=_default("uniformity_t"),
                    help="uniformity: t in log mean exp(-t d^2) (default %(default)s)")
     g.add_argument("--uniformity-weight", type=NONNEG, default=_default("uniformity_weight"),
                    help="uniformity: its weight next to alignment (default %(default)s)")
-    g.add_argument("--temperature", type=POSITIVE, default=_default("temperature"),
+    g.add_argument("--temperature", type=checks.TEMPERATURE, default=_default("temperature"),
                    help="nca: cosine / temperature (default %(default)s)")
     g.add_argument("--momentum", type=FRACTION, default=_default("momentum"),
                    help="nca: memory bank momentum (default %(default)s)")
     g.add_argument("--smoothing", type=FRACTION, default=_default("smoothing"),
                    help="softmax: label smoothing (default %(default)s)")
-    g.add_argument("--logit-scale", type=POSITIVE, default=_default("logit_scale"),
+    g.add_argument("--logit-scale", type=number(float, 0.0, 1e4, lo_open=True), default=_default("logit_scale"),
                    help="softmax: logits = scale x classifier(unit vector) (default %(default)s)")
-    g.add_argument("--max-len", type=POS_INT, default=_default("max_len"),
+    g.add_argument("--max-len", type=checks.LENGTH, default=_default("max_len"),
                    help="inference: a longer set is the mean of chunks of at most this many ids (default %(default)s)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=_default("optimizer"), help="(default %(default)s)")
-    g.add_argument("--lr", type=POSITIVE, default=_default("lr"), help="peak learning rate (default %(default)s)")
+    g.add_argument("--lr", type=checks.LR, default=_default("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=_default("warmup"), help="warm-up steps (default %(default)s)")
-    g.add_argument("--weight-decay", type=NONNEG, default=_default("weight_decay"), help="(default %(default)s)")
-    g.add_argument("--clip", type=NONNEG, default=_default("clip"), help="gradient norm clip, 0: none (default %(default)s)")
+    g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=_default("weight_decay"), help="(default %(default)s)")
+    g.add_argument("--clip", type=checks.CLIP, default=_default("clip"), help="gradient norm clip, 0: none (default %(default)s)")
     g = p.add_argument_group("loop")
-    g.add_argument("--batch-size", type=number(int, 2), default=_default("batch_size"),
+    g.add_argument("--batch-size", type=number(int, 2, 1 << 24), default=_default("batch_size"),
                    help="sets per step, over all processes (default %(default)s)")
     g.add_argument("--steps", type=NONNEG_INT, default=_default("steps"),
                    help="stop after N steps, 0: no limit (default %(default)s)")
-    g.add_argument("--epochs", type=NONNEG, default=_default("epochs"), help="stop after N passes (default %(default)s)")
-    g.add_argument("--time-budget", type=NONNEG, default=_default("time_budget"),
+    g.add_argument("--epochs", type=checks.EPOCHS, default=_default("epochs"), help="stop after N passes (default %(default)s)")
+    g.add_argument("--time-budget", type=checks.SECONDS, default=_default("time_budget"),
                    help="stop after N seconds (default %(default)s)")
     g.add_argument("--eval-every", type=NONNEG_INT, default=_default("eval_every"), metavar="STEPS",
                    help="validate every STEPS, 0: only at the end (default %(default)s)")
-    g.add_argument("--checkpoint-every", type=NONNEG, default=_default("checkpoint_every"), metavar="SECONDS",
+    g.add_argument("--checkpoint-every", type=checks.SECONDS, default=_default("checkpoint_every"), metavar="SECONDS",
                    help="(default %(default)s)")
     g.add_argument("--val-fraction", type=FRACTION, default=_default("val_fraction"),
                    help="training sets held out for validation, at most 2000 (default %(default)s)")
     g.add_argument("--seed", type=NONNEG_INT, default=_default("seed"), help="(default %(default)s)")
-    g.add_argument("--threads", type=NONNEG_INT, default=_default("threads"),
+    g.add_argument("--threads", type=checks.THREADS, default=_default("threads"),
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=_default("device"), help=f"{DEVICE_CHOICES} (default %(default)s)")
     g.add_argument("--ema", type=FRACTION, default=_default("ema"),
@@ -132,6 +133,9 @@ def _add_embed_train(sub):
     g.add_argument("--resume", action="store_true", help="continue the run in --out (flags given now may change the "
                    "optimisation and loop, not the model, labels or split)")
     g.add_argument("--overwrite", action="store_true", help="replace the model in --out")
+    p.add_argument("--memory-limit", type=checks.MEMORY_LIMIT, default=None, metavar="SIZE",
+                   help="refuse a run whose memory estimate exceeds SIZE (4GB, 500MB, 2GiB) before it allocates "
+                        "(default: the machine's available memory)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_to_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
@@ -219,6 +223,8 @@ def cmd_embed_train(args):
     if args.resume and latest_checkpoint(args.out) is not None:
         base = EmbedTrainConfig.from_dict(load_json(Path(args.out) / "config.json")["train"])
     cfg = embed_config_from_args(args, base, args.given)
+    checks.refuse_training_memory("embed-train", cfg.data, cfg.hash, cfg.model, cfg.loop.batch_size,
+                                  cfg.embed.segment, None, args.memory_limit)
     with json_stdout(args.json):
         out = embed_train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
                           callbacks=log_to_callbacks(args))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .flags import NONNEG_INT, POS_INT, add_decode_args, add_device_arg, decode_config
+from . import checks
+from .flags import POS_INT, add_decode_args, add_device_arg, decode_config
 
 
 def register(sub):
@@ -24,7 +25,7 @@ def register(sub):
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/fill's answer)")
     p.add_argument("--scores", action=argparse.BooleanOptionalAction, default=True,
                    help="list each token's score; --no-scores: the tokens only (default %(default)s)")
-    p.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default (default 0)")
+    p.add_argument("--threads", type=checks.THREADS, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
     p.set_defaults(func=cmd_fill)

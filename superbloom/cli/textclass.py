@@ -21,6 +21,7 @@ from ..model.attention import ATTENTIONS
 from ..training.optim import OPTIMIZERS, OptimConfig
 from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig,
     train_textclass)
+from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
 from .flags import add_device_arg, add_log_to_arg, add_threads_arg, json_stdout, log_to_callbacks
 
@@ -52,24 +53,24 @@ def register(sub):
     g.add_argument("--attention", choices=sorted(ATTENTIONS), default=MODEL.attention,
                    help="kernel: the blog's kernelized attention (linear form); kernel-auto: the same kernel in its "
                         "cheaper form for the document length; softmax (default %(default)s)")
-    g.add_argument("--heads", type=POS_INT, default=MODEL.heads, help="attention heads, must divide --d (default %(default)s)")
-    g.add_argument("--d", type=POS_INT, default=MODEL.d, help="embedding size (default %(default)s)")
+    g.add_argument("--heads", type=checks.HEADS, default=MODEL.heads, help="attention heads, must divide --d (default %(default)s)")
+    g.add_argument("--d", type=checks.WIDTH, default=MODEL.d, help="embedding size (default %(default)s)")
     g.add_argument("--smoothing", type=FRACTION, default=MODEL.smoothing, help="label smoothing (default %(default)s)")
     g.add_argument("--dropout", type=FRACTION, default=MODEL.dropout, help="on the embeddings (default %(default)s)")
-    g.add_argument("--max-words", type=POS_INT, default=256, help="words read per document (default %(default)s)")
+    g.add_argument("--max-words", type=checks.LENGTH, default=256, help="words read per document (default %(default)s)")
     g = p.add_argument_group("training")
     g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=OPTIM.name,
                    help="adapsgd: no learning rate (the blog's); adamw: --lr with --warmup (default %(default)s)")
-    g.add_argument("--lr", type=POSITIVE, default=default_of(OptimConfig, "lr"), help="adamw (default %(default)s)")
+    g.add_argument("--lr", type=checks.LR, default=default_of(OptimConfig, "lr"), help="adamw (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=default_of(OptimConfig, "warmup"),
                    help="adamw warm-up steps (default %(default)s)")
-    g.add_argument("--weight-decay", type=NONNEG, default=OPTIM.weight_decay, help="(default %(default)s)")
-    g.add_argument("--clip", type=NONNEG, default=OPTIM.clip, help="gradient norm clip (default %(default)s)")
-    g.add_argument("--epochs", type=POS_INT, default=TRAIN.epochs, help="(default %(default)s)")
-    g.add_argument("--batch-size", type=POS_INT, default=TRAIN.batch_size, help="(default %(default)s)")
+    g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=OPTIM.weight_decay, help="(default %(default)s)")
+    g.add_argument("--clip", type=checks.CLIP, default=OPTIM.clip, help="gradient norm clip (default %(default)s)")
+    g.add_argument("--epochs", type=checks.bounded(int, 1, 1_000_000), default=TRAIN.epochs, help="(default %(default)s)")
+    g.add_argument("--batch-size", type=checks.BATCH, default=TRAIN.batch_size, help="(default %(default)s)")
     g.add_argument("--test-fraction", type=FRACTION, default=0.1, help="documents held out (default %(default)s)")
     g.add_argument("--seed", type=NONNEG_INT, default=0, help="split, initial weights, batches (default %(default)s)")
-    g.add_argument("--threads", type=NONNEG_INT, default=0, help="torch CPU threads, 0: torch's default")
+    g.add_argument("--threads", type=checks.THREADS, default=0, help="torch CPU threads, 0: torch's default")
     add_log_to_arg(p)
     g.add_argument("--steps", type=NONNEG_INT, default=TRAIN.steps,
                    help="stop after N steps if --epochs has not ended before, 0: no limit (default %(default)s)")

@@ -21,6 +21,7 @@ from ..training.objectives import OBJECTIVES, objective_entry
 from ..training.presets import PRESETS, RULES
 from ..training.train import LoopConfig, TrainConfig
 from ..model.warmstart import INITS
+from . import checks
 from .recipe import saved_recipe
 from .flags import json_stdout
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
@@ -43,7 +44,7 @@ def _add_train(sub):
     g.add_argument("--alpha", type=NONNEG_INT, default=h("alpha"),
                    help="ids per hash bucket; 0: chosen from the vocabulary size (unhashed up to "
                         f"{UNHASHED_MAX_IDS:,} ids, else {AUTO_ALPHA}) (default %(default)s)")
-    g.add_argument("--m", type=POS_INT, default=h("m"), help="hash functions per id (default %(default)s)")
+    g.add_argument("--m", type=checks.HASHES, default=h("m"), help="hash functions per id (default %(default)s)")
     g.add_argument("--hash-seed", type=NONNEG_INT, default=h("seed"), help="hash maps seed (default %(default)s)")
     g.add_argument("--coherent", type=NONNEG_INT, default=h("coherent"),
                    help="how many of the m maps are coherent: similar ids (training co-occurrence) share a "
@@ -52,15 +53,15 @@ def _add_train(sub):
                         "on set data with structure; on text random maps did better (default %(default)s)")
     md = lambda name: default_of(ModelConfig, name)  # noqa: E731
     g = p.add_argument_group("model")
-    g.add_argument("--d", type=POS_INT, default=md("d"), help="embedding / hidden size (default %(default)s)")
-    g.add_argument("--heads", type=POS_INT, default=md("heads"), help="attention heads (default %(default)s)")
-    g.add_argument("--d-ff", type=POS_INT, default=md("d_ff"), help="feed-forward size (default %(default)s)")
-    g.add_argument("--layers", type=POS_INT, default=md("layers"), help="Transformer layers (default %(default)s)")
+    g.add_argument("--d", type=checks.WIDTH, default=md("d"), help="embedding / hidden size (default %(default)s)")
+    g.add_argument("--heads", type=checks.HEADS, default=md("heads"), help="attention heads (default %(default)s)")
+    g.add_argument("--d-ff", type=checks.FF_WIDTH, default=md("d_ff"), help="feed-forward size (default %(default)s)")
+    g.add_argument("--layers", type=checks.LAYERS, default=md("layers"), help="Transformer layers (default %(default)s)")
     g.add_argument("--dropout", type=FRACTION, default=md("dropout"),
                    help="dropout on embeddings and residual branches (default %(default)s)")
     g.add_argument("--attn-dropout", type=FRACTION, default=md("attn_dropout"),
                    help="dropout on attention weights (default %(default)s)")
-    g.add_argument("--positions", type=NONNEG_INT, default=md("positions"),
+    g.add_argument("--positions", type=checks.POSITIONS, default=md("positions"),
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
     g.add_argument("--init", choices=sorted(INITS), default=default_of(TrainConfig, "init"),
@@ -121,7 +122,7 @@ def _add_train(sub):
                         "needs --positions >= --segment): next-item = causal, every position predicts the next id "
                         "(SASRec-style), masked-sequence = masked with positions plus last-id examples (BERT4Rec-style); "
                         "both validate leave-one-out (default %(default)s)")
-    g.add_argument("--segment", type=number(int, 2), default=mk("n"), help="max ids per segment (default %(default)s)")
+    g.add_argument("--segment", type=checks.LENGTH, default=mk("n"), help="max ids per segment (default %(default)s)")
     g.add_argument("--mask-rate", type=number(float, 0.0, 1.0, lo_open=True), default=mk("mask_rate"),
                    help="fraction of a segment's ids masked, at least one (default %(default)s)")
     g.add_argument("--element-dropout", type=FRACTION, default=mk("element_dropout"),
@@ -131,27 +132,27 @@ def _add_train(sub):
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"),
                    help="adamw, or adapsgd (no learning rate: --lr and --warmup are not used) (default %(default)s)")
-    g.add_argument("--lr", type=POSITIVE, default=o("lr"), help="peak learning rate (default %(default)s)")
+    g.add_argument("--lr", type=checks.LR, default=o("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=o("warmup"), help="warm-up steps (default %(default)s)")
-    g.add_argument("--weight-decay", type=NONNEG, default=o("weight_decay"), help="weight decay (default %(default)s)")
-    g.add_argument("--clip", type=NONNEG, default=o("clip"), help="gradient norm clip, 0: none (default %(default)s)")
+    g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=o("weight_decay"), help="weight decay (default %(default)s)")
+    g.add_argument("--clip", type=checks.CLIP, default=o("clip"), help="gradient norm clip, 0: none (default %(default)s)")
     lp = lambda name: default_of(LoopConfig, name)  # noqa: E731
     g = p.add_argument_group("loop")
-    g.add_argument("--batch-size", type=POS_INT, default=lp("batch_size"),
+    g.add_argument("--batch-size", type=checks.BATCH, default=lp("batch_size"),
                    help="sets per step, over all processes (default %(default)s)")
     g.add_argument("--steps", type=NONNEG_INT, default=0, help="stop after N steps (0: no limit; default 0)")
-    g.add_argument("--epochs", type=NONNEG, default=0.0, help="stop after N passes over the training sets (default 0)")
-    g.add_argument("--time-budget", type=NONNEG, default=0.0, help="stop after N seconds of training (default 0); "
+    g.add_argument("--epochs", type=checks.EPOCHS, default=0.0, help="stop after N passes over the training sets (default 0)")
+    g.add_argument("--time-budget", type=checks.SECONDS, default=0.0, help="stop after N seconds of training (default 0); "
                    "give at least one of --steps, --epochs, --time-budget")
     g.add_argument("--eval-every", "--eval-every-steps", dest="eval_every", type=NONNEG_INT, default=lp("eval_every"),
                    metavar="STEPS", help="validate every this many STEPS, 0: only at the end (default %(default)s)")
-    g.add_argument("--checkpoint-every", "--checkpoint-every-seconds", dest="checkpoint_every", type=NONNEG,
+    g.add_argument("--checkpoint-every", "--checkpoint-every-seconds", dest="checkpoint_every", type=checks.SECONDS,
                    default=lp("checkpoint_every"), metavar="SECONDS",
                    help="SECONDS between checkpoints (default %(default)s)")
     g.add_argument("--val-fraction", type=FRACTION, default=default_of(TrainConfig, "val_fraction"),
                    help="training sets held out for validation, at most 2000 (default %(default)s)")
     g.add_argument("--seed", type=NONNEG_INT, default=lp("seed"), help="training seed (default %(default)s)")
-    g.add_argument("--threads", type=NONNEG_INT, default=lp("threads"),
+    g.add_argument("--threads", type=checks.THREADS, default=lp("threads"),
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
     g.add_argument("--ema", type=FRACTION, default=lp("ema"),
@@ -166,6 +167,9 @@ def _add_train(sub):
     g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=lp("keep_best"),
                    help="serve the weights with the best validation rec@10; --no-keep-best: the last weights "
                         "(default %(default)s)")
+    p.add_argument("--memory-limit", type=checks.MEMORY_LIMIT, default=None, metavar="SIZE",
+                   help="refuse a run whose memory estimate exceeds SIZE (4GB, 500MB, 2GiB) before it allocates "
+                        "(default: the machine's available memory)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_log_to_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
@@ -330,6 +334,8 @@ def cmd_train(args):
 
     with json_stdout(args.json):
         cfg, record = resolve_train(args)
+        checks.refuse_training_memory("train", cfg.data, cfg.hash, cfg.model, cfg.loop.batch_size, cfg.mask.n,
+                                      args.samples, args.memory_limit)
         out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
                     record={"preset": record} if record else None,
                     callbacks=log_to_callbacks(args))
@@ -338,3 +344,4 @@ def cmd_train(args):
                          indent=2))
         return
     print(f"model written to {out}")
+

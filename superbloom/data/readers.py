@@ -191,7 +191,7 @@ def input_files(path: str | Path, cfg: ReadConfig) -> list[Path]:
 
 def check_input(path: str | Path, cfg: ReadConfig) -> str:
     """Fail now, with an `InputError` naming the file, on an input that cannot be read as `cfg.format`:
-    a missing path, a directory (except for the columnar formats), and for text formats a first MB that
+    a missing path, a directory (except for the columnar formats), a device (/dev/zero: endless), and for text formats a first MB that
     is not UTF-8 text or a damaged compressed file. -> the first MB of text ("" for parquet, a directory
     or a glob, whose files are checked as they are read)."""
     path = Path(path)
@@ -202,6 +202,8 @@ def check_input(path: str | Path, cfg: ReadConfig) -> str:
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory; expected a file in the {cfg.format} format")
+    if path.is_char_device() or path.is_block_device() or path.is_socket():  # /dev/zero would never end
+        raise InputError(f"{path}: a device or socket, not a file in the {cfg.format} format (it may never end)")
     return "" if cfg.format == "parquet" else _scan_text(path, cfg.format, limit=_HEAD_BYTES)
 
 

@@ -223,6 +223,9 @@ class TextProtocol:
         return TextMasking(n=n, max_sets=cfg.max_sets or 2000, seed=cfg.seed)
 
     def examples(self, data: Dataset, cfg, model_config: dict) -> TextExamples:
+        if "text" not in data.meta:  # ordered text rows only (protocols.REGISTRY's claim): refused, not guessed
+            raise ValueError(f"{data.path}: a {data.split!r} dataset, not text from prepare-text; evaluate it with "
+                             f"--protocol {data.split}")
         ex = self.drawer(cfg, model_config).examples(data)
         rows, _, targets = ex.flat()
         if len(targets) == 0:

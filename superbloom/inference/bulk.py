@@ -106,7 +106,9 @@ def _read_parquet(path: Path, context_column: str, key_column: str, batch_rows: 
         raise ValueError(f"{path}: no column {context_column!r} (columns: {', '.join(names)}); "
                          f"name the list-of-ids column with --context-column")
     typ = pf.schema_arrow.field(context_column).type
-    if not (pa.types.is_list(typ) or pa.types.is_large_list(typ)):
+    if not (pa.types.is_list(typ) or pa.types.is_large_list(typ)) or not (
+            pa.types.is_string(typ.value_type) or pa.types.is_large_string(typ.value_type)
+            or pa.types.is_integer(typ.value_type) or pa.types.is_null(typ.value_type)):  # ids are strings (or numbers)
         raise ValueError(f"{path}: column {context_column!r} is {typ}, expected a list of string ids")
     columns = [context_column] + ([key_column] if key_column in names else [])
     row = 0

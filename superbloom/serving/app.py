@@ -21,8 +21,9 @@
 
 The model is loaded once. Requests never run the model on the event loop: one worker thread
 (`Batcher`, batcher.py) ranks everything queued since its previous batch in one call, so under load
-requests are batched and an idle server adds no waiting; expansions run in the thread pool and each
-of their steps joins those batches. Library use: `create_app(predictor, ServeConfig())` (ServeConfig:
+requests are batched and an idle server adds no waiting; expansions run in the heavy requests' lane
+(lanes.py: with lists of contexts and fills, bounded, 503 + Retry-After when full, so they cannot
+starve the light routes) and each of their steps joins those batches. Library use: `create_app(predictor, ServeConfig())` (ServeConfig:
 serve_config.py); serve.py is the launcher (one process or N workers) and the only module here that imports
 this one.
 
@@ -64,6 +65,7 @@ from ..inference.expand import ExpandConfig, expand
 from .guards import BodyLimit, Hardening, content_security_policy, error_response
 from ..inference.predictor import Predictor
 from .config import ServeConfig
+from .lanes import Lane
 from ..setembed.http import router as setembed_router
 from .telemetry import Observe, Telemetry
 
@@ -177,6 +179,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     telemetry = Telemetry()
     batcher = Batcher(predictor, config.max_batch, config.max_batch_ids, on_batch=telemetry.observe_batch)
     telemetry.watch_queue(batcher.queue.qsize)
+    heavy = Lane("heavy", config.heavy_workers, config.heavy_queue)  # expand, list predict, fill: bounded (lanes.py)
     PredictRequest, ExpandRequest = request_models(config)
     page = (importlib.resources.files("superbloom") / "static" / "index.html").read_text("utf-8")
 
@@ -205,6 +208,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     docs_page = _offline_docs(app)
     app.state.batcher, app.state.predictor, app.state.config = batcher, predictor, config
     app.state.ready, app.state.telemetry = False, telemetry
+    app.state.heavy = heavy
     app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
     app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))
     app.add_middleware(Observe, telemetry=telemetry, routes=app, log=access_log)  # added last: outermost
@@ -245,7 +249,12 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     @app.post("/v1/predict", response_model=PredictResponse | list[PredictResponse],
               summary="top-k ids for a context, or for each of a list of contexts")
     async def predict(req: PredictRequest):
-        many = isinstance(req.context[0], list)
+        if not isinstance(req.context[0], list):
+            return await _predict(req, many=False)
+        async with heavy.admit():  # a list of contexts is heavy: bounded, 503 when the lane is full
+            return await _predict(req, many=True)
+
+    async def _predict(req, many: bool):
         contexts = req.context if many else [req.context]
         knowns = [known_or_422(c, f"context.{i}" if many else "context") for i, c in enumerate(contexts)]
         allow, deny = id_list(req.allow, "allow"), id_list(req.deny, "deny")
@@ -259,8 +268,11 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         return answers if many else answers[0]
 
     @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
-    def expand_set(req: ExpandRequest):  # sync: runs in the thread pool, its steps join the batches
+    async def expand_set(req: ExpandRequest):  # in the heavy lane's threads; its steps join the batches
         known_or_422(req.seed, "seed")
+        return await heavy.run(_expand, req)
+
+    def _expand(req):
         cfg = ExpandConfig(req.steps, req.strategy, req.temperature, req.k, req.random_seed,
                            DecodeConfig(exact=req.exact))
         out = expand(batcher, req.seed, cfg)
@@ -285,7 +297,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
 
     if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
         from .fill_route import fill_router
-        app.include_router(fill_router(predictor, config))
+        app.include_router(fill_router(predictor, config, heavy))
     app.include_router(setembed_router(config))  # /v1/similar, /v1/classify: app.state.embedder (serve --embed)
 
     @app.get("/health", summary="liveness, with batching counters")

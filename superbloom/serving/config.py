@@ -18,8 +18,13 @@ class ServeConfig:
     body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
     keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
     head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
+    heavy_workers: int = 2  # heavy requests (expand, list predict, fill) running at once (lanes.py)
+    heavy_queue: int = 32  # heavy requests waiting; one more is a 503 with Retry-After
 
     def __post_init__(self):
         for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):
             if not 0 < getattr(self, name) <= 3600:
                 raise ValueError(f"{name} must be in (0, 3600] seconds, got {getattr(self, name)}")
+        if self.heavy_workers < 1 or self.heavy_queue < 0:
+            raise ValueError(f"heavy_workers must be >= 1 and heavy_queue >= 0, got {self.heavy_workers}, "
+                             f"{self.heavy_queue}")

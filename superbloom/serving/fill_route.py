@@ -6,7 +6,7 @@ when the served model is a text model (trained on a prepare-text dataset).
                         "fillers": [{"token", "display", "score"}, ...]}, ...]}
 
 A text without [MASK], an empty text, or one longer than the model reads is a 422 whose `message`
-says so. Fills run in the thread pool, one model call at a time (inference/fill.py's lock).
+says so. Fills run in the heavy requests' lane (lanes.py), one model call at a time (inference/fill.py's lock).
 (No `from __future__ import annotations`: FastAPI must see the request model class itself.)
 """
 from .._extras import require_extra
@@ -21,19 +21,23 @@ from ..inference.fill import Filler
 MAX_TEXT_CHARS = 20_000
 
 
-def fill_router(predictor, config) -> APIRouter:
-    """The /v1/fill route for `predictor` (a loaded text model); config: serve_config.ServeConfig (max_k)."""
+def fill_router(predictor, config, lane) -> APIRouter:
+    """The /v1/fill route for `predictor` (a loaded text model); config: serve_config.ServeConfig (max_k);
+    lane: the heavy requests' lanes.Lane it runs in."""
     filler = Filler.from_predictor(predictor, "the served model")
     router = APIRouter()
 
     class FillRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+        model_config = ConfigDict(extra="forbid", strict=True)  # as every route: no "5" or true for k
         text: str = Field(max_length=MAX_TEXT_CHARS, description="a sentence with one or more [MASK] blanks")
         k: int = Field(10, ge=1, le=config.max_k, description="tokens per blank")
         exact: bool = Field(False, description="widen the beam until each blank's top-k is certified exact")
 
     @router.post("/v1/fill", summary="fill in the blanks ([MASK]) of a sentence (text models)")
-    def fill(req: FillRequest):  # sync: runs in the thread pool
+    async def fill(req: FillRequest):  # in the heavy lane's threads (503 when it is full)
+        return await lane.run(_fill, req)
+
+    def _fill(req):
         try:
             r = filler.fill(req.text, req.k, DecodeConfig(exact=req.exact))
         except ValueError as e:  # no [MASK], empty, too long

@@ -29,9 +29,11 @@ answers for the worker that took the connection (superbloom_worker_info names it
 """
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
+import socket
 from dataclasses import asdict
 
 from .guards import NoDelayH11Protocol
@@ -39,7 +41,7 @@ from .config import ServeConfig
 
 ENV = "SUPERBLOOM_SERVE"
 
-__all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "serve"]
+__all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "check_address", "serve"]
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
@@ -55,6 +57,7 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
 
     from .guards import timed_h11
 
+    check_address(host, port)  # one line and exit 2 before the model loads, not uvicorn's six lines and exit 3
     if workers > 1:
         if embed:
             raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
@@ -69,6 +72,30 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
         app.state.embedder = load_embedder(embed, threads, device)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level,
                 timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))
+
+
+def check_address(host: str, port: int) -> None:
+    """ValueError naming --host or --port when the server could not listen there: a host name that does
+    not resolve, an address not of this machine, a port in use or not ours to bind. A test bind, closed
+    at once (uvicorn binds the same way, SO_REUSEADDR on)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError, ValueError) as e:
+        raise ValueError(f"--host {host!r}: not an address or a host name this machine resolves "
+                         f"({getattr(e, 'strerror', None) or e})") from None
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(address)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ValueError(f"--port {port}: {host}:{port} is already in use (another server?); "
+                             "choose another --port") from None
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise ValueError(f"--port {port}: not allowed to listen on {host}:{port} ({e.strerror}); "
+                             "ports below 1024 need privileges") from None
+        raise ValueError(f"--host {host}: cannot listen on {host}:{port} ({e.strerror})") from None
 
 
 def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, threads: int, access_log: bool,

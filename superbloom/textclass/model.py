@@ -406,6 +406,9 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     docs = load_docs(cfg)
     seed = cfg.train.seed
     train, _, test = split_rows(len(docs), (1 - cfg.test_fraction, 0.0, cfg.test_fraction), seed)
+    if len(train) == 0:  # before any work: no batch, no vocabulary, no step
+        raise ValueError(f"--test-fraction {cfg.test_fraction}: no training document is left of {len(docs):,} "
+                         f"(at most {1 - 1 / max(len(docs), 1):.3g} for this corpus)")
     if d.main:
         log.info(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
                  f"{docs.stats['multi_label']} with several labels (the first is used)")

@@ -137,6 +137,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     out = check_out(cfg.out)
     entry = objective_entry(cfg.objective)
     data = Dataset(cfg.data)
+    if not (data.train.lengths >= 2).any():  # before the hash maps, the head's fit and the start use them
+        raise ValueError(f"{cfg.data}: no training sets with at least 2 ids ({len(data.train)} sets of one id or "
+                         "none): a set is learned by predicting one of its ids from the others")
     ckpt = resume_point(out, resume, overwrite, d.main)
     coherent_stats = None  # how a new run's coherent maps were built (for config.json)
     if ckpt is not None:
