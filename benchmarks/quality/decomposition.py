@@ -3,6 +3,7 @@ and where the network beats the term, from the harness's saved ranks.
 
     python -m benchmarks.quality.decomposition                      # the summary table
     python -m benchmarks.quality.decomposition --diagnose lastfm    # + the diagnosis of one dataset
+    python -m benchmarks.quality.decomposition --terms lastfm,wikispeedia   # the term alone, no training
 
 Reads benchmarks/results/NAME.json (rows of `benchmarks.quality.harness --name NAME`, default
 quality_decomposition) and writes NAME.md: one row per hybrid (dataset x split x recipe x steps) with
@@ -17,12 +18,18 @@ examples, by how many training sets hold the target) and by the context size (id
 context), and gives, per bucket, rec@10 of each part and the paired interval of network alone -
 term alone and of hybrid - term alone, whole held-out sets resampled. It is printed and written to
 NAME_diagnosis_DATASET.json; the written section of NAME.md says what it shows.
+
+`--terms A,B` trains nothing: on the harness's test examples it ranks with the hybrid's set term
+alone (`ease-term`: EASE's 200 largest weights per id, decay 1, as the hybrid's term auto up to
+25,000 ids; `cooc-term` beyond) beside EASE and co-occurrence, with paired intervals, into
+NAME_terms.json (one entry per dataset), and gives the committed hybrid of results/quality.json
+(same examples, its own run: unpaired) beside it.
 """
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import os
 
 import numpy as np
 
@@ -164,6 +171,43 @@ def diagnosis_table(rows: list[dict], what: str) -> list[str]:
     return lines
 
 
+TERMS = ("ease-term", "cooc-term", "ease", "cooccurrence")
+
+
+def terms(dataset: str) -> dict:
+    """The set term alone (no training) beside EASE and co-occurrence on the harness's test examples."""
+    data = harness.split_dataset(dataset, "test")
+    ex = harness.examples(data)
+    base = harness.baseline_ranks(dataset, "test", data, ex, TERMS)
+    ranks = {b: v["ranks"] for b, v in base.items() if "ranks" in v}
+    term = "ease-term" if "ease-term" in ranks else "cooc-term"
+    committed = {r["recipe"]: r["rec@10"] for r in json.loads((RESULTS / "quality.json").read_text())["rows"]
+                 if r["dataset"] == dataset and r["split"] == "test" and str(r.get("recipe", "")).startswith("hybrid")
+                 and r.get("steps") == 2000}
+    return {"dataset": dataset, "examples": int(len(ex.targets)), "term": term,
+            "rec@10": {b: round(float(hits_at(r, 10).mean()), 4) for b, r in ranks.items()},
+            "skipped": {b: v["skipped"] for b, v in base.items() if "skipped" in v},
+            "paired": {f"{term} - {b}": paired(hits_at(ranks[term], 10), hits_at(r, 10), ex.set_rows)
+                       for b, r in ranks.items() if b != term},
+            "committed_hybrid_rec@10": committed, "load_avg": [round(x, 2) for x in os.getloadavg()],
+            "machine": machine_info()}
+
+
+def terms_table(entries: list[dict]) -> list[str]:
+    lines = ["| dataset | examples | term alone (no training) | EASE | co-occurrence | term alone - EASE [95% CI] | "
+             "term alone - co-occurrence [95% CI] | committed hybrid (quality.json) | its network alone | "
+             "hybrid - term alone (unpaired) |", "|" + "---|" * 10]
+    f = lambda v: f"{v:.4f}" if v is not None else "-"  # noqa: E731
+    for e in entries:
+        r, t = e["rec@10"], e["term"]
+        hyb, net = e["committed_hybrid_rec@10"].get("hybrid"), e["committed_hybrid_rec@10"].get("hybrid network only")
+        lines.append("| " + " | ".join([
+            e["dataset"], f"{e['examples']:,}", f"{r[t]:.4f} ({t})", f(r.get("ease")), f(r.get("cooccurrence")),
+            _ci(e["paired"].get(f"{t} - ease")), _ci(e["paired"].get(f"{t} - cooccurrence")), f(hyb), f(net),
+            f"{hyb - r[t]:+.4f}" if hyb is not None else "-"]) + " |")
+    return lines
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--name", default="quality_decomposition", help="results file stem in benchmarks/results/")
@@ -171,7 +215,16 @@ def main(argv=None) -> None:
     p.add_argument("--split", default="test", choices=("val", "test"))
     p.add_argument("--recipe", default="hybrid")
     p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--terms", default="", help="datasets (comma-separated): the term alone, no training")
     a = p.parse_args(argv)
+    for dataset in [d for d in a.terms.split(",") if d]:
+        path = RESULTS / f"{a.name}_terms.json"
+        saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+        saved["entries"] = [e for e in saved["entries"] if e["dataset"] != dataset] + [terms(dataset)]
+        path.write_text(json.dumps(saved, indent=2) + "\n")
+        print("\n".join(terms_table(saved["entries"])))
+    if not (RESULTS / f"{a.name}.json").exists():
+        return
     render(a.name)
     if a.diagnose:
         d = diagnose(a.name, a.diagnose, a.split, a.recipe, a.steps)

@@ -48,7 +48,7 @@ from superbloom.evaluation.metrics import hits_at
 from benchmarks.machine import machine_info, machine_line
 
 import superbloom as sb
-from superbloom.evaluation.baselines import EASE_MAX_IDS, fit_baseline
+from superbloom.evaluation.baselines import baseline_entry, fit_baseline
 from superbloom.model.batches import MaskConfig
 from superbloom.storage.checkpoint import inference_checkpoint, latest_checkpoint
 from superbloom.evaluation.evaluate import Examples, make_examples, variant_key
@@ -256,8 +256,9 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
 def baseline_ranks(name: str, split: str, data: sb.Dataset, ex: Examples, which=BASELINES) -> dict:
     out = {}
     for b in which:
-        if b == "ease" and data.n_ids > EASE_MAX_IDS:
-            out[b] = {"skipped": f"EASE is dense: {data.n_ids:,} ids > {EASE_MAX_IDS:,}"}
+        why = baseline_entry(b).skipped(data.n_ids)  # the registry's size limit (EASE and its term: dense)
+        if why:
+            out[b] = {"skipped": why}
             continue
         cache = WORK / "baselines" / f"{name}-{split}-{b}.npz"
         if not cache.exists():
