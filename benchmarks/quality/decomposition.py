@@ -55,7 +55,7 @@ def summary_rows(rows: list[dict]) -> list[dict]:
     by = {(r["dataset"], r["split"], r["method"], r.get("recipe"), r.get("steps")): r for r in rows}
     out = []
     for r in rows:
-        if r["method"] != "superbloom" or "vs_term_only_rec@10" not in r:
+        if r["method"] != "superbloom" or "vs_network_only_rec@10" not in r:  # the hybrid's row, not its variants'
             continue
         key = (r["dataset"], r["split"], "superbloom")
         net = by.get((*key, f"{r['recipe']} network only", r["steps"]), {})
