@@ -16,7 +16,14 @@ Splits:
   test  the prepared test sets; the model and baselines are fitted on all training sets.
 
 Results accumulate in benchmarks/results/quality.json (one row per dataset x split x method x
-recipe x steps, the newest run of a row replaces an older one) and quality_table.md. Each model row
+recipe x steps, the newest run of a row replaces an older one) and quality_table.md (`--name`: another
+file stem, e.g. quality_decomposition).
+
+A model whose head has variants (the hybrid: heads/base.py `variants()`) gets a row per variant on the
+same examples (issue 33): "<recipe> network only" (mix 0) and "<recipe> term only" (the chosen
+item-item term and decay, no network), and every model row the paired 95% interval of its rec@10
+minus each baseline's (`vs_<baseline>_rec@10`) and minus each variant's (`vs_term_only_rec@10`,
+`vs_network_only_rec@10`; the network-alone row: minus the term alone). Each model row
 records its steps, training seconds, examples/s and the load average before and after it trained.
 Trained models go to runs/quality/models/ (git-ignored) with their metrics.jsonl learning curves.
 """
@@ -41,11 +48,10 @@ from superbloom.evaluation.metrics import hits_at
 from benchmarks.machine import machine_info, machine_line
 
 import superbloom as sb
-from superbloom.evaluation.baselines import EASE_MAX_IDS, fit_baseline
+from superbloom.evaluation.baselines import baseline_entry, fit_baseline
 from superbloom.model.batches import MaskConfig
 from superbloom.storage.checkpoint import inference_checkpoint, latest_checkpoint
-from superbloom.evaluation.evaluate import Examples, make_examples
-from superbloom.heads.hybrid import mixed
+from superbloom.evaluation.evaluate import Examples, make_examples, variant_key
 from superbloom.storage.files import load_json
 from superbloom.heads import head_config
 from superbloom.data.holdout import hold_out
@@ -221,10 +227,12 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
         ranking = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
         ranks = target_ranks(ranking.ids.numpy(), ex.targets)
         head = predictor.model.head
-        if hasattr(head, "mix"):  # the hybrid head: its network alone (mix 0) on the same examples
-            with mixed(head, 0.0):
+        variants = head.variants()  # the hybrid: its network alone and its term alone, on the same examples
+        for variant, context in variants.items():
+            with context:
                 alone = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
-            np.save(run_dir / "ranks_network.npy", target_ranks(alone.ids.numpy(), ex.targets).astype(np.int16))
+            np.save(run_dir / f"ranks.{variant_key(variant)}.npy",
+                    target_ranks(alone.ids.numpy(), ex.targets).astype(np.int16))
         best = state.get("best", {})
         record = {"recipe": recipe_name, "threads": THREADS, "config": asdict(recipe), "alpha": config["hash"]["alpha"],
                   "m": config["hash"]["m"], "parameters": config["parameters"], "steps": state["step"],
@@ -233,14 +241,14 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
                   "examples_per_s": round(state["examples"] / max(state["seconds"], 1e-9), 1),
                   "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
                   "inference_checkpoint": inference_checkpoint(run_dir).name,
-                  **({"item_mix": float(head.mix), "item_item_values": config["head_built"]["item_item_values"],
-                      "item_term": config["head_built"]["term"]} if hasattr(head, "mix") else {})}
+                  "variants": [variant_key(v) for v in variants],
+                  **({k: v for k, v in head.describe().items() if k.startswith("item_")} if variants else {}),
+                  **({"item_item_values": config["head_built"]["item_item_values"]} if variants else {})}
         np.save(run_dir / "ranks.npy", ranks.astype(np.int16))
         done.write_text(json.dumps(record, indent=2) + "\n")
     record = load_json(done)
     record["ranks"] = np.load(run_dir / "ranks.npy")
-    if (run_dir / "ranks_network.npy").exists():
-        record["ranks_network"] = np.load(run_dir / "ranks_network.npy")
+    record["variant_ranks"] = {v: np.load(run_dir / f"ranks.{v}.npy") for v in record.pop("variants", [])}
     record["dir"] = str(run_dir.relative_to(REPO))
     return record
 
@@ -248,8 +256,9 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
 def baseline_ranks(name: str, split: str, data: sb.Dataset, ex: Examples, which=BASELINES) -> dict:
     out = {}
     for b in which:
-        if b == "ease" and data.n_ids > EASE_MAX_IDS:
-            out[b] = {"skipped": f"EASE is dense: {data.n_ids:,} ids > {EASE_MAX_IDS:,}"}
+        why = baseline_entry(b).skipped(data.n_ids)  # the registry's size limit (EASE and its term: dense)
+        if why:
+            out[b] = {"skipped": why}
             continue
         cache = WORK / "baselines" / f"{name}-{split}-{b}.npz"
         if not cache.exists():
@@ -263,13 +272,13 @@ def baseline_ranks(name: str, split: str, data: sb.Dataset, ex: Examples, which=
     return out
 
 
-def run(datasets: list[str], recipes: list[str], steps: int, split: str) -> list[dict]:
+def run(datasets: list[str], recipes: list[str], steps: int, split: str, baselines=BASELINES) -> list[dict]:
     torch.set_num_threads(THREADS)
     rows = []
     for name in datasets:
         data = split_dataset(name, split)
         ex = examples(data)
-        base = baseline_ranks(name, split, data, ex)
+        base = baseline_ranks(name, split, data, ex, baselines)
         groups = ex.set_rows
         common = {"dataset": name, "split": split, "ids": data.n_ids, "train_sets": len(data.train),
                   "examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum())}
@@ -282,15 +291,20 @@ def run(datasets: list[str], recipes: list[str], steps: int, split: str) -> list
             rows.append(row)
         for r in recipes:
             rec = model_ranks(name, split, r, steps, data, ex)
-            runs = [(r, rec["ranks"])] + ([(f"{r} network only", rec["ranks_network"])] if "ranks_network" in rec else [])
-            for recipe_name, ranks in runs:  # a hybrid head's row, then its network alone (mix 0) beside it
+            variants = rec["variant_ranks"]  # {"network_only": (E,), "term_only": (E,)} for a hybrid, else {}
+            runs = [(r, rec["ranks"], dict(variants))]  # a hybrid head's row, then its variants' rows beside it
+            runs += [(f"{r} {v.replace('_', ' ')}", vr, {"term_only": variants["term_only"]}
+                      if v == "network_only" and "term_only" in variants else {}) for v, vr in variants.items()]
+            for recipe_name, ranks, versus in runs:
                 row = dict(common, method="superbloom",
-                           **{k: v for k, v in rec.items() if k not in ("ranks", "ranks_network", "recipe")},
+                           **{k: v for k, v in rec.items() if k not in ("ranks", "variant_ranks", "recipe")},
                            recipe=recipe_name)
                 row.update(metrics(ranks, groups))
                 for b in ("cooccurrence", "ease", "puresvd"):
                     if "ranks" in base.get(b, {}):
                         row[f"vs_{b}_rec@10"] = paired(hits_at(ranks, 10), hits_at(base[b]["ranks"], 10), groups)
+                for v, vr in versus.items():  # hybrid - each variant; network alone - term alone
+                    row[f"vs_{v}_rec@10"] = paired(hits_at(ranks, 10), hits_at(vr, 10), groups)
                 rows.append(row)
                 print(f"{name} [{split}] {recipe_name} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
                       f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
@@ -317,9 +331,9 @@ def row_key(r: dict) -> tuple:
     return (r["dataset"], r["split"], r["method"], r.get("recipe"), r.get("steps"))
 
 
-def save(rows: list[dict]) -> None:
-    """Merge `rows` into quality.json (newer rows replace rows with the same key) and rewrite the table."""
-    path = RESULTS / "quality.json"
+def save(rows: list[dict], name: str = "quality") -> None:
+    """Merge `rows` into NAME.json (newer rows replace rows with the same key) and rewrite NAME_table.md."""
+    path = RESULTS / f"{name}.json"
     old = json.loads(path.read_text()) if path.exists() else {"rows": []}
     machine = machine_info()
     stamp = {"machine": machine, "load_avg": [round(x, 2) for x in os.getloadavg()]}
@@ -333,26 +347,29 @@ def save(rows: list[dict]) -> None:
            "rows": sorted(merged.values(), key=lambda r: (r["dataset"], r["split"], r["method"] != "superbloom",
                                                            r["method"], str(r.get("recipe")), r.get("steps") or 0))}
     path.write_text(json.dumps(out, indent=2, default=_json) + "\n")
-    (RESULTS / "quality_table.md").write_text("\n".join(table(out["rows"]) + ["", machine_line(machine), ""]))
+    (RESULTS / f"{name}_table.md").write_text("\n".join(table(out["rows"]) + ["", machine_line(machine), ""]))
 
 
 def table(rows: list[dict]) -> list[str]:
     cols = ["dataset", "split", "method", "recipe", "alpha", "params", "steps", "train s", "load",
-            "rec@1 [95% CI]", "rec@10 [95% CI]", "rec@20 [95% CI]", "rec@10 - EASE [95% CI]"]
+            "rec@1 [95% CI]", "rec@10 [95% CI]", "rec@20 [95% CI]", "rec@10 - term alone [95% CI]",
+            "rec@10 - EASE [95% CI]"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
 
     def ci(r, k):
         return f"{r[f'rec@{k}']:.4f} [{r[f'rec@{k}_lo']:.3f}, {r[f'rec@{k}_hi']:.3f}]" if f"rec@{k}" in r else "-"
 
+    def vs(d):
+        return f"{d['diff']:+.4f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else "-"
+
     for r in rows:
-        d = r.get("vs_ease_rec@10")
         lines.append("| " + " | ".join([
             r["dataset"], r["split"], r["method"], str(r.get("recipe", "-")), str(r.get("alpha", "-")),
             f"{r['parameters'] / 1e6:.2f}M" if r.get("parameters") else "-", str(r.get("steps", "-")),
             f"{r['train_seconds']:.0f}" if r.get("train_seconds") else f"{r.get('seconds', 0):.0f} (fit)",
             f"{r['load_before']:.1f}/{r['load_after']:.1f}" if "load_before" in r else "-",
             ci(r, 1) if "rec@1" in r else r.get("skipped", "-"), ci(r, 10), ci(r, 20),
-            f"{d['diff']:+.4f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else "-"]) + " |")
+            vs(r.get("vs_term_only_rec@10")), vs(r.get("vs_ease_rec@10"))]) + " |")
     return lines
 
 
@@ -373,6 +390,9 @@ def main(argv=None) -> None:
     p.add_argument("--recipes", default="default")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--baselines", default=",".join(BASELINES), help=f"of {', '.join(BASELINES)}")
+    p.add_argument("--name", default="quality", help="results file stem in benchmarks/results/ (NAME.json, "
+                   "NAME_table.md)")
     p.add_argument("--threads", type=int, default=THREADS,
                    help="torch threads (1 is faster when other jobs share the 2 cores: no OpenMP stalls)")
     a = p.parse_args(argv)
@@ -383,8 +403,8 @@ def main(argv=None) -> None:
             raise SystemExit(f"unknown recipe {r!r}; choose from {sorted(RECIPES)}")
     rows = []
     for name in [d for d in a.datasets.split(",") if d]:  # saved after each dataset
-        rows += run([name], recipes, a.steps, a.split)
-        save(rows)
+        rows += run([name], recipes, a.steps, a.split, tuple(b for b in a.baselines.split(",") if b))
+        save(rows, a.name)
     print("\n".join(table(rows)))
 
 

@@ -11,6 +11,15 @@ item co-occurrence (from the newest id) on the very same examples. Results are m
 benchmarks/results/sequence.{json,md} (one entry per dataset and setting), with the machine, the
 load average before and after, the steps and the seconds.
 
+A hybrid-head run records its decomposition on the same users (issue 33): the network alone (mix 0),
+the term alone (the chosen term and decay, no network) and the paired 95% intervals of HR@10 for
+hybrid - network alone, hybrid - term alone and hybrid - each baseline (`paired_hr@10`).
+
+`--terms-only` trains nothing (issue 33, the term at mix -> infinity): the transition term alone,
+its decay chosen from DECAYS on the validation targets by NDCG@10 (as the hybrid chooses it), then
+ranked once on the test targets beside popularity, co-occurrence and EASE (where it fits), with
+paired intervals of transition - each; written to results/sequence_decomposition.{json,md}.
+
 Published HR@10 (leave-one-out, full ranking; S3-Rec table, arXiv 2508.06450 for eSASRec,
 Klenitskiy & Vasilev 2023 for BERT4Rec's Beauty) are in PUBLISHED below.
 """
@@ -26,12 +35,17 @@ import torch
 
 import superbloom as sb
 from superbloom.model.batches import MaskConfig
+from superbloom.evaluation.compare import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
+from superbloom.evaluation.metrics import target_ranks
+from superbloom.evaluation.protocols import resolve as resolve_protocol
+from superbloom.evaluation.term_baselines import ItemItemTerm
 from superbloom.hashing.bloom import HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import TERMS as HYBRID_TERMS
 from superbloom.model.encoder import ModelConfig
 from superbloom.training.optim import OptimConfig
+from superbloom.training.sequence import DECAYS
 from superbloom.training.train import LoopConfig, TrainConfig, train
 
 from ..datasets import DATASETS, resolve
@@ -109,9 +123,10 @@ def run_one(name: str, args) -> dict:
     vals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     model, data = sb.load(out, threads=args.threads, device="cpu"), sb.Dataset(data_dir)
     t0 = time.time()
-    r = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
-                                         baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
-                 progress=False).to_dict()
+    res = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
+                                           baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
+                   progress=False)
+    r = res.to_dict()
     free = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                             exclude_history=False, baselines=()), progress=False).to_dict()
     eval_s = time.time() - t0
@@ -127,12 +142,100 @@ def run_one(name: str, args) -> dict:
         "validation": [{k: v[k] for k in ("step", "val_hr@10", "val_ndcg@10")} for v in vals],
         "best_step": max(vals, key=lambda v: v["val_ndcg@10"])["step"] if vals else None,
         **({"item_mix": float(model.model.head.mix), "item_decay": round(float(model.model.head.decay), 3),
-            "item_term": r["head"]["item_term"], "model_network_only": pick(r["network_only"])}
+            "item_term": r["head"]["item_term"], "model_network_only": pick(r["network_only"]),
+            "model_term_only": pick(r["term_only"])}
            if "network_only" in r else {}),
+        "paired_hr@10": paired_hr10(res.ranks, "model", res.groups),
         "session": args.session, "steps": args.steps, "steps_trained": vals[-1]["step"] if vals else None, "train_seconds": round(train_s, 1), "eval_seconds": round(eval_s, 1),
         "load_average_before": load_before, "load_average_after": load_average(),
         "train_config": cfg.to_dict(), "protocol": r["protocol"],
     }
+
+
+def paired_hr10(ranks: dict, first: str, groups=None) -> dict:
+    """{other method: {diff, lo, hi}}: HR@10 of `first` minus each other method of `ranks` ({method: (E,)
+    ranks on the same users}), with the 95% bootstrap interval of the difference (users resampled)."""
+    return {name: {k: round(v, 4) for k, v in paired(ranks[first], r, groups, "hr")["hr@10"].items()}
+            for name, r in ranks.items() if name != first}
+
+
+def terms_only(name: str, args) -> dict:
+    """The transition term alone, no network (module docstring): decay chosen on the validation
+    targets, then the test targets with the baselines, paired."""
+    data = sb.Dataset(prepared(name))
+    model_config = {"model": {"positions": args.window}}  # the contexts a model of --window positions gets
+    entry = resolve_protocol("leave-one-out", data)
+    t0 = time.time()
+    load_before = load_average()
+    validation = []
+    term = ItemItemTerm(data.train, data.n_ids, "transition")  # fitted once; the decay only weights the sum
+    cfg = EvalConfig(protocol="leave-one-out", split="valid", context_len=args.window, baselines=())
+    ex = entry.examples(data, cfg, model_config)
+    for decay in DECAYS:
+        term.decay = float(decay)
+        ranks = target_ranks(term.rank(ex.contexts, ex.excluded, cfg.depth), ex.targets)
+        summary = entry.summarize(ranks, ex)
+        validation.append({"decay": decay, "val_hr@10": round(summary["hr@10"], 4),
+                           "val_ndcg@10": round(summary["ndcg@10"], 4)})
+    best = max(validation, key=lambda v: v["val_ndcg@10"])  # first best: DECAYS order on a tie
+    cfg = EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
+                     baselines=tuple(b for b in args.baselines.split(",") if b))
+    ex = entry.examples(data, cfg, model_config)
+    term.decay = float(best["decay"])
+    ranks = {"transition": target_ranks(term.rank(ex.contexts, ex.excluded, cfg.depth), ex.targets)}
+    skipped = {}
+    for b in cfg.baselines:
+        why = entry.baseline_skipped(b, data)
+        if why:
+            skipped[b] = why
+        else:
+            ranks[b] = target_ranks(entry.rank_baseline(b, data, ex, cfg), ex.targets)
+    keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@10", "mrr", "hr@10_lo", "hr@10_hi")
+    return {"dataset": name, "file": DATASETS[resolve(name, FAMILY)].path, "users": int(len(ex.targets)),
+            "ids": data.n_ids, "targets_unseen": int((ex.targets < 0).sum()), "context_len": ex.contexts.shape[1],
+            "transition_decay": best["decay"], "validation": validation,
+            "methods": {m: {k: round(v, 4) for k, v in entry.summarize(r, ex).items() if k in keys}
+                        for m, r in ranks.items()},
+            "skipped": skipped, "paired_hr@10": paired_hr10(ranks, "transition"),
+            "published_hr@10": PUBLISHED[name], "seconds": round(time.time() - t0, 1),
+            "load_average_before": load_before, "load_average_after": load_average()}
+
+
+def terms_table(entries: list[dict]) -> list[str]:
+    """One row per dataset: the transition term alone (no training) beside the baselines and the
+    published numbers, with paired intervals of transition - each baseline."""
+    lines = ["| dataset | users | transition alone HR@10 [95% CI] (decay) | NDCG@10 | popularity | co-occurrence | "
+             "EASE | transition - co-occurrence [95% CI] | transition - EASE [95% CI] | published HR@10 | "
+             "load before/after |", "|" + "---|" * 11]
+
+    def diff(e, b):
+        d = e["paired_hr@10"].get(b)
+        return f"{d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if d else e["skipped"].get(b, "-")
+
+    for e in entries:
+        m, t = e["methods"], e["methods"]["transition"]
+        hr = lambda b: f"{m[b]['hr@10']:.4f}" if b in m else "-"  # noqa: E731
+        pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
+        lines.append(f"| {e['dataset']} | {e['users']:,} | {t['hr@10']:.4f} [{t['hr@10_lo']:.4f}, {t['hr@10_hi']:.4f}] "
+                     f"({e['transition_decay']:g}) | {t['ndcg@10']:.4f} | {hr('popularity')} | {hr('cooccurrence')} | "
+                     f"{hr('ease')} | {diff(e, 'cooccurrence')} | {diff(e, 'ease')} | {pub} | "
+                     f"{e['load_average_before'][0]} / {e['load_average_after'][0]} |")
+    return lines
+
+
+def write_terms_markdown(saved: dict, name: str) -> None:
+    md = ["# The transition term alone on the sequence datasets (issue 33)", "",
+          "No training: the hybrid head's directed transition term (log(1 + how often, gap-discounted, an id "
+          "follows another within 10 ids), 200 values per id, fitted on the training prefixes) ranks every id "
+          "by its sum over the user's last 49 ids, each weighted decay ** age; the decay chosen from "
+          f"{', '.join(f'{d:g}' for d in DECAYS)} on the validation targets by NDCG@10, then ONE ranking of the "
+          "test targets (leave-one-out, full ranking, history excluded: the sequence benchmark's protocol and "
+          "users). The baselines on the same users; paired 95% bootstrap intervals (users resampled). "
+          "`python -m benchmarks.sequence.run --terms-only --baselines popularity,cooccurrence,ease`.",
+          "", *terms_table(saved["entries"]), "", machine_line(saved["machine"]), ""]
+    md_path = RESULTS / f"{name}.md"
+    kept = kept_sections(md_path)
+    md_path.write_text("\n".join(md) + ("\n" + kept if kept else ""))
 
 
 def table(entries: list[dict]) -> list[str]:
@@ -142,8 +245,9 @@ def table(entries: list[dict]) -> list[str]:
     (mix 0) and the item-item weight and recency decay chosen on validation."""
     lines = ["| dataset | setting | session | users | steps | train s | HR@1 | HR@5 | model HR@10 [95% CI] | HR@20 | "
              "NDCG@5 | NDCG@10 | NDCG@20 | MRR | HR@10 no excl. | hybrid: network alone HR@10 (term, mix, decay) | "
+             "hybrid: term alone HR@10 | hybrid - term alone [95% CI] | hybrid - EASE [95% CI] | "
              "popularity HR@10 | co-occurrence HR@10 | EASE HR@10 | published HR@10 | beats bar? | load before/after |",
-             "|" + "---|" * 22]
+             "|" + "---|" * 25]
     for e in entries:
         b = e["baselines"]
         pub = ", ".join(f"{k} {v}" for k, v in e["published_hr@10"].items())
@@ -154,12 +258,15 @@ def table(entries: list[dict]) -> list[str]:
         alone = (f"{e['model_network_only']['hr@10']:.4f} ({e.get('item_term', '-')}, {e['item_mix']:g}, "
                  f"{e['item_decay']:g})"
                  if "model_network_only" in e else "-")
+        term = f"{e['model_term_only']['hr@10']:.4f}" if "model_term_only" in e else "-"
+        vs = lambda k: (lambda d: f"{d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if d else "-")(  # noqa: E731
+            e.get("paired_hr@10", {}).get(k))
         lines.append(
             f"| {e['dataset']} | {e['setting']} | {session} | {e['users']:,} | "
             f"{steps} | {e['train_seconds']:.0f} | {m['hr@1']:.4f} | {m['hr@5']:.4f} | "
             f"{m['hr@10']:.4f} [{m['hr@10_lo']:.4f}, {m['hr@10_hi']:.4f}] | {m['hr@20']:.4f} | {m['ndcg@5']:.4f} | "
             f"{m['ndcg@10']:.4f} | {m['ndcg@20']:.4f} | {m['mrr']:.4f} | "
-            f"{e['model_no_exclusion']['hr@10']:.4f} | {alone} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
+            f"{e['model_no_exclusion']['hr@10']:.4f} | {alone} | {term} | {vs('term_only')} | {vs('ease')} | {b.get('popularity', {}).get('hr@10', float('nan')):.4f} | "
             f"{b.get('cooccurrence', {}).get('hr@10', float('nan')):.4f} | {ease} | {pub} | "
             f"{'yes' if e['beats_bar'] else 'no'} ({e['bar']}) | {e['load_average_before'][0]} / "
             f"{e['load_average_after'][0]} |")
@@ -201,13 +308,28 @@ def main() -> None:
     p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
     p.add_argument("--session", default="7", help="recorded with each row (which working session ran it)")
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
+    p.add_argument("--terms-only", action="store_true",
+                   help="no training: the transition term alone beside the baselines (results/NAME.json, NAME "
+                        "defaulting to sequence_decomposition)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.terms_only and args.name == "sequence":
+        args.name = "sequence_decomposition"
     path = RESULTS / f"{args.name}.json"
+    render = write_terms_markdown if args.terms_only else write_markdown
     if args.render:
-        write_markdown(json.loads(path.read_text()), args.name)
+        render(json.loads(path.read_text()), args.name)
         return
     for name in args.datasets.split(","):
+        if args.terms_only:
+            e = terms_only(name, args)
+            print(json.dumps({k: e[k] for k in ("dataset", "transition_decay", "methods", "paired_hr@10", "seconds")}))
+            saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+            saved["entries"] = [x for x in saved["entries"] if x["dataset"] != name] + [e]
+            saved["machine"] = machine_info()
+            path.write_text(json.dumps(saved, indent=2) + "\n")
+            write_terms_markdown(saved, args.name)
+            continue
         e = run_one(name, args)
         print(json.dumps({k: e[k] for k in ("dataset", "setting", "model", "baselines", "train_seconds",
                                             "eval_seconds", "load_average_before", "load_average_after")}))
