@@ -34,6 +34,8 @@ COMPUTING = {
     "classify": {"--quiet": "no progress bar: one query"},
     "textclass-train": {"--quiet": "no progress bar: one line per epoch"},
     "textclass": {"--quiet": "no progress bar"},
+    "card": {"--threads": "runs no model: renders the folder's JSON files", "--device": "runs no model",
+             "--json": "writes or prints a markdown card", "--quiet": "no progress bar: one file"},
     "extend": {"--threads": "runs no model: new hash rows and a copy of the weights",
                "--device": "runs no model", "--quiet": "no progress bar"},
 }
@@ -60,6 +62,9 @@ MEANINGS = {
     "--input": "the command's input file", "--beam": "beam width per map",
     "--exact": "certify the top-k", "--score": "how the m scores combine", "--exhaustive": "score every id",
     "--config": "options from a file", "--print-config": "print the options as TOML",
+    "--log-level": "the library's messages on stderr at this level and above",
+    "--log-to": "where a trainer's metrics also go (tensorboard:DIR, mlflow:URI)",
+    "--memory-limit": "the memory a command may use (refused above it, or spilled to disk by prepare)",
 }
 
 # shared flag names whose parsers differ on purpose (the meaning is MEANINGS'; the values are the command's)
@@ -68,6 +73,7 @@ DIFFERENT_VALUES = {
     "--objective": "train's and embed-train's objectives are two registries",
     "--attention": "textclass-train also has kernel-auto (the text classifier's cheaper kernel form)",
     "--epochs": "textclass-train counts whole epochs (int); the id trainers stop mid-epoch (float)",
+    "--memory-limit": "prepare also takes auto (40% of RAM, DuckDB's spill cap); the trainers take a size",
 }
 
 

@@ -107,7 +107,7 @@ def test_yaml_config(data, tmp_path, capsys):
 @pytest.mark.parametrize("text, expected", [
     ("bogus = 1\n", "unknown key 'bogus'"),
     ("lr = \"fast\"\n", "key 'lr': expected a number, got 'fast'"),
-    ("lr = -1.0\n", "key 'lr': expected a number > 0.0"),
+    ("lr = -1.0\n", "key 'lr': expected a number > 0"),
     ("head = \"nope\"\n", "key 'head': expected one of"),
     ("quiet = 1\n", "key 'quiet': expected true or false"),
     ("data = \"x\"\n", "a positional argument (give it on the command line) 'data'"),

@@ -71,4 +71,4 @@ def test_device_choice_without_a_gpu_is_explained(wiki_data, tmp_path, capsys):
     assert not (tmp_path / "m").exists()
     assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(tmp_path / "m"), "--steps", "2", "--device", "auto",
                  *TINY]) == 0
-    assert "device cpu" in capsys.readouterr().out
+    assert "device cpu" in capsys.readouterr().err  # the run's lines are log lines (stderr)

@@ -206,7 +206,7 @@ def _beside(suffix: str):
 
 # case -> (setup(tmp, kind, inputs) -> the --out given, the kinds it applies to: "dir", "file" or "all", words)
 CASES = {
-    "empty": (lambda tmp, kind, i: "", "all", "is empty"),
+    "empty": (lambda tmp, kind, i: "", "all", "empty path"),
     "root": (lambda tmp, kind, i: "/", "all", "root folder"),
     "cwd": (lambda tmp, kind, i: ".", "all", "current folder"),
     "above-cwd": (lambda tmp, kind, i: "..", "all", "above the current one"),

@@ -10,6 +10,7 @@ Rows whose fix belongs to the guarded writer and the validation of loaded files 
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import re
@@ -32,7 +33,8 @@ BASE = {
     "train": ["train", "{data}", "--out", "{new}", "--steps", "1", "--preset", "none", "--quiet"],
     "eval": ["eval", "{model}", "{data}", "--max-sets", "5"],
     "predict": ["predict", "{model}", "Jazz"],
-    "expand": ["expand", "{model}", "Jazz", "--steps", "1"],
+    "expand": ["expand", "{model}", "Jazz", "--add", "1"],
+    "card": ["card", "{model}", "--print"],
     "similar-ids": ["similar-ids", "{model}", "Jazz"],
     "vectors": ["vectors", "{model}", "--out", "{new}.npy"],
     "serve": ["serve", "{model}", "--port", "0"],
@@ -59,7 +61,7 @@ def _numeric_flags(command: str) -> list[tuple[str, object]]:
     flags = []
     for action in command_parser(command)._actions:  # argparse keeps no public list of a parser's actions
         kind = getattr(action.type, "__name__", "")
-        if action.option_strings and kind in ("int", "float"):
+        if action.option_strings and kind in ("int", "float") and action.help != argparse.SUPPRESS:  # not a renamed flag's old name
             flags.append((action.option_strings[0], action.type))
     return flags
 
@@ -100,11 +102,11 @@ INPUTS = [
     ("embed-train", "--labels", "file"), ("embed", 1, "embed"), ("embed", 2, "data"), ("similar", 1, "embed"),
     ("classify", 1, "embed"), ("textclass-train", 1, "file"), ("textclass-train", "--labels", "file"),
     ("textclass", 1, "tc"), ("textclass", "--file", "file"), ("extend", 1, "model"), ("extend", 2, "file"),
-    ("demo", "--input", "file"),
+    ("demo", "--input", "file"), ("card", 1, "any-model"),
 ]
 
 # a directory of the wrong kind where one is expected (the kinds a user mixes up)
-WRONG_KIND = {"model": ["{data}", "{embed}", "{tc}"], "data": ["{model}", "{embed}"],
+WRONG_KIND = {"any-model": ["{data}"], "model": ["{data}", "{embed}", "{tc}"], "data": ["{model}", "{embed}"],
               "embed": ["{model}", "{data}"], "tc": ["{model}", "{embed}"]}
 
 # corrupted copies of what we read (made by the fixture), by what is expected

@@ -51,7 +51,8 @@ def test_the_base_install_imports_all_but_the_server_and_says_how_to_install_ext
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     server = {"superbloom.serving.app", "superbloom.serving.fill_route", "superbloom.serving.guards",
-              "superbloom.serving.launch", "superbloom.serving.telemetry", "superbloom.setembed.http"}
+              "superbloom.serving.launch", "superbloom.serving.telemetry", "superbloom.serving.lanes",
+              "superbloom.setembed.http"}
     assert set(out["failed"]) == server, out["failed"]
     assert all("MissingExtra" in e and "pip install 'superbloom[serve]'" in e for e in out["failed"].values())
     assert out["codes"] == [2, 2]

@@ -85,6 +85,7 @@ BATCH = bounded(int, 1, 1 << 24)  # --batch-size
 TEMPERATURE = bounded(float, 0.0, 1e6, lo_open=True)  # expand --temperature, a contrastive temperature
 BIG_COUNT = bounded(int, 1, INT64_COUNT_MAX)  # synth --links
 WORKERS = bounded(int, 1, 256)  # serve --workers: processes
+LOSS_WEIGHT = bounded(float, 0.0, 1e6)  # a loss term's weight next to another's (embed-train --uniformity-weight)
 
 
 def cores() -> int:

@@ -213,8 +213,8 @@ def _toml_value(v) -> str:
 
 def to_toml(values: dict, comments: list[str] = (), names: dict | None = None) -> str:
     """`values` (dest -> value) as a flat TOML table keyed by flag names (`names`: dest -> name, else
-    the dest with dashes); None (unset) is left out."""
+    the dest with dashes); None and "" (unset) are left out."""
     names = names or {}
     lines = [f"# {c}" for c in comments]
-    lines += [f"{names.get(d, d.replace('_', '-'))} = {_toml_value(v)}" for d, v in values.items() if v is not None]
+    lines += [f"{names.get(d, d.replace('_', '-'))} = {_toml_value(v)}" for d, v in values.items() if v is not None and v != ""]
     return "\n".join(lines) + "\n"

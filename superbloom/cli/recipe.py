@@ -52,6 +52,9 @@ NOT_SETTINGS = {
     "overwrite": "how to run (replace --out), not what to train",
     "quiet": "output only",
     "json": "output only",
+    "log_level": "output only (which messages are shown)",
+    "log_to": "output only (where the metrics also go)",
+    "memory_limit": "a check before the run (cli/checks.py), not what to train",
 }
 
 # the sections of config.json's "train" (TrainConfig's nested configs); the rest are top-level fields

@@ -89,7 +89,7 @@ def _add_embed_train(sub):
                    help="ids per training example: a random run of the set (default %(default)s)")
     g.add_argument("--uniformity-t", type=number(float, 0.0, 1e4, lo_open=True), default=_default("uniformity_t"),
                    help="uniformity: t in log mean exp(-t d^2) (default %(default)s)")
-    g.add_argument("--uniformity-weight", type=NONNEG, default=_default("uniformity_weight"),
+    g.add_argument("--uniformity-weight", type=checks.LOSS_WEIGHT, default=_default("uniformity_weight"),
                    help="uniformity: its weight next to alignment (default %(default)s)")
     g.add_argument("--temperature", type=checks.TEMPERATURE, default=_default("temperature"),
                    help="nca: cosine / temperature (default %(default)s)")

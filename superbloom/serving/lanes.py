@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-import anyio
-from fastapi import HTTPException
+from .._extras import require_extra
+
+require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
+import anyio  # noqa: E402
+from fastapi import HTTPException  # noqa: E402
 
 RETRY_AFTER_SECONDS = 1
 
