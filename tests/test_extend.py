@@ -184,7 +184,8 @@ def test_resume_fine_tunes_the_extended_model_on_data_with_its_own_vocabulary(gr
     step = load_json(latest_checkpoint(out) / "state.json")["step"]
     assert main(["train", "--preset", "none", str(tmp_path / "data"), "--out", str(out), "--resume", "--steps", str(step + 4),
                  "--quiet", "--batch-size", "32"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out + captured.err  # the run's lines are log lines (stderr)
     assert "mapped onto the model's by string" in text and "Not_in_the_model" in text
     after = load_file(str(latest_checkpoint(out) / "model.safetensors"))
     assert load_json(latest_checkpoint(out) / "state.json")["step"] == step + 4
