@@ -5,8 +5,8 @@ the flag, file or field, print no traceback, and leave every file that existed b
 (the whole tree hashed before and after). Plus a property test (hypothesis) over random argument
 vectors of the main commands: no traceback, no signal, bounded time.
 
-Rows whose fix belongs to the guarded writer and the validation of loaded files (issue 32 classes 1,
-3 and 4: output paths, corrupted model files) are xfail(strict=False) where they still fail here.
+The rows that still fail are listed in KNOWN_FAILING and marked xfail(strict=True): a fix makes its
+row pass, and the strict mark then fails until the row leaves the list (so the list cannot go stale).
 """
 from __future__ import annotations
 
@@ -53,7 +53,48 @@ BASE = {
 BAD_NUMBERS = ["nan", "1e300"]
 MORE_BAD_NUMBERS = ["inf", "-1", "abc", "", "9" * 30, "-inf", "1.5e40"]
 
-GUARD = "issue 32 classes 1, 3, 4 (the guarded writer, validation of loaded files): the 'guard' helper's work"
+GUARD = "not fixed yet: a corrupted dataset or vocabulary, a binary labels file, or an output the guarded writer does not cover"
+
+# the rows that still fail (ids as pytest shows them): corrupted datasets and model vocabularies end in an
+# error that names no file, extend reads a corrupted or foreign model, synth / predict --output / prepare
+# --out do not refuse every kind of target yet
+KNOWN_FAILING = frozenset([
+    'path train 1 corrupt-bad_data_meta',
+    'path train 1 corrupt-bad_data_ids',
+    'path eval 1 corrupt-bad_model_vocab',
+    'path eval 2 corrupt-bad_data_meta',
+    'path eval 2 corrupt-bad_data_ids',
+    'path predict 1 corrupt-bad_model_vocab',
+    'path expand 1 corrupt-bad_model_vocab',
+    'path similar-ids 1 corrupt-bad_model_vocab',
+    'path vectors 1 corrupt-bad_model_vocab',
+    'path serve 1 corrupt-bad_model_vocab',
+    'path fill 1 corrupt-bad_model_vocab',
+    'path embed-train 1 corrupt-bad_data_meta',
+    'path embed-train 1 corrupt-bad_data_ids',
+    'path embed-train --labels corrupt-blob',
+    'path embed 2 corrupt-bad_data_meta',
+    'path embed 2 corrupt-bad_data_ids',
+    'path textclass-train --labels corrupt-blob',
+    'path textclass --file corrupt-blob',
+    'path extend 1 wrong-kind-embed',
+    'path extend 1 corrupt-bad_model_json',
+    'path extend 1 corrupt-bad_model_weights',
+    'path extend 1 corrupt-bad_model_vocab',
+    'out prepare --out in-missing-dir',
+    'out prepare --out a-dataset',
+    'out prepare-text --out in-missing-dir',
+    'out prepare-text --out a-dataset',
+    'out synth --out device',
+    'out synth --out in-missing-dir',
+    'out synth --out a-dataset',
+    'out synth --out a-model',
+    'out synth --out a-users-file',
+    'out synth --out a-users-dir',
+    'out predict --output device',
+    'out predict --output a-users-file',
+])
+
 
 
 def _numeric_flags(command: str) -> list[tuple[str, object]]:
@@ -151,9 +192,8 @@ def _path_rows():
             marks = []
             if name == "unreadable" and os.geteuid() == 0:
                 marks.append(pytest.mark.skip(reason="root reads every file: no unreadable path to test"))
-            if name.startswith("corrupt-") or name.startswith("wrong-kind") and (kind in ("tc", "embed")
-                                                                                 or "embed" in name):
-                marks.append(pytest.mark.xfail(strict=False, reason=GUARD))  # KeyError 'head', unnamed files
+            if f"path {command} {where} {name}" in KNOWN_FAILING:
+                marks.append(pytest.mark.xfail(strict=True, reason=GUARD))
             words = ([where] if isinstance(where, str) else []) + ([value] if value else ["empty path"])
             rows.append(pytest.param(command, _spoil(command, where, value), words, marks=marks,
                                      id=f"path {command} {where} {name}"))
@@ -161,8 +201,9 @@ def _path_rows():
         for name, value in BAD_OUTPUTS.items():
             if kind == "file" and name == "a-users-dir":
                 value = "{userdir}"
+            known = f"out {command} {flag} {name}" in KNOWN_FAILING
             rows.append(pytest.param(command, _spoil(command, flag, value), [flag, value],
-                                     marks=[pytest.mark.xfail(strict=False, reason=GUARD)],
+                                     marks=[pytest.mark.xfail(strict=True, reason=GUARD)] if known else [],
                                      id=f"out {command} {flag} {name}"))
     return rows
 
