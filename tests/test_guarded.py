@@ -400,7 +400,7 @@ def kill_rounds(writer: str, inputs: dict, tmp: Path, rounds: int, seed: int) ->
     seconds = time.time() - t0
     rnd = random.Random(seed)
     for _ in range(rounds):
-        if replace == "fresh":
+        if replace == "fresh" and out.exists():  # a kill before its first write left none
             shutil.rmtree(out)
         proc = subprocess.Popen([sys.executable, "-m", "superbloom", *cmd], cwd=tmp, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, env=dict(os.environ, OMP_NUM_THREADS="1"))
