@@ -90,8 +90,8 @@ def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) ->
             raise ValueError(f"--resume: {out} holds model files but no complete checkpoint to continue from; "
                              "nothing was changed (start a new run there with --overwrite)")
         if main:
-            print(f"no checkpoint in {out}; starting a new run" + (" (replacing the config files of a run stopped "
-                  "before its first checkpoint)" if (out / "config.json").exists() else ""))
+            log.info(f"no checkpoint in {out}; starting a new run" + (" (replacing the config files of a run stopped "
+                     "before its first checkpoint)" if (out / "config.json").exists() else ""))
     if ckpt is None and holds_model(out) and not overwrite:
         raise ValueError(f"{out} already holds a model; pass --resume to continue it or --overwrite to replace it "
                          "(the old model is kept until the new run has a complete checkpoint)")
@@ -179,7 +179,7 @@ def continue_run(out: Path, ckpt: Path, saved: dict, section: str, now: dict, ch
     check_checkpoint(ckpt)  # before anything is written: a truncated checkpoint is refused, naming its file
     truncate_metrics(out / "metrics.jsonl", load_json(ckpt / "state.json")["step"])
     if changed:
-        print("resume: changed settings (recorded in config.json): " + "; ".join(changed))
+        log.info("resume: changed settings (recorded in config.json): " + "; ".join(changed))
         resumes = saved.get("resumes", []) + [{"from": ckpt.name, "changed": changed}]
         save_json(out / "config.json", dict(saved, **{section: portable(now)}, resumes=resumes))
 
