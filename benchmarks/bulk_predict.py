@@ -27,9 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 
-from benchmarks.load import contexts, free_port, run_level
+from benchmarks.load import contexts, free_port, run_level, start_server
 from benchmarks.machine import machine_info, write_results
 from superbloom.storage.files import load_json
 
@@ -64,20 +63,7 @@ def bulk(model: Path, inp: Path, out: Path, k: int, threads: int) -> dict:
 
 
 def serve(model: Path, port: int, threads: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "superbloom", "serve", str(model), "--port", str(port), "--no-access-log",
-           "--threads", str(threads)]
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {log.read_text()}")
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"server did not start: {log.read_text()}")
+    return start_server(model, port, log, ("--threads", str(threads)))
 
 
 def http_levels(model: Path, ctxs: list[list[str]], threads: int, concurrency: list[int], duration: float,

@@ -66,8 +66,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: Path, port: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "superbloom", "serve", str(model), "--port", str(port), "--no-access-log"]
+def start_server(model: Path, port: int, log: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """`superbloom serve MODEL` (and `extra` flags) on `port`, once /health answers; its output in `log`."""
+    cmd = [sys.executable, "-m", "superbloom", "serve", str(model), "--port", str(port), "--no-access-log", *extra]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
