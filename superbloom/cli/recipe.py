@@ -28,6 +28,7 @@ ALIASES = {
     "model.dynamic": "dynamic_embedding",  # reads as an embedding, not as a dynamic model
     "head.name": "head",
     "head.term": "item_term",  # the hybrids' item-item term; --term would read as model-wide
+    "head.weighting": "item_weighting",  # the hashed hybrid's co-occurrence weighting
     "head.window": "transition_window",  # of the transition term only
     "mask.n": "segment",  # the paper's segment length n
     "optim.name": "optimizer",

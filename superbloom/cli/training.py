@@ -12,6 +12,7 @@ from ..hashing.bloom import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
 from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
 from ..heads.hierarchical import HierarchicalConfig
 from ..heads.hybrid import TERMS as HYBRID_TERMS
+from ..heads.hashed_hybrid import WEIGHTINGS
 from ..heads.hybrid import HybridConfig
 from ..heads.sampled import SampledConfig
 from ..heads.superbloom import SuperbloomConfig
@@ -99,6 +100,10 @@ def _add_train(sub):
                         f"sequences), auto = ease where it fits, else cooccurrence; with a sequence objective auto builds "
                         f"transition too and the validation chooses "
                         f"(default {default_of(HybridConfig, 'term')})")
+    g.add_argument("--item-weighting", dest="item_weighting", choices=("auto",) + WEIGHTINGS, default=None,
+                   help="hashed-hybrid, --item-term cooccurrence: how the co-occurrence term weighs a pair: cosine, "
+                        "count (how many training sets hold both), idf (count x log(sets / sets holding the "
+                        "candidate)); auto = the validation chooses (default auto)")
     g.add_argument("--transition-window", dest="transition_window", type=POS_INT, default=None,
                    help=f"hybrid, --item-term transition: an id counts as following another up to this many ids "
                         f"later (default {default_of(HybridConfig, 'window')})")
@@ -231,7 +236,7 @@ def _head_config(args):
 # the head settings' flags: argparse dest -> the head config's field (the hybrid's --item-* flags
 # would otherwise read like model-wide settings, and --init is the token embedding's start)
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
-              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term",
+              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
               "transition_window": "window", "gap_decay": "gap_decay"}
 
 

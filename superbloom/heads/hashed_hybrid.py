@@ -11,7 +11,12 @@ cosine of every id's `neighbours` most frequent co-occurring ids (neighbours.py:
 ids, bounded memory, bit for bit the hybrid's), EASE's `neighbours` largest weights where EASE fits
 (up to baselines.EASE_MAX_IDS ids, term auto), or, when asked, the directed transition term of
 ordered data (hybrid.transition_pattern). `mix` (from hybrid.MIXES, mix 0 = the superbloom head)
-and `decay` (sequence objectives: from their DECAYS) are chosen at every validation.
+and `decay` (sequence objectives: from their DECAYS) are chosen at every validation, and so is the
+co-occurrence term's weighting (WEIGHTINGS: the cosine, the pair count, or the count times the
+candidate's idf, all three over the same neighbour lists, recovered from the stored cosine and each
+id's number of training sets `df`): the count or idf wins where popularity carries the signal (the
+synthetic topics: term alone rec@10 0.080 / 0.082 against the cosine's 0.070 at 50 values per id,
+benchmarks/results/scale/synth5m_time_to_quality.md), the cosine on real word sets.
 
 Top-k, exact, without scoring every id. Call T(q) the ids that the rows of A of query q's context
 ids touch (at most |context| x neighbours). Then
@@ -45,8 +50,8 @@ queries of 10 context ids, k 10, random weights, one shared CPU core): 0.18 s CP
 Algorithm 1 alone (approximate; certified 74% against 0%), 0.34 against 0.22 s (exact). The term's
 build: neighbours.py.
 
-Storage: the pattern (indptr (N + 1,) int64, cols (nnz,) int32), its values (nnz,) float32, mix () and decay () are
-buffers of the model (model.safetensors); a model is built with an empty pattern and takes the saved
+Storage: the pattern (indptr (N + 1,) int64, cols (nnz,) int32), its values (nnz,) float32, mix () and decay (),
+and for the weightings df (N,) float32, n_sets (), scales (3,) and weighting () are buffers of the model (model.safetensors); a model is built with an empty pattern and takes the saved
 one's size when its weights are loaded, so load, resume and serve need nothing new.
 """
 from __future__ import annotations
@@ -62,7 +67,7 @@ import torch.nn as nn
 from .itemitem import EASE_MAX_IDS, ease_weights
 from .beam import DecodeConfig, decode_topk
 from ..hashing.bloom import BloomHash
-from .neighbours import cooccurrence_neighbours
+from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
 from .hybrid import MIXES, age_weights, check_term_settings, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
@@ -70,6 +75,12 @@ from .superbloom import SuperbloomConfig, SuperbloomHead
 from .base import HeadBase
 
 TERMS = ("auto", "ease", "cooccurrence", "transition")
+# the co-occurrence term's weightings (cooccur_index.WEIGHTS, over the same neighbour lists): the value of
+# a pair (c, j) counted in count(c, j) training sets, with df_i the training sets holding i and S their number:
+#   cosine  count / sqrt(df_c df_j)      count  count      idf  count x log(S / df_j)
+# count and idf are divided by a global scale (fit: their mean value over the pairs over the cosine's)
+# so that one grid of MIXES fits all three; the validation chooses one (config weighting auto).
+WEIGHTINGS = ("cosine", "count", "idf")
 
 
 @dataclass(frozen=True)
@@ -79,10 +90,16 @@ class HashedHybridConfig(SuperbloomConfig):
     term: str = "auto"  # ease | cooccurrence | transition | auto (EASE up to EASE_MAX_IDS ids, else cooccurrence)
     window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
     gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
+    weighting: str = "auto"  # cooccurrence: cosine | count | idf | auto (the validation chooses; WEIGHTINGS)
 
     def __post_init__(self):
         super().__post_init__()
         check_term_settings(self)
+        if self.weighting not in ("auto",) + WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {('auto',) + WEIGHTINGS}, got {self.weighting!r}")
+        if self.weighting != "auto" and self.term not in ("auto", "cooccurrence"):
+            raise ValueError(f"weighting {self.weighting!r} weighs the co-occurrence term; term {self.term!r} "
+                             "has its own values (leave weighting auto)")
 
 
 def resolve_term(term: str, n_ids: int) -> str:
@@ -96,13 +113,16 @@ def resolve_term(term: str, n_ids: int) -> str:
 
 
 def touched_terms(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,
-                  context: torch.Tensor, decays: list[float]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+                  context: torch.Tensor, variants: list[tuple[float, tuple | None]]
+                  ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The ids the term touches for each query and their term values, without a dense (U, N) row.
 
     context (U, T) ids, -1 padded, oldest first; A in CSR (indptr (N + 1,), cols, values).
-    -> touched (U, W) ids, -1 padded, each row sorted by id; [term (U, W)] per decay in `decays`:
-    sum over the context of decay ** age x A[c, j] (0 at padding). The sums run over the context in
-    its order, as hybrid.item_item's index_add_ into a dense row does."""
+    `variants`: [(decay, factors)], factors None or (row (N,), col (N,)): entry A[c, j] counts as
+    A[c, j] x row[c] x col[j] (a weighting of the co-occurrence term).
+    -> touched (U, W) ids, -1 padded, each row sorted by id; [term (U, W)] per variant: sum over the
+    context of decay ** age x A[c, j] (0 at padding). The sums run over the context in its order,
+    as hybrid.item_item's index_add_ into a dense row does."""
     u, t = context.shape
     dev = context.device
     flat = context.reshape(-1)
@@ -121,16 +141,21 @@ def touched_terms(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor
     pos = torch.arange(len(key), device=dev) - (per_query.cumsum(0) - per_query)[qrow]
     touched = torch.full((u, width), -1, dtype=torch.long, device=dev)
     touched[qrow, pos] = key % n_ids
-    by_decay = {}
-    for decay in decays:
-        if decay not in by_decay:
-            w = age_weights(context, decay, values.dtype)
-            vals = values[entry] if w is None else values[entry] * w.reshape(-1)[real][owner]
-            sums = torch.zeros(len(key), dtype=values.dtype, device=dev).index_add_(0, inv, vals)
-            term = torch.zeros((u, width), dtype=values.dtype, device=dev)
-            term[qrow, pos] = sums
-            by_decay[decay] = term
-    return touched, [by_decay[decay] for decay in decays]
+    done = {}
+    for decay, factors in variants:
+        if (decay, id(factors)) in done:
+            continue
+        vals = values[entry]
+        if factors is not None:
+            vals = vals * factors[0][ids[owner]] * factors[1][cols[entry].long()]
+        w = age_weights(context, decay, values.dtype)
+        if w is not None:
+            vals = vals * w.reshape(-1)[real][owner]
+        sums = torch.zeros(len(key), dtype=values.dtype, device=dev).index_add_(0, inv, vals)
+        term = torch.zeros((u, width), dtype=values.dtype, device=dev)
+        term[qrow, pos] = sums
+        done[(decay, id(factors))] = term
+    return touched, [done[(decay, id(factors))] for decay, factors in variants]
 
 
 def merge_topk(lists: list[tuple[torch.Tensor, torch.Tensor]], k: int, keys: list[torch.Tensor] | None = None
@@ -172,6 +197,13 @@ class HashedHybridHead(SuperbloomHead):
         self.register_buffer("values", torch.zeros(0))
         self.register_buffer("mix", torch.zeros(()))
         self.register_buffer("decay", torch.ones(()))
+        # the co-occurrence term's weightings (WEIGHTINGS): sets holding each id, their number, the
+        # scales of count and idf, the chosen one (empty df: the cosine only, e.g. an older model)
+        self.register_buffer("df", torch.zeros(0))
+        self.register_buffer("n_sets", torch.zeros(()))
+        self.register_buffer("scales", torch.ones(len(WEIGHTINGS)))
+        self.register_buffer("weighting", torch.zeros((), dtype=torch.long))
+        self._factor_cache = {}
         self.term_name = resolve_term(cfg.term, self.n_ids)
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # the "term alone" variant, inside its `with`
@@ -188,8 +220,62 @@ class HashedHybridHead(SuperbloomHead):
         self.values = torch.from_numpy(np.ascontiguousarray(values, np.float32)).to(dev)
         self.mix = torch.zeros((), device=dev)
         self.decay = torch.ones((), device=dev)
+        self.fit_weightings(sets)
         return {"item_item_values": len(cols), "neighbours": self.cfg.neighbours, "term": self.term_name,
+                **({"weightings": [WEIGHTINGS[w] for w in self._weightings()]} if self.term_name == "cooccurrence" else {}),
                 "seconds": round(time.time() - t0, 2)}
+
+    def fit_weightings(self, sets) -> None:
+        """The co-occurrence term's df, number of sets and the count / idf scales from the training sets
+        (the other terms: none); weighting = the config's, or the cosine until the validation chooses.
+        fit calls it; called alone, it gives a model trained before the weightings its three (the
+        stored cosine and neighbour lists are unchanged: a pair's count is recovered from them)."""
+        dev = self.bias.device
+        self._factor_cache = {}
+        self.weighting.fill_(WEIGHTINGS.index(self.cfg.weighting) if self.cfg.weighting != "auto" else 0)
+        if self.term_name != "cooccurrence":
+            self.df = torch.zeros(0, device=dev)
+            return
+        df = np.bincount(memberships(sets, self.n_ids)[1], minlength=self.n_ids).astype(np.float32)
+        self.df = torch.from_numpy(df).to(dev)
+        self.n_sets.fill_(float(len(sets)))
+        self.scales.fill_(1.0)
+        means = np.zeros(len(WEIGHTINGS))
+        indptr, cols, values = self.indptr.cpu(), self.cols.cpu(), self.values.cpu()
+        raw = {w: self._raw_factors(w) for w in WEIGHTINGS}
+        step = 1 << 22
+        for a in range(0, len(cols), step):  # mean value of each weighting over the pairs, in chunks
+            e = torch.arange(a, min(a + step, len(cols)))
+            row = torch.searchsorted(indptr, e, right=True) - 1
+            for i, w in enumerate(WEIGHTINGS):
+                v = values[e] if raw[w] is None else values[e] * raw[w][0].cpu()[row] * raw[w][1].cpu()[cols[e].long()]
+                means[i] += float(v.double().sum())
+        if means[0] > 0:
+            self.scales.copy_(torch.from_numpy(np.where(means > 0, means / means[0], 1.0)).float())
+        self._factor_cache = {}
+
+    def _raw_factors(self, w: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Weighting `w` as (row (N,), col (N,)) factors of the stored cosine (None: the cosine itself)."""
+        if w == "cosine":
+            return None
+        root = self.df.clamp(min=1.0).sqrt()  # cosine x sqrt(df_c df_j) = count(c, j)
+        if w == "count":
+            return root, root
+        return root, root * torch.log(self.n_sets.clamp(min=1.0) / self.df.clamp(min=1.0))
+
+    def _factors(self, i: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """WEIGHTINGS[i]'s factors, divided by its scale (cached until the next fit or load)."""
+        if i not in self._factor_cache:
+            raw = self._raw_factors(WEIGHTINGS[i])
+            self._factor_cache[i] = None if raw is None else (raw[0], raw[1] / self.scales[i])
+        return self._factor_cache[i]
+
+    def _weightings(self) -> tuple[int, ...]:
+        """The weightings the validation tries: all three for the co-occurrence term with weighting
+        auto (and its df), else the one in use."""
+        if self.term_name == "cooccurrence" and self.cfg.weighting == "auto" and len(self.df):
+            return tuple(range(len(WEIGHTINGS)))
+        return (int(self.weighting),)
 
     def _build_term(self, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n, k = self.n_ids, self.cfg.neighbours
@@ -202,7 +288,11 @@ class HashedHybridHead(SuperbloomHead):
         return cooccurrence_neighbours(sets, n, k)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        for name in ("indptr", "cols", "values"):  # the saved pattern's size
+        self._factor_cache = {}
+        for name, empty in (("df", torch.zeros(0)), ("n_sets", torch.zeros(())), ("scales", torch.ones(len(WEIGHTINGS))),
+                            ("weighting", torch.zeros((), dtype=torch.long))):
+            state_dict.setdefault(prefix + name, empty)  # a model saved before the weightings: the cosine
+        for name in ("indptr", "cols", "values", "df"):  # the saved pattern's size
             t = state_dict.get(prefix + name)
             if t is not None and tuple(t.shape) != tuple(getattr(self, name).shape):
                 setattr(self, name, torch.zeros(t.shape, dtype=getattr(self, name).dtype, device=self.bias.device))
@@ -222,6 +312,8 @@ class HashedHybridHead(SuperbloomHead):
         out = {"name": self.cfg.name}
         if float(self.mix):
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3), item_term=self.term_name)
+            if self.term_name == "cooccurrence":
+                out.update(item_weighting=WEIGHTINGS[int(self.weighting)])
         return out
 
     @torch.no_grad()
@@ -233,7 +325,7 @@ class HashedHybridHead(SuperbloomHead):
         if context is None:
             raise ValueError("the hashed-hybrid head scores with the context: pass context (the query rows' ids)")
         logp = self.log_probs(hidden)  # (Q, m, nb)
-        grid = self._grid or [(float(self.mix), float(self.decay))]
+        grid = self._grid or [(float(self.mix), float(self.decay), int(self.weighting))]
         rankings = self._rank(logp, k, exclude, decode, context, grid)
         if self._grid:
             for c, r in enumerate(rankings):
@@ -241,16 +333,16 @@ class HashedHybridHead(SuperbloomHead):
         return rankings[0]
 
     def _rank(self, logp, k, exclude, decode, context, grid) -> list[Ranking]:
-        """One Ranking per (mix, decay) of `grid`, from one network pass `logp` (Q, m, nb)."""
+        """One Ranking per (mix, decay, weighting) of `grid`, from one network pass `logp` (Q, m, nb)."""
         plain = None
-        if any(mix == 0.0 for mix, _ in grid) and not self._term_alone:  # the superbloom head itself
+        if any(g[0] == 0.0 for g in grid) and not self._term_alone:  # the superbloom head itself
             plain = decode_topk(logp, self.buckets, self.inverse, k, exclude, decode)
-        if all(mix == 0.0 for mix, _ in grid) and not self._term_alone:
+        if all(g[0] == 0.0 for g in grid) and not self._term_alone:
             return [plain for _ in grid]
         n = self.n_ids
         ctx = context.masked_fill((context < 0) | (context >= n), -1)  # (Q, T) ids, -1 at specials
-        decays = [decay for _, decay in grid]
-        touched, terms = touched_terms(self.indptr, self.cols, self.values, n, ctx, decays)  # (Q, W)
+        variants = [(decay, self._factors(w)) for _, decay, w in grid]
+        touched, terms = touched_terms(self.indptr, self.cols, self.values, n, ctx, variants)  # (Q, W)
         ex = touched if exclude is None else torch.cat([exclude, touched], 1)
         rest = decode_topk(logp, self.buckets, self.inverse, k, ex, decode)  # (Q, k) untouched ids, network alone
         invalid = (touched < 0) | excluded(touched, exclude)  # (Q, W)
@@ -259,7 +351,7 @@ class HashedHybridHead(SuperbloomHead):
         net = net.masked_fill(invalid, NEG_INF)  # (Q, W) gamma of the touched ids
         bound = None
         out = []
-        for (mix, _), term in zip(grid, terms):
+        for (mix, _, _), term in zip(grid, terms):
             if mix == 0.0 and not self._term_alone:
                 out.append(plain)
                 continue
@@ -290,12 +382,15 @@ class HashedHybridHead(SuperbloomHead):
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:
-        """Set `mix` (and `decay`) to the MIXES x `decays` candidate whose validation scores best by
-        `select` (ties: the earlier: smaller mix, first decay); mix 0 is the superbloom head's own
-        ranking. `rank()` ranks the validation queries once (every candidate scored in that pass),
-        `summarize(ranking)` -> its metrics. -> the chosen candidate's metrics, with its mix, decay and
-        the pure model's (mix 0) `select` score."""
-        grid = [(0.0, 1.0)] + [(mix, decay) for decay in decays for mix in MIXES[1:]]
+        """Set `mix` (and `decay`, and the co-occurrence term's `weighting`) to the MIXES x `decays` x
+        weightings candidate whose validation scores best by `select` (ties: the earlier: smaller mix,
+        first decay, first weighting); mix 0 is the superbloom head's own ranking. `rank()` ranks the
+        validation queries once (every candidate scored in that pass), `summarize(ranking)` -> its
+        metrics. -> the chosen candidate's metrics, with its mix, decay, weighting and the pure
+        model's (mix 0) `select` score."""
+        weightings = self._weightings()
+        grid = [(0.0, 1.0, int(self.weighting))] + [(mix, decay, w) for w in weightings for decay in decays
+                                                    for mix in MIXES[1:]]
         self._grid, self._parts = grid, [[] for _ in grid]
         try:
             rank()
@@ -303,8 +398,10 @@ class HashedHybridHead(SuperbloomHead):
         finally:
             self._grid, self._parts = None, None
         best = first_best(results, select)
-        mix, decay = grid[best] if best else (0.0, float(self.decay))
+        mix, decay, w = grid[best] if best else (0.0, float(self.decay), int(self.weighting))
         self.mix.fill_(mix)
         self.decay.fill_(decay)
-        return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_name,
+        self.weighting.fill_(w)
+        extra = {"item_weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence" else {}
+        return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_name, **extra,
                     **{f"pure_{select}": results[0][select]})
