@@ -25,6 +25,8 @@ from benchmarks.machine import machine_info, write_results
 RECIPES = {  # name -> TrainConfig settings
     "hybrid (demo recipe, unhashed)": dict(head=sb.head_config("hybrid"), hash=sb.HashConfig(alpha=1, m=1)),
     "superbloom (alpha 4, m 2)": dict(hash=sb.HashConfig(alpha=4, m=2)),
+    "hashed hybrid (alpha 4, m 2, co-occurrence term, weighting chosen)": dict(
+        head=sb.head_config("hashed-hybrid", term="cooccurrence"), hash=sb.HashConfig(alpha=4, m=2)),
 }
 
 
@@ -65,6 +67,7 @@ def main(argv=None) -> int:
                      "rec@20": res["rec@20"], "queries_per_second": res.get("queries_per_second"),
                      "certified_exact": res.get("certified_exact"),
                      "network_only_rec@10": res.get("network_only", {}).get("rec@10"),
+                     "term_only_rec@10": res.get("term_only", {}).get("rec@10"), "head": res.get("head"),
                      "cooccurrence_rec@10": res["baselines"]["cooccurrence"]["rec@10"],
                      "ease_rec@10": res["baselines"]["ease"]["rec@10"]})
         print(json.dumps(rows[-1]))
@@ -72,11 +75,13 @@ def main(argv=None) -> int:
               "seconds_per_model": a.seconds, "batch_size": a.batch_size, "rows": rows}
     md = [f"# GPU training and decoding ({result['machine']['gpu']}, {a.seconds:.0f} s per model, batch {a.batch_size})",
           "", "| model | steps | steps/s | peak GPU MiB | rec@1 | rec@10 | rec@20 | network alone rec@10 | "
-          "co-occurrence rec@10 | EASE rec@10 | exact top-10 q/s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "term alone rec@10 | co-occurrence rec@10 | EASE rec@10 | exact top-10 q/s |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         na = "" if r["network_only_rec@10"] is None else f"{r['network_only_rec@10']:.4f}"
+        ta = "" if r["term_only_rec@10"] is None else f"{r['term_only_rec@10']:.4f}"
         md.append(f"| {r['model']} | {r['steps']:,} | {r['steps_per_second']} | {r['peak_gpu_mib']:,} | {r['rec@1']:.4f} "
-                  f"| {r['rec@10']:.4f} | {r['rec@20']:.4f} | {na} | {r['cooccurrence_rec@10']:.4f} | "
+                  f"| {r['rec@10']:.4f} | {r['rec@20']:.4f} | {na} | {ta} | {r['cooccurrence_rec@10']:.4f} | "
                   f"{r['ease_rec@10']:.4f} | {r['queries_per_second']} |")
     md += ["", "Held-out Wikispeedia pages, 10 held-out ids per page, context excluded; one run each (no repeat)."]
     write_results(Path(a.out), a.name, result, md)

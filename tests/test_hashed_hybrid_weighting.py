@@ -17,6 +17,7 @@ from superbloom.heads.hashed_hybrid import MIXES, WEIGHTINGS
 from superbloom.inference.rank import rank_contexts
 from superbloom.storage.checkpoint import load_weights
 
+from conftest import DEVICES
 from test_hashed_hybrid import CASES, N, assert_is_top_k, exhaustive, make_model, random_head, sets_of
 
 
@@ -60,10 +61,11 @@ def test_the_weightings_are_count_and_idf_over_the_neighbour_lists(seed):
         assert float(head.scales[i]) == pytest.approx(want[w].mean() / want["cosine"].mean(), rel=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10**6), CASES, st.integers(1, 8), st.sampled_from([1.0, 30.0]), st.sampled_from([1, 2]),
        st.sampled_from([1.0, 0.5]), st.booleans())
-def test_the_merge_is_exact_under_every_weighting(seed, hashing, k, mix, w, decay, exact):
+def test_the_merge_is_exact_under_every_weighting(device, seed, hashing, k, mix, w, decay, exact):
     rng = np.random.default_rng(seed)
     head = random_head(rng, *hashing)
     head.df = torch.from_numpy(rng.integers(0, 20, N)).float()
@@ -75,7 +77,8 @@ def test_the_merge_is_exact_under_every_weighting(seed, hashing, k, mix, w, deca
     context = torch.from_numpy(rng.integers(-1, N, (q, 4))).long()
     hidden = torch.from_numpy(rng.normal(0, 1, (q, head.m, 8))).float()
     cfg = DecodeConfig(exact=exact)
-    r = head.topk(hidden, k, context, cfg, context)
+    r = head.to(device).topk(hidden.to(device), k, context.to(device), cfg, context.to(device)).cpu()
+    head = head.cpu()
     twin = weighted_copy(head, w)
     t = twin.topk(hidden, k, context, cfg, context)
     assert torch.equal(r.ids, t.ids) and torch.equal(r.scores, t.scores)  # the weighting is the twin's values

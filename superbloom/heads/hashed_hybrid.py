@@ -265,10 +265,11 @@ class HashedHybridHead(SuperbloomHead):
 
     def _factors(self, i: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """WEIGHTINGS[i]'s factors, divided by its scale (cached until the next fit or load)."""
-        if i not in self._factor_cache:
+        key = (i, self.df.device)  # .to(device) moves the buffers, not this cache
+        if key not in self._factor_cache:
             raw = self._raw_factors(WEIGHTINGS[i])
-            self._factor_cache[i] = None if raw is None else (raw[0], raw[1] / self.scales[i])
-        return self._factor_cache[i]
+            self._factor_cache[key] = None if raw is None else (raw[0], raw[1] / self.scales[i])
+        return self._factor_cache[key]
 
     def _weightings(self) -> tuple[int, ...]:
         """The weightings the validation tries: all three for the co-occurrence term with weighting
