@@ -5,6 +5,7 @@ decoding property tests (test_decode.py) also run on CUDA there, through conftes
 last test runs everywhere: asking for CUDA without one is a clear error, and `auto` falls back.
 """
 import json
+import logging
 
 import pytest
 import torch
@@ -22,10 +23,12 @@ TINY = ["--d", "32", "--heads", "2", "--d-ff", "64", "--layers", "1", "--batch-s
 
 
 @needs_cuda
-def test_train_on_cuda_then_load_on_cpu_and_cuda(wiki_data, tmp_path, capsys):
+def test_train_on_cuda_then_load_on_cpu_and_cuda(wiki_data, tmp_path, caplog):
     out = tmp_path / "gpu"
-    assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "6", "--device", "cuda", *TINY]) == 0
-    assert "device cuda:0" in capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="superbloom"):  # the model line is logged (_log.py), not printed
+        assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "6", "--device", "cuda",
+                     *TINY]) == 0
+    assert "device cuda:0" in caplog.text
     on_cpu, on_gpu = sb.load(out, device="cpu"), sb.load(out, device="cuda")
     assert next(on_gpu.model.parameters()).is_cuda and not next(on_cpu.model.parameters()).is_cuda
     a = on_cpu.predict(["Jazz", "Miles_Davis"], k=10, decode=sb.DecodeConfig(exact=True))
