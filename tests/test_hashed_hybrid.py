@@ -19,7 +19,7 @@ from superbloom.data.dataset import SetArray
 from superbloom.heads.beam import DecodeConfig, decode_topk
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import HEADS, head_config
-from superbloom.heads.hashed_hybrid import MIXES, HashedHybridHead, mixed
+from superbloom.heads.hashed_hybrid import MIXES, WEIGHTINGS, HashedHybridHead, mixed
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.heads.neighbours import cooccurrence_neighbours
@@ -248,6 +248,8 @@ def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
     vals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_item_mix" in line]
     assert vals and float(saved.model.head.mix) == vals[-1]["val_item_mix"] in MIXES  # chosen at validation
     assert all(v["val_rec@10"] >= v["val_pure_rec@10"] for v in vals)  # mix 0 (the superbloom head) is a candidate
+    assert vals[-1]["val_item_weighting"] == WEIGHTINGS[int(saved.model.head.weighting)]  # chosen with the mix
+    assert built["weightings"] == list(WEIGHTINGS) and len(saved.model.head.df) == saved.model.head.n_ids
     pred = saved.predict(["Copenhagen", "Aarhus"], k=5)
     assert len(pred.items) == 5
     exact = saved.predict(["Copenhagen", "Aarhus"], k=5, decode=DecodeConfig(exact=True))

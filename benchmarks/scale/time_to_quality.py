@@ -155,10 +155,13 @@ def report(args, work: Path) -> None:
                 continue
             r = z[f"ranks.{key}"]
             s = summarize_ci(r, groups)
-            curves[key].append((cum_wall, s["rec@10"]))
+            # extra: what was spent after training before this evaluation's model answered (reweigh.py's
+            # weightings and their validation choice), counted for this point only
+            extra_wall, extra_cpu = seg["eval"].get("extra_wall_s", 0.0), seg["eval"].get("extra_cpu_s", 0.0)
+            curves[key].append((cum_wall + extra_wall, s["rec@10"]))
             last[key] = r
-            rows.append({"method": label, "key": key, "budget_s": seg["budget"], "wall_s": round(cum_wall, 1),
-                         "cpu_s": round(cum_cpu, 1), "steps": seg["steps"], "peak_rss_gb": seg["train"]["peak_rss_gb"],
+            rows.append({"method": label, "key": key, "budget_s": seg["budget"], "wall_s": round(cum_wall + extra_wall, 1),
+                         "cpu_s": round(cum_cpu + extra_cpu, 1), "steps": seg["steps"], "peak_rss_gb": seg["train"]["peak_rss_gb"],
                          "query_ms": round(1e3 * seg["eval"]["eval_s"] / max(1, seg["eval"]["examples"]), 1), **s})
     baselines = {}
     for name, b in base_json.get("baselines", {}).items():
