@@ -70,7 +70,8 @@ register(Preset(
                  "neighbours": 50, "checkpoint_every": 600.0},
     when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
     # the recipe against the baselines: text_sets_time_to_quality.md (1M real ids: ahead of every baseline) and
-    # synth5m_time_to_quality.md (5.1M synthetic ids: behind count / IDF co-occurrence by 0.01); the hashing and
+    # synth5m_time_to_quality_weightings.md (5.1M synthetic ids: level with count / IDF co-occurrence and item2vec
+    # once the validation chooses the term's weighting, weighting_choice.md; the network adds nothing there); the hashing and
     # start: e2e7.md; the term's exact top-k: hashed_hybrid_topk.md
     evidence="benchmarks/results/scale/text_sets_time_to_quality.md"))
 register(Preset(
