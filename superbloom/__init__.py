@@ -23,7 +23,7 @@ _EXPORTS = {
     "DecodeConfig": ".heads.decode_config",
     "EvalConfig": ".evaluation.evaluate", "evaluate": ".evaluation.evaluate",
     "ExpandConfig": ".inference.expand", "expand": ".inference.expand",
-    "BloomHash": ".hashing.bloom", "HashConfig": ".hashing.bloom",
+    "BloomHash": ".hashing.bloom", "HashConfig": ".hashing.config",
     "FullConfig": ".heads.registry", "HierarchicalConfig": ".heads.registry", "SampledConfig": ".heads.registry",
     "SuperbloomConfig": ".heads.registry", "head_config": ".heads.registry",
     "ModelConfig": ".model.encoder",

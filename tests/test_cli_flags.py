@@ -225,7 +225,6 @@ HELP_IMPORTS_TORCH = {
     "query": "evaluation/baselines.py -> term_baselines.py (BASELINES); evaluate.py -> protocols.py -> model/batches.py",
     "setembed": "training/optim.py (OPTIMIZERS); setembed/model.py, train.py, embedder.py",
     "textclass": "model/attention.py (ATTENTIONS); textclass/model.py",
-    "extend": "hashing/grow.py (ExtendConfig) -> storage/checkpoint.py",
 }
 
 
