@@ -26,7 +26,7 @@ _EXPORTS = {
     "BloomHash": ".hashing.bloom", "HashConfig": ".hashing.config",
     "FullConfig": ".heads.registry", "HierarchicalConfig": ".heads.registry", "SampledConfig": ".heads.registry",
     "SuperbloomConfig": ".heads.registry", "head_config": ".heads.registry",
-    "ModelConfig": ".model.encoder",
+    "ModelConfig": ".model.config",
     "OptimConfig": ".training.optim",
     "Prediction": ".inference.predictor", "Predictor": ".inference.predictor",
     "PrepareConfig": ".data.prepare", "prepare": ".data.prepare",

@@ -256,3 +256,20 @@ def test_the_slow_help_table_is_current(group):
     command = next(c for c, (g, _) in COMMANDS.items() if g == group)
     assert _torch_after(f"from superbloom.cli import command_parser\ncommand_parser({command!r}).format_help()"), \
         f"`superbloom {command} --help` no longer imports torch: remove {group!r} from HELP_IMPORTS_TORCH"
+
+
+# the torch-free names lists the parsers read, and the registries (of torch code) they stand for
+def _registries():
+    from superbloom.model import attention, config as model_config, embeddings, warmstart
+
+    return {
+        "model/config.py ATTENTION_NAMES": (model_config.ATTENTION_NAMES, attention.ATTENTIONS),
+        "model/config.py INPUT_NAMES": (model_config.INPUT_NAMES, embeddings.INPUTS),
+        "model/config.py INIT_NAMES": (model_config.INIT_NAMES, warmstart.INITS),
+    }
+
+
+def test_the_names_lists_are_their_registries_keys():
+    """Each torch-free names list (what a --help shows) is exactly its registry's keys, in order."""
+    for where, (names, registry) in _registries().items():
+        assert tuple(names) == tuple(registry), f"{where} {names} != the registry's {tuple(registry)}"
