@@ -68,21 +68,9 @@ from .itemitem import largest_pattern, transition_pattern
 from .hybrid import MIXES, age_weights, check_term_settings, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
 from .superbloom import SuperbloomConfig, SuperbloomHead
 from .base import HeadBase
+from .config import HashedHybridConfig  # noqa: F401 (re-exported: callers import it here)
 
 TERMS = ("auto", "ease", "cooccurrence", "transition")
-
-
-@dataclass(frozen=True)
-class HashedHybridConfig(SuperbloomConfig):
-    name: ClassVar[str] = "hashed-hybrid"
-    neighbours: int = 200  # item-item values per id (cosine: its most frequent co-occurring ids; EASE: its largest)
-    term: str = "auto"  # ease | cooccurrence | transition | auto (EASE up to EASE_MAX_IDS ids, else cooccurrence)
-    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
-    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_term_settings(self)
 
 
 def resolve_term(term: str, n_ids: int) -> str:
