@@ -25,7 +25,7 @@ _EXPORTS = {
     "ExpandConfig": ".inference.expand", "expand": ".inference.expand",
     "BloomHash": ".hashing.bloom", "HashConfig": ".hashing.config",
     "FullConfig": ".heads.config", "HierarchicalConfig": ".heads.config", "SampledConfig": ".heads.config",
-    "SuperbloomConfig": ".heads.config", "head_config": ".heads.registry",
+    "SuperbloomConfig": ".heads.config", "head_config": ".heads.config",
     "ModelConfig": ".model.config",
     "OptimConfig": ".training.optim",
     "Prediction": ".inference.predictor", "Predictor": ".inference.predictor",

@@ -260,9 +260,12 @@ def test_the_slow_help_table_is_current(group):
 
 # the torch-free names lists the parsers read, and the registries (of torch code) they stand for
 def _registries():
+    from superbloom.heads import config as head_configs, registry
     from superbloom.model import attention, config as model_config, embeddings, warmstart
 
     return {
+        "heads/config.py HEAD_CONFIGS": (list(head_configs.HEAD_CONFIGS.items()),
+                                         [(name, config) for name, (config, _) in registry.HEADS.items()]),
         "model/config.py ATTENTION_NAMES": (model_config.ATTENTION_NAMES, attention.ATTENTIONS),
         "model/config.py INPUT_NAMES": (model_config.INPUT_NAMES, embeddings.INPUTS),
         "model/config.py INIT_NAMES": (model_config.INIT_NAMES, warmstart.INITS),

@@ -1,13 +1,16 @@
-"""The output heads' settings without torch: each head's small frozen config and the names it allows.
+"""The output heads' settings without torch: each head's config, and the configs by head name.
 
-Each head has its own config (saved in config.json as {"name": ..., its fields}). The command line
-shows their defaults and choices without importing torch (every `--help` starts fast); the head
-modules (superbloom.py, full.py, ...) use them and re-export them.
+Each head has its own small frozen config (saved in config.json as {"name": ..., its fields});
+HEAD_CONFIGS maps a head's name to it, and head_config / head_settings / head_config_dict /
+head_config_from_dict build, list and (de)serialise them. The command line shows their defaults and
+choices without importing torch (every `--help` starts fast); the head modules (superbloom.py,
+full.py, ...) and registry.py (HEADS: name -> (config class, head class)) use them and re-export them.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Union
 
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("balanced", "huffman", "fano")
@@ -103,3 +106,54 @@ class HashedHybridConfig(SuperbloomConfig):
     def __post_init__(self):
         super().__post_init__()
         check_term_settings(self)
+
+
+# ------------------------------------------------------------------ the configs by head name
+
+HEAD_CONFIGS: dict[str, type] = {  # name -> config class; registry.HEADS adds each head's class (a test checks they agree)
+    "superbloom": SuperbloomConfig,
+    "full": FullConfig,
+    "sampled": SampledConfig,
+    "hierarchical": HierarchicalConfig,
+    "hybrid": HybridConfig,
+    "hashed-hybrid": HashedHybridConfig,
+}
+HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
+
+# settings of the single HeadConfig that config.json files written before the heads package carry
+_LEGACY_FIELDS = {"per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
+
+
+def _config_class(name: str) -> type:
+    if name not in HEAD_CONFIGS:
+        raise ValueError(f"unknown head {name!r}; choose from {sorted(HEAD_CONFIGS)}")
+    return HEAD_CONFIGS[name]
+
+
+def head_settings(name: str) -> tuple[str, ...]:
+    """The settings of head `name` (its config's fields)."""
+    return tuple(f.name for f in dataclasses.fields(_config_class(name)))
+
+
+def head_config(name: str = "superbloom", **settings) -> HeadConfig:
+    """The config of head `name` with the given settings; a setting of another head is an error."""
+    cls = _config_class(name)
+    wrong = sorted(set(settings) - set(head_settings(name)))
+    if wrong:
+        own = ", ".join(head_settings(name)) or "none"
+        raise ValueError(f"{', '.join(wrong)} {'is not a setting' if len(wrong) == 1 else 'are not settings'} "
+                         f"of the {name} head (its settings: {own})")
+    return cls(**settings)
+
+
+def head_config_dict(cfg: HeadConfig) -> dict:
+    """{"name": ..., settings...}: how config.json stores a head."""
+    return {"name": cfg.name, **dataclasses.asdict(cfg)}
+
+
+def head_config_from_dict(d: dict) -> HeadConfig:
+    """Inverse of head_config_dict; also reads the single HeadConfig of older model directories."""
+    d = dict(d)
+    name = d.pop("name", "superbloom")
+    own = set(head_settings(name))
+    return head_config(name, **{k: v for k, v in d.items() if k in own or k not in _LEGACY_FIELDS})
