@@ -27,11 +27,11 @@ _EXPORTS = {
     "FullConfig": ".heads.config", "HierarchicalConfig": ".heads.config", "SampledConfig": ".heads.config",
     "SuperbloomConfig": ".heads.config", "head_config": ".heads.config",
     "ModelConfig": ".model.config",
-    "OptimConfig": ".training.optim",
+    "OptimConfig": ".training.config",
     "Prediction": ".inference.predictor", "Predictor": ".inference.predictor",
     "PrepareConfig": ".data.prepare", "prepare": ".data.prepare",
     "InputError": ".data.readers", "ReadConfig": ".data.readers",
-    "LoopConfig": ".training.train", "TrainConfig": ".training.train", "train": ".training.train",
+    "LoopConfig": ".training.config", "TrainConfig": ".training.config", "train": ".training.train",
     "embedded_dataset": ".data.embedded",
 }
 lazy_exports(globals(), _EXPORTS)
