@@ -21,7 +21,7 @@ _EXPORTS = {
     "compare": ".evaluation.compare",
     "Dataset": ".data.dataset",
     "DecodeConfig": ".heads.decode_config",
-    "EvalConfig": ".evaluation.evaluate", "evaluate": ".evaluation.evaluate",
+    "EvalConfig": ".evaluation.config", "evaluate": ".evaluation.evaluate",
     "ExpandConfig": ".inference.expand", "expand": ".inference.expand",
     "BloomHash": ".hashing.bloom", "HashConfig": ".hashing.config",
     "FullConfig": ".heads.config", "HierarchicalConfig": ".heads.config", "SampledConfig": ".heads.config",

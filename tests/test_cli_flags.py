@@ -220,7 +220,6 @@ def test_trainers_json_is_one_object(tmp_path, capsys):
 # config dataclasses and registry names their flags read live in modules that import torch. Making
 # one fast is moving those into torch-free modules; then this test asks to move it to the fast side.
 HELP_IMPORTS_TORCH = {
-    "query": "evaluation/baselines.py -> term_baselines.py (BASELINES); evaluate.py -> protocols.py -> model/batches.py",
     "setembed": "training/optim.py (OPTIMIZERS); setembed/model.py, train.py, embedder.py",
     "textclass": "model/attention.py (ATTENTIONS); textclass/model.py",
 }
@@ -258,6 +257,7 @@ def test_the_slow_help_table_is_current(group):
 
 # the torch-free names lists the parsers read, and the registries (of torch code) they stand for
 def _registries():
+    from superbloom.evaluation import baselines, config as evaluation_config, protocols
     from superbloom.heads import config as head_configs, registry
     from superbloom.model import attention, config as model_config, embeddings, warmstart
     from superbloom.training import config as training_config, objectives, optim
@@ -270,6 +270,8 @@ def _registries():
         "model/config.py INIT_NAMES": (model_config.INIT_NAMES, warmstart.INITS),
         "training/config.py OPTIMIZER_NAMES": (training_config.OPTIMIZER_NAMES, optim.OPTIMIZERS),
         "training/config.py OBJECTIVE_NAMES": (training_config.OBJECTIVE_NAMES, objectives.OBJECTIVES),
+        "evaluation/config.py PROTOCOLS": (evaluation_config.PROTOCOLS, ("auto", *protocols.REGISTRY)),
+        "evaluation/config.py BASELINE_NAMES": (evaluation_config.BASELINE_NAMES, baselines.BASELINES),
     }
 
 

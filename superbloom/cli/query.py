@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..evaluation.baselines import BASELINES
-from ..evaluation.evaluate import PROTOCOLS, EvalConfig
+from ..evaluation.config import BASELINE_NAMES, PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
 from . import checks
 from .flags import (NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
@@ -56,7 +55,7 @@ def _add_eval(sub):
                    help="leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all "
                         "(default %(default)s)")
     p.add_argument("--baselines", default=",".join(e("baselines")),
-                   help=f"comma-separated: {', '.join(BASELINES)}; or 'none'; the text protocol ranks its own "
+                   help=f"comma-separated: {', '.join(BASELINE_NAMES)}; or 'none'; the text protocol ranks its own "
                         "(default %(default)s)")
     p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
                                                                              "(default %(default)s)")
