@@ -220,7 +220,6 @@ def test_trainers_json_is_one_object(tmp_path, capsys):
 # config dataclasses and registry names their flags read live in modules that import torch. Making
 # one fast is moving those into torch-free modules; then this test asks to move it to the fast side.
 HELP_IMPORTS_TORCH = {
-    "setembed": "training/optim.py (OPTIMIZERS); setembed/model.py, train.py, embedder.py",
     "textclass": "model/attention.py (ATTENTIONS); textclass/model.py",
 }
 

@@ -13,11 +13,8 @@ import json
 from pathlib import Path
 
 from ..model.device import DEVICE_CHOICES
-from ..training.optim import OPTIMIZERS
-from ..setembed.embedder import METHODS
-from ..setembed.model import OBJECTIVES
-from ..setembed.train import EmbedTrainConfig
-from ..setembed.embedder import display
+from ..training.config import OPTIMIZER_NAMES
+from ..setembed.config import METHODS, OBJECTIVES, EmbedTrainConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
 from .flags import add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
@@ -102,7 +99,7 @@ def _add_embed_train(sub):
     g.add_argument("--max-len", type=checks.LENGTH, default=_default("max_len"),
                    help="inference: a longer set is the mean of chunks of at most this many ids (default %(default)s)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=_default("optimizer"), help="(default %(default)s)")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZER_NAMES), default=_default("optimizer"), help="(default %(default)s)")
     g.add_argument("--lr", type=checks.LR, default=_default("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=_default("warmup"), help="warm-up steps (default %(default)s)")
     g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=_default("weight_decay"), help="(default %(default)s)")
@@ -270,7 +267,7 @@ def cmd_embed(args):
 
 
 def cmd_similar(args):
-    from ..setembed.embedder import load_embedder, similar_json
+    from ..setembed.embedder import display, load_embedder, similar_json
 
     emb = load_embedder(args.model, args.threads, device=args.device)
     s = emb.similar(args.ids, args.k)
