@@ -31,7 +31,8 @@ return an exact top-k (`Ranking.exact` all True): the decoding options beam/exac
 them; a score gamma is applied to the single log-probability (the identity for sum_log/min/max);
 exhaustive scores every id (hierarchical: every leaf, instead of A*).
 
-A new head is one module with a config and a HeadBase subclass, and one entry in HEADS.
+A new head is one module with a HeadBase subclass, its config in config.py, and one entry in HEADS
+(and in config.HEAD_CONFIGS).
 
 The registry (HEADS, build_head) is registry.py, the configs by name (HEAD_CONFIGS, head_config,
 head_settings) config.py (no torch); every name here is imported lazily

@@ -28,7 +28,8 @@ The entries (OBJECTIVES):
                    queries, leave-one-out validation examples); BEST by NDCG@10
   text-mlm         BERT's masked LM on prepared text (training/text_mlm.py, imported when it is built: the
                    core does not import the text package)
-Another objective is one `register(ObjectiveEntry(...))`.
+Another objective is one `register(ObjectiveEntry(...))`, and its name in config.OBJECTIVE_NAMES (what
+`train --help` lists without importing torch; a test checks the two agree).
 """
 from __future__ import annotations
 

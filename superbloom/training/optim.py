@@ -10,8 +10,8 @@
 
 The training loop calls `set_lr(optimizer, cfg, step)` before optimizer step `step` (1-based) and
 clips the gradient norm at `clip` (0: no clipping). A new optimizer is one builder and one entry in
-OPTIMIZERS; it keeps its state as tensors and JSON-able scalars (checkpoint.py saves it with
-safetensors, never pickle).
+OPTIMIZERS (and its name in config.OPTIMIZER_NAMES, which --help reads without torch); it keeps its
+state as tensors and JSON-able scalars (checkpoint.py saves it with safetensors, never pickle).
 """
 from __future__ import annotations
 
