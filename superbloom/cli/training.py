@@ -19,6 +19,7 @@ from .recipe import saved_recipe
 from .flags import json_stdout
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 from .flags import add_log_to_arg, log_to_callbacks
+from .flags import add_trainer_tail
 
 
 def register(sub):
@@ -160,13 +161,7 @@ def _add_train(sub):
     g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=lp("keep_best"),
                    help="serve the weights with the best validation rec@10; --no-keep-best: the last weights "
                         "(default %(default)s)")
-    p.add_argument("--memory-limit", type=checks.MEMORY_LIMIT, default=None, metavar="SIZE",
-                   help="refuse a run whose memory estimate exceeds SIZE (4GB, 500MB, 2GiB) before it allocates "
-                        "(default: the machine's available memory)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_log_to_arg(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
-                   "(the run's lines go to stderr)")
+    add_trainer_tail(p)  # --memory-limit, --quiet, --log-to, --json
     p.set_defaults(func=cmd_train)
     p.set_defaults(resolve=resolved_options, recipe_hook=saved_recipe)  # --print-config, --recipe (config_file.py)
 
