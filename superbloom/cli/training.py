@@ -109,7 +109,8 @@ def _add_train(sub):
                                                              f"(default {default_of(HierarchicalConfig, 'tree')})")
     mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
     g = p.add_argument_group("training examples (sec. 3.1)")
-    g.add_argument("--objective", choices=sorted(training_config.OBJECTIVE_NAMES), default=default_of(TrainConfig, "objective"),
+    g.add_argument("--objective", choices=sorted(training_config.OBJECTIVE_NAMES),
+                   default=default_of(TrainConfig, "objective"),
                    help="how training examples are made and the model validated: masked = the paper's masked "
                         "set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs "
                         "--positions; --segment 128 and --mask-rate 0.15 unless given); for ordered data (sequence.py, "

@@ -110,7 +110,8 @@ class HashedHybridConfig(SuperbloomConfig):
 
 # ------------------------------------------------------------------ the configs by head name
 
-HEAD_CONFIGS: dict[str, type] = {  # name -> config class; registry.HEADS adds each head's class (a test checks they agree)
+# name -> config class; registry.HEADS adds each head's class (tests/test_cli_flags.py: they agree)
+HEAD_CONFIGS: dict[str, type] = {
     "superbloom": SuperbloomConfig,
     "full": FullConfig,
     "sampled": SampledConfig,

@@ -15,7 +15,7 @@ from .hierarchical import TREES, HierarchicalConfig, HierarchicalHead
 from .hybrid import HybridConfig, HybridHead
 from .sampled import PROPOSALS, SampledConfig, SampledHead
 from .superbloom import SuperbloomConfig, SuperbloomHead
-from .config import HeadConfig, head_config, head_config_dict, head_config_from_dict, head_settings  # noqa: F401 (re-exported)
+from .config import HeadConfig, head_config, head_config_dict, head_config_from_dict, head_settings  # noqa: F401
 
 Head = HeadBase  # the interface every output head implements (base.py)
 

@@ -14,7 +14,7 @@ from ..training.config import LoopConfig, OptimConfig
 
 OBJECTIVES = ("uniformity", "nca", "softmax")
 SUPERVISED = ("nca", "softmax")
-METHODS = ("auto", "knn", "head")  # embedder.py: how classify decides (auto: the softmax head where the model has one, else kNN)
+METHODS = ("auto", "knn", "head")  # how classify decides (auto: the softmax head where there is one, else knn)
 
 
 @dataclass(frozen=True)

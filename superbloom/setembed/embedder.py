@@ -38,6 +38,7 @@ from .model import EmbedConfig, SetEmbedder, embed_sets
 from .train import EmbedLoss
 from .config import METHODS  # noqa: F401 (re-exported: callers import it here)
 
+
 @dataclass
 class Similar:
     items: list[tuple[str, float]]  # (training set key, cosine), best first

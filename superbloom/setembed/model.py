@@ -28,6 +28,7 @@ from ..model.encoder import ModelConfig, SetEncoder
 from .pool import AttentionPool
 from .config import OBJECTIVES, SUPERVISED, EmbedConfig  # noqa: F401 (re-exported: callers import them here)
 
+
 def set_tokens(elems: np.ndarray, hashing: BloomHash) -> tuple[torch.Tensor, torch.Tensor]:
     """elems (B, n) ids, -1 padded -> (tokens (B, n*m) int64, pad (B, n*m) bool)."""
     elems = np.asarray(elems, np.int64)

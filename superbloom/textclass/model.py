@@ -72,9 +72,10 @@ from ..training.optim import make_optimizer
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
                                resume_point, versions)
 from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
-from .config import EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig  # noqa: F401 (re-exported: callers import them here)
+from .config import EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
+
 
 class TextClassifier(nn.Module):
     """Words -> class logits. `vocab`: the table embedding's words (ignored by the dynamic one)."""
