@@ -82,7 +82,7 @@ class ObjectiveInputs:
     data: Dataset
     train_rows: np.ndarray  # rows of data.train to train on
     val_rows: np.ndarray  # rows of data.train held out for validation
-    cfg: Any  # the run's training.train.TrainConfig (train.py imports this module, not the reverse)
+    cfg: Any  # the run's training.config.TrainConfig (config.py and train.py import this module, not the reverse)
     model_cfg: ModelConfig  # the model's settings (a resumed run's saved ones)
     device: torch.device
 
