@@ -242,9 +242,13 @@ def test_entries_own_their_requirements_and_defaults():
 
 
 def test_a_registered_entry_is_asked_not_its_name(monkeypatch):
-    """A new causal objective is one entry: the config check and the CLI's implied --causal follow it."""
+    """A new causal objective is one entry (and its name in training/config.py's OBJECTIVE_NAMES, which
+    `train --help` lists without torch): the config check and the CLI's implied --causal follow it."""
+    from superbloom.training import config as training_config
+
     monkeypatch.setitem(OBJECTIVES, "my-causal", ObjectiveEntry("my-causal", OBJECTIVES["next-item"].build,
                                                                 causal=True, mask_defaults={"mask_rate": 0.5}))
+    monkeypatch.setattr(training_config, "OBJECTIVE_NAMES", (*training_config.OBJECTIVE_NAMES, "my-causal"))
     with pytest.raises(ValueError, match="next-item, my-causal objective only"):
         check_objective("masked", ModelConfig(causal=True), MaskConfig())
     check_objective("my-causal", ModelConfig(causal=True), MaskConfig())

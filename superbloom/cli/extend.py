@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..hashing.grow import ExtendConfig
+from ..hashing.config import ExtendConfig
 from .flags import NONNEG_INT, default_of
 
 

@@ -10,6 +10,7 @@ import math
 from ..heads.decode_config import SCORES, DecodeConfig
 from ..model.device import DEVICE_CHOICES
 from .checks import bounded as number  # every numeric flag bounded (checks.py)
+from .checks import MEMORY_LIMIT
 
 
 def default_of(cls, name):
@@ -113,3 +114,34 @@ def json_stdout(on: bool):
     import sys
 
     return contextlib.redirect_stdout(sys.stderr) if on else contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------- a command that answers queries with a model
+
+
+def add_model_command(sub, name: str, help: str, description: str, model_help: str = "model directory"):
+    """The parser of a command that loads a model directory (its first positional, `model`) and answers
+    queries with it (similar-ids, vectors, embed, similar, classify); its own flags come next, then
+    finish_model_command."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("model", help=model_help)
+    return p
+
+
+def finish_model_command(p, func, json_help: str | None = None) -> None:
+    """The flags such a command ends with, in this order: --json, --device, --threads; and `func`, what it runs."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    add_device_arg(p)
+    add_threads_arg(p)
+    p.set_defaults(func=func)
+
+
+def add_trainer_tail(p) -> None:
+    """The flags train and embed-train end with, in this order: --memory-limit, --quiet, --log-to, --json."""
+    p.add_argument("--memory-limit", type=MEMORY_LIMIT, default=None, metavar="SIZE",
+                   help="refuse a run whose memory estimate exceeds SIZE (4GB, 500MB, 2GiB) before it allocates "
+                        "(default: the machine's available memory)")
+    add_quiet_arg(p)
+    add_log_to_arg(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
+                   "(the run's lines go to stderr)")

@@ -6,13 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from ..evaluation.baselines import BASELINES
-from ..evaluation.evaluate import PROTOCOLS, EvalConfig
+from ..evaluation.config import BASELINE_NAMES, PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
 from . import checks
 from .flags import (NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
     finite, number)
 from .flags import add_quiet_arg, add_threads_arg, deprecated_alias
+from .flags import add_model_command, finish_model_command
 
 
 def register(sub):
@@ -56,7 +56,7 @@ def _add_eval(sub):
                    help="leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all "
                         "(default %(default)s)")
     p.add_argument("--baselines", default=",".join(e("baselines")),
-                   help=f"comma-separated: {', '.join(BASELINES)}; or 'none'; the text protocol ranks its own "
+                   help=f"comma-separated: {', '.join(BASELINE_NAMES)}; or 'none'; the text protocol ranks its own "
                         "(default %(default)s)")
     p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
                                                                              "(default %(default)s)")
@@ -121,28 +121,20 @@ def _add_expand(sub):
 
 
 def _add_similar(sub):
-    p = sub.add_parser("similar-ids", help="the ids whose item vectors are most similar to an id's (cosine)",
-                       description="Item vectors are the mean of each id's m input token embeddings "
-                                   "(inference/vectors.py).")
-    p.add_argument("model", help="model directory")
+    p = add_model_command(sub, "similar-ids", help="the ids whose item vectors are most similar to an id's (cosine)",
+                          description="Item vectors are the mean of each id's m input token embeddings "
+                                      "(inference/vectors.py).")
     p.add_argument("id", help="an id of the vocabulary")
     p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
-    p.add_argument("--json", action="store_true")
-    add_device_arg(p)
-    add_threads_arg(p)
-    p.set_defaults(func=cmd_similar)
+    finish_model_command(p, cmd_similar)
 
 
 def _add_vectors(sub):
-    p = sub.add_parser("vectors", help="export every id's item vector to .npy or .parquet",
-                       description="Item vectors: the mean of each id's m input token embeddings. .npy: the "
-                                   "(N, d) float32 matrix, row i = vocabulary id i; .parquet: columns id, vector.")
-    p.add_argument("model", help="model directory")
+    p = add_model_command(sub, "vectors", help="export every id's item vector to .npy or .parquet",
+                          description="Item vectors: the mean of each id's m input token embeddings. .npy: the "
+                                      "(N, d) float32 matrix, row i = vocabulary id i; .parquet: columns id, vector.")
     p.add_argument("--out", required=True, metavar="FILE", help="output file, .npy or .parquet")
-    p.add_argument("--json", action="store_true", help="print one JSON object: the file, its ids and dimensions")
-    add_device_arg(p)
-    add_threads_arg(p)
-    p.set_defaults(func=cmd_vectors)
+    finish_model_command(p, cmd_vectors, "print one JSON object: the file, its ids and dimensions")
 
 
 def _add_serve(sub):

@@ -13,14 +13,12 @@ import json
 from pathlib import Path
 
 from ..model.device import DEVICE_CHOICES
-from ..training.optim import OPTIMIZERS
-from ..setembed.embedder import METHODS
-from ..setembed.model import OBJECTIVES
-from ..setembed.train import EmbedTrainConfig
-from ..setembed.embedder import display
+from ..training.config import OPTIMIZER_NAMES
+from ..setembed.config import METHODS, OBJECTIVES, EmbedTrainConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
 from .flags import add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
+from .flags import add_model_command, add_trainer_tail, finish_model_command
 
 DEFAULT = EmbedTrainConfig(data="", out="")  # the defaults embed-train's flags show
 
@@ -102,7 +100,7 @@ def _add_embed_train(sub):
     g.add_argument("--max-len", type=checks.LENGTH, default=_default("max_len"),
                    help="inference: a longer set is the mean of chunks of at most this many ids (default %(default)s)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=_default("optimizer"), help="(default %(default)s)")
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZER_NAMES), default=_default("optimizer"), help="(default %(default)s)")
     g.add_argument("--lr", type=checks.LR, default=_default("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=_default("warmup"), help="warm-up steps (default %(default)s)")
     g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=_default("weight_decay"), help="(default %(default)s)")
@@ -133,55 +131,41 @@ def _add_embed_train(sub):
     g.add_argument("--resume", action="store_true", help="continue the run in --out (flags given now may change the "
                    "optimisation and loop, not the model, labels or split)")
     g.add_argument("--overwrite", action="store_true", help="replace the model in --out")
-    p.add_argument("--memory-limit", type=checks.MEMORY_LIMIT, default=None, metavar="SIZE",
-                   help="refuse a run whose memory estimate exceeds SIZE (4GB, 500MB, 2GiB) before it allocates "
-                        "(default: the machine's available memory)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_log_to_arg(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
-                   "(the run's lines go to stderr)")
+    add_trainer_tail(p)  # --memory-limit, --quiet, --log-to, --json
     p.set_defaults(func=cmd_embed_train)
 
 
-def _add_model_args(p):
-    p.add_argument("model", help="set-embedding model directory (superbloom embed-train)")
+MODEL_HELP = "set-embedding model directory (superbloom embed-train)"  # the model positional of the commands below
 
 
 def _add_embed(sub):
-    p = sub.add_parser("embed", help="write one vector per set of a prepared dataset (Parquet)",
-                       description="Embed the sets of a prepared dataset with a trained set embedding and write "
-                                   "a Parquet file with columns set (key), split and vector (float32 list).")
-    _add_model_args(p)
+    p = add_model_command(sub, "embed", help="write one vector per set of a prepared dataset (Parquet)",
+                          description="Embed the sets of a prepared dataset with a trained set embedding and write "
+                                      "a Parquet file with columns set (key), split and vector (float32 list).",
+                          model_help=MODEL_HELP)
     p.add_argument("data", help="prepared dataset directory (its ids are looked up by string in the model's vocabulary)")
     p.add_argument("--out", required=True, help="Parquet file to write")
     p.add_argument("--sets", dest="split", choices=("train", "test", "all"), default="all",
                    help="which of the dataset's sets (default %(default)s)")
     deprecated_alias(p, "--split", "--sets")  # --split is prepare's split kind
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    add_device_arg(p)
-    add_threads_arg(p)
-    p.set_defaults(func=cmd_embed)
+    finish_model_command(p, cmd_embed, "print the summary as JSON")
 
 
 def _add_similar(sub):
-    p = sub.add_parser("similar", help="the training sets nearest to a set of ids",
-                       description="Embed the given ids as one set and list the k training sets with the highest "
-                                   "cosine (exact search over the model's index).")
-    _add_model_args(p)
+    p = add_model_command(sub, "similar", help="the training sets nearest to a set of ids",
+                          description="Embed the given ids as one set and list the k training sets with the highest "
+                                      "cosine (exact search over the model's index).", model_help=MODEL_HELP)
     p.add_argument("ids", nargs="+", help="ids of the set (as stored or URL-decoded)")
     p.add_argument("--k", type=POS_INT, default=10, help="sets to return (default %(default)s)")
-    p.add_argument("--json", action="store_true", help="print the answer of POST /v1/similar")
-    add_device_arg(p)
-    add_threads_arg(p)
-    p.set_defaults(func=cmd_similar)
+    finish_model_command(p, cmd_similar, "print the answer of POST /v1/similar")
 
 
 def _add_classify(sub):
-    p = sub.add_parser("classify", help="the label of a set of ids, rejected under a confidence",
-                       description="Embed the given ids as one set and predict its label: the classifier head "
-                                   "(softmax models) or the similarity-weighted votes of the k nearest labelled "
-                                   "training sets. A prediction with confidence under --reject is rejected.")
-    _add_model_args(p)
+    p = add_model_command(sub, "classify", help="the label of a set of ids, rejected under a confidence",
+                          description="Embed the given ids as one set and predict its label: the classifier head "
+                                      "(softmax models) or the similarity-weighted votes of the k nearest labelled "
+                                      "training sets. A prediction with confidence under --reject is rejected.",
+                          model_help=MODEL_HELP)
     p.add_argument("ids", nargs="+", help="ids of the set")
     p.add_argument("--reject", type=number(float, 0.0, 1.0, what="a confidence in [0, 1]"), default=0.0,
                    help="reject a prediction whose confidence is under this, e.g. 0.8 (default %(default)s: never)")
@@ -190,10 +174,7 @@ def _add_classify(sub):
     p.add_argument("--voters", dest="k", type=POS_INT, default=10,
                    help="knn: neighbours that vote (default %(default)s)")
     deprecated_alias(p, "--k", "--voters")  # --k is the number of results everywhere else
-    p.add_argument("--json", action="store_true", help="print the answer of POST /v1/classify")
-    add_device_arg(p)
-    add_threads_arg(p)
-    p.set_defaults(func=cmd_classify)
+    finish_model_command(p, cmd_classify, "print the answer of POST /v1/classify")
 
 
 # ------------------------------------------------------------------------------ commands
@@ -270,7 +251,7 @@ def cmd_embed(args):
 
 
 def cmd_similar(args):
-    from ..setembed.embedder import load_embedder, similar_json
+    from ..setembed.embedder import display, load_embedder, similar_json
 
     emb = load_embedder(args.model, args.threads, device=args.device)
     s = emb.similar(args.ids, args.k)

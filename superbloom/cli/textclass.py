@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from ..storage.files import load_json
-from ..model.attention import ATTENTIONS
-from ..training.optim import OPTIMIZERS, OptimConfig
-from ..textclass.model import (EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig,
-    train_textclass)
+from ..model.config import ATTENTION_NAMES
+from ..training.config import OPTIMIZER_NAMES, OptimConfig
+from ..textclass.config import EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
 from .flags import add_device_arg, add_log_to_arg, add_threads_arg, json_stdout, log_to_callbacks
@@ -50,7 +49,7 @@ def register(sub):
                         "split may not change; --epochs and the optimizer settings may, and are recorded)")
     g = p.add_argument_group("model")
     g.add_argument("--embedding", choices=EMBEDDINGS, default=MODEL.embedding, help="(default %(default)s)")
-    g.add_argument("--attention", choices=sorted(ATTENTIONS), default=MODEL.attention,
+    g.add_argument("--attention", choices=sorted(ATTENTION_NAMES), default=MODEL.attention,
                    help="kernel: the blog's kernelized attention (linear form); kernel-auto: the same kernel in its "
                         "cheaper form for the document length; softmax (default %(default)s)")
     g.add_argument("--heads", type=checks.HEADS, default=MODEL.heads, help="attention heads, must divide --d (default %(default)s)")
@@ -59,7 +58,7 @@ def register(sub):
     g.add_argument("--dropout", type=FRACTION, default=MODEL.dropout, help="on the embeddings (default %(default)s)")
     g.add_argument("--max-words", type=checks.LENGTH, default=256, help="words read per document (default %(default)s)")
     g = p.add_argument_group("training")
-    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=OPTIM.name,
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZER_NAMES), default=OPTIM.name,
                    help="adapsgd: no learning rate (the blog's); adamw: --lr with --warmup (default %(default)s)")
     g.add_argument("--lr", type=checks.LR, default=default_of(OptimConfig, "lr"), help="adamw (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=default_of(OptimConfig, "warmup"),
@@ -92,6 +91,8 @@ def register(sub):
 
 
 def cmd_train(args) -> int:
+    from ..textclass.model import train_textclass
+
     cfg = TextClassRunConfig(
         out=args.out, corpus=tuple(args.corpus), labels=args.labels, wikispeedia=args.wikispeedia,
         model=TextClassConfig(d=args.d, heads=args.heads, attention=args.attention, embedding=args.embedding,

@@ -5,28 +5,22 @@ import argparse
 import os
 from pathlib import Path
 
-from ..model.batches import MaskConfig
-from ..hashing.coherent import TREE_MIN_IDS
+from ..hashing.config import AUTO_ALPHA, TREE_MIN_IDS, UNHASHED_MAX_IDS, HashConfig
+from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
 from ..model.device import DEVICE_CHOICES
-from ..hashing.bloom import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig
-from ..heads import HEADS, PROPOSALS, TREES, head_config, head_settings
-from ..heads.hierarchical import HierarchicalConfig
-from ..heads.hybrid import TERMS as HYBRID_TERMS
-from ..heads.hashed_hybrid import WEIGHTINGS
-from ..heads.hybrid import HybridConfig
-from ..heads.sampled import SampledConfig
-from ..heads.superbloom import SuperbloomConfig
-from ..model.encoder import ModelConfig
-from ..training.optim import OPTIMIZERS, OptimConfig
-from ..training.objectives import OBJECTIVES, objective_entry
+from ..heads.config import HEAD_CONFIGS, PROPOSALS, TREES, HierarchicalConfig, HybridConfig, SampledConfig
+from ..heads.config import SuperbloomConfig, head_config, head_settings
+from ..heads.config import TERMS as HYBRID_TERMS
+from ..heads.config import WEIGHTINGS
+from ..training import config as training_config  # OBJECTIVE_NAMES, read when the parser is built
+from ..training.config import OPTIMIZER_NAMES, LoopConfig, OptimConfig, TrainConfig
 from ..training.presets import PRESETS, RULES
-from ..training.train import LoopConfig, TrainConfig
-from ..model.warmstart import INITS
 from . import checks
 from .recipe import saved_recipe
 from .flags import json_stdout
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
 from .flags import add_log_to_arg, log_to_callbacks
+from .flags import add_trainer_tail
 
 
 def register(sub):
@@ -65,7 +59,7 @@ def _add_train(sub):
     g.add_argument("--positions", type=checks.POSITIONS, default=md("positions"),
                    help="learned position embeddings for ordered data, up to this many elements "
                         "(default %(default)s: a set)")
-    g.add_argument("--init", choices=sorted(INITS), default=default_of(TrainConfig, "init"),
+    g.add_argument("--init", choices=sorted(INIT_NAMES), default=default_of(TrainConfig, "init"),
                    help="a new run's token embedding: normal (random, as the paper), cooccurrence (rank-d "
                         "factors of the training sets' co-occurrence: rare ids start near the ids they co-occur "
                         "with), auto (cooccurrence for the masked set model up to 500,000 ids, else normal) "
@@ -80,7 +74,7 @@ def _add_train(sub):
     g.add_argument("--attention", choices=["softmax", "kernel"], default=md("attention"),
                    help="softmax, or the blog's kernelized attention, linear in the set size (default %(default)s)")
     g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
-    g.add_argument("--head", choices=sorted(HEADS), default=SuperbloomConfig.name,
+    g.add_argument("--head", choices=sorted(HEAD_CONFIGS), default=SuperbloomConfig.name,
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
                         "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
@@ -120,7 +114,8 @@ def _add_train(sub):
                                                              f"(default {default_of(HierarchicalConfig, 'tree')})")
     mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
     g = p.add_argument_group("training examples (sec. 3.1)")
-    g.add_argument("--objective", choices=sorted(OBJECTIVES), default=default_of(TrainConfig, "objective"),
+    g.add_argument("--objective", choices=sorted(training_config.OBJECTIVE_NAMES),
+                   default=default_of(TrainConfig, "objective"),
                    help="how training examples are made and the model validated: masked = the paper's masked "
                         "set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs "
                         "--positions; --segment 128 and --mask-rate 0.15 unless given); for ordered data (sequence.py, "
@@ -135,7 +130,7 @@ def _add_train(sub):
                         "(default %(default)s)")
     o = lambda name: default_of(OptimConfig, name)  # noqa: E731
     g = p.add_argument_group("optimisation")
-    g.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=o("name"),
+    g.add_argument("--optimizer", choices=sorted(OPTIMIZER_NAMES), default=o("name"),
                    help="adamw, or adapsgd (no learning rate: --lr and --warmup are not used) (default %(default)s)")
     g.add_argument("--lr", type=checks.LR, default=o("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=o("warmup"), help="warm-up steps (default %(default)s)")
@@ -172,13 +167,7 @@ def _add_train(sub):
     g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=lp("keep_best"),
                    help="serve the weights with the best validation rec@10; --no-keep-best: the last weights "
                         "(default %(default)s)")
-    p.add_argument("--memory-limit", type=checks.MEMORY_LIMIT, default=None, metavar="SIZE",
-                   help="refuse a run whose memory estimate exceeds SIZE (4GB, 500MB, 2GiB) before it allocates "
-                        "(default: the machine's available memory)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_log_to_arg(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object: the model directory and its size "
-                   "(the run's lines go to stderr)")
+    add_trainer_tail(p)  # --memory-limit, --quiet, --log-to, --json
     p.set_defaults(func=cmd_train)
     p.set_defaults(resolve=resolved_options, recipe_hook=saved_recipe)  # --print-config, --recipe (config_file.py)
 
@@ -243,6 +232,8 @@ HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_
 def _objective_mask_defaults(objective: str) -> dict:
     """The MaskConfig fields the objective sets for a new run (objectives.ObjectiveEntry.mask_defaults:
     BERT's masking for text-mlm and the sequence objectives, the set model's defaults otherwise)."""
+    from ..training.objectives import objective_entry  # torch: imported when a command runs, not for --help
+
     return objective_entry(objective).mask_defaults
 
 
@@ -264,6 +255,8 @@ def _mask_default(args, name: str, dest: str = "", fixed=None):
 def train_config_from_args(args, base: TrainConfig | None = None, given: set[str] = frozenset()) -> TrainConfig:
     """The TrainConfig of the command line; with `base` (a resumed run's saved config) only the flags
     in `given` (those typed on the command line) replace its settings."""
+    from ..training.objectives import objective_entry  # torch: imported when a command runs, not for --help
+
     def pick(dest, saved):
         return getattr(args, dest) if base is None or dest in given else saved
 

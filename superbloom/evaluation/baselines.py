@@ -13,7 +13,8 @@ model (evaluate.py):
                 term, EASE's 200 largest weights per id, the cosine on 200 neighbours per id; ranked
                 as the head's "term alone" variant ranks, with no network trained
 
-The registry `BASELINES` maps a name to a `BaselineEntry`; a new baseline is one entry. The interface:
+The registry `BASELINES` maps a name to a `BaselineEntry`; a new baseline is one entry (and its
+name in config.BASELINE_NAMES, which `eval --help` lists without torch). The interface:
 
   entry.fit(train: SetArray, n_ids: int) -> a fitted baseline with
       rank(contexts, exclude, k) -> (E, k) ids, best first (-1: fewer than k rankable ids)

@@ -36,35 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from ..data.dataset import Dataset
-from ..heads.beam import DecodeConfig
 from .metrics import target_ranks
 from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (train.py, benchmarks)
-from .protocols import REGISTRY, EvalProtocol, protocol, resolve
-
-PROTOCOLS = ("auto", *REGISTRY)  # text: masked tokens in place (evaluation/text_protocol.py)
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    seed: int = 0
-    n: int = 32  # segment length
-    targets_per_set: int = 1  # held-out ids per set, each its own example
-    depth: int = 20  # ids retrieved per example (MRR is truncated here)
-    decode: DecodeConfig = DecodeConfig()
-    baselines: tuple[str, ...] = ("popularity", "cooccurrence")
-    batch_size: int = 256
-    max_sets: int = 0  # evaluate on at most this many held-out sets / users (0: all)
-    protocol: str = "auto"  # a protocols.REGISTRY name, or "auto": the one the dataset was prepared for
-    split: str = "test"  # leave-one-out: rank the "valid" or the "test" targets
-    context_len: int = 50  # leave-one-out: the most recent ids of the history in the context
-    exclude_history: bool = True  # leave-one-out: the user's whole history is never ranked
-    cooc_last: int = 1  # leave-one-out: co-occurrence scores from the last this many context ids (0: all)
-
-    def __post_init__(self):
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
-        if self.split not in ("valid", "test"):
-            raise ValueError(f"split must be 'valid' or 'test', got {self.split!r}")
+from .protocols import EvalProtocol, protocol, resolve
+from .config import PROTOCOLS, EvalConfig  # noqa: F401 (re-exported: callers import them here)
 
 
 def variant_key(name: str) -> str:

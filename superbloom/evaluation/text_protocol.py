@@ -208,7 +208,7 @@ TEXT_BASELINES = {"unigram": _unigram, "bigram": _bigram}  # name -> (data, exam
 
 class TextProtocol:
     """The text protocol (module docstring) as an entry of the evaluation registry (protocols.py's
-    EvalProtocol hooks). cfg: evaluate.EvalConfig (max_sets, seed, depth, decode, batch_size are used;
+    EvalProtocol hooks). cfg: config.EvalConfig (max_sets, seed, depth, decode, batch_size are used;
     any `baselines`: the two text baselines, none: no baseline); segments are as long as the model's
     training segments (config.json), at most its positions."""
     name = "text"

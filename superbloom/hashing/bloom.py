@@ -21,8 +21,6 @@ id's m-tuple of buckets), so neither exists twice.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,39 +28,11 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from ..storage.files import atomic_path
+from .config import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig  # noqa: F401 (re-exported: callers import them here)
 
 SPECIALS = ("[PAD]", "[MASK]", "[UNK]", "[CLS]", "[SEP]")
 PAD, MASK, UNK, CLS, SEP = range(len(SPECIALS))
 PAD_ELEM, MASK_ELEM = -1 - PAD, -1 - MASK  # special markers in element arrays
-
-
-UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids (benchmarks/results/quality.md)
-AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
-
-
-@dataclass(frozen=True)
-class HashConfig:
-    alpha: int = 0  # ids per bucket; 0 (default): chosen from the vocabulary size (resolve)
-    m: int = 2  # hash maps (tokens per id)
-    seed: int = 0
-    coherent: int = 0  # how many of the m maps are coherent (appendix C, coherent.py); they come first
-
-    def __post_init__(self):
-        if self.alpha < 0 or self.m < 1:
-            raise ValueError(f"alpha must be >= 1 (or 0: auto) and m >= 1, got alpha={self.alpha}, m={self.m}")
-        if not 0 <= self.coherent <= self.m:
-            raise ValueError(f"coherent must be between 0 and m={self.m}, got {self.coherent}")
-
-    def resolve(self, n_ids: int) -> "HashConfig":
-        """alpha = 0 (auto) -> a concrete config for `n_ids` ids: the unhashed model (alpha = 1, m = 1)
-        while the id table is small (<= UNHASHED_MAX_IDS ids: hashing would save little memory and
-        costs accuracy there, benchmarks/results/quality.md), else alpha = AUTO_ALPHA with this m.
-        A config with alpha >= 1 is returned unchanged."""
-        if self.alpha:
-            return self
-        if n_ids <= UNHASHED_MAX_IDS:
-            return dataclasses.replace(self, alpha=1, m=1, coherent=0)
-        return dataclasses.replace(self, alpha=AUTO_ALPHA)
 
 
 class BloomHash:

@@ -52,6 +52,7 @@ import scipy.sparse as sp
 import torch
 
 from ..data.dataset import SetArray
+from .config import TREE_MIN_IDS  # from this many ids on, the bisection tree instead of the exact greedy
 
 RANK = 32  # factorisation rank r
 OVERSAMPLE = 16  # randomized SVD: extra columns of the sketch
@@ -62,7 +63,6 @@ BLOCK_ELEMS = 1 << 24  # similarity entries (seeds x unassigned) computed at onc
 # beyond: at 5.3M ids and r = 128 a float64 block is 6.1 GB and the sketch holds three of them
 FLOAT64_MAX_ELEMS = 1 << 27
 GRAM_ROWS = 1 << 18  # rows per chunk when a float32 block's Gram matrix is accumulated in float64
-TREE_MIN_IDS = 500_000  # from this many ids on, the bisection tree instead of the exact greedy
 TREE_SAMPLES = 8  # a segment's first split direction: a random member to the least similar of these
 TREE_REFINE = 2  # then this many times: the difference of the means of the two halves (balanced 2-means)
 TREE_ROWS = 1 << 20  # rows per chunk of the projections

@@ -35,7 +35,6 @@ that `--alpha 0` picks for small vocabularies) a new id must share its only toke
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,14 +42,10 @@ import numpy as np
 from ..storage.checkpoint import latest_checkpoint
 from ..storage.files import load_json, save_json
 from ..storage.guarded import claim
+from .config import ExtendConfig  # noqa: F401 (re-exported)
 from .bloom import BloomHash, bucket_sizes, duplicate_rows, inverse_index, key_weights, mix_keys
 from ..data.readers import InputError
 from ..data.vocab import Vocab
-
-
-@dataclass(frozen=True)
-class ExtendConfig:
-    seed: int = 0  # tie-breaks between equally filled buckets and each map's shuffle
 
 
 # ------------------------------------------------------------------------------ reading the new ids

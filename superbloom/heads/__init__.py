@@ -31,38 +31,41 @@ return an exact top-k (`Ranking.exact` all True): the decoding options beam/exac
 them; a score gamma is applied to the single log-probability (the identity for sum_log/min/max);
 exhaustive scores every id (hierarchical: every leaf, instead of A*).
 
-A new head is one module with a config and a HeadBase subclass, and one entry in HEADS.
+A new head is one module with a HeadBase subclass, its config in config.py, and one entry in HEADS
+(and in config.HEAD_CONFIGS).
 
-The registry (HEADS, head_config, build_head) is registry.py; every name here is imported lazily
+The registry (HEADS, build_head) is registry.py, the configs by name (HEAD_CONFIGS, head_config,
+head_settings) config.py (no torch); every name here is imported lazily
 (so `superbloom.heads.decode_config` and `superbloom.heads.beam` can be imported without the heads).
 """
 from .._lazy import lazy_exports
 
 _EXPORTS = {
     "HEADS": ".registry",
-    "PROPOSALS": ".sampled",
-    "TREES": ".hierarchical",
-    "FullConfig": ".full",
+    "HEAD_CONFIGS": ".config",
+    "PROPOSALS": ".config",
+    "TREES": ".config",
+    "FullConfig": ".config",
     "FullHead": ".full",
-    "HashedHybridConfig": ".hashed_hybrid",
+    "HashedHybridConfig": ".config",
     "HashedHybridHead": ".hashed_hybrid",
     "Head": ".registry",
     "HeadBase": ".base",
-    "HeadConfig": ".registry",
-    "HierarchicalConfig": ".hierarchical",
+    "HeadConfig": ".config",
+    "HierarchicalConfig": ".config",
     "HierarchicalHead": ".hierarchical",
-    "HybridConfig": ".hybrid",
+    "HybridConfig": ".config",
     "HybridHead": ".hybrid",
-    "SampledConfig": ".sampled",
+    "SampledConfig": ".config",
     "SampledHead": ".sampled",
-    "SuperbloomConfig": ".superbloom",
+    "SuperbloomConfig": ".config",
     "SuperbloomHead": ".superbloom",
     "build_head": ".registry",
-    "head_config": ".registry",
-    "head_config_dict": ".registry",
-    "head_config_from_dict": ".registry",
-    "head_settings": ".registry",
+    "head_config": ".config",
+    "head_config_dict": ".config",
+    "head_config_from_dict": ".config",
+    "head_settings": ".config",
 }
 lazy_exports(globals(), _EXPORTS)
 
-__all__ = ["FullConfig", "FullHead", "HEADS", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig", "HierarchicalHead", "HybridConfig", "HybridHead", "PROPOSALS", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "TREES", "build_head", "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]
+__all__ = ["FullConfig", "FullHead", "HEADS", "HEAD_CONFIGS", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig", "HierarchicalHead", "HybridConfig", "HybridHead", "PROPOSALS", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "TREES", "build_head", "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]

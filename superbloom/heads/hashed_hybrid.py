@@ -57,8 +57,7 @@ one's size when its weights are loaded, so load, resume and serve need nothing n
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable
 
 import numpy as np
 import torch
@@ -70,36 +69,10 @@ from ..hashing.bloom import BloomHash
 from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, age_weights, check_term_settings, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
-from .superbloom import SuperbloomConfig, SuperbloomHead
+from .hybrid import MIXES, age_weights, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
+from .superbloom import SuperbloomHead
 from .base import HeadBase
-
-TERMS = ("auto", "ease", "cooccurrence", "transition")
-# the co-occurrence term's weightings (cooccur_index.WEIGHTS, over the same neighbour lists): the value of
-# a pair (c, j) counted in count(c, j) training sets, with df_i the training sets holding i and S their number:
-#   cosine  count / sqrt(df_c df_j)      count  count      idf  count x log(S / df_j)
-# count and idf are divided by a global scale (fit: their mean value over the pairs over the cosine's)
-# so that one grid of MIXES fits all three; the validation chooses one (config weighting auto).
-WEIGHTINGS = ("cosine", "count", "idf")
-
-
-@dataclass(frozen=True)
-class HashedHybridConfig(SuperbloomConfig):
-    name: ClassVar[str] = "hashed-hybrid"
-    neighbours: int = 200  # item-item values per id (cosine: its most frequent co-occurring ids; EASE: its largest)
-    term: str = "auto"  # ease | cooccurrence | transition | auto (EASE up to EASE_MAX_IDS ids, else cooccurrence)
-    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
-    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
-    weighting: str = "auto"  # cooccurrence: cosine | count | idf | auto (the validation chooses; WEIGHTINGS)
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_term_settings(self)
-        if self.weighting not in ("auto",) + WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {('auto',) + WEIGHTINGS}, got {self.weighting!r}")
-        if self.weighting != "auto" and self.term not in ("auto", "cooccurrence"):
-            raise ValueError(f"weighting {self.weighting!r} weighs the co-occurrence term; term {self.term!r} "
-                             "has its own values (leave weighting auto)")
+from .config import WEIGHTINGS, HashedHybridConfig
 
 
 def resolve_term(term: str, n_ids: int) -> str:

@@ -33,7 +33,6 @@ k-th leaf found are dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -43,19 +42,7 @@ import torch.nn.functional as F
 from .beam import DecodeConfig
 from .ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, excluded
 from .base import HeadBase
-
-TREES = ("balanced", "huffman", "fano")
-
-
-@dataclass(frozen=True)
-class HierarchicalConfig:
-    name: ClassVar[str] = "hierarchical"
-    tree: str = "huffman"  # balanced | huffman | fano, built from the training counts
-
-    def __post_init__(self):
-        if self.tree not in TREES:
-            raise ValueError(f"tree must be one of {TREES}, got {self.tree!r}")
-
+from .config import TREES, HierarchicalConfig  # noqa: F401 (re-exported: callers import them here)
 
 # ---------------------------------------------------------------------------------------- trees
 

@@ -65,41 +65,9 @@ from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_exclude
 from .full import FullHead
 from .base import HeadBase
 from .sampled import Proposal, head_sampled_loss
+from .config import TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
 
 
-@dataclass(frozen=True)
-class HybridConfig:
-    name: ClassVar[str] = "hybrid"
-    neighbours: int = 200  # item-item values per id (EASE: its largest; cosine: its most frequent co-occurring ids)
-    term: str = "auto"  # ease | cooccurrence | transition | auto (resolve_term)
-    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
-    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
-    label_smoothing: float = 0.0
-    samples: int = 0  # > 0: train the network with sampled softmax, this many log-uniform negatives per step
-
-    def __post_init__(self):
-        if self.samples < 0:
-            raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
-        if self.samples and self.label_smoothing:
-            raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
-        check_term_settings(self)
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-
-
-TERMS = ("auto", "ease", "cooccurrence", "transition")
-
-
-def check_term_settings(cfg) -> None:
-    """The item-item term's settings of a hybrid config (HybridConfig, HashedHybridConfig), checked alike."""
-    if cfg.neighbours < 1:
-        raise ValueError(f"neighbours must be >= 1, got {cfg.neighbours}")
-    if cfg.term not in TERMS:
-        raise ValueError(f"term must be one of {TERMS}, got {cfg.term!r}")
-    if cfg.window < 1:
-        raise ValueError(f"window must be >= 1, got {cfg.window}")
-    if not 0.0 < cfg.gap_decay <= 1.0:
-        raise ValueError(f"gap_decay must be in (0, 1], got {cfg.gap_decay}")
 MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the item-item term's weights tried at validation
 
 

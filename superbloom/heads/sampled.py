@@ -21,17 +21,13 @@ Proposals:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import numpy as np
 import torch
 import torch.nn as nn
 
 from ..hashing.bloom import BloomHash
 from .full import FullHead, target_rows
-
-PROPOSALS = ("uniform", "unigram", "log_uniform")
+from .config import PROPOSALS, SampledConfig  # noqa: F401 (re-exported: callers import them here)
 
 
 def proposal_probs(kind: str, n: int, counts=None) -> np.ndarray:
@@ -86,19 +82,6 @@ def sampled_softmax_loss(v: torch.Tensor, w_true: torch.Tensor, b_true: torch.Te
     neg = v @ w_neg.T + b_neg - neg_log_pi.to(v.dtype)  # (M, U) corrected logits
     neg = neg.masked_fill(neg_ids[None, :] == targets[:, None], float("-inf"))  # accidental hits
     return (torch.logsumexp(torch.cat([true[:, None], neg], 1), 1) - true).mean()
-
-
-@dataclass(frozen=True)
-class SampledConfig:
-    name: ClassVar[str] = "sampled"
-    samples: int = 1024  # ids drawn per training step, shared by the batch
-    proposal: str = "log_uniform"  # uniform | unigram | log_uniform
-
-    def __post_init__(self):
-        if self.samples < 1:
-            raise ValueError(f"samples must be >= 1, got {self.samples}")
-        if self.proposal not in PROPOSALS:
-            raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
 
 
 class SampledHead(FullHead):

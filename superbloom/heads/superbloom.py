@@ -8,9 +8,6 @@ certificate).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -20,17 +17,7 @@ from ..hashing.bloom import BloomHash
 from .losses import smoothed_nll
 from .ranking import Ranking
 from .base import HeadBase
-
-
-@dataclass(frozen=True)
-class SuperbloomConfig:
-    name: ClassVar[str] = "superbloom"
-    per_hash_softmax: bool = False  # softmax j over map j's token range only
-    label_smoothing: float = 0.0  # over the classes of each softmax
-
-    def __post_init__(self):
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+from .config import SuperbloomConfig  # noqa: F401 (re-exported: callers import it here)
 
 
 class SuperbloomHead(HeadBase):

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..heads.beam import DecodeConfig
+from ..heads.decode_config import DecodeConfig
 
 STRATEGIES = ("argmax", "sample")
 

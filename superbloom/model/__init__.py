@@ -4,7 +4,7 @@
 imported lazily."""
 from .._lazy import lazy_exports
 
-lazy_exports(globals(), {name: ".encoder" for name in (
-    "ModelConfig", "Attention", "Block", "SetEncoder", "causal_keep", "SetModel", "count_parameters",
+lazy_exports(globals(), {"ModelConfig": ".config", **{name: ".encoder" for name in (
+    "Attention", "Block", "SetEncoder", "causal_keep", "SetModel", "count_parameters",
     "build_model",
-)})
+)}})

@@ -26,25 +26,7 @@ import torch
 
 from ..data.dataset import SetArray
 from ..hashing.bloom import MASK_ELEM, PAD_ELEM, BloomHash
-
-
-@dataclass(frozen=True)
-class MaskConfig:
-    n: int = 32  # max elements per segment
-    mask_rate: float = 0.5  # the paper: 0.15; 0.5 learns faster on small data (benchmarks/results/recipe.md)
-    p_mask: float = 0.6  # of masked elements: fed as [MASK] (BERT, the paper: 0.8; 0.6 measured better for sets)
-    p_random: float = 0.2  # ... fed as a random id (the rest: unchanged) (BERT: 0.1)
-    element_dropout: float = 0.2  # each unmasked context element dropped (fed as padding) with this probability
-
-    def __post_init__(self):
-        if self.n < 2:
-            raise ValueError(f"segment length n must be >= 2 (a context and a target), got {self.n}")
-        if not 0.0 < self.mask_rate <= 1.0:
-            raise ValueError(f"mask_rate must be in (0, 1], got {self.mask_rate}")
-        if not (0.0 <= self.p_mask and 0.0 <= self.p_random and self.p_mask + self.p_random <= 1.0):
-            raise ValueError(f"p_mask and p_random must be >= 0 with a sum <= 1, got {self.p_mask}, {self.p_random}")
-        if not 0.0 <= self.element_dropout < 1.0:
-            raise ValueError(f"element_dropout must be in [0, 1), got {self.element_dropout}")
+from .config import MaskConfig  # noqa: F401 (re-exported: callers import it here)
 
 
 @dataclass

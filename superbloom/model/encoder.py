@@ -17,55 +17,17 @@ m tokens per element) from the hashing: ModelConfig holds only the architecture.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .embeddings import INPUTS, DynamicIdInput, build_embedding
+from .embeddings import DynamicIdInput, build_embedding
 from ..hashing.bloom import BloomHash
 from ..heads import HeadConfig, build_head
 from ..heads.base import HeadBase
 from .attention import ATTENTIONS
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    d: int = 128
-    heads: int = 4
-    d_ff: int = 512
-    layers: int = 2
-    dropout: float = 0.1  # on embeddings and residual branches
-    attn_dropout: float = 0.0  # on attention weights (costly on CPU: ~2.5x the attention time)
-    positions: int = 0  # > 0: learned position embeddings for up to this many elements
-    norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
-    embedding: str = "hashed"  # input embedding (embeddings.py)
-    attention: str = "softmax"  # softmax | kernel (kernel_attention.py: linear in the set size)
-    causal: bool = False  # True: element i attends to elements <= i only (next-item models, sequence.py)
-    dynamic: bool = False  # True: + the dynamic embedding of each id's string (embeddings.DynamicIdInput)
-
-    def __post_init__(self):
-        for name in ("d", "heads", "d_ff", "layers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.d % self.heads:
-            raise ValueError(f"d={self.d} must be divisible by heads={self.heads}")
-        if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
-            raise ValueError(f"dropout and attn_dropout must be in [0, 1), got {self.dropout}, {self.attn_dropout}")
-        if self.positions < 0:
-            raise ValueError(f"positions must be >= 0, got {self.positions}")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {sorted(ATTENTIONS)}, got {self.attention!r}")
-        if self.embedding not in INPUTS:
-            raise ValueError(f"embedding must be one of {sorted(INPUTS)}, got {self.embedding!r}")
-        if self.causal and self.attention != "softmax":
-            raise ValueError(f"causal attention needs attention='softmax', got {self.attention!r}")
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
-        """From config.json; older model directories also stored vocab_size and m (now derived)."""
-        return cls(**{k: v for k, v in d.items() if k not in ("vocab_size", "m")})
+from .config import ModelConfig  # noqa: F401 (re-exported: callers import it here)
 
 
 class Attention(nn.Module):

@@ -7,6 +7,7 @@ This subpackage imports the core (the encoder, datasets, losses); the core never
 
     pool.py      AttentionPool: a learned query token attends over the encoder's hidden states
     model.py     SetEmbedder: the set encoder + AttentionPool (+ classifier head, NCA memory bank)
+    config.py    EmbedConfig, EmbedTrainConfig and the names they allow (no torch)
     train.py     embed_train: the uniformity / nca / softmax objectives on train.fit's loop
     embedder.py  Embedder: a trained model's vectors, similar sets, classification with rejection
     knn.py       exact chunked top-k by cosine, kNN votes, rejection, coverage curve, scores
@@ -15,12 +16,19 @@ This subpackage imports the core (the encoder, datasets, losses); the core never
 The losses (alignment, uniformity, NCA with a memory bank, label smoothing) are in
 superbloom/losses.py.
 """
-from .knn import classify, coverage_curve, knn_votes, label_agreement, multilabel_scores, topk_cosine
-from ..data.labels import LabelTable, load_labels, read_label_pairs
-from .pool import AttentionPool
-from .model import EmbedConfig, SetEmbedder, embed_sets
-from .train import EmbedTrainConfig, embed_train
-from .embedder import Classified, Embedder, Similar, load_embedder
+from .._lazy import lazy_exports
+
+_EXPORTS = {  # imported on first use, so that the torch-free settings (config.py) import no torch
+    **{name: ".knn" for name in ("classify", "coverage_curve", "knn_votes", "label_agreement", "multilabel_scores",
+                                 "topk_cosine")},
+    **{name: "..data.labels" for name in ("LabelTable", "load_labels", "read_label_pairs")},
+    "AttentionPool": ".pool",
+    "EmbedConfig": ".config", "EmbedTrainConfig": ".config",
+    "SetEmbedder": ".model", "embed_sets": ".model",
+    "embed_train": ".train",
+    **{name: ".embedder" for name in ("Classified", "Embedder", "Similar", "load_embedder")},
+}
+lazy_exports(globals(), _EXPORTS)
 
 __all__ = ["AttentionPool", "Classified", "EmbedConfig", "EmbedTrainConfig", "Embedder", "LabelTable", "SetEmbedder",
            "Similar", "embed_sets", "embed_train", "load_embedder", "classify", "coverage_curve", "knn_votes", "label_agreement",

@@ -36,8 +36,7 @@ from ..data.vocab import Vocab
 from .knn import knn_votes, topk_cosine
 from .model import EmbedConfig, SetEmbedder, embed_sets
 from .train import EmbedLoss
-
-METHODS = ("auto", "knn", "head")
+from .config import METHODS  # noqa: F401 (re-exported: callers import it here)
 
 
 @dataclass

@@ -16,8 +16,6 @@ in the encoder and in the pool; tests/test_setembed_model.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn as nn
@@ -28,43 +26,7 @@ from ..hashing.bloom import PAD_ELEM, BloomHash
 from ..heads.losses import MemoryBank
 from ..model.encoder import ModelConfig, SetEncoder
 from .pool import AttentionPool
-
-OBJECTIVES = ("uniformity", "nca", "softmax")
-SUPERVISED = ("nca", "softmax")
-
-
-@dataclass(frozen=True)
-class EmbedConfig:
-    """What the set vector is trained for, and how sets are cut (saved in config.json's "embed")."""
-    objective: str = "uniformity"  # uniformity (alignment + uniformity, no labels) | nca | softmax
-    segment: int = 32  # ids per training segment (a random contiguous run of the set, as batches.py)
-    pool_heads: int = 4  # heads of the attention pool
-    uniformity_t: float = 2.0  # uniformity's t (Wang & Isola: 2; the blog: 2 or 3)
-    uniformity_weight: float = 1.0  # loss = alignment + weight * mean of the two views' uniformity
-    temperature: float = 0.05  # NCA: cosine / temperature (Wu et al. 2018)
-    momentum: float = 0.5  # NCA: memory bank momentum (Wu et al. 2018)
-    smoothing: float = 0.1  # softmax: label smoothing (the blog's 0.1)
-    logit_scale: float = 10.0  # softmax: logits = scale * classifier(unit vector)
-    max_len: int = 256  # inference: longer sets are embedded as the mean of chunks of <= max_len ids
-
-    def __post_init__(self):
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if self.segment < 2:
-            raise ValueError(f"segment must be >= 2 ids (two views of >= 1 id), got {self.segment}")
-        if self.max_len < 1 or self.pool_heads < 1:
-            raise ValueError(f"max_len and pool_heads must be >= 1, got {self.max_len}, {self.pool_heads}")
-        for name in ("uniformity_t", "temperature", "logit_scale"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 0.0 <= self.momentum < 1.0 or not 0.0 <= self.smoothing < 1.0:
-            raise ValueError(f"momentum and smoothing must be in [0, 1), got {self.momentum}, {self.smoothing}")
-        if self.uniformity_weight < 0:
-            raise ValueError(f"uniformity_weight must be >= 0, got {self.uniformity_weight}")
-
-    @property
-    def supervised(self) -> bool:
-        return self.objective in SUPERVISED
+from .config import OBJECTIVES, SUPERVISED, EmbedConfig  # noqa: F401 (re-exported: callers import them here)
 
 
 def set_tokens(elems: np.ndarray, hashing: BloomHash) -> tuple[torch.Tensor, torch.Tensor]:

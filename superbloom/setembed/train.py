@@ -32,10 +32,9 @@ covers every training set. Under torchrun every rank's batch rows update the NCA
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -51,52 +50,23 @@ from ..model.device import init_distributed
 from ..storage.files import atomic_path, load_json, save_json, write_lines
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads.losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
-from ..model.encoder import ModelConfig, count_parameters
-from ..training.optim import OptimConfig
+from ..model.encoder import count_parameters
 from ..training.callbacks import Callback
 from ..training.card import write_card
-from ..training.loop import LoopConfig, fit
+from ..training.loop import fit
 from ..training.objectives import Objective
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
                                portable, portable_summary, refuse_changes, resume_point, start_run)
 from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from ..data.labels import load_labels
-from .model import EmbedConfig, SetEmbedder, embed_sets, set_tokens
+from .model import SetEmbedder, embed_sets, set_tokens
+from .config import EmbedTrainConfig  # noqa: F401 (re-exported: callers import it here)
 
 log = logging.getLogger(__name__)
 
 K = 10  # neighbours of the validation kNN scores
 VAL_REFERENCE = 2000  # training sets validation sets are compared with (a fixed sample)
-
-
-@dataclass(frozen=True)
-class EmbedTrainConfig:
-    data: str  # prepared dataset directory
-    out: str  # model directory to write
-    labels: str = ""  # two-column file (set key, label); needed by nca and softmax
-    embed: EmbedConfig = field(default_factory=EmbedConfig)
-    hash: HashConfig = field(default_factory=HashConfig)
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(d=64, heads=4, d_ff=128, layers=1))
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-3, warmup=100, weight_decay=0.01))
-    loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000, eval_every=250))
-    val_fraction: float = 0.1  # training sets held out for validation (max 2000)
-
-    def __post_init__(self):
-        if self.embed.supervised and not self.labels:
-            raise ValueError(f"the {self.embed.objective} objective learns from labels: give a labels file "
-                             "(--labels FILE: one 'set key<TAB>label' per line)")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
-
-    def to_dict(self) -> dict:
-        return json.loads(json.dumps(asdict(self), default=str))
-
-    @classmethod
-    def from_dict(cls, t: dict) -> "EmbedTrainConfig":
-        return cls(data=t["data"], out=t["out"], labels=t.get("labels", ""), embed=EmbedConfig(**t["embed"]),
-                   hash=HashConfig(**t["hash"]), model=ModelConfig.from_dict(t["model"]),
-                   optim=OptimConfig(**t["optim"]), loop=LoopConfig(**t["loop"]), val_fraction=t["val_fraction"])
 
 
 # settings a resumed run must keep (they define the model, its bank and its data split; the seed

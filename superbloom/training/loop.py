@@ -35,36 +35,9 @@ from .callbacks import Callback, close_all
 from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's input)
 from .optim import OptimConfig, make_optimizer, set_lr
 from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
+from .config import LoopConfig  # noqa: F401 (re-exported: callers import it here)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """How long and how often: shared by every objective."""
-    batch_size: int = 64  # examples per step, over all ranks
-    steps: int = 0  # stop after this many steps (0: no step limit)
-    epochs: float = 0.0  # ... or this many passes over the training examples
-    time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
-    eval_every: int = 500  # validation every this many steps (0: only at the end)
-    keep_best: bool = True  # keep the checkpoint with the best validation score too; inference uses it
-    checkpoint_every: float = 60.0  # seconds between checkpoints
-    seed: int = 0
-    threads: int = 0  # torch CPU threads (0: torch's default)
-    device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
-    ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
-
-    def __post_init__(self):
-        if not 0.0 <= self.ema < 1.0:
-            raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
-        if not (self.steps or self.epochs or self.time_budget):
-            raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
 
 
 # ------------------------------------------------------------------------------ the loop

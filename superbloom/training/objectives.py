@@ -28,7 +28,8 @@ The entries (OBJECTIVES):
                    queries, leave-one-out validation examples); BEST by NDCG@10
   text-mlm         BERT's masked LM on prepared text (training/text_mlm.py, imported when it is built: the
                    core does not import the text package)
-Another objective is one `register(ObjectiveEntry(...))`.
+Another objective is one `register(ObjectiveEntry(...))`, and its name in config.OBJECTIVE_NAMES (what
+`train --help` lists without importing torch; a test checks the two agree).
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ class ObjectiveInputs:
     data: Dataset
     train_rows: np.ndarray  # rows of data.train to train on
     val_rows: np.ndarray  # rows of data.train held out for validation
-    cfg: Any  # the run's training.train.TrainConfig (train.py imports this module, not the reverse)
+    cfg: Any  # the run's training.config.TrainConfig (config.py and train.py import this module, not the reverse)
     model_cfg: ModelConfig  # the model's settings (a resumed run's saved ones)
     device: torch.device
 

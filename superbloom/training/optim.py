@@ -10,37 +10,17 @@
 
 The training loop calls `set_lr(optimizer, cfg, step)` before optimizer step `step` (1-based) and
 clips the gradient norm at `clip` (0: no clipping). A new optimizer is one builder and one entry in
-OPTIMIZERS; it keeps its state as tensors and JSON-able scalars (checkpoint.py saves it with
-safetensors, never pickle).
+OPTIMIZERS (and its name in config.OPTIMIZER_NAMES, which --help reads without torch); it keeps its
+state as tensors and JSON-able scalars (checkpoint.py saves it with safetensors, never pickle).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Iterable
 
 import torch
 
-
-@dataclass(frozen=True)
-class OptimConfig:
-    name: str = "adamw"  # OPTIMIZERS
-    lr: float = 3e-3  # peak learning rate
-    warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
-    weight_decay: float = 0.0
-    clip: float = 1.0  # gradient norm clip (0: none)
-
-    def __post_init__(self):
-        if self.name not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.name!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0 steps, got {self.warmup}")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
-        if not (math.isfinite(self.clip) and self.clip >= 0):
-            raise ValueError(f"clip must be a finite number >= 0 (0: no clipping), got {self.clip}")
+from .config import OptimConfig  # noqa: F401 (re-exported: callers import it here)
 
 
 def lr_factor(step: int, warmup: int) -> float:

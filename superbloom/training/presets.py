@@ -19,8 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from ..hashing.bloom import UNHASHED_MAX_IDS
-from ..heads import head_settings
+from ..hashing.config import UNHASHED_MAX_IDS
+from ..heads.config import head_settings
 from ..storage.files import load_json
 
 # auto's size tiers (ids of the prepared vocabulary); tests monkeypatch them

@@ -20,27 +20,25 @@ where its last checkpoint left it (weights, optimizer, schedule, data order and 
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from ..model.batches import MaskConfig
 from ..hashing.coherent import CoherentStats
 from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
 from ..storage.files import load_json
 from ..storage.kinds import id_model_kind
 from ..hashing.bloom import BloomHash, HashConfig
-from ..heads import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
+from ..heads import head_config_dict, head_config_from_dict
 from .callbacks import Callback
 from .card import write_card
-from .loop import LoopConfig, fit
+from .loop import LoopConfig, fit  # noqa: F401 (LoopConfig re-exported: callers import it here)
 from ..model.encoder import ModelConfig, build_model, count_parameters
 from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, ObjectiveEntry, ObjectiveInputs, masked,
     masked_set_objective, objective_entry, training_rows)
@@ -49,51 +47,10 @@ from ..data.remap import align_dataset, format_alignment
 from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
                      portable_summary, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
-from ..model.warmstart import INITS, initialise, resolve_init
+from ..model.warmstart import initialise, resolve_init
+from .config import TrainConfig  # re-exported: callers import it here
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The masked id model: what to train on, the model, and the loop."""
-    data: str
-    out: str
-    hash: HashConfig = field(default_factory=HashConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    head: HeadConfig = field(default_factory=SuperbloomConfig)
-    mask: MaskConfig = field(default_factory=MaskConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
-    val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
-    objective: str = "masked"  # an entry of objectives.OBJECTIVES: how examples are made and the model validated
-    init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
-
-    def __post_init__(self):
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
-        if self.init not in INITS:
-            raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INITS))}")
-        objective_entry(self.objective).check(self.model, self.mask)  # the objective's own requirements
-
-    def to_dict(self) -> dict:
-        """JSON-able, the head with its name (config.json's "train")."""
-        return _jsonable(dict(asdict(self), head=head_config_dict(self.head)))
-
-    @classmethod
-    def from_saved(cls, saved: dict, data: str, out: str) -> "TrainConfig":
-        """The config a model directory's config.json records (also the flat layout of version 0.1)."""
-        t = saved.get("train", {})
-        flat = lambda c: {f: t[f] for f in c.__dataclass_fields__ if f in t}  # noqa: E731  (0.1 layout)
-        return cls(data=data, out=out, hash=HashConfig(**saved["hash"]), model=ModelConfig.from_dict(saved["model"]),
-                   head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
-                   optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
-                   loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
-                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"),
-                   init=t.get("init", "normal"))
-
-
-_FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default
 
 
 def split_validation(train: SetArray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +168,3 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if d.main:
         write_card(out)  # README.md: the model card (card.py)
     return out
-
-
-def _jsonable(obj):
-    return json.loads(json.dumps(obj, default=str))

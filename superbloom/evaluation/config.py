@@ -1,0 +1,39 @@
+"""The evaluation settings without torch: EvalConfig and the names of the protocols and baselines.
+
+The command line shows their defaults and choices without importing torch (every `--help` starts
+fast); evaluate.py uses them and re-exports them. The names stand for registries whose entries are
+torch code: protocols.REGISTRY (PROTOCOLS is "auto" and its names) and baselines.BASELINES
+(tests/test_cli_flags.py checks that each names list equals its registry's keys).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..heads.decode_config import DecodeConfig
+
+PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in place (evaluation/text_protocol.py)
+BASELINE_NAMES = ("popularity", "cooccurrence", "ease", "puresvd", "cooc-count", "cooc-idf", "cooc-cosine", "item2vec",
+                  "als", "transition", "ease-term", "cooc-term")  # baselines.BASELINES
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    seed: int = 0
+    n: int = 32  # segment length
+    targets_per_set: int = 1  # held-out ids per set, each its own example
+    depth: int = 20  # ids retrieved per example (MRR is truncated here)
+    decode: DecodeConfig = DecodeConfig()
+    baselines: tuple[str, ...] = ("popularity", "cooccurrence")
+    batch_size: int = 256
+    max_sets: int = 0  # evaluate on at most this many held-out sets / users (0: all)
+    protocol: str = "auto"  # a protocols.REGISTRY name, or "auto": the one the dataset was prepared for
+    split: str = "test"  # leave-one-out: rank the "valid" or the "test" targets
+    context_len: int = 50  # leave-one-out: the most recent ids of the history in the context
+    exclude_history: bool = True  # leave-one-out: the user's whole history is never ranked
+    cooc_last: int = 1  # leave-one-out: co-occurrence scores from the last this many context ids (0: all)
+
+    def __post_init__(self):
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {self.split!r}")

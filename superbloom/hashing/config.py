@@ -1,0 +1,42 @@
+"""The hashing settings without torch: HashConfig, ExtendConfig and the sizes they are resolved with.
+
+The command line shows their defaults without importing torch (every `--help` starts fast); bloom.py
+(the hash maps), coherent.py and grow.py use them and re-export them."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids (benchmarks/results/quality.md)
+AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
+TREE_MIN_IDS = 500_000  # coherent maps: from this many ids on, the bisection tree instead of the exact greedy
+
+
+@dataclass(frozen=True)
+class HashConfig:
+    alpha: int = 0  # ids per bucket; 0 (default): chosen from the vocabulary size (resolve)
+    m: int = 2  # hash maps (tokens per id)
+    seed: int = 0
+    coherent: int = 0  # how many of the m maps are coherent (appendix C, coherent.py); they come first
+
+    def __post_init__(self):
+        if self.alpha < 0 or self.m < 1:
+            raise ValueError(f"alpha must be >= 1 (or 0: auto) and m >= 1, got alpha={self.alpha}, m={self.m}")
+        if not 0 <= self.coherent <= self.m:
+            raise ValueError(f"coherent must be between 0 and m={self.m}, got {self.coherent}")
+
+    def resolve(self, n_ids: int) -> "HashConfig":
+        """alpha = 0 (auto) -> a concrete config for `n_ids` ids: the unhashed model (alpha = 1, m = 1)
+        while the id table is small (<= UNHASHED_MAX_IDS ids: hashing would save little memory and
+        costs accuracy there, benchmarks/results/quality.md), else alpha = AUTO_ALPHA with this m.
+        A config with alpha >= 1 is returned unchanged."""
+        if self.alpha:
+            return self
+        if n_ids <= UNHASHED_MAX_IDS:
+            return dataclasses.replace(self, alpha=1, m=1, coherent=0)
+        return dataclasses.replace(self, alpha=AUTO_ALPHA)
+
+
+@dataclass(frozen=True)
+class ExtendConfig:
+    seed: int = 0  # tie-breaks between equally filled buckets and each map's shuffle

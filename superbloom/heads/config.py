@@ -1,0 +1,175 @@
+"""The output heads' settings without torch: each head's config, and the configs by head name.
+
+Each head has its own small frozen config (saved in config.json as {"name": ..., its fields});
+HEAD_CONFIGS maps a head's name to it, and head_config / head_settings / head_config_dict /
+head_config_from_dict build, list and (de)serialise them. The command line shows their defaults and
+choices without importing torch (every `--help` starts fast); the head modules (superbloom.py,
+full.py, ...) and registry.py (HEADS: name -> (config class, head class)) use them and re-export them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Union
+
+PROPOSALS = ("uniform", "unigram", "log_uniform")
+TREES = ("balanced", "huffman", "fano")
+
+
+@dataclass(frozen=True)
+class SuperbloomConfig:
+    name: ClassVar[str] = "superbloom"
+    per_hash_softmax: bool = False  # softmax j over map j's token range only
+    label_smoothing: float = 0.0  # over the classes of each softmax
+
+    def __post_init__(self):
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
+class FullConfig:
+    name: ClassVar[str] = "full"
+    label_smoothing: float = 0.0
+
+    def __post_init__(self):
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
+class SampledConfig:
+    name: ClassVar[str] = "sampled"
+    samples: int = 1024  # ids drawn per training step, shared by the batch
+    proposal: str = "log_uniform"  # uniform | unigram | log_uniform
+
+    def __post_init__(self):
+        if self.samples < 1:
+            raise ValueError(f"samples must be >= 1, got {self.samples}")
+        if self.proposal not in PROPOSALS:
+            raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
+
+
+@dataclass(frozen=True)
+class HierarchicalConfig:
+    name: ClassVar[str] = "hierarchical"
+    tree: str = "huffman"  # balanced | huffman | fano, built from the training counts
+
+    def __post_init__(self):
+        if self.tree not in TREES:
+            raise ValueError(f"tree must be one of {TREES}, got {self.tree!r}")
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    name: ClassVar[str] = "hybrid"
+    neighbours: int = 200  # item-item values per id (EASE: its largest; cosine: its most frequent co-occurring ids)
+    term: str = "auto"  # ease | cooccurrence | transition | auto (resolve_term)
+    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
+    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
+    label_smoothing: float = 0.0
+    samples: int = 0  # > 0: train the network with sampled softmax, this many log-uniform negatives per step
+
+    def __post_init__(self):
+        if self.samples < 0:
+            raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
+        if self.samples and self.label_smoothing:
+            raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
+        check_term_settings(self)
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+TERMS = ("auto", "ease", "cooccurrence", "transition")
+
+
+def check_term_settings(cfg) -> None:
+    """The item-item term's settings of a hybrid config (HybridConfig, HashedHybridConfig), checked alike."""
+    if cfg.neighbours < 1:
+        raise ValueError(f"neighbours must be >= 1, got {cfg.neighbours}")
+    if cfg.term not in TERMS:
+        raise ValueError(f"term must be one of {TERMS}, got {cfg.term!r}")
+    if cfg.window < 1:
+        raise ValueError(f"window must be >= 1, got {cfg.window}")
+    if not 0.0 < cfg.gap_decay <= 1.0:
+        raise ValueError(f"gap_decay must be in (0, 1], got {cfg.gap_decay}")
+
+
+@dataclass(frozen=True)
+class HashedHybridConfig(SuperbloomConfig):
+    name: ClassVar[str] = "hashed-hybrid"
+    neighbours: int = 200  # item-item values per id (cosine: its most frequent co-occurring ids; EASE: its largest)
+    term: str = "auto"  # ease | cooccurrence | transition | auto (EASE up to EASE_MAX_IDS ids, else cooccurrence)
+    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
+    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
+    weighting: str = "auto"  # cooccurrence: cosine | count | idf | auto (the validation chooses; WEIGHTINGS)
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_term_settings(self)
+        if self.weighting not in ("auto",) + WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {('auto',) + WEIGHTINGS}, got {self.weighting!r}")
+        if self.weighting != "auto" and self.term not in ("auto", "cooccurrence"):
+            raise ValueError(f"weighting {self.weighting!r} weighs the co-occurrence term; term {self.term!r} "
+                             "has its own values (leave weighting auto)")
+
+
+# the hashed hybrid's co-occurrence term's weightings (heads/hashed_hybrid.py; cooccur_index.WEIGHTS, over
+# the same neighbour lists): the value of a pair (c, j) held together by count(c, j) training sets, with
+# df_i the training sets holding i and S their number:
+#   cosine  count / sqrt(df_c df_j)      count  count      idf  count x log(S / df_j)
+# count and idf are divided by a global scale (fit: their mean value over the pairs over the cosine's)
+# so that one grid of MIXES fits all three; the validation chooses one (config weighting auto).
+WEIGHTINGS = ("cosine", "count", "idf")
+
+
+# ------------------------------------------------------------------ the configs by head name
+
+# name -> config class; registry.HEADS adds each head's class (tests/test_cli_flags.py: they agree)
+HEAD_CONFIGS: dict[str, type] = {
+    "superbloom": SuperbloomConfig,
+    "full": FullConfig,
+    "sampled": SampledConfig,
+    "hierarchical": HierarchicalConfig,
+    "hybrid": HybridConfig,
+    "hashed-hybrid": HashedHybridConfig,
+}
+HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
+
+# settings of the single HeadConfig that config.json files written before the heads package carry
+_LEGACY_FIELDS = {"per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
+
+
+def _config_class(name: str) -> type:
+    if name not in HEAD_CONFIGS:
+        raise ValueError(f"unknown head {name!r}; choose from {sorted(HEAD_CONFIGS)}")
+    return HEAD_CONFIGS[name]
+
+
+def head_settings(name: str) -> tuple[str, ...]:
+    """The settings of head `name` (its config's fields)."""
+    return tuple(f.name for f in dataclasses.fields(_config_class(name)))
+
+
+def head_config(name: str = "superbloom", **settings) -> HeadConfig:
+    """The config of head `name` with the given settings; a setting of another head is an error."""
+    cls = _config_class(name)
+    wrong = sorted(set(settings) - set(head_settings(name)))
+    if wrong:
+        own = ", ".join(head_settings(name)) or "none"
+        raise ValueError(f"{', '.join(wrong)} {'is not a setting' if len(wrong) == 1 else 'are not settings'} "
+                         f"of the {name} head (its settings: {own})")
+    return cls(**settings)
+
+
+def head_config_dict(cfg: HeadConfig) -> dict:
+    """{"name": ..., settings...}: how config.json stores a head."""
+    return {"name": cfg.name, **dataclasses.asdict(cfg)}
+
+
+def head_config_from_dict(d: dict) -> HeadConfig:
+    """Inverse of head_config_dict; also reads the single HeadConfig of older model directories."""
+    d = dict(d)
+    name = d.pop("name", "superbloom")
+    own = set(head_settings(name))
+    return head_config(name, **{k: v for k, v in d.items() if k in own or k not in _LEGACY_FIELDS})

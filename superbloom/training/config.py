@@ -1,0 +1,117 @@
+"""The training settings without torch: OptimConfig, LoopConfig, TrainConfig and the names of the trainer's registries.
+
+The command line shows their defaults and choices without importing torch (every `--help` starts
+fast); optim.py, loop.py and train.py use them and re-export them. The names stand for registries
+whose entries are torch code: optim.OPTIMIZERS and objectives.OBJECTIVES (tests/test_cli_flags.py
+checks that each names list equals its registry's keys). TrainConfig checks its objective's own
+requirements with the objective's entry, so building one imports the objectives (and torch).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+from ..hashing.config import HashConfig
+from ..heads.config import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
+from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
+
+OPTIMIZER_NAMES = ("adamw", "adapsgd")  # optim.OPTIMIZERS
+OBJECTIVE_NAMES = ("masked", "next-item", "masked-sequence", "text-mlm")  # objectives.OBJECTIVES
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    name: str = "adamw"  # OPTIMIZER_NAMES (optim.OPTIMIZERS)
+    lr: float = 3e-3  # peak learning rate
+    warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
+    weight_decay: float = 0.0
+    clip: float = 1.0  # gradient norm clip (0: none)
+
+    def __post_init__(self):
+        if self.name not in OPTIMIZER_NAMES:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_NAMES)}, got {self.name!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0 steps, got {self.warmup}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+        if not (math.isfinite(self.clip) and self.clip >= 0):
+            raise ValueError(f"clip must be a finite number >= 0 (0: no clipping), got {self.clip}")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """How long and how often: shared by every objective."""
+    batch_size: int = 64  # examples per step, over all ranks
+    steps: int = 0  # stop after this many steps (0: no step limit)
+    epochs: float = 0.0  # ... or this many passes over the training examples
+    time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
+    eval_every: int = 500  # validation every this many steps (0: only at the end)
+    keep_best: bool = True  # keep the checkpoint with the best validation score too; inference uses it
+    checkpoint_every: float = 60.0  # seconds between checkpoints
+    seed: int = 0
+    threads: int = 0  # torch CPU threads (0: torch's default)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
+    ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
+
+    def __post_init__(self):
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
+        if not (self.steps or self.epochs or self.time_budget):
+            raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The masked id model: what to train on, the model, and the loop."""
+    data: str
+    out: str
+    hash: HashConfig = field(default_factory=HashConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    head: HeadConfig = field(default_factory=SuperbloomConfig)
+    mask: MaskConfig = field(default_factory=MaskConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
+    val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
+    objective: str = "masked"  # an entry of objectives.OBJECTIVES: how examples are made and the model validated
+    init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
+
+    def __post_init__(self):
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.init not in INIT_NAMES:
+            raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INIT_NAMES))}")
+        from .objectives import objective_entry  # the registry's entries are torch code
+
+        objective_entry(self.objective).check(self.model, self.mask)  # the objective's own requirements
+
+    def to_dict(self) -> dict:
+        """JSON-able, the head with its name (config.json's "train")."""
+        return _jsonable(dict(asdict(self), head=head_config_dict(self.head)))
+
+    @classmethod
+    def from_saved(cls, saved: dict, data: str, out: str) -> "TrainConfig":
+        """The config a model directory's config.json records (also the flat layout of version 0.1)."""
+        t = saved.get("train", {})
+        flat = lambda c: {f: t[f] for f in c.__dataclass_fields__ if f in t}  # noqa: E731  (0.1 layout)
+        return cls(data=data, out=out, hash=HashConfig(**saved["hash"]), model=ModelConfig.from_dict(saved["model"]),
+                   head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
+                   optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
+                   loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
+                   val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"),
+                   init=t.get("init", "normal"))
+
+
+_FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=str))
