@@ -113,7 +113,9 @@ def cmd_train(args) -> int:
 def cmd_classify(args) -> int:
     texts = list(args.texts)
     if args.file:
-        texts += [line for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
+        from ..storage.loading import read_text  # a binary --file: one line naming it
+
+        texts += [line for line in read_text(args.file, "--file: one text per line").splitlines() if line.strip()]
     if not texts:
         raise ValueError("nothing to classify: give TEXT arguments or --file FILE")
     from ..textclass.classifier import Classifier
