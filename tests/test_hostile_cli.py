@@ -56,11 +56,8 @@ MORE_BAD_NUMBERS = ["inf", "-1", "abc", "", "9" * 30, "-inf", "1.5e40"]
 
 GUARD = "not fixed yet (issue 32): a known failing row"
 
-# the rows that still fail (ids as pytest shows them): predict --output and prepare / prepare-text --out
-# (over an existing dataset) do not refuse every kind of target yet
+# the rows that still fail (ids as pytest shows them): predict --output does not refuse every kind of target yet
 KNOWN_FAILING = frozenset([
-    'out prepare --out a-dataset',
-    'out prepare-text --out a-dataset',
     'out predict --output device',
     'out predict --output a-users-file',
 ])
