@@ -215,6 +215,9 @@ def cmd_predict(args):
         path = getattr(args, flag)
         if path and not Path(path).is_file():
             raise ValueError(f"--{flag} {path}: no such file")
+    if args.output:  # before the model loads: a user's file, a folder or a device is refused (storage/guarded.py)
+        from ..inference.bulk import claim_output
+        claim_output(args.output)
     model = load(args.model, args.threads, device=args.device)
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
