@@ -178,8 +178,9 @@ WRITERS = {
              "demo", None),
     "predict": (lambda i, out: ["predict", i["model"], "--input", i["contexts"], "--output", out, "--quiet"],
                 "recommendations", None),
+    "vectors": (lambda i, out: ["vectors", i["model"], "--out", out], "item-vectors", None),
 }
-FILE_KINDS = {"vectors", "links", "recommendations"}
+FILE_KINDS = {"vectors", "links", "recommendations", "item-vectors"}
 
 
 def _user_folder(tmp: Path, name: str) -> str:
@@ -376,6 +377,7 @@ LOADERS = {  # kind -> load(path): raises unless the output there is complete an
     "vectors": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
     "links": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
     "recommendations": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
+    "item-vectors": lambda p: __import__("superbloom.inference.vectors", fromlist=["x"]).load_vectors(p),
     "demo": lambda p: (sb.load(Path(p) / "model"), sb.Dataset(Path(p) / "data")),
 }
 
@@ -391,7 +393,8 @@ def kill_rounds(writer: str, inputs: dict, tmp: Path, rounds: int, seed: int) ->
     only writes new folders: none or the new one), the user's files beside it are untouched, and the
     next run completes."""
     argv, kind, replace = WRITERS[writer]
-    out = tmp / {"links": "links.parquet", "vectors": "vectors.parquet", "recommendations": "recs.parquet"}.get(kind, "out")
+    out = tmp / {"links": "links.parquet", "vectors": "vectors.parquet", "recommendations": "recs.parquet",
+                 "item-vectors": "items.npy"}.get(kind, "out")
     user = tmp / "user"
     user.mkdir()
     (user / "notes.txt").write_text("the user's")

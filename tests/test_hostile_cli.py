@@ -195,6 +195,7 @@ OTHER = [
     ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--lr", "1e300"], ["--lr"]),
     ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--clip", "1e30"], ["--clip"]),
     ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--weight-decay", "1e30"], ["--weight-decay"]),
+    ("vectors", ["vectors", "{model}", "--out", "{usernpy}"], ["{usernpy}"]),
 ]
 OTHER_ROWS = [pytest.param(c, argv, words, id=f"other {c} {i}") for i, (c, argv, words) in enumerate(OTHER)]
 ROWS = _numeric_rows() + _path_rows() + OTHER_ROWS
@@ -227,6 +228,8 @@ def world(wiki_data, tiny_model, tmp_path_factory):
     p.update(links=links, corpus=corpus, labels=root / "labels.tsv")
     p["file"] = root / "notes.txt"
     p["file"].write_text("a user's own file\n")
+    p["usernpy"] = root / "mine.npy"  # a user's file of the type vectors writes
+    np.save(p["usernpy"], np.arange(3))
     p["dir"] = root / "somedir"
     p["dir"].mkdir()
     p["userdir"] = root / "userdir"

@@ -287,11 +287,12 @@ def cmd_similar(args):
 
 def cmd_vectors(args):
     from ..inference.predictor import load
-    from ..inference.vectors import save_vectors
+    from ..inference.vectors import claim_vectors, save_vectors
 
+    target = claim_vectors(args.out)  # before the model loads: a user's file, a folder or a device is refused
     model = load(args.model, args.threads, device=args.device)
     vecs = model.item_vectors()
-    path = save_vectors(args.out, vecs, model.vocab.strings)
+    path = save_vectors(target, vecs, model.vocab.strings)
     if args.json:
         print(json.dumps({"out": str(path), "ids": int(vecs.shape[0]), "d": int(vecs.shape[1])}, indent=2))
         return
