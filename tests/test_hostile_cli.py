@@ -196,6 +196,10 @@ OTHER = [
     ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--clip", "1e30"], ["--clip"]),
     ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--weight-decay", "1e30"], ["--weight-decay"]),
     ("vectors", ["vectors", "{model}", "--out", "{usernpy}"], ["{usernpy}"]),
+    ("textclass-train", ["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{new}", "--epochs", "1",
+                         "--memory-limit", "1KB"], ["--memory-limit"]),
+    ("textclass-train", ["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{tc}", "--overwrite",
+                         "--embedding", "table", "--memory-limit", "1KB"], ["--memory-limit"]),
 ]
 OTHER_ROWS = [pytest.param(c, argv, words, id=f"other {c} {i}") for i, (c, argv, words) in enumerate(OTHER)]
 ROWS = _numeric_rows() + _path_rows() + OTHER_ROWS
