@@ -20,11 +20,11 @@ def test_text_lines_reads_as_open_does_and_names_the_first_line_that_is_not_utf8
         assert list(text_lines(good, "x")) == list(f)
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"a\tb\nc\td\nx\xff\n")
-    with pytest.raises(LoadError, match=rf"^{bad}, line 3: not UTF-8 text \(byte 0xff"):
+    with pytest.raises(LoadError, match=rf"^{bad}:3: not UTF-8 text \(byte 0xff"):
         list(text_lines(bad, "a labels file"))
-    with pytest.raises(LoadError, match=rf"^{bad}, line 3: not UTF-8 text .*expected the texts$"):
+    with pytest.raises(LoadError, match=rf"^{bad}:3: not UTF-8 text .*expected the texts$"):
         read_text(bad, "the texts")
-    with pytest.raises(LoadError, match=rf"^{bad}, line 3: not UTF-8"):
+    with pytest.raises(LoadError, match=rf"^{bad}:3: not UTF-8"):
         read_label_pairs(bad)
     with pytest.raises(LoadError, match=rf"^{tmp_path / 'none'}: missing; expected a labels file"):
         read_label_pairs(tmp_path / "none")

@@ -43,7 +43,7 @@ import numpy as np
 from ..storage.checkpoint import check_checkpoint, latest_checkpoint
 from ..storage.files import load_json, save_json
 from ..storage.guarded import claim
-from ..storage.loading import expect_kind, read_config
+from ..storage.loading import expect_kind, read_config, read_text
 from .bloom import BloomHash, bucket_sizes, duplicate_rows, inverse_index, key_weights, mix_keys
 from ..data.readers import InputError
 from ..data.vocab import Vocab
@@ -62,11 +62,7 @@ def read_new_ids(path: str | Path, vocab: Vocab) -> tuple[list[str], dict]:
     reported in the returned summary, with their line numbers). A blank line, a repeated id or a
     file with no id at all is an InputError naming the file and line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[:e.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: not UTF-8 text ({e.reason}); expected one id per line") from None
+    text = read_text(path, "one id per line")  # missing, unreadable or not UTF-8: one line naming file (and line)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from ..heads.decode_config import DecodeConfig
 from ..storage.guarded import claim
+from ..storage.loading import text_lines
 
 INPUTS = (".jsonl", ".jsonl.gz", ".parquet")
 
@@ -127,11 +128,7 @@ def _read_parquet(path: Path, context_column: str, key_column: str, batch_rows: 
 
 def read_ids(path: str | Path) -> list[str]:
     """An allow- or deny-list file: one id per line (surrounding whitespace stripped, blank lines skipped)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [line.strip() for line in f if line.strip()]
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); expected one id per line") from None
+    return [line.strip() for line in text_lines(path, "one id per line") if line.strip()]  # one line if not UTF-8
 
 
 class RecommendationWriter:

@@ -91,8 +91,7 @@ def check_safetensors(path: str | Path, what: str = "a safetensors file") -> Non
 
 def _not_utf8(path: Path, data: bytes, start: int, what: str) -> LoadError:
     line = data.count(b"\n", 0, start) + 1
-    return LoadError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[start]:02x}; a binary file?); "
-                     f"expected {what}")
+    return LoadError(f"{path}:{line}: not UTF-8 text (byte 0x{data[start]:02x}; a binary file?); expected {what}")
 
 
 def read_text(path: str | Path, what: str) -> str:
@@ -131,8 +130,8 @@ def _first_bad_line(path: Path, what: str) -> LoadError:
                 try:
                     raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    return LoadError(f"{path}, line {lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x}; a binary "
-                                     f"file?); expected {what}")
+                    return LoadError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x}; a binary file?); "
+                                     f"expected {what}")
     except OSError:
         pass
     return LoadError(f"{path}: not UTF-8 text (a binary file?); expected {what}")
