@@ -118,8 +118,10 @@ WRONG_KIND = {"any-model": ["{data}"], "model": ["{data}", "{embed}", "{tc}"], "
               "embed": ["{model}", "{data}"], "tc": ["{model}", "{embed}"]}
 
 # corrupted copies of what we read (made by the fixture), by what is expected
-CORRUPT = {"model": ["{bad_model_json}", "{bad_model_weights}", "{bad_model_hashing}", "{bad_model_vocab}"],
-           "data": ["{bad_data_meta}", "{bad_data_ids}"], "embed": ["{bad_embed_json}"],
+CORRUPT = {"model": ["{bad_model_json}", "{bad_model_weights}", "{bad_model_hashing}", "{bad_model_vocab}",
+                     "{bad_model_counts}"],
+           "data": ["{bad_data_meta}", "{bad_data_ids}", "{bad_data_offsets}", "{bad_data_vocab}"],
+           "embed": ["{bad_embed_json}"],
            "file": ["{blob}"]}
 
 # (command, flag) of outputs, and whether a file or a directory is written there
@@ -269,6 +271,10 @@ def world(wiki_data, tiny_model, tmp_path_factory):
                              ("bad_model_vocab", p["model"], lambda d: (d / "vocab.txt").write_text("")),
                              ("bad_data_meta", p["data"], lambda d: (d / "meta.json").write_text('{"ids": ')),
                              ("bad_data_ids", p["data"], lambda d: _cut(d / "train.ids.npy")),
+                             ("bad_model_counts", p["model"], lambda d: _cut(d / "counts.npy")),
+                             ("bad_data_offsets", p["data"],  # one set fewer than the ids file holds
+                              lambda d: np.save(d / "train.offsets.npy", np.load(d / "train.offsets.npy")[:-1])),
+                             ("bad_data_vocab", p["data"], lambda d: (d / "vocab.txt").write_bytes(os.urandom(4096))),
                              ("bad_embed_json", p["embed"], lambda d: (d / "config.json").write_text("[1, 2"))]:
         p[name] = root / name
         shutil.copytree(src, p[name])

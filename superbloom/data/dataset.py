@@ -105,7 +105,7 @@ class Dataset:
         if not path.exists():
             raise ValueError(f"{self.path}: no {path.name} (this dataset's split is {self.split!r}; "
                              "`superbloom prepare --split leave-one-out` writes per-user targets)")
-        return np.load(path, mmap_mode="r")
+        return load_array(path, f"the {split} split's targets", mmap=True)
 
     @property
     def n_ids(self) -> int:
