@@ -121,7 +121,8 @@ WRONG_KIND = {"any-model": ["{data}"], "model": ["{data}", "{embed}", "{tc}"], "
 CORRUPT = {"model": ["{bad_model_json}", "{bad_model_weights}", "{bad_model_hashing}", "{bad_model_vocab}",
                      "{bad_model_counts}"],
            "data": ["{bad_data_meta}", "{bad_data_ids}", "{bad_data_offsets}", "{bad_data_vocab}"],
-           "embed": ["{bad_embed_json}"],
+           "embed": ["{bad_embed_json}", "{bad_embed_index}", "{bad_embed_vocab}"],
+           "tc": ["{bad_tc_json}", "{bad_tc_weights}"],
            "file": ["{blob}"]}
 
 # (command, flag) of outputs, and whether a file or a directory is written there
@@ -275,7 +276,11 @@ def world(wiki_data, tiny_model, tmp_path_factory):
                              ("bad_data_offsets", p["data"],  # one set fewer than the ids file holds
                               lambda d: np.save(d / "train.offsets.npy", np.load(d / "train.offsets.npy")[:-1])),
                              ("bad_data_vocab", p["data"], lambda d: (d / "vocab.txt").write_bytes(os.urandom(4096))),
-                             ("bad_embed_json", p["embed"], lambda d: (d / "config.json").write_text("[1, 2"))]:
+                             ("bad_embed_json", p["embed"], lambda d: (d / "config.json").write_text("[1, 2")),
+                             ("bad_embed_index", p["embed"], lambda d: _cut(d / "index.safetensors")),
+                             ("bad_embed_vocab", p["embed"], lambda d: (d / "vocab.txt").write_text("")),
+                             ("bad_tc_json", p["tc"], lambda d: (d / "config.json").write_text('{"textclass": 3}')),
+                             ("bad_tc_weights", p["tc"], lambda d: _cut(d / "model.safetensors"))]:
         p[name] = root / name
         shutil.copytree(src, p[name])
         spoil(p[name])
