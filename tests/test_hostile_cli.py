@@ -120,6 +120,7 @@ WRONG_KIND = {"any-model": ["{data}"], "model": ["{data}", "{embed}", "{tc}"], "
 # corrupted copies of what we read (made by the fixture), by what is expected
 CORRUPT = {"model": ["{bad_model_json}", "{bad_model_weights}", "{bad_model_hashing}", "{bad_model_vocab}",
                      "{bad_model_counts}"],
+           "any-model": ["{bad_model_json}", "{bad_model_metrics}", "{bad_embed_json}", "{bad_tc_json}"],
            "data": ["{bad_data_meta}", "{bad_data_ids}", "{bad_data_offsets}", "{bad_data_vocab}"],
            "embed": ["{bad_embed_json}", "{bad_embed_index}", "{bad_embed_vocab}"],
            "tc": ["{bad_tc_json}", "{bad_tc_weights}"],
@@ -273,6 +274,8 @@ def world(wiki_data, tiny_model, tmp_path_factory):
                              ("bad_data_meta", p["data"], lambda d: (d / "meta.json").write_text('{"ids": ')),
                              ("bad_data_ids", p["data"], lambda d: _cut(d / "train.ids.npy")),
                              ("bad_model_counts", p["model"], lambda d: _cut(d / "counts.npy")),
+                             ("bad_model_metrics", p["model"],  # a record cut short, then another
+                              lambda d: (d / "metrics.jsonl").write_text('{"step": 1, "loss\n{"step": 2}\n')),
                              ("bad_data_offsets", p["data"],  # one set fewer than the ids file holds
                               lambda d: np.save(d / "train.offsets.npy", np.load(d / "train.offsets.npy")[:-1])),
                              ("bad_data_vocab", p["data"], lambda d: (d / "vocab.txt").write_bytes(os.urandom(4096))),
