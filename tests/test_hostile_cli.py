@@ -110,7 +110,7 @@ INPUTS = [
     ("embed-train", "--labels", "file"), ("embed", 1, "embed"), ("embed", 2, "data"), ("similar", 1, "embed"),
     ("classify", 1, "embed"), ("textclass-train", 1, "file"), ("textclass-train", "--labels", "file"),
     ("textclass", 1, "tc"), ("textclass", "--file", "file"), ("extend", 1, "model"), ("extend", 2, "file"),
-    ("demo", "--input", "file"), ("card", 1, "any-model"),
+    ("demo", "--input", "file"), ("card", 1, "any-model"), ("eval", "--compare", "model"),
 ]
 
 # a directory of the wrong kind where one is expected (the kinds a user mixes up)
