@@ -205,6 +205,14 @@ OTHER = [
     ("textclass-train", ["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{tc}", "--overwrite",
                          "--embedding", "table", "--memory-limit", "1KB"], ["--memory-limit"]),
 ]
+# --resume of a corrupted model: refused before anything is written to it
+OTHER += [("train", ["train", "{data}", "--out", f"{{{bad}}}", "--resume", "--steps", "1", "--quiet"], [f"{{{bad}}}"])
+          for bad in ("bad_model_json", "bad_model_weights", "bad_model_hashing", "bad_model_vocab", "bad_model_counts",
+                      "bad_model_metrics", "bad_model_fields")]
+OTHER += [("embed-train", ["embed-train", "{data}", "--out", f"{{{bad}}}", "--resume", "--steps", "1", "--quiet"],
+           [f"{{{bad}}}"]) for bad in ("bad_embed_json", "bad_embed_fields")]
+OTHER += [("textclass-train", ["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{bad_tc_json}",
+                               "--resume", "--epochs", "1"], ["{bad_tc_json}"])]
 OTHER_ROWS = [pytest.param(c, argv, words, id=f"other {c} {i}") for i, (c, argv, words) in enumerate(OTHER)]
 ROWS = _numeric_rows() + _path_rows() + OTHER_ROWS
 
@@ -274,6 +282,8 @@ def world(wiki_data, tiny_model, tmp_path_factory):
                              ("bad_data_meta", p["data"], lambda d: (d / "meta.json").write_text('{"ids": ')),
                              ("bad_data_ids", p["data"], lambda d: _cut(d / "train.ids.npy")),
                              ("bad_model_counts", p["model"], lambda d: _cut(d / "counts.npy")),
+                             ("bad_model_fields", p["model"], _rename_alpha("hash")),
+                             ("bad_embed_fields", p["embed"], _rename_alpha("train", "hash")),
                              ("bad_model_metrics", p["model"],  # a record cut short, then another
                               lambda d: (d / "metrics.jsonl").write_text('{"step": 1, "loss\n{"step": 2}\n')),
                              ("bad_data_offsets", p["data"],  # one set fewer than the ids file holds
@@ -295,6 +305,21 @@ def world(wiki_data, tiny_model, tmp_path_factory):
     p["struct"] = root / "struct.parquet"
     pq.write_table(pa.table({"set": np.arange(4), "id": [{"a": 1}, {"a": 2}, {"a": 3}, {"a": 1}]}), p["struct"])
     return Tree(root, tmp_path_factory.mktemp("pristine") / "tree"), {k: str(v) for k, v in p.items()}
+
+
+def _rename_alpha(*sections: str):
+    """-> spoil(d): config.json still JSON with every section, its hash settings' alpha renamed by hand (what a
+    resume rebuilds the run from; inference reads the hash maps' file instead)."""
+    import json
+
+    def spoil(d: Path):
+        config = json.loads((d / "config.json").read_text())
+        where = config
+        for name in sections:
+            where = where[name]
+        where["alpha_renamed"] = where.pop("alpha")
+        (d / "config.json").write_text(json.dumps(config))
+    return spoil
 
 
 def _truncate_weights(d: Path):

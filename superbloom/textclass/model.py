@@ -72,7 +72,7 @@ from ..model.encoder import Attention, count_parameters
 from ..training.objectives import Objective
 from ..training.optim import OptimConfig, make_optimizer
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
-                               resume_point, versions)
+                               read_saved, resume_point, versions)
 from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
 
 log = logging.getLogger(__name__)
@@ -424,7 +424,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     ckpt = resume_point(out, resume, overwrite, d.main)
     saved, changed = None, []
     if ckpt is not None:
-        saved = load_json(out / "config.json")
+        saved = read_saved(out, ("train",))  # one line naming config.json if it is broken
         arch, changed = config_changes(saved["train"], cfg.to_dict(), ARCHITECTURE)
         refuse_changes(arch, "the model or its documents", out)
     docs = load_docs(cfg)
