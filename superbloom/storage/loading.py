@@ -123,8 +123,10 @@ def text_lines(path: str | Path, what: str) -> Iterator[str]:
 
 def _first_bad_line(path: Path, what: str) -> LoadError:
     """The LoadError for a file that is not UTF-8, naming its first line that is not (read again, a line
-    at a time; a pipe cannot be: then no line is named)."""
+    at a time; a pipe cannot be, nor opened again without blocking: then no line is named)."""
     try:
+        if not path.is_file():
+            raise OSError("not a regular file")
         with open(path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
                 try:
