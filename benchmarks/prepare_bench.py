@@ -78,7 +78,7 @@ def main() -> None:
         print(f"wrote {inp} ({inp.stat().st_size / 1e9:.2f} GB) in {time.time() - t0:.0f} s")
     out = work / "prepared"
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "superbloom", "prepare", str(inp), "--out", str(out), "--json"],
+    proc = subprocess.run([sys.executable, "-m", "superbloom", "prepare", str(inp), "--out", str(out), "--overwrite", "--json"],
                           capture_output=True, text=True)
     wall = time.time() - t0
     if proc.returncode:

@@ -154,9 +154,10 @@ def inputs(wiki_data, tiny_model, tmp_path_factory):
     corpus.mkdir()
     (corpus / "a.txt").write_text("New York is a city. The city of New York is big.\nParis is a city too.\n" * 20)
     (root / "new_ids.txt").write_text("Brand_new_page\nAnother_new_page\n")
+    (root / "contexts.jsonl").write_text("".join(f'{{"context": ["Jazz"], "id": "u{i}"}}\n' for i in range(2000)))
     return {"data": str(wiki_data.path), "model": str(tiny_model), "embed": str(embed), "docs": str(docs),
             "labels": str(root / "labels.tsv"), "corpus": str(corpus), "ids": str(root / "new_ids.txt"),
-            "links": str(sb.embedded_dataset())}
+            "links": str(sb.embedded_dataset()), "contexts": str(root / "contexts.jsonl")}
 
 
 # writer -> (argv for OUT, the kind it writes, the flag that replaces an output of ours, or None: it always may)
@@ -167,16 +168,19 @@ WRITERS = {
                     "set-embedding", "--overwrite"),
     "textclass-train": (lambda i, out: ["textclass-train", i["docs"], "--labels", i["labels"], "--out", out,
                                         *TEXTCLASS_TINY], "text-classifier", "--overwrite"),
-    "prepare": (lambda i, out: ["prepare", i["links"], "--out", out], "dataset", None),
+    "prepare": (lambda i, out: ["prepare", i["links"], "--out", out], "dataset", "--overwrite"),
     "prepare-text": (lambda i, out: ["prepare-text", i["corpus"], "--out", out, "--quiet", "--vocab-size", "20"],
-                     "dataset", None),
+                     "dataset", "--overwrite"),
     "extend": (lambda i, out: ["extend", i["model"], i["ids"], "--out", out], "model", "fresh"),
     "embed": (lambda i, out: ["embed", i["embed"], i["data"], "--out", out], "vectors", None),
     "synth": (lambda i, out: ["synth", "--ids", "2000", "--topics", "10", "--links", "3000", "--out", out, "--quiet"], "links", None),
     "demo": (lambda i, out: ["demo", "--out", out, "--time-budget", "1", "--threads", "1", "--quiet", "--pure"],
              "demo", None),
+    "predict": (lambda i, out: ["predict", i["model"], "--input", i["contexts"], "--output", out, "--quiet"],
+                "recommendations", None),
+    "vectors": (lambda i, out: ["vectors", i["model"], "--out", out], "item-vectors", None),
 }
-FILE_KINDS = {"vectors", "links"}
+FILE_KINDS = {"vectors", "links", "recommendations", "item-vectors"}
 
 
 def _user_folder(tmp: Path, name: str) -> str:
@@ -372,6 +376,8 @@ LOADERS = {  # kind -> load(path): raises unless the output there is complete an
     "dataset": lambda p: sb.Dataset(p).train,
     "vectors": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
     "links": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
+    "recommendations": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
+    "item-vectors": lambda p: __import__("superbloom.inference.vectors", fromlist=["x"]).load_vectors(p),
     "demo": lambda p: (sb.load(Path(p) / "model"), sb.Dataset(Path(p) / "data")),
 }
 
@@ -387,7 +393,8 @@ def kill_rounds(writer: str, inputs: dict, tmp: Path, rounds: int, seed: int) ->
     only writes new folders: none or the new one), the user's files beside it are untouched, and the
     next run completes."""
     argv, kind, replace = WRITERS[writer]
-    out = tmp / ("links.parquet" if kind == "links" else "vectors.parquet" if kind == "vectors" else "out")
+    out = tmp / {"links": "links.parquet", "vectors": "vectors.parquet", "recommendations": "recs.parquet",
+                 "item-vectors": "items.npy"}.get(kind, "out")
     user = tmp / "user"
     user.mkdir()
     (user / "notes.txt").write_text("the user's")

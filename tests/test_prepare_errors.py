@@ -114,7 +114,7 @@ def test_bad_input_leaves_an_existing_dataset_alone(tmp_path, capsys):
     assert main(["prepare", str(tmp_path / "in.tsv"), "--out", str(tmp_path / "d")]) == 0
     before = {p.name: p.read_bytes() for p in (tmp_path / "d").iterdir()}
     (tmp_path / "bad.tsv.gz").write_bytes(gzip.compress(edges_text(1000))[:300])
-    run_prepare(capsys, tmp_path / "bad.tsv.gz", "--out", tmp_path / "d")
+    run_prepare(capsys, tmp_path / "bad.tsv.gz", "--out", tmp_path / "d", "--overwrite")
     assert {p.name: p.read_bytes() for p in (tmp_path / "d").iterdir()} == before
 
 
@@ -139,7 +139,7 @@ def test_failed_prepare_leaves_an_earlier_dataset_intact(tmp_path, capsys):
     before = sb.Dataset(out).meta["links"]
     cut = tmp_path / "cut.tsv.gz"
     cut.write_bytes(sb.embedded_dataset().read_bytes()[:300_000])
-    assert main(["prepare", str(cut), "--out", str(out)]) == 2
+    assert main(["prepare", str(cut), "--out", str(out), "--overwrite"]) == 2
     assert "truncated or corrupt gzip" in capsys.readouterr().err
     assert sb.Dataset(out).meta["links"] == before and not (tmp_path / "data.partial").exists()
     (tmp_path / "other").mkdir()

@@ -372,9 +372,11 @@ def test_output_directory_is_replaced_only_when_complete(corpus, tmp_path):
     prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=5), progress=False)
     (tmp_path / "no_text").mkdir()
     with pytest.raises(InputError, match="no .txt files"):
-        prepare_text(TextPrepareConfig((str(tmp_path / "no_text"),), str(out)), progress=False)
+        prepare_text(TextPrepareConfig((str(tmp_path / "no_text"),), str(out)), progress=False, overwrite=True)
     assert sb.Dataset(out).n_ids == 6 and not (tmp_path / "out.partial").exists()  # the earlier dataset stays
-    prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=9), progress=False)
+    with pytest.raises(ValueError, match="already holds a prepared dataset"):  # replaced only when asked
+        prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=9), progress=False)
+    prepare_text(TextPrepareConfig((str(corpus),), str(out), vocab_size=9), progress=False, overwrite=True)
     assert sb.Dataset(out).n_ids == 10
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")

@@ -185,3 +185,17 @@ def test_save_and_load_give_the_same_predictions(tmp_path, embedding):
     assert names == docs.label_names and config["max_words"] == 5
     with pytest.raises(ValueError, match="3 label names for a model of 2 classes"):
         save_classifier(model, tmp_path / "n", ["a", "b", "c"])
+
+
+def test_memory_parts_counts_parameters_the_padded_batch_and_the_word_inputs():
+    """textclass-train's lower bound (memory_parts): a batch of B documents pads to at least the B-th
+    shortest training document; parameters and gradients; the dynamic embedding's trits per word."""
+    from superbloom.textclass.model import TextClassConfig, memory_parts
+
+    lengths = np.array([5, 3, 8])
+    table = memory_parts(TextClassConfig(d=10, heads=1, embedding="table"), 2, 4, 7, lengths, batch_size=2)
+    assert table == {"--d": 8 * ((4 + 1) * 10 + 10 * 2 + 2), "--batch-size": 4 * 2 * 5 * 20,
+                     "word inputs (--max-words)": 8 * 7}
+    dyn = memory_parts(TextClassConfig(d=10, heads=1), 2, 4, 7, lengths, batch_size=100)  # B: the 3 documents
+    assert dyn == {"--d": 8 * (64 * 10 + 10 * 2 + 2), "--batch-size": 4 * 3 * 8 * (20 + 64),
+                   "word inputs (--max-words)": 4 * 64 * 7}

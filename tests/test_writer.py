@@ -265,9 +265,13 @@ def test_write_staged_writes_meta_last_and_keeps_the_old_dataset_on_failure(tmp_
     def fail(work):
         raise InputError("bad input")
 
+    with pytest.raises(OutputError, match="already holds a prepared dataset .*; pass --overwrite"):
+        write_staged(str(out), build)  # an earlier dataset is replaced only when asked
     with pytest.raises(InputError, match="bad input"):
-        write_staged(str(out), fail)
+        write_staged(str(out), fail, overwrite=True)
     assert load_json(out / "meta.json") == {"n": 1} and not (tmp_path / "d.partial").exists()
+    assert write_staged(str(out), lambda work: {"n": 2}, overwrite=True) == {"n": 2}
+    assert load_json(out / "meta.json") == {"n": 2}
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "mine.txt").write_text("keep")
     with pytest.raises(OutputError, match="holds files that superbloom did not write"):

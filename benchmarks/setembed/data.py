@@ -116,7 +116,8 @@ def build(work: Path = WORK, test_fraction: float = TEST_FRACTION, seed: int = S
             f.writelines(f"{p}\t{c}\n" for c in cats[p])
     for name in ("links", "words"):
         summary = sb.prepare(sb.PrepareConfig(str(work / f"{name}.tsv"), str(work / f"data_{name}"),
-                                              test_fraction=test_fraction, seed=seed), progress=False)
+                                              test_fraction=test_fraction, seed=seed), progress=False,
+                             overwrite=True)  # rebuilt from the files just written
         stats[name] = {k: summary[k] for k in ("ids", "links", "train", "test", "test_links_unseen_in_train")}
     held = [sb.Dataset(work / f"data_{n}").set_names("test") for n in ("links", "words")]
     if held[0] != held[1]:

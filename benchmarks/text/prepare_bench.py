@@ -32,7 +32,8 @@ import json, resource, sys, time
 from superbloom.text import TextPrepareConfig, prepare_text
 cfg = json.loads(sys.argv[1])
 t = time.time()
-s = prepare_text(TextPrepareConfig(tuple(cfg["inputs"]), cfg["out"], vocab_size=cfg["vocab_size"]), progress=False)
+s = prepare_text(TextPrepareConfig(tuple(cfg["inputs"]), cfg["out"], vocab_size=cfg["vocab_size"]), progress=False,
+                 overwrite=True)  # a re-run replaces its own earlier output
 wall = time.time() - t
 print(json.dumps({"wall_s": wall, "peak_rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024,
                   "summary": s}))

@@ -29,6 +29,7 @@ def _add_prepare(sub):
                         "parquet: one row per link, columns by position or name; csv / tsv: a header row of "
                         "column names, then comma / tab separated rows with quoted fields (default: %(default)s)")
     p.add_argument("--out", required=True, help="output dataset directory")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset in --out (kept until the new one is complete)")
     p.add_argument("--test-fraction", type=FRACTION, default=d("test_fraction"),
                    help="fraction of sets held out (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=d("seed"), help="split seed (default %(default)s)")
@@ -96,6 +97,7 @@ def _add_prepare_text(sub):
                                    "one set of ids per paragraph).")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="corpus paths (read in order)")
     p.add_argument("--out", required=True, help="output dataset directory")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset in --out (kept until the new one is complete)")
     p.add_argument("--format", choices=("auto", "txt", "gcide", "brown"), default="auto",
                    help="auto (default): per input, gcide for *.dict(.dz), brown for a tar of ca01..cr09, else txt")
     p.add_argument("--vocab-size", type=POS_INT, default=1_000_000,
@@ -154,7 +156,7 @@ def cmd_prepare(args):
                       order_column=args.order_column)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split, memory_limit=args.memory_limit),
-                      progress=not args.quiet)
+                      progress=not args.quiet, overwrite=args.overwrite)
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{format_summary(summary)}")
 
 
@@ -168,7 +170,7 @@ def cmd_prepare_text(args):
                             args.vocab_size, args.min_bigram_count,
                             segment=args.segment,
                             test_fraction=args.test_fraction, seed=args.seed, as_sets=args.as_sets)
-    summary = prepare_text(cfg, progress=not (args.quiet or args.json))
+    summary = prepare_text(cfg, progress=not (args.quiet or args.json), overwrite=args.overwrite)
     fmt = format_text_sets_summary if args.as_sets else format_text_summary
     print(json.dumps(summary, indent=2) if args.json else f"prepared {args.out}\n{fmt(summary)}")
 

@@ -75,7 +75,7 @@ def cmd_demo(args):
     source = args.input or str(embedded_dataset())
     print(f"== 1/4 prepare {source}")
     summary = prepare(PrepareConfig(input=source, out=str(out / "data"), read=ReadConfig(format="edges")),
-                      progress=not args.quiet)
+                      progress=not args.quiet, overwrite=True)  # the demo's own working directory
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {budget:.0f} s{', --quick: a smaller network' if quick else ''})")
     hybrid = not args.pure and summary["ids"] <= UNHASHED_MAX_IDS  # the hybrid head needs the unhashed model

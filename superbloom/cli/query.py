@@ -207,6 +207,9 @@ def cmd_predict(args):
         path = getattr(args, flag)
         if path and not Path(path).is_file():
             raise ValueError(f"--{flag} {path}: no such file")
+    if args.output:  # before the model loads: a user's file, a folder or a device is refused (storage/guarded.py)
+        from ..inference.bulk import claim_output
+        claim_output(args.output)
     model = load(args.model, args.threads, device=args.device)
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
@@ -276,11 +279,12 @@ def cmd_similar(args):
 
 def cmd_vectors(args):
     from ..inference.predictor import load
-    from ..inference.vectors import save_vectors
+    from ..inference.vectors import claim_vectors, save_vectors
 
+    target = claim_vectors(args.out)  # before the model loads: a user's file, a folder or a device is refused
     model = load(args.model, args.threads, device=args.device)
     vecs = model.item_vectors()
-    path = save_vectors(args.out, vecs, model.vocab.strings)
+    path = save_vectors(target, vecs, model.vocab.strings)
     if args.json:
         print(json.dumps({"out": str(path), "ids": int(vecs.shape[0]), "d": int(vecs.shape[1])}, indent=2))
         return

@@ -202,7 +202,8 @@ def cmd_embed_train(args):
         raise ValueError("--resume and --overwrite exclude each other")
     base = None  # a resumed run: its saved settings, and the flags typed now
     if args.resume and latest_checkpoint(args.out) is not None:
-        base = EmbedTrainConfig.from_dict(load_json(Path(args.out) / "config.json")["train"])
+        from ..training.rundir import read_saved  # a broken config.json: one line naming it
+        base = read_saved(Path(args.out), ("train",), lambda config: EmbedTrainConfig.from_dict(config["train"]))
     cfg = embed_config_from_args(args, base, args.given)
     checks.refuse_training_memory("embed-train", cfg.data, cfg.hash, cfg.model, cfg.loop.batch_size,
                                   cfg.embed.segment, None, args.memory_limit)

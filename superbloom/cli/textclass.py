@@ -47,6 +47,9 @@ def register(sub):
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its newest complete checkpoint (the model, documents and "
                         "split may not change; --epochs and the optimizer settings may, and are recorded)")
+    p.add_argument("--memory-limit", type=checks.MEMORY_LIMIT, default=None, metavar="SIZE",
+                   help="refuse a run whose memory estimate (from the flags and the documents) exceeds SIZE "
+                        "(4GB, 500MB; default: the memory available)")
     g = p.add_argument_group("model")
     g.add_argument("--embedding", choices=EMBEDDINGS, default=MODEL.embedding, help="(default %(default)s)")
     g.add_argument("--attention", choices=sorted(ATTENTION_NAMES), default=MODEL.attention,
@@ -104,7 +107,10 @@ def cmd_train(args) -> int:
         max_words=args.max_words, test_fraction=args.test_fraction)
     with json_stdout(args.json):  # --json: the run's lines go to stderr, stdout holds the one object
         out = train_textclass(cfg, resume=args.resume, overwrite=args.overwrite,
-                              callbacks=log_to_callbacks(args))
+                              callbacks=log_to_callbacks(args),
+                              memory_check=lambda parts: checks.refuse_over_memory(  # before the model is built
+                                  parts, args.memory_limit, "textclass-train",
+                                  {"--d": args.d, "--batch-size": args.batch_size, "--max-words": args.max_words}))
     parameters = load_json(out / 'config.json')['parameters']
     print(json.dumps({"out": str(out), "parameters": parameters}, indent=2) if args.json
           else f"wrote {out} ({parameters:,} parameters)")
@@ -114,7 +120,9 @@ def cmd_train(args) -> int:
 def cmd_classify(args) -> int:
     texts = list(args.texts)
     if args.file:
-        texts += [line for line in Path(args.file).read_text(encoding="utf-8").splitlines() if line.strip()]
+        from ..storage.loading import read_text  # a binary --file: one line naming it
+
+        texts += [line for line in read_text(args.file, "--file: one text per line").splitlines() if line.strip()]
     if not texts:
         raise ValueError("nothing to classify: give TEXT arguments or --file FILE")
     from ..textclass.classifier import Classifier

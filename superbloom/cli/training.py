@@ -297,7 +297,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
 def resolve_train(args) -> tuple[TrainConfig, dict | None]:
     """The run's TrainConfig and config.json's preset record (None: none, or a resumed run)."""
     from ..storage.checkpoint import latest_checkpoint
-    from ..storage.files import load_json
+    from ..training.rundir import read_saved
 
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
@@ -305,7 +305,8 @@ def resolve_train(args) -> tuple[TrainConfig, dict | None]:
         if "preset" in args.given and args.preset != "none":
             raise ValueError(f"--preset {args.preset}: a resumed run keeps its saved settings (config.json); "
                              "drop --preset")
-        saved = TrainConfig.from_saved(load_json(Path(args.out) / "config.json"), args.data, args.out)
+        saved = read_saved(Path(args.out), ("hash", "model", "head"),
+                           lambda config: TrainConfig.from_saved(config, args.data, args.out))
         return train_config_from_args(args, saved, args.given), None
     record = apply_preset(args)
     return train_config_from_args(args), record

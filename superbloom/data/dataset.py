@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..storage.files import load_json, read_lines
+from ..storage.files import read_lines
 from ..storage.guarded import resolve
+from ..storage.loading import LoadError, load_array, read_json_object
 from .vocab import Vocab
 
 
@@ -67,15 +68,24 @@ class Dataset:
         if not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"{self.path} is not a prepared dataset (no meta.json); "
                                     "run `superbloom prepare` first, or it was interrupted")
-        self.meta = load_json(self.path / "meta.json")
+        # every file checked as it is read (storage/loading.py): a broken one is one line naming it
+        self.meta = read_json_object(self.path / "meta.json", "the dataset's summary (superbloom prepare writes it)")
         self.train = self._split("train")
         self.test = self._split("test")
         self.valid = self._split("valid") if (self.path / "valid.offsets.npy").exists() else None
-        self.counts = np.load(self.path / "counts.npy")
+        self.counts = load_array(self.path / "counts.npy", "the dataset's id counts")
 
     def _split(self, name: str) -> SetArray:
-        return SetArray(np.load(self.path / f"{name}.offsets.npy"),
-                        np.load(self.path / f"{name}.ids.npy", mmap_mode="r"))
+        """NAME.offsets.npy (S + 1,) and NAME.ids.npy (links,), memory-mapped; LoadError naming the file
+        when one is truncated or the offsets do not end at the number of ids."""
+        offsets = load_array(self.path / f"{name}.offsets.npy", f"the {name} split's set offsets")
+        ids_path = self.path / f"{name}.ids.npy"
+        ids = load_array(ids_path, f"the {name} split's ids", mmap=True)
+        if offsets.ndim != 1 or len(offsets) == 0 or ids.ndim != 1 or int(offsets[-1]) != len(ids):
+            raise LoadError(f"{ids_path}: holds {len(ids):,} ids, but {name}.offsets.npy ends at "
+                            f"{int(offsets[-1]) if offsets.ndim == 1 and len(offsets) else 'nothing'}; expected "
+                            "the files superbloom prepare wrote together (edited or truncated?)")
+        return SetArray(offsets, ids)
 
     @property
     def split(self) -> str:
@@ -95,7 +105,7 @@ class Dataset:
         if not path.exists():
             raise ValueError(f"{self.path}: no {path.name} (this dataset's split is {self.split!r}; "
                              "`superbloom prepare --split leave-one-out` writes per-user targets)")
-        return np.load(path, mmap_mode="r")
+        return load_array(path, f"the {split} split's targets", mmap=True)
 
     @property
     def n_ids(self) -> int:

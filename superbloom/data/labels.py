@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 import numpy as np
 
+from ..storage.loading import text_lines
 from .dataset import Dataset
 from .readers import InputError
 
@@ -34,17 +35,17 @@ def read_label_pairs(path: str | Path) -> list[tuple[str, str]]:
     """All (set key, label) pairs of the file, in file order (repeats kept)."""
     path = Path(path)
     pairs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            cols = line.split("\t") if "\t" in line else line.split()
-            cols = [c.strip() for c in cols]
-            if len(cols) != 2 or not cols[0] or not cols[1]:
-                raise InputError(f"{path}:{lineno}: expected two columns (set key, label) separated by a tab "
-                                 f"or whitespace, got {len(cols)} in {line[:200]!r}")
-            pairs.append((cols[0], cols[1]))
+    # a binary or non-UTF-8 file: one line naming it and the line (storage/loading.text_lines)
+    for lineno, line in enumerate(text_lines(path, "a labels file (set key, label per line)"), 1):
+        line = line.rstrip("\r\n")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        cols = line.split("\t") if "\t" in line else line.split()
+        cols = [c.strip() for c in cols]
+        if len(cols) != 2 or not cols[0] or not cols[1]:
+            raise InputError(f"{path}:{lineno}: expected two columns (set key, label) separated by a tab "
+                             f"or whitespace, got {len(cols)} in {line[:200]!r}")
+        pairs.append((cols[0], cols[1]))
     if not pairs:
         raise InputError(f"{path}: no (set key, label) lines found")
     return pairs

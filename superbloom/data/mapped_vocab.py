@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..storage.files import atomic_path, read_lines
+from ..storage.loading import load_array
 
 STRINGS_FILE = "vocab.strings.arrow"
 SORTED_FILE = "vocab.sorted.npy"
@@ -33,7 +34,7 @@ MAPPED_MIN_IDS = 100_000  # Predictor.load maps vocabularies from this size (sma
 
 def vocab_size(directory: str | Path) -> int:
     """Ids in directory's vocabulary (the length of counts.npy, read from its header)."""
-    return int(np.load(Path(directory) / "counts.npy", mmap_mode="r").shape[0])
+    return int(load_array(Path(directory) / "counts.npy", "the vocabulary's counts", mmap=True).shape[0])
 
 
 def cached(directory: Path, name: str, source: Path, build: Callable[[Path], None]) -> Path | None:

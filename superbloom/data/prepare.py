@@ -118,19 +118,20 @@ class KeyEncoder:
         return pc.index_in(every, value_set=keys).to_numpy().astype(np.int32), keys
 
 
-def prepare(cfg: PrepareConfig, progress: bool = True) -> dict:
+def prepare(cfg: PrepareConfig, progress: bool = True, overwrite: bool = False) -> dict:
     """Run the whole preparation; returns the summary also written to meta.json.
 
     The dataset is written into `OUT.partial` and moved into place only when complete, so a failure
-    or a kill part-way leaves OUT as it was (an earlier dataset there stays loadable until replaced)."""
+    or a kill part-way leaves OUT as it was (an earlier dataset there, replaced only with overwrite=True,
+    stays loadable until then)."""
     t0 = time.time()
     check_source(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
     if cfg.memory_limit is not None:  # out of core, the same files (outofcore.py)
         from .outofcore import check_config, prepare_out_of_core
 
         check_config(cfg)  # a bad limit or split fails before `out` is touched
-        return write_staged(cfg.out, lambda work: prepare_out_of_core(cfg, work, t0, progress))
-    return write_staged(cfg.out, lambda work: _prepare_into(cfg, work, t0, progress))
+        return write_staged(cfg.out, lambda work: prepare_out_of_core(cfg, work, t0, progress), overwrite)
+    return write_staged(cfg.out, lambda work: _prepare_into(cfg, work, t0, progress), overwrite)
 
 
 def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> dict:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..storage.files import read_lines
+from ..storage.loading import LoadError, load_array, readable
 from .mapped_vocab import MappedStrings, mapped_strings
 from .writer import write_vocabulary
 
@@ -101,10 +102,19 @@ class Vocab:
         shared by every process that maps them (mapped_vocab.py; serve's workers); a directory
         that cannot be written gets the in-memory list and dict."""
         directory = Path(directory)
-        counts = np.load(directory / "counts.npy", mmap_mode="r" if mapped else None)
-        if mapped and (m := mapped_strings(directory)) is not None:
-            vocab = cls(m[0], counts)
-            vocab._index = m[1]
-            return vocab
-        return cls(read_lines(directory / "vocab.txt"), np.asarray(counts))
+        counts = load_array(directory / "counts.npy", "the vocabulary's counts", mmap=mapped)
+        source = directory / "vocab.txt"
+        readable(source, "the vocabulary (one id per line)")
+        try:
+            m = mapped_strings(directory) if mapped else None
+            strings, index = m if m is not None else (read_lines(source), None)
+        except UnicodeDecodeError:
+            raise LoadError(f"{source}: not UTF-8 text; expected the vocabulary (one id per line)") from None
+        if len(strings) != len(counts):  # a truncated or edited vocab.txt: every id would be misnamed
+            raise LoadError(f"{source}: {len(strings):,} ids, but counts.npy has {len(counts):,} counts; expected "
+                            "one line per id (was the file truncated or edited?)")
+        vocab = cls(strings, counts)
+        if index is not None:
+            vocab._index = index
+        return vocab
 

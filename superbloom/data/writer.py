@@ -20,7 +20,8 @@ Staging (storage/guarded.py, the guarded writer every output shares): the direct
 `OUT.partial` (marked ours) and swapped in as OUT only when complete, so a failure or a kill part-way
 leaves OUT as it was (an earlier dataset there stays loadable until replaced; a kill between the swap's
 renames is finished by the next run and read right by Dataset); an OUT that holds files we did not
-write, or is a file, and a user's OUT.partial / OUT.old, are refused before anything is written.
+write, or is a file, and a user's OUT.partial / OUT.old, are refused before anything is written; an
+earlier dataset is replaced only when asked (`overwrite`, prepare's --overwrite), as a trained model is.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..storage.files import atomic_path, save_json
-from ..storage.guarded import claim
+from ..storage.guarded import KINDS, OutputError, claim
 from .readers import InputError
 
 _LINES = 1 << 18  # strings joined into one write
@@ -126,12 +127,15 @@ def write_targets(out: Path, name: str, targets: np.ndarray) -> None:
 # ------------------------------------------------------------------------------ staging
 
 
-def write_staged(out: str, build: Callable[[Path], dict]) -> dict:
+def write_staged(out: str, build: Callable[[Path], dict], overwrite: bool = False) -> dict:
     """Run build(work_dir) -> summary in `OUT.partial`, write the summary as meta.json (last: it marks
     completion), and swap the result in as OUT only then (storage/guarded.py: OUT is checked before any
-    work and must be new, empty or a dataset of ours; an earlier dataset there stays loadable until the
-    swap; nothing without our marker is touched). -> the summary."""
+    work and must be new, empty or, with overwrite, a dataset of ours; an earlier dataset there stays
+    loadable until the swap; nothing without our marker is touched). -> the summary."""
     target = claim(out, "dataset")
+    if target.holds_output() and not overwrite:  # as the trainers: replacing a dataset is asked for
+        raise OutputError(f"--out {out} already holds {KINDS['dataset'].what}; pass --overwrite to replace it, "
+                          "or give another folder (nothing was changed)")
     try:
         target.path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

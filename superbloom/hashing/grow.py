@@ -39,10 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..storage.checkpoint import latest_checkpoint
+from ..storage.checkpoint import check_checkpoint, latest_checkpoint
 from ..storage.files import load_json, save_json
 from ..storage.guarded import claim
 from .config import ExtendConfig  # noqa: F401 (re-exported)
+from ..storage.loading import expect_kind, read_config, read_text
 from .bloom import BloomHash, bucket_sizes, duplicate_rows, inverse_index, key_weights, mix_keys
 from ..data.readers import InputError
 from ..data.vocab import Vocab
@@ -56,11 +57,7 @@ def read_new_ids(path: str | Path, vocab: Vocab) -> tuple[list[str], dict]:
     reported in the returned summary, with their line numbers). A blank line, a repeated id or a
     file with no id at all is an InputError naming the file and line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[:e.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: not UTF-8 text ({e.reason}); expected one id per line") from None
+    text = read_text(path, "one id per line")  # missing, unreadable or not UTF-8: one line naming file (and line)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline
@@ -209,14 +206,16 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     """Write `out`: the model of `model_dir` with the ids of the file `new_ids` added (module
     docstring). -> the summary (also written to out/extend.json)."""
     target = claim(out, "model")  # before any work (storage/guarded.py): no "", "/", file or user's folder
-    model_dir, out = Path(model_dir), target.path
+    # every file read checked first (storage/loading.py): a set embedding, a broken config.json, truncated
+    # weights or a truncated vocabulary is one line naming it, before anything is written
+    model_dir, out = expect_kind(model_dir, "model"), target.path
     if not (model_dir / "config.json").is_file() or not (model_dir / "hashing.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json / hashing.safetensors)")
     if out.resolve() == model_dir.resolve():
         raise ValueError(f"--out {out} is the model directory itself; write the extended model elsewhere")
     if target.holds_output():  # extend writes a new folder only
         raise ValueError(f"--out {out} already exists and is not empty; give a new directory")
-    config = load_json(model_dir / "config.json")
+    config = read_config(model_dir, {"model": dict, "head": dict})
     hashing = BloomHash.load(model_dir / "hashing.safetensors")
     check_extendable(config, hashing, model_dir)
     vocab = Vocab.load(model_dir)
@@ -224,6 +223,8 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     best = latest_checkpoint(model_dir, "BEST")
     if latest is None and best is None:
         raise FileNotFoundError(f"{model_dir}: no complete checkpoint to extend")
+    for ckpt in {p for p in (latest, best) if p is not None}:  # copied as they are: complete, or refused
+        check_checkpoint(ckpt)
     new, read = read_new_ids(new_ids, vocab)
 
     rng = np.random.default_rng([cfg.seed, 15])

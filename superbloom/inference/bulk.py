@@ -12,6 +12,10 @@ columns key (string), rank (int32, 1 = best), id (string), score (float64, gamma
 the row's top-k is certified exact). A context with none of its ids in the vocabulary gets no rows;
 it is counted (`BulkStats.skipped`) and its first keys named. Memory: one batch of contexts and
 of answers at a time (Predictor.recommend).
+
+The output goes through the guarded writer (storage/guarded.py): it must be a new file or one of ours
+(a user's file, a folder or a device is refused before any work), is written beside its name and
+renamed into place when complete, so a failure or a kill leaves the earlier file (if any) as it was.
 """
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from typing import Iterable, Iterator
 from tqdm.auto import tqdm
 
 from ..heads.decode_config import DecodeConfig
+from ..storage.guarded import claim
+from ..storage.loading import text_lines
 
 INPUTS = (".jsonl", ".jsonl.gz", ".parquet")
 
@@ -122,11 +128,7 @@ def _read_parquet(path: Path, context_column: str, key_column: str, batch_rows: 
 
 def read_ids(path: str | Path) -> list[str]:
     """An allow- or deny-list file: one id per line (surrounding whitespace stripped, blank lines skipped)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [line.strip() for line in f if line.strip()]
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); expected one id per line") from None
+    return [line.strip() for line in text_lines(path, "one id per line") if line.strip()]  # one line if not UTF-8
 
 
 class RecommendationWriter:
@@ -163,7 +165,23 @@ def bulk_predict(predictor, contexts_path: str | Path, output: str | Path, k: in
                  deny: Iterable[str] | None = None, context_column: str = "context", key_column: str = "id",
                  batch_size: int = 256, progress: bool = False) -> BulkStats:
     """Top-k ids for every context of `contexts_path`, written to the Parquet file `output`
-    (module docstring); `predictor` is an inference.Predictor. -> BulkStats."""
+    (module docstring; OutputError before any work if `output` may not be written); `predictor` is an
+    inference.Predictor. -> BulkStats."""
+    target = claim_output(output)
+    with target.writing() as tmp:
+        stats = _predict_into(predictor, contexts_path, tmp, k, decode, allow, deny, context_column, key_column,
+                              batch_size, progress)
+    return stats
+
+
+def claim_output(output: str | Path, flag: str = "--output"):
+    """The checked output of bulk_predict (storage/guarded.claim: a new file, or a recommendations file of
+    ours) -> its Target; OutputError (one line naming `flag`) otherwise, before any work."""
+    return claim(output, "recommendations", flag)
+
+
+def _predict_into(predictor, contexts_path, output: Path, k, decode, allow, deny, context_column, key_column,
+                  batch_size, progress) -> BulkStats:
     stats, start = BulkStats(), time.perf_counter()
     keys: list[str] = []
 

@@ -10,7 +10,11 @@ rows are not used.
 
     vecs = item_vectors(model, hashing)            # (N, d) float32, row i = vocab id i
     rows, cos = nearest(vecs, [i], k=10)           # (1, k) the most similar ids (cosine), i excluded
-    save_vectors("vecs.parquet", vecs, vocab.strings); load_vectors("vecs.parquet")
+    target = claim_vectors("vecs.parquet")          # before any work: a new file or one of ours, a known type
+    save_vectors(target, vecs, vocab.strings); load_vectors("vecs.parquet")
+
+The file goes through the guarded writer (storage/guarded.py): a user's file, a folder or a device is
+refused before any work, and the file is written beside its name and renamed into place when complete.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import torch
 from ..hashing.bloom import BloomHash
 from ..heads.dot_topk import table_topk
 from ..model.encoder import SetModel
+from ..storage.guarded import Target, claim
 
 FORMATS = (".npy", ".parquet")
 
@@ -57,25 +62,36 @@ def nearest(unit: np.ndarray, ids: Sequence[int], k: int) -> tuple[np.ndarray, n
     return table_topk(unit[ids], unit, ids[:, None], k)
 
 
-def save_vectors(path: str | Path, vectors: np.ndarray, strings: Sequence[str]) -> Path:
+def claim_vectors(path: str | Path, flag: str = "--out") -> Target:
+    """The checked output of save_vectors, before any work: a known file type (FORMATS) and, through the
+    guarded writer, a new file or an item-vectors file of ours -> its Target; ValueError (OutputError)
+    naming `flag` otherwise."""
+    target = claim(path, "item-vectors", flag)
+    if target.path.suffix not in FORMATS:
+        raise ValueError(f"{flag} {path}: unknown vector file type {target.path.suffix!r}; expected one of "
+                         f"{', '.join(FORMATS)}")
+    return target
+
+
+def save_vectors(path: str | Path | Target, vectors: np.ndarray, strings: Sequence[str]) -> Path:
     """Write (N, d) vectors: `.npy` (the matrix alone; row i is the model's vocabulary id i, its
     vocab file gives the strings) or `.parquet` (columns id: string, vector: fixed-size list of d
-    float32)."""
-    path = Path(path)
-    if path.suffix == ".npy":
-        np.save(path, np.asarray(vectors, np.float32))
-        return path
-    if path.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    float32); `path` claimed here unless it is claim_vectors' Target already -> the file written."""
+    target = path if isinstance(path, Target) else claim_vectors(path)
+    with target.writing() as tmp:
+        if target.path.suffix == ".npy":
+            with open(tmp, "wb") as f:  # np.save on a path would append .npy to the temporary name
+                np.save(f, np.asarray(vectors, np.float32))
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
 
-        n, d = vectors.shape
-        flat = pa.array(np.ascontiguousarray(vectors, np.float32).reshape(-1))
-        table = pa.table({"id": pa.array(list(strings[:n]) if n else [], pa.string()),
-                          "vector": pa.FixedSizeListArray.from_arrays(flat, d)})
-        pq.write_table(table, path)
-        return path
-    raise ValueError(f"{path}: unknown vector file type {path.suffix!r}; expected one of {', '.join(FORMATS)}")
+            n, d = vectors.shape
+            flat = pa.array(np.ascontiguousarray(vectors, np.float32).reshape(-1))
+            table = pa.table({"id": pa.array(list(strings[:n]) if n else [], pa.string()),
+                              "vector": pa.FixedSizeListArray.from_arrays(flat, d)})
+            pq.write_table(table, tmp)
+    return target.path
 
 
 def load_vectors(path: str | Path) -> tuple[np.ndarray, list[str] | None]:

@@ -56,7 +56,7 @@ from ..training.card import write_card
 from ..training.loop import fit
 from ..training.objectives import Objective
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
-                               portable, portable_summary, refuse_changes, resume_point, start_run)
+                               portable, portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from ..data.labels import load_labels
@@ -246,7 +246,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
         raise ValueError(f"{cfg.labels}: none of its set keys is a training set of {cfg.data} "
                          f"(e.g. {', '.join(table.unknown_examples[:3])})")
     if ckpt is not None:
-        saved = load_json(out / "config.json")
+        saved = read_saved(out, ("train", "hash"))  # one line naming config.json if it is broken
         arch, changed = config_changes(saved["train"], cfg.to_dict(), ARCHITECTURE)
         refuse_changes(arch, "the model, its labels or its split", out)
         hcfg = HashConfig(**saved["hash"])

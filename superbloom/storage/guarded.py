@@ -1,7 +1,7 @@
 """The guarded writer of every output: ownership marker, checks before any work, staged swap, recovery.
 
 Every output of every command (a model, a set embedding, a text classifier, a prepared dataset, the
-demo's folder, an embed or synth file) is checked before any work, carries our ownership marker, is
+demo's folder, an embed, synth, vectors or predict --output file) is checked before any work, carries our ownership marker, is
 built beside its final name and swapped in at once, and any state a kill leaves is recovered on the
 next run and read correctly on load (issue 32, class 1).
 
@@ -91,6 +91,8 @@ KINDS: dict[str, Kind] = {
                  lambda p: (p / "data" / "meta.json").is_file() or (p / "model" / "config.json").is_file()),
     "vectors": Kind("a vectors file (superbloom embed)", lambda p: False, file=True),
     "links": Kind("a links file (superbloom synth)", lambda p: False, file=True),
+    "recommendations": Kind("a recommendations file (superbloom predict --output)", lambda p: False, file=True),
+    "item-vectors": Kind("an item vectors file (superbloom vectors)", lambda p: False, file=True),
 }
 
 

@@ -11,9 +11,10 @@ storage/loading.expect_kind.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from .loading import read_json_object  # a broken config.json: one line naming it
 
 
 @dataclass(frozen=True)
@@ -71,4 +72,4 @@ def read_kind(model_dir: str | Path) -> Kind:
     if not path.is_file():
         raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json; superbloom train, "
                                 "embed-train or textclass-train writes one)")
-    return KINDS[infer_kind(json.loads(path.read_text(encoding="utf-8")), str(path))]
+    return KINDS[infer_kind(read_json_object(path, "the model's settings"), str(path))]

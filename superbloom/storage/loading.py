@@ -1,13 +1,18 @@
 """Checks of the files we load before they are trusted: one LoadError line naming file and expectation.
 
 Issue 32, class 3: a missing file, one we may not read, a truncated or foreign safetensors file, a
-hand-edited config.json with missing or wrong-typed fields, a pointer outside its model folder, a folder of another kind. Each is a LoadError
-(a ValueError: the CLI exits 2 with its one line) that names the file and what was expected.
+hand-edited config.json with missing or wrong-typed fields, a pointer outside its model folder, a folder
+of another kind, a dataset's broken meta.json or truncated .npy file, a labels or text file that is not
+UTF-8 (a binary file). Each is a LoadError (a ValueError: the CLI exits 2 with its one line) that names
+the file and what was expected. Every loader reads through these helpers, so every command benefits.
 
     path = expect_kind(model_dir, "model")                    # MODEL_DIR, or the complete one a kill left
     config = read_config(path, {"model": dict, "head": dict}) # config.json, its sections present and typed
     check_safetensors(path / "hashing.safetensors")           # header, tensors inside the file, size exact
     cfg = typed_section(path / "config.json", config, "model", ModelConfig)  # fields as the dataclass has them
+    meta = read_json(data / "meta.json", "the dataset's summary")            # JSON, its line named if broken
+    ids = load_array(data / "train.ids.npy", "the training ids", mmap=True) # a complete .npy file
+    for line in text_lines(labels, "a labels file"): ...                     # UTF-8, else the line named
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import dataclasses
 import json
 import struct
 from pathlib import Path
+from typing import Iterator
 
 from .guarded import KINDS, kind_of, resolve
 
@@ -25,20 +31,25 @@ class LoadError(ValueError):
     """A file we load is not what was expected (the message names the file and what was expected)."""
 
 
+def _open_error(path: Path, e: OSError, what: str) -> LoadError:
+    """The LoadError for an OSError raised opening or reading `path`."""
+    if isinstance(e, FileNotFoundError):
+        return LoadError(f"{path}: missing; expected {what}")
+    if isinstance(e, PermissionError):
+        return LoadError(f"{path}: cannot be read (permission denied); expected {what}")
+    if isinstance(e, IsADirectoryError):
+        return LoadError(f"{path}: is a directory; expected {what}")
+    return LoadError(f"{path}: cannot be read ({e.strerror}); expected {what}")
+
+
 def readable(path: str | Path, what: str) -> Path:
     """`path` if it is a file we may read, else LoadError: missing, not a file, or permission denied."""
     path = Path(path)
     try:
         with open(path, "rb"):
             pass
-    except FileNotFoundError:
-        raise LoadError(f"{path}: missing; expected {what}") from None
-    except PermissionError:
-        raise LoadError(f"{path}: cannot be read (permission denied); expected {what}") from None
-    except IsADirectoryError:
-        raise LoadError(f"{path}: is a directory; expected {what}") from None
     except OSError as e:
-        raise LoadError(f"{path}: cannot be read ({e.strerror}); expected {what}") from None
+        raise _open_error(path, e, what) from None
     if not path.is_file():
         raise LoadError(f"{path}: not a regular file; expected {what}")
     return path
@@ -78,18 +89,93 @@ def check_safetensors(path: str | Path, what: str = "a safetensors file") -> Non
                         f"the file has {size:,}; expected {what}")
 
 
+def _not_utf8(path: Path, data: bytes, start: int, what: str) -> LoadError:
+    line = data.count(b"\n", 0, start) + 1
+    return LoadError(f"{path}:{line}: not UTF-8 text (byte 0x{data[start]:02x}; a binary file?); expected {what}")
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """The whole UTF-8 text of `path` (a file or a pipe); LoadError naming the file otherwise: missing,
+    unreadable, or not UTF-8 (a binary file), with the line where the first bad byte is."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise _open_error(path, e, what) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, data, e.start, what) from None
+
+
+def text_lines(path: str | Path, what: str) -> Iterator[str]:
+    """The lines of the UTF-8 text file `path`, streamed (as `open(path, encoding="utf-8")` gives them);
+    LoadError naming the file when it is missing or unreadable, and the line when a byte is not UTF-8."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            yield from f
+    except OSError as e:
+        raise _open_error(path, e, what) from None
+    except UnicodeDecodeError:
+        raise _first_bad_line(path, what) from None
+
+
+def _first_bad_line(path: Path, what: str) -> LoadError:
+    """The LoadError for a file that is not UTF-8, naming its first line that is not (read again, a line
+    at a time; a pipe cannot be, nor opened again without blocking: then no line is named)."""
+    try:
+        if not path.is_file():
+            raise OSError("not a regular file")
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    return LoadError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x}; a binary file?); "
+                                     f"expected {what}")
+    except OSError:
+        pass
+    return LoadError(f"{path}: not UTF-8 text (a binary file?); expected {what}")
+
+
+def read_json(path: str | Path, what: str):
+    """The JSON value of `path`; LoadError naming the file (and the line) when it is missing, unreadable,
+    not UTF-8 or not valid JSON (a truncated or hand-edited file)."""
+    path = Path(path)
+    try:
+        return json.loads(read_text(path, what))
+    except json.JSONDecodeError as e:
+        raise LoadError(f"{path}, line {e.lineno}: not valid JSON ({e.msg}); expected {what}") from None
+
+
+def read_json_object(path: str | Path, what: str) -> dict:
+    """read_json, which must be a JSON object (LoadError naming the file otherwise)."""
+    value = read_json(path, what)
+    if not isinstance(value, dict):
+        raise LoadError(f"{path}: holds a JSON {type(value).__name__}; expected {what} (a JSON object)")
+    return value
+
+
+def load_array(path: str | Path, what: str, mmap: bool = False):
+    """The NumPy array of the .npy file `path` (memory-mapped read-only with mmap; never pickled objects);
+    LoadError naming the file when it is missing, unreadable, truncated or not a .npy file."""
+    import numpy as np
+
+    path = readable(path, what)
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, EOFError) as e:  # a short file: "mmap length is greater than file size", a bad header
+        raise LoadError(f"{path}: truncated or not a NumPy .npy file ({e}); expected {what}") from None
+    except OSError as e:
+        raise _open_error(path, e, what) from None
+
+
 def read_config(model_dir: str | Path, sections: dict[str, type]) -> dict:
     """MODEL_DIR/config.json, a JSON object holding each of `sections` with the type given; LoadError
     naming the file (and line, or the field) otherwise."""
     path = readable(Path(model_dir) / "config.json", "the model's config.json")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise LoadError(f"{path}: not UTF-8 text; expected the model's JSON settings") from None
-    except json.JSONDecodeError as e:
-        raise LoadError(f"{path}, line {e.lineno}: not valid JSON ({e.msg}); expected the model's settings") from None
-    if not isinstance(config, dict):
-        raise LoadError(f"{path}: holds a JSON {type(config).__name__}; expected an object of settings")
+    config = read_json_object(path, "the model's settings")
     for name, kind in sections.items():
         if name not in config:
             raise LoadError(f"{path}: no {name!r} field; expected one (was the file edited by hand?)")
@@ -135,4 +221,5 @@ def expect_kind(model_dir: str | Path, kind: str, flag: str = "MODEL_DIR") -> Pa
     return path
 
 
-__all__ = ["LoadError", "check_safetensors", "expect_kind", "read_config", "readable", "typed_section"]
+__all__ = ["LoadError", "check_safetensors", "expect_kind", "load_array", "read_config", "read_json",
+           "read_json_object", "read_text", "readable", "text_lines", "typed_section"]

@@ -39,19 +39,20 @@ from .tokenised import TextPrepareConfig, tokenise_corpora
 __all__ = ["TextPrepareConfig", "format_text_summary", "pack_segments", "prepare_text"]
 
 
-def prepare_text(cfg: TextPrepareConfig, progress: bool = True) -> dict:
+def prepare_text(cfg: TextPrepareConfig, progress: bool = True, overwrite: bool = False) -> dict:
     """Run the whole text preparation; returns the summary also written to meta.json.
 
     As `superbloom prepare`: the dataset is written into `OUT.partial` and moved into place when
-    complete (an earlier dataset in OUT stays loadable until then); an OUT holding other files is refused.
+    complete (an earlier dataset in OUT, replaced only with overwrite=True, stays loadable until then); an
+    OUT holding other files is refused.
     With cfg.as_sets the dataset holds one set per paragraph (sets.py) instead of ordered segments."""
     t0 = time.time()
     if cfg.as_sets:
         from .sets import write_text_sets
 
         return write_staged(cfg.out, lambda work: write_text_sets(tokenise_corpora(cfg, work, t0, progress),
-                                                                  cfg, work, t0))
-    return write_staged(cfg.out, lambda work: _prepare_text_into(cfg, work, t0, progress))
+                                                                  cfg, work, t0), overwrite)
+    return write_staged(cfg.out, lambda work: _prepare_text_into(cfg, work, t0, progress), overwrite)
 
 
 def _prepare_text_into(cfg: TextPrepareConfig, out: Path, t0: float, progress: bool) -> dict:

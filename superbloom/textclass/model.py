@@ -70,7 +70,7 @@ from ..model.encoder import Attention, count_parameters
 from ..training.objectives import Objective
 from ..training.optim import make_optimizer
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
-                               resume_point, versions)
+                               read_saved, resume_point, versions)
 from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
 from .config import EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig  # noqa: F401 (re-exported)
 
@@ -306,8 +306,30 @@ def show_epoch(r: dict) -> None:
              f"({r['seconds']} s)")
 
 
+def memory_parts(cfg: TextClassConfig, n_classes: int, n_vocab: int, n_words: int, lengths: np.ndarray,
+                 batch_size: int) -> dict[str, int]:
+    """Bytes a textclass-train run allocates at least, by the flag that drives each part (float32):
+
+    - parameters and their gradients: the embedding (table: (n_vocab + 1) x d rows; dynamic: 64 x d) and
+      the classifier (d x n_classes), twice (the optimizer's state on top is not counted);
+    - a batch's activations kept for the backward pass: the embedded words and the attention's output,
+      (B, T, d) each, B = min(batch_size, training documents) and T at least the B-th shortest training
+      document (a batch pads to its longest), plus the dynamic embedding's (B, T, 64) trits;
+    - the word inputs: the dynamic embedding's (n_words, 64) trits of every word read.
+    `lengths` (training documents,) words each. A lower bound: a refusal is never wrong about a run that fits."""
+    d = cfg.d
+    table = (n_vocab + 1) * d if cfg.embedding == "table" else 64 * d
+    params = 4 * 2 * (table + d * n_classes + n_classes)
+    b = min(batch_size, len(lengths))
+    t = int(np.partition(lengths, b - 1)[b - 1]) if b else 0
+    acts = 4 * b * t * (2 * d + (64 if cfg.embedding == "dynamic" else 0))
+    words = 4 * 64 * n_words if cfg.embedding == "dynamic" else 8 * n_words
+    return {"--d": params, "--batch-size": acts, "word inputs (--max-words)": words}
+
+
 def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: bool = False,
-                    overwrite: bool = False, callbacks: Sequence[Callback] = ()) -> Path:
+                    overwrite: bool = False, callbacks: Sequence[Callback] = (),
+                    memory_check: Callable[[dict[str, int]], None] | None = None) -> Path:
     """Train a text classifier -> its model directory, in the run skeleton every trainer shares
     (rundir.py: cfg.out may hold a model only with resume or overwrite; resume continues the newest
     complete checkpoint, bit for bit, and records the settings it changes) on loop.fit: the same
@@ -318,7 +340,9 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
         OUT/model.safetensors   the final weights, which load_classifier reads; vocab.txt (table embedding)
         OUT/checkpoints/, LATEST, BEST (the best held-out accuracy), metrics.jsonl     written by loop.fit
 
-    `callbacks`: where the metrics.jsonl records go too (training/callbacks.py).
+    `callbacks`: where the metrics.jsonl records go too (training/callbacks.py). `memory_check`: called with
+    memory_parts(...) once the documents are read, before the model is built or anything is written (the
+    CLI refuses a run larger than the machine there: cli/checks.refuse_over_memory).
     """
     d = init_distributed(cfg.train.device)
     if cfg.train.threads:
@@ -330,7 +354,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     ckpt = resume_point(out, resume, overwrite, d.main)
     saved, changed = None, []
     if ckpt is not None:
-        saved = load_json(out / "config.json")
+        saved = read_saved(out, ("train",))  # one line naming config.json if it is broken
         arch, changed = config_changes(saved["train"], cfg.to_dict(), ARCHITECTURE)
         refuse_changes(arch, "the model or its documents", out)
     docs = load_docs(cfg)
@@ -339,11 +363,14 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     if len(train) == 0:  # before any work: no batch, no vocabulary, no step
         raise ValueError(f"--test-fraction {cfg.test_fraction}: no training document is left of {len(docs):,} "
                          f"(at most {1 - 1 / max(len(docs), 1):.3g} for this corpus)")
+    vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
+    if memory_check is not None:  # before any allocation the flags drive
+        memory_check(memory_parts(cfg.model, len(docs.label_names), len(vocab), len(docs.words),
+                                  docs.lengths[train], cfg.train.batch_size))
     if d.main:
         log.info(f"{len(docs):,} documents ({len(train):,} train, {len(test):,} test), {len(docs.label_names)} labels, "
                  f"{docs.stats['multi_label']} with several labels (the first is used)")
     torch.manual_seed(seed)
-    vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
     model = TextClassifier(cfg.model, len(docs.label_names), vocab=list(docs.words[vocab])).to(d.device)
     steps_per_epoch = -(-len(train) // cfg.train.batch_size)
     steps = cfg.train.epochs * steps_per_epoch

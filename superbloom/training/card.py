@@ -18,6 +18,7 @@ from pathlib import Path
 from ..storage.checkpoint import inference_checkpoint
 from ..storage.files import load_json
 from ..storage.kinds import ID_MODELS, KINDS, infer_kind
+from ..storage.loading import LoadError, read_json_object, text_lines
 
 CARD = "README.md"
 EVAL = "eval.json"  # `superbloom eval MODEL DATA --json > MODEL/eval.json` puts an evaluation on the card
@@ -50,8 +51,18 @@ def write_card(model_dir: str | Path) -> Path:
 
 
 def render_card(model_dir: str | Path) -> str:
+    """The card's text. A file of the directory that is broken, or a field edited into another shape, is a
+    LoadError naming it (the card reads a dozen optional fields of config.json, eval.json and metrics.jsonl)."""
     d = Path(model_dir)
-    config = load_json(d / "config.json")
+    config = read_json_object(d / "config.json", "the model's settings")
+    try:
+        return _render(d, config)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise LoadError(f"{d / 'config.json'} (or eval.json beside it): a field is not as superbloom wrote it "
+                        f"({type(e).__name__}: {e}); was it edited by hand?") from None
+
+
+def _render(d: Path, config: dict) -> str:
     kind = KINDS[infer_kind(config, str(d / "config.json"))]
     train = config.get("train") or {}
     name = ((config.get("dataset") or {}).get("name") or train.get("data")
@@ -133,9 +144,7 @@ def _recipe(config: dict) -> list[str]:
 
 
 def _training(d: Path) -> list[str]:
-    records = []
-    if (d / "metrics.jsonl").is_file():
-        records = [json.loads(x) for x in (d / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    records = _records(d / "metrics.jsonl") if (d / "metrics.jsonl").is_file() else []
     if not records:
         return ["- no training record (metrics.jsonl)"]
     last = records[-1]
@@ -149,6 +158,25 @@ def _training(d: Path) -> list[str]:
     return out
 
 
+def _records(path: Path) -> list[dict]:
+    """metrics.jsonl's records; a last line a kill cut short is left out (as a resume drops it), any other
+    line that is not a JSON object is a LoadError naming the file and line."""
+    lines = [(n, x) for n, x in enumerate(text_lines(path, "metrics records, one JSON object per line"), 1)
+             if x.strip()]
+    records = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            if i == len(lines) - 1:
+                break
+            raise LoadError(f"{path}:{n}: not a JSON object; expected a metrics record (was the file edited?)")
+        records.append(record)
+    return records
+
+
 def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
     held = [h["eval"] for h in config.get("history") or () if "eval" in h]  # a text classifier's test documents
     if held:
@@ -158,7 +186,7 @@ def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
         return ["Not evaluated here. `superbloom eval MODEL DATA --json > MODEL/eval.json` then "
                 "`superbloom card MODEL` puts the evaluation, beside its baselines, on this card."
                 if kind in ID_MODELS else "Its validation above is its evaluation."]
-    res = load_json(d / EVAL)
+    res = read_json_object(d / EVAL, "an evaluation (superbloom eval MODEL DATA --json)")
     baselines = res.get("baselines") or {}
     metrics = [k for k, x in res.items() if isinstance(x, (int, float)) and not isinstance(x, bool)
                and all(k in b for b in baselines.values()) and k not in ("examples",)] if baselines else \

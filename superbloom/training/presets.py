@@ -21,7 +21,7 @@ from typing import Callable, Mapping
 
 from ..hashing.config import UNHASHED_MAX_IDS
 from ..heads.config import head_settings
-from ..storage.files import load_json
+from ..storage.loading import LoadError, read_json_object
 
 # auto's size tiers (ids of the prepared vocabulary); tests monkeypatch them
 SMALL_MAX_IDS = UNHASHED_MAX_IDS  # the unhashed hybrid with the full softmax (the demo's recipe)
@@ -100,9 +100,12 @@ class DatasetFacts:
         if not path.exists():
             raise FileNotFoundError(f"{data} is not a prepared dataset (no meta.json); "
                                     "run `superbloom prepare` (or prepare-text) first")
-        meta = load_json(path)
-        train = meta.get("train", {})
+        meta = read_json_object(path, "the dataset's summary (superbloom prepare writes it)")  # one line if broken
+        train = meta["train"] if isinstance(meta.get("train"), dict) else {}
         sets, links = train.get("sets", meta.get("sets", 0)), train.get("links", meta.get("links", 0))
+        if not isinstance(meta.get("ids"), int) or not all(isinstance(v, (int, float)) for v in (sets, links)):
+            raise LoadError(f"{path}: no integer \"ids\" (or non-numeric set and link counts); expected the summary "
+                            "superbloom prepare wrote (was it edited by hand?)")
         return cls(ids=int(meta["ids"]), mean_set_size=round(links / sets, 2) if sets else 0.0,
                    split=meta.get("split", "sets"), text=meta.get("format") == "text")
 

@@ -5,7 +5,7 @@ what its config.json records across resumes.
     out = check_out(cfg.out)                                    # before any work
     ckpt = resume_point(out, resume, overwrite, main=d.main)    # the overwrite / resume policy
     if ckpt is not None:
-        saved = load_json(out / "config.json")
+        saved = read_saved(out, ("train",))                     # config.json, its sections checked
         arch, changed = config_changes(saved_settings, cfg.to_dict(), ARCHITECTURE)
         refuse_changes(arch, "...", out)
     run = open_run(out, ckpt)                                   # staged beside OUT over an old model
@@ -27,13 +27,16 @@ import json
 import logging
 import uuid
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from .._version import __version__
 from ..storage.checkpoint import check_checkpoint, holds_model, latest_checkpoint
 from ..storage.files import load_json, save_json
 from ..storage.guarded import Target, claim
+from ..storage.loading import LoadError, read_config
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 FORMAT_VERSION = 1  # config.json's layout (config.json's "versions"): raised when a reader must tell layouts apart
 
 
@@ -96,6 +99,20 @@ def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) ->
         raise ValueError(f"{out} already holds a model; pass --resume to continue it or --overwrite to replace it "
                          "(the old model is kept until the new run has a complete checkpoint)")
     return ckpt
+
+
+def read_saved(out: Path, sections: tuple[str, ...], build: Callable[[dict], T] | None = None) -> dict | T:
+    """OUT/config.json of the run a resume continues: a JSON object holding each of `sections` as an object
+    (-> it), or with `build`, the run's config built from it (-> build(config)); one LoadError naming the
+    file otherwise (a field renamed, removed or of another shape by hand), before anything is written."""
+    config = read_config(out, {name: dict for name in sections})
+    if build is None:
+        return config
+    try:
+        return build(config)
+    except (TypeError, KeyError, AttributeError, ValueError) as e:
+        raise LoadError(f"{Path(out) / 'config.json'}: its settings do not rebuild the run ({type(e).__name__}: {e}); "
+                        "expected the config.json superbloom wrote (was it edited by hand?)") from None
 
 
 # settings no resume may change, whatever the trainer: a checkpoint's optimizer state is that optimizer's

@@ -32,7 +32,6 @@ import torch
 from ..hashing.coherent import CoherentStats
 from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
-from ..storage.files import load_json
 from ..storage.kinds import id_model_kind
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import head_config_dict, head_config_from_dict
@@ -45,7 +44,7 @@ from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, Obj
 from .optim import OptimConfig
 from ..data.remap import align_dataset, format_alignment
 from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
-                     portable_summary, refuse_changes, resume_point, start_run)
+                     portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
 from ..model.warmstart import initialise, resolve_init
 from .config import TrainConfig  # re-exported: callers import it here
@@ -100,7 +99,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     ckpt = resume_point(out, resume, overwrite, d.main)
     coherent_stats = None  # how a new run's coherent maps were built (for config.json)
     if ckpt is not None:
-        saved = load_json(out / "config.json")
+        saved = read_saved(out, ("hash", "model", "head"))  # one line naming config.json if it is broken
         arch, changed = run_changes(saved, cfg)
         refuse_changes(arch, "the model or its data", out)
         hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig.from_dict(saved["model"])
