@@ -227,7 +227,8 @@ def stage_prepare(args, work: Path, state: State) -> None:
     if "prepare" in state and not args.force:
         return
     state["prepare"] = measure([sys.executable, "-m", "superbloom", "prepare", str(work / "links.parquet"), "--format",
-                                "parquet", "--out", str(work / "data"), "--memory-limit", args.memory_limit, "--json"])
+                                "parquet", "--out", str(work / "data"), "--memory-limit", args.memory_limit, "--json"]
+                                + (["--overwrite"] if args.force else []))  # --force: replace the earlier dataset
 
 
 def tree_memory(pid: int) -> dict:

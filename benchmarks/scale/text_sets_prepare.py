@@ -33,7 +33,7 @@ from superbloom.text import prepare_text
 arg = json.loads(sys.argv[1])
 cfg = dataclasses.replace(text_sets_config("text-sets", arg["out"]), vocab_size=arg["vocab_size"])
 t = time.time()
-s = prepare_text(cfg, progress=False)
+s = prepare_text(cfg, progress=False, overwrite=True)  # each run replaces its own earlier output
 wall = time.time() - t
 print(json.dumps({"wall_s": wall, "peak_rss_mb": int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024,
                   "summary": s}))
