@@ -66,7 +66,7 @@ def _item2vec(data, args):
 
 def _als(data, args):
     from superbloom.evaluation.als import ALS, ALSConfig
-    return ALS(data.train, data.n_ids, ALSConfig(threads=args.threads))
+    return ALS(data.train, data.n_ids, ALSConfig(threads=args.threads, confidence=args.als_confidence))
 
 
 class _Popularity:
@@ -118,7 +118,7 @@ def run_one(name: str, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "benchmarks.scale.baselines", args.data, "--worker", name, "--out", tmp,
                "--eval-sets", str(args.eval_sets), "--seed", str(args.seed), "--depth", str(args.depth),
-               "--threads", str(args.threads)] + (["--skip-gram"] if args.skip_gram else [])
+               "--threads", str(args.threads), "--als-confidence", args.als_confidence] + (["--skip-gram"] if args.skip_gram else [])
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             return {"failed": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -137,6 +137,8 @@ def main():
     ap.add_argument("--depth", type=POS_INT, default=20)
     ap.add_argument("--threads", type=POS_INT, default=1, help="item2vec's gensim workers and implicit's threads")
     ap.add_argument("--skip-gram", action="store_true", help="item2vec: skip-gram instead of CBOW")
+    ap.add_argument("--als-confidence", choices=("bm25", "plain"), default="bm25",
+                    help="als: BM25-weighted confidences (implicit's lastfm example) or the binary incidence")
     ap.add_argument("--name", default="baselines")
     ap.add_argument("--ranks-dir", help="also write each baseline's per-example target ranks to DIR/NAME.npz "
                     "(targets, set_rows, ranks): time_to_quality.py pairs them with a model's on the same examples")
@@ -166,7 +168,7 @@ def main():
     result = {"data": str(args.data), "n_ids": data.n_ids, "train_sets": len(data.train),
               "train_links": int(data.train.offsets[-1]), "examples": int(len(ex.targets)),
               "targets_unseen": int((ex.targets < 0).sum()), "protocol": protocol.describe() | {"depth": args.depth},
-              "threads": args.threads, "item2vec": "skip-gram" if args.skip_gram else "cbow",
+              "threads": args.threads, "item2vec": "skip-gram" if args.skip_gram else "cbow", "als_confidence": args.als_confidence,
               "baselines": rows, "machine": machine_info(), "loadavg_before": load0, "loadavg_after": os.getloadavg()}
     md.append(f"# Baselines at scale: {args.name}\n")
     md.append(f"{result['data']}: {data.n_ids:,} ids, {len(data.train):,} training sets, "
