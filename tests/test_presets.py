@@ -203,3 +203,25 @@ def test_resume_refuses_a_typed_preset(sets_data, tmp_path, capsys):
     assert main(["train", str(sets_data), "--out", str(tmp_path / "m"), *TINY, "--resume", "--preset", "small"]) == 2
     assert "--preset small: a resumed run keeps its saved settings" in capsys.readouterr().err
     assert main(["train", str(sets_data), "--out", str(tmp_path / "m"), *TINY, "--resume", "--preset", "none"]) == 0
+
+
+def test_with_no_stop_flag_the_preset_trains_its_evidence_budget(sets_data, tmp_path, monkeypatch, capsys):
+    """`train DATA --out M` and nothing else runs: the preset's stop rule (the evidence's budget) is used
+    when no stop flag is typed, and any typed stop flag replaces it whole."""
+    from superbloom.training.presets import STOP_FLAGS, resolve
+
+    facts = DatasetFacts(ids=40, mean_set_size=5.0, split="sets", text=False)
+    assert all(p.stop and set(p.stop) <= set(STOP_FLAGS) for p in PRESETS.values())  # every preset can run alone
+    assert resolve("auto", facts, set()).applied["steps"] == PRESETS["small"].stop["steps"] == 2000
+    for typed in STOP_FLAGS:
+        assert not set(resolve("auto", facts, {typed}).applied) & set(STOP_FLAGS)
+    with pytest.raises(ValueError, match="a stop rule is made of"):
+        presets.Preset("x", {}, "never", "README.md", stop={"lr": 1.0})
+    small = dict(PRESETS["small"].stop)
+    monkeypatch.setitem(PRESETS, "small", presets.Preset("small", PRESETS["small"].settings, "tiny", PRESETS["small"].evidence,
+                                                         stop={"steps": 3}))
+    assert main(["train", str(sets_data), "--out", str(tmp_path / "m"), "--d", "16", "--heads", "2", "--d-ff", "32",
+                 "--layers", "1", "--batch-size", "8", "--threads", "1", "--quiet", "--eval-every", "0"]) == 0
+    assert "stop: steps 3 (no stop flag typed)" in capsys.readouterr().out
+    cfg = _config(tmp_path / "m")
+    assert cfg["train"]["loop"]["steps"] == 3 and cfg["preset"]["applied"]["steps"] == 3 and small == {"steps": 2000}

@@ -23,6 +23,8 @@ from ..hashing.config import UNHASHED_MAX_IDS
 from ..heads.config import head_settings
 from ..storage.loading import LoadError, read_json_object
 
+STOP_FLAGS = ("steps", "epochs", "time_budget")  # train's stop rule (argparse dests): at least one is needed
+
 # auto's size tiers (ids of the prepared vocabulary); tests monkeypatch them
 SMALL_MAX_IDS = UNHASHED_MAX_IDS  # the unhashed hybrid with the full softmax (the demo's recipe)
 LARGE_MAX_IDS = 500_000  # the unhashed hybrid with sampled negatives (Epinions, 277,910 ids, measured); hashed above
@@ -36,9 +38,15 @@ class Preset:
     settings: Mapping[str, object]
     when: str
     evidence: str
+    # the stop rule the evidence trained with, applied when no stop flag (STOP_FLAGS) is typed: `train`
+    # with no flag but --out then runs the measured recipe; any typed stop flag replaces it whole
+    stop: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+        object.__setattr__(self, "stop", MappingProxyType(dict(self.stop)))
+        if set(self.stop) - set(STOP_FLAGS):
+            raise ValueError(f"preset {self.name}: a stop rule is made of {STOP_FLAGS}, got {sorted(self.stop)}")
 
     def describe(self) -> str:
         """'head hybrid, alpha 1, m 1': the settings as flags would read (for --help and the printed line)."""
@@ -57,18 +65,18 @@ def register(preset: Preset) -> Preset:
 
 register(Preset(
     "small", {"head": "hybrid", "alpha": 1, "m": 1},
-    when=f"set data up to SMALL_MAX_IDS ({SMALL_MAX_IDS:,}) ids",
+    when=f"set data up to SMALL_MAX_IDS ({SMALL_MAX_IDS:,}) ids", stop={"steps": 2000},  # the harness's budget
     evidence="benchmarks/results/quality.md"))  # the hybrid beats co-occurrence on all nine datasets; the demo's
 register(Preset(
     "large", {"head": "hybrid", "alpha": 1, "m": 1, "samples": 4096},
-    when=f"set data up to LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
+    when=f"set data up to LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids", stop={"steps": 2000},
     evidence="benchmarks/results/quality.md"))  # session 6: Epinions 277,910 ids, recipe hybrid_sampled
 register(Preset(
     "millions", {"head": "hashed-hybrid", "alpha": 50, "m": 2, "coherent": 2, "init": "cooccurrence",
                  # the item-item term is 8 bytes a value, saved with every checkpoint: 200 values per id is
                  # 8 GB at 5M ids (heads/neighbours.py), 50 is 2 GB; and a checkpoint every 10 minutes
                  "neighbours": 50, "checkpoint_every": 600.0},
-    when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids",
+    when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids", stop={"time_budget": 3600.0},  # the issue's hour
     # the recipe against the baselines: text_sets_time_to_quality.md (1M real ids: ahead of every baseline) and
     # synth5m_time_to_quality_weightings.md (5.1M synthetic ids: level with count / IDF co-occurrence and item2vec
     # once the validation chooses the term's weighting, weighting_choice.md; the network adds nothing there); the hashing and
@@ -78,11 +86,11 @@ register(Preset(
     "sequences", {"objective": "next-item", "head": "hybrid", "alpha": 1, "m": 1, "samples": 2048,
                   "d": 64, "heads": 2, "d_ff": 256, "layers": 2, "dropout": 0.2, "positions": 50, "segment": 50,
                   "lr": 0.005, "warmup": 200, "batch_size": 128},
-    when="a leave-one-out dataset (prepare --split leave-one-out)",
+    when="a leave-one-out dataset (prepare --split leave-one-out)", stop={"steps": 4000},
     evidence="benchmarks/results/sequence.md"))  # the next-item hybrid rows, 2,048 negatives (Beauty, Toys, BERT4Rec)
 register(Preset(
     "text", {"objective": "text-mlm", "positions": 128, "alpha": 40, "m": 2},
-    when="a prepare-text dataset",
+    when="a prepare-text dataset", stop={"steps": 2000},
     evidence="benchmarks/results/text/table5_s10_paired.md"))  # hash40-d128, random maps beat coherent ones
 
 
@@ -140,14 +148,16 @@ class Choice:
         """The one line `train` prints."""
         head = f"preset auto -> {self.preset.name}" if self.auto else f"preset {self.preset.name}"
         typed = f"; typed: {', '.join('--' + d.replace('_', '-') for d in self.overridden)}" if self.overridden else ""
-        return (f"{head}: {self.preset.describe()}{typed} (evidence: {self.preset.evidence}) "
+        stop = [f"{k.replace('_', '-')} {v:g}" for k, v in self.applied.items() if k in STOP_FLAGS]
+        stop = f"; stop: {', '.join(stop)} (no stop flag typed)" if stop else ""
+        return (f"{head}: {self.preset.describe()}{typed}{stop} (evidence: {self.preset.evidence}) "
                 f"[{self.facts.ids:,} ids, mean set size {self.facts.mean_set_size:g}, split {self.facts.split}"
                 f"{', text' if self.facts.text else ''}]")
 
     def record(self) -> dict:
         """config.json's "preset"."""
         return {"name": self.preset.name, "chosen_by": "auto" if self.auto else "--preset",
-                "settings": dict(self.preset.settings), "applied": dict(self.applied),
+                "settings": dict(self.preset.settings), "stop": dict(self.preset.stop), "applied": dict(self.applied),
                 "overridden": list(self.overridden), "evidence": self.preset.evidence,
                 "dataset": dataclasses.asdict(self.facts)}
 
@@ -164,6 +174,8 @@ def resolve(name: str, facts: DatasetFacts, given: set[str]) -> Choice | None:
         raise ValueError(f"--preset {name!r}: unknown; choose one of auto, none, {', '.join(PRESETS)}")
     preset = PRESETS[name]
     applied = {k: v for k, v in preset.settings.items() if k not in given}
+    if not given & set(STOP_FLAGS):  # no stop flag typed: the evidence's own
+        applied.update(preset.stop)
     return Choice(preset, auto, applied, tuple(k for k in preset.settings if k in given), facts)
 
 
