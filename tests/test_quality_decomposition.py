@@ -2,6 +2,8 @@
 on the same examples, the paired intervals, and the summary table (benchmarks/quality/)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -51,6 +53,10 @@ def test_the_summary_table_has_one_row_per_hybrid_with_the_bar(harness_rows):
     assert len(table) == 1 and "tiny (cooccurrence," in table[0]
     assert text.endswith("## Written up\n\nkept.\n") and "old table" not in text
     assert "term alone" in (work / "results" / "decomposition_test_table.md").read_text()
+    cooc = next(r["rec@10"] for r in harness_rows[0] if r["method"] == "cooccurrence")
+    assert f"| {cooc:.4f} |" in table[0]  # co-occurrence beside the hybrid, same examples
+    summary = json.loads((work / "results" / "decomposition_test_summary.json").read_text())["entries"]
+    assert [(e["dataset"], e["recipe"], e["cooccurrence"]) for e in summary] == [("wikispeedia", "tiny", cooc)]
 
 
 def test_paired_hr10_of_the_sequence_benchmark():

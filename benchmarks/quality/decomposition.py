@@ -8,8 +8,9 @@ and where the network beats the term, from the harness's saved ranks.
 Reads benchmarks/results/NAME.json (rows of `benchmarks.quality.harness --name NAME`, default
 quality_decomposition) and writes NAME.md: one row per hybrid (dataset x split x recipe x steps) with
 rec@10 of the hybrid, its network alone and its term alone, EASE, and the paired 95% intervals of
-hybrid - term alone, hybrid - EASE and network alone - EASE (the bar of issue 33), then the written
-sections of an existing NAME.md (from its first `## ` heading on) kept.
+hybrid - term alone, hybrid - EASE and network alone - EASE (the bar of issue 33), co-occurrence beside
+them, then the written sections of an existing NAME.md (from its first `## ` heading on) kept; the same
+rows as NAME_summary.json.
 
 The diagnosis (`--diagnose DATASET`) re-draws the harness's examples (a function of the dataset and
 seed only) and reads the model's saved ranks (runs/quality/models/, ranks.npy and
@@ -61,19 +62,21 @@ def summary_rows(rows: list[dict]) -> list[dict]:
         net = by.get((*key, f"{r['recipe']} network only", r["steps"]), {})
         term = by.get((*key, f"{r['recipe']} term only", r["steps"]), {})
         ease = by.get((r["dataset"], r["split"], "ease", None, None), {})
+        cooc = by.get((r["dataset"], r["split"], "cooccurrence", None, None), {})
         out.append({"dataset": r["dataset"], "split": r["split"], "recipe": r["recipe"], "steps": r["steps"],
                     "examples": r["examples"], "item_term": r.get("item_term"), "item_mix": r.get("item_mix"),
                     "hybrid": r["rec@10"], "network": net.get("rec@10"), "term": term.get("rec@10"),
-                    "ease": ease.get("rec@10"), "ease_skipped": ease.get("skipped"),
+                    "ease": ease.get("rec@10"), "ease_skipped": ease.get("skipped"), "cooccurrence": cooc.get("rec@10"),
                     "hybrid_vs_term": r["vs_term_only_rec@10"], "hybrid_vs_ease": r.get("vs_ease_rec@10"),
                     "network_vs_ease": net.get("vs_ease_rec@10"), "network_vs_term": net.get("vs_term_only_rec@10"),
+                    "hybrid_vs_cooccurrence": r.get("vs_cooccurrence_rec@10"),
                     "train_seconds": r.get("train_seconds"), "load": (r.get("load_before"), r.get("load_after"))})
     return out
 
 
 def summary_table(entries: list[dict]) -> list[str]:
     cols = ["dataset", "split", "recipe (term, mix)", "steps", "examples", "hybrid rec@10", "network alone",
-            "term alone", "EASE", "hybrid - term alone [95% CI]", "above 0?", "hybrid - EASE [95% CI]",
+            "term alone", "EASE", "co-occurrence", "hybrid - term alone [95% CI]", "above 0?", "hybrid - EASE [95% CI]",
             "network alone - EASE [95% CI]", "network alone - term alone [95% CI]", "train s (load before/after)"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     f = lambda v: f"{v:.4f}" if v is not None else "-"  # noqa: E731
@@ -81,7 +84,7 @@ def summary_table(entries: list[dict]) -> list[str]:
         lines.append("| " + " | ".join([
             e["dataset"], e["split"], f"{e['recipe']} ({e['item_term']}, {e['item_mix']:g})", str(e["steps"]),
             f"{e['examples']:,}", f(e["hybrid"]), f(e["network"]), f(e["term"]),
-            f(e["ease"]) if e["ease"] is not None else (e["ease_skipped"] or "-"),
+            f(e["ease"]) if e["ease"] is not None else (e["ease_skipped"] or "-"), f(e["cooccurrence"]),
             _ci(e["hybrid_vs_term"]), _above(e["hybrid_vs_term"]), _ci(e["hybrid_vs_ease"]),
             _ci(e["network_vs_ease"]), _ci(e["network_vs_term"]),
             f"{e['train_seconds']:.0f} ({e['load'][0]:.1f}/{e['load'][1]:.1f})"]) + " |")
@@ -89,9 +92,12 @@ def summary_table(entries: list[dict]) -> list[str]:
 
 
 def render(name: str) -> None:
-    """NAME.md from NAME.json: the summary table, the machine, the kept written sections."""
+    """NAME.md from NAME.json: the summary table, the machine, the kept written sections; the table's
+    entries also as NAME_summary.json."""
     saved = json.loads((RESULTS / f"{name}.json").read_text())
     entries = summary_rows(saved["rows"])
+    (RESULTS / f"{name}_summary.json").write_text(json.dumps({"protocol": saved.get("protocol"), "entries": entries},
+                                                             indent=2) + "\n")
     machines = sorted({machine_line(r["machine"]).split(";")[0] for r in saved["rows"] if "machine" in r})
     md = ["# What the network adds: the hybrid, its network alone and its term alone (issue 33)", "",
           "`benchmarks/quality/harness.py --recipes hybrid --steps 2000 --split test --threads 1 --name "
