@@ -12,6 +12,7 @@ functions, so the command line reads DEVICE_CHOICES without importing it.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 from dataclasses import dataclass
@@ -63,7 +64,18 @@ def init_distributed(device: str = "auto") -> Dist:
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        atexit.register(_leave_group)  # gloo's threads left running at exit can abort the process
     return Dist(dist.get_rank() if world > 1 else 0, world, dev)
+
+
+def _leave_group() -> None:
+    """Destroy the process group before the interpreter exits (once, if still joined): a rank that
+    exits with it alive may end in std::terminate ("terminate called without an active exception",
+    exit -6) after its work is done, failing the torchrun run."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def all_gather(obj, d: Dist) -> list:
