@@ -78,6 +78,18 @@ def _leave_group() -> None:
         dist.destroy_process_group()
 
 
+def finish(d: Dist) -> None:
+    """Every rank waits here until all have finished (rank 0 writes last: its card, LATEST), then
+    leaves the process group, so no rank exits while another still holds the group open."""
+    if d.world == 1:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def all_gather(obj, d: Dist) -> list:
     """Every rank's `obj` (picklable Python data, not tensors), in rank order; [obj] for one process."""
     if d.world == 1:

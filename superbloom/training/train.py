@@ -31,7 +31,7 @@ import torch
 
 from ..hashing.coherent import CoherentStats
 from ..data.dataset import Dataset, SetArray
-from ..model.device import init_distributed
+from ..model.device import finish, init_distributed
 from ..storage.kinds import id_model_kind
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import head_config_dict, head_config_from_dict
@@ -166,4 +166,5 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
     if d.main:
         write_card(out)  # README.md: the model card (card.py)
+    finish(d)  # the ranks leave together
     return out
