@@ -43,7 +43,8 @@ def test_head_flags_are_saved_with_the_model(trained):
                    "sampled": {"name": "sampled", "samples": 64, "proposal": "unigram"},
                    "hierarchical": {"name": "hierarchical", "tree": "fano"},
                    "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "window": 10,
-                              "gap_decay": 0.8, "label_smoothing": 0.0, "samples": 16}}[head]
+                              "gap_decay": 0.8, "label_smoothing": 0.0, "samples": 16,
+                              "residual": 0.0, "residual_folds": 2}}[head]
 
 
 @pytest.mark.parametrize("decoding", DECODING, ids=["default", "exact", "beam-min", "exhaustive-max"])

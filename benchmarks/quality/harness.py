@@ -120,6 +120,8 @@ class Recipe:
     neighbours: int = 200  # hybrid: item-item values per id
     item_term: str = "auto"  # hybrid: ease | cooccurrence | auto (HybridConfig.term)
     samples: int = 0  # hybrid: > 0 trains the network with sampled softmax (HybridConfig.samples)
+    residual: float = 0.0  # hybrid: > 0 puts the term x this inside the training loss (HybridConfig.residual)
+    residual_folds: int = 2  # hybrid, residual: the folds the training-time term is built on
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
 
 
@@ -179,6 +181,14 @@ RECIPES = {
     # one ranking pass of 6,400 examples against 278K ids: minutes on one thread), inside the 15-minute budget
     "hybrid_sampled": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                              val_fraction=0.02, eval_every=0, head="hybrid", samples=4096, time_budget=600.0),
+    # session 15 (issue 33): the network trained on what the term misses: the term x `residual` inside the
+    # training loss, built for each training set from the other fold's sets (2 folds) or from all (1 fold)
+    "hybrid_res30": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                           val_fraction=0.02, eval_every=500, head="hybrid", residual=30.0),
+    "hybrid_res100": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                            val_fraction=0.02, eval_every=500, head="hybrid", residual=100.0),
+    "hybrid_res100_f1": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                               val_fraction=0.02, eval_every=500, head="hybrid", residual=100.0, residual_folds=1),
     "hybrid_n1000": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                            val_fraction=0.02, eval_every=500, head="hybrid", neighbours=1000),
 }
@@ -193,7 +203,8 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
         head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
-                          label_smoothing=recipe.label_smoothing, samples=recipe.samples) if recipe.head == "hybrid"
+                          label_smoothing=recipe.label_smoothing, samples=recipe.samples,
+                          residual=recipe.residual, residual_folds=recipe.residual_folds) if recipe.head == "hybrid"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
                         element_dropout=recipe.element_dropout),

@@ -104,6 +104,15 @@ def _add_train(sub):
     g.add_argument("--gap-decay", dest="gap_decay", type=UNIT, default=None,
                    help=f"hybrid, --item-term transition: a pair g ids apart counts gap_decay ** (g - 1) "
                         f"(default {default_of(HybridConfig, 'gap_decay')})")
+    g.add_argument("--item-residual", dest="item_residual", type=NONNEG, default=None,
+                   help=f"hybrid: put the item-item term x this weight inside the training loss, so that the network "
+                        f"learns what the term misses (a residual; try the mix the validation chose for a plain "
+                        f"hybrid); 0 = off: the term is only mixed in after training "
+                        f"(default {default_of(HybridConfig, 'residual')})")
+    g.add_argument("--item-residual-folds", dest="item_residual_folds", type=POS_INT, default=None,
+                   help=f"hybrid, --item-residual: the training sets meet a term built from the other folds' sets "
+                        f"(1: the model's own term, which has seen them) "
+                        f"(default {default_of(HybridConfig, 'residual_folds')})")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')}); "
                         "hybrid: train its network with this many sampled negatives instead of the full softmax "
@@ -226,7 +235,8 @@ def _head_config(args):
 # would otherwise read like model-wide settings, and --init is the token embedding's start)
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
               "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
-              "transition_window": "window", "gap_decay": "gap_decay"}
+              "transition_window": "window", "gap_decay": "gap_decay",
+              "item_residual": "residual", "item_residual_folds": "residual_folds"}
 
 
 def _objective_mask_defaults(objective: str) -> dict:

@@ -69,10 +69,18 @@ class HybridConfig:
     gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
     label_smoothing: float = 0.0
     samples: int = 0  # > 0: train the network with sampled softmax, this many log-uniform negatives per step
+    residual: float = 0.0  # > 0: the term x this weight inside the training loss, the network learns a residual
+    residual_folds: int = 2  # residual: the term a training set meets is built from the other folds' sets
 
     def __post_init__(self):
         if self.samples < 0:
             raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
+        if not (0.0 <= self.residual < float("inf")):
+            raise ValueError(f"residual must be a finite weight >= 0 (0: off), got {self.residual}")
+        if self.residual and self.samples:
+            raise ValueError("residual training scores every id with the term: it needs the full softmax (samples 0)")
+        if self.residual_folds < 1:
+            raise ValueError(f"residual_folds must be >= 1, got {self.residual_folds}")
         if self.samples and self.label_smoothing:
             raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
         check_term_settings(self)

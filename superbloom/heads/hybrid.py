@@ -21,6 +21,14 @@ and mix = 0 (the pure model) is always a candidate. A late fusion whose weight i
 data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
 fixed gain), the term helped less than this fusion on Beauty (benchmarks/results/quality.md).
 
+Residual training (issue 33; cfg.residual > 0, masked set objective only): the term x `residual`
+is added to the network's logits inside the training loss, so the network learns what the term
+misses instead of what the term already knows; the late fusion above is unchanged (the validation
+still chooses mix, and the network alone / term alone are reported as before). A term that has seen
+a training set leaks the set's masked ids (EASE fits its training sets), so the training sets are cut
+into `residual_folds` folds by row and each meets a term built from the other folds' sets only
+(prepare: built on every run, fresh or resumed, not saved; 1 fold: the model's own term).
+
 Why a separate, named head: the issue asks for a linear item-item term only beside the pure model,
 never hidden inside it. The pure model's scores are this head's at mix 0 (the validation log has
 both), and A holds at most N x neighbours values where EASE's own matrix holds N^2.
@@ -49,6 +57,7 @@ size when its weights are loaded (`_load_from_state_dict`), so load, resume and 
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
@@ -62,8 +71,9 @@ from ..hashing.bloom import BloomHash
 from .itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_pattern, neighbour_pattern,
     transition_pattern)
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
-from .full import FullHead
-from .base import HeadBase
+from .full import FullHead, target_rows
+from .base import HeadBase, TrainContext
+from .losses import smoothed_nll
 from .sampled import Proposal, head_sampled_loss
 from .config import TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
 
@@ -111,11 +121,60 @@ class HybridHead(FullHead):
         self.register_buffer("alt", torch.zeros((), dtype=torch.long))
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
+        self.trains_with_context = bool(cfg.residual)  # residual training: the term inside the loss
+        self._folds = None  # residual: the training-only terms (prepare), one per fold of the training sets
 
-    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None,
+             context: TrainContext | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
             return head_sampled_loss(self, self.proposal, self.cfg.samples, hidden, targets, rows)
+        if context is not None and self.training:
+            return self._residual_loss(hidden, targets, rows, context)
         return super().loss(hidden, targets, rows)
+
+    def prepare(self, sets, rows, ordered: bool = False) -> dict | None:
+        """Residual training (cfg.residual > 0): the terms the training loss adds. With residual_folds
+        K > 1 the training sets are cut into K folds by row (row % K) and fold k's sets meet a term
+        built from the other folds' sets only, so that no training set sees a term fitted on itself
+        (EASE fits its training sets: a term that has seen the set leaks its masked ids); K = 1: the
+        model's own term. Not saved: a resumed run rebuilds them."""
+        if not self.cfg.residual:
+            return None
+        if ordered:
+            raise ValueError("residual training (head residual > 0) is for the masked set objective: a sequence "
+                             "objective's rows would meet a term over their own later ids")
+        t0, k, term = time.time(), self.cfg.residual_folds, resolve_term(self.cfg.term, self.n_ids)[0]
+        rows = np.asarray(rows, np.int64)
+        if k == 1:
+            self._folds = [None]
+        else:
+            dev = self.bias.device
+            self._folds = [tuple(torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in
+                                 build_term(term, sets.subset(rows[rows % k != f]), self.n_ids, self.cfg))
+                           for f in range(k)]
+        return {"residual": self.cfg.residual, "residual_folds": k, "term": term,
+                "seconds": round(time.time() - t0, 2)}
+
+    def _residual_loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None,
+                       context: TrainContext) -> torch.Tensor:
+        """The full softmax of (network logits + residual x the fold's term over the row's visible ids):
+        the network learns what the term misses (prepare)."""
+        if self._folds is None:
+            raise RuntimeError("residual training: call head.prepare(sets, rows) before training (train() does)")
+        term = torch.zeros(len(hidden), self.n_ids, dtype=hidden.dtype, device=hidden.device)
+        ids = context.ids.masked_fill((context.ids < 0) | (context.ids >= self.n_ids), -1)
+        fold = context.set_rows % len(self._folds)
+        for f, arrays in enumerate(self._folds):
+            sel = (fold == f).nonzero().squeeze(1)
+            if sel.numel():
+                a = self.term_arrays(0) if arrays is None else arrays
+                term[sel] = term_sum(*a, self.n_ids, ids[sel])
+        logp = F.log_softmax(self.logits(hidden) + self.cfg.residual * term, -1)  # (U, N)
+        rows = target_rows(rows, targets)
+        nll = -logp[rows, targets]
+        if self.label_smoothing:
+            nll = smoothed_nll(nll, logp.mean(-1)[rows], self.label_smoothing)
+        return nll.mean()
 
     def fit(self, sets, ordered: bool = False) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0. `ordered`:

@@ -125,8 +125,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if ckpt is None:  # a head with a structure from the training sets (heads/base.py: fit), validation
         # unseen: an ordered objective trains on (and builds it from) every training prefix of a
         # leave-one-out dataset, which holds no validation or test id (objectives.training_rows)
-        rows = training_rows(data, train_rows, entry.ordered)
-        head_built = model.head.fit(data.train.subset(rows), ordered=entry.ordered)
+        head_built = model.head.fit(data.train.subset(training_rows(data, train_rows, entry.ordered)),
+                                    ordered=entry.ordered)
     n_params = count_parameters(model)
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, entry.auto_init)
@@ -139,6 +139,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
+    # training-only structure (heads/base.py: prepare), on every run: a resumed one rebuilds it
+    head_prepared = model.head.prepare(data.train, training_rows(data, train_rows, entry.ordered), ordered=entry.ordered)
     # the objective is built (and refuses data it cannot train on) before anything is written
     obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
     run = open_run(out, ckpt, main=d.main)
@@ -149,7 +151,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
             "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
             **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
-            **({"head_built": head_built} if head_built else {}), **(record or {})})
+            **({"head_built": head_built} if head_built else {}),
+            **({"head_prepared": head_prepared} if head_prepared else {}), **(record or {})})
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     if d.main:
