@@ -1,5 +1,6 @@
-"""Residual training of the hybrid head (heads/hybrid.py, HybridConfig.residual; issue 33): the term x
-`residual` inside the training loss, built for each training set from the other folds' sets."""
+"""The term in the hybrid head's training (heads/hybrid.py; issue 33): residual (the term x `residual`
+inside the training loss) and distill (a share of the loss is the cross-entropy to the term's softmax),
+the term built for each training set from the other folds' sets."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,11 +29,11 @@ def sets_of(seed=0, n_sets=60):
     return SetArray.from_lists([rng.choice(N, rng.integers(2, 8), replace=False) for _ in range(n_sets)])
 
 
-def make(residual=10.0, folds=2, term="ease", seed=0, sets=None):
+def make(residual=10.0, folds=2, term="ease", seed=0, sets=None, distill=0.0):
     h = BloomHash.build(N, HashConfig(1, 1, 0))
     torch.manual_seed(seed)
     model = build_model(MODEL, head_config("hybrid", neighbours=8, term=term, residual=residual,
-                                           residual_folds=folds), h)
+                                           distill=distill, term_folds=folds), h)
     sets = sets_of() if sets is None else sets
     model.head.fit(sets)
     return h, model, sets
@@ -49,7 +50,8 @@ def dense(indptr, cols, values) -> torch.Tensor:
 def test_settings_are_checked():
     for bad, match in (({"residual": -1.0}, "finite weight >= 0"), ({"residual": float("nan")}, "finite weight"),
                        ({"residual": float("inf")}, "finite weight"), ({"residual": 1.0, "samples": 8}, "full softmax"),
-                       ({"residual_folds": 0}, "residual_folds must be >= 1")):
+                       ({"term_folds": 0}, "term_folds must be >= 1"), ({"distill": 1.0}, r"distill must be in \[0, 1\)"),
+                       ({"distill": 0.5, "residual": 1.0}, "residual 0"), ({"distill_scale": 0.0}, "distill_scale")):
         with pytest.raises(ValueError, match=match):
             head_config("hybrid", **bad)
     _, model, sets = make()
@@ -68,7 +70,7 @@ def test_each_fold_meets_the_term_of_the_other_folds_sets(term):
     _, model, sets = make(folds=3, term=term)
     rows = np.arange(len(sets))
     info = model.head.prepare(sets, rows)
-    assert info["residual_folds"] == 3 and info["term"] == term
+    assert info["term_folds"] == 3 and info["term"] == term
     for f, arrays in enumerate(model.head._folds):
         want = build_term(term, sets.subset(rows[rows % 3 != f]), N, model.head.cfg)
         for got, w in zip(arrays, want):
@@ -135,7 +137,7 @@ def test_trains_resumes_and_evaluates_end_to_end(wiki_data, tmp_path):
                          loop=sb.LoopConfig(steps=6, batch_size=32, eval_every=3, keep_best=False))
     sb.train(cfg, progress=False)
     saved = json.loads((out / "config.json").read_text())
-    assert saved["head"]["residual"] == 10.0 and saved["head_prepared"]["residual_folds"] == 2
+    assert saved["head"]["residual"] == 10.0 and saved["head_prepared"]["term_folds"] == 2
     sb.train(dataclasses.replace(cfg, loop=dataclasses.replace(cfg.loop, steps=9)), progress=False, resume=True)
     vals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert vals[-1]["step"] == 9 and all(np.isfinite(v["val_rec@10"]) for v in vals)  # resumed: prepare ran again
@@ -143,3 +145,38 @@ def test_trains_resumes_and_evaluates_end_to_end(wiki_data, tmp_path):
     assert float(model.model.head.mix) in (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
     pred = model.predict(["Copenhagen", "Aarhus"], k=5)
     assert len(pred.items) == 5 and pred.exact
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([1, 2]), st.sampled_from([0.3, 0.9]))
+def test_the_distilled_loss_mixes_the_nll_and_the_cross_entropy_to_the_terms_softmax(seed, folds, share):
+    """(1 - distill) x mean NLL of the network + distill x mean over the targets whose row shows an id
+    of -sum_j q_j log p_j, q = softmax(scale x the fold's term) over the ids the row does not show."""
+    h, model, sets = make(residual=0.0, distill=share, folds=folds, seed=seed % 5)
+    rows = np.arange(len(sets))
+    model.head.prepare(sets, rows)
+    model.eval()
+    model.head.train()
+    rng = np.random.default_rng(seed)
+    b = training_batch(sets, rng.choice(rows, 10, replace=False), h, MaskConfig(mask_rate=0.5), rng)
+    got = model(b)
+
+    elements, inv = torch.unique(b.target_elem, return_inverse=True)
+    logp = torch.log_softmax(model.head.logits(model.element_hidden(b)[elements]), -1)
+    ids = b.context(elements)
+    set_rows = b.set_rows[elements // b.mult.shape[1]]
+    ce, shows = [], []
+    for u in range(len(elements)):
+        f = int(set_rows[u]) % folds
+        a = (dense(model.head.indptr, model.head.cols, model.head.values) if folds == 1
+             else dense(*(t.numpy() for t in model.head._folds[f])))
+        seen = ids[u][ids[u] >= 0]
+        t = 30.0 * a[seen].sum(0)
+        t[seen] = float("-inf")
+        q = torch.softmax(t, -1)
+        ce.append(-(q[q > 0] * logp[u][q > 0]).sum())
+        shows.append(float(len(seen) > 0))
+    ce, shows = torch.stack(ce)[inv], torch.tensor(shows)[inv]
+    nll = -logp[inv, b.target_ids].mean()
+    kd = (ce * shows).sum() / shows.sum().clamp(min=1)
+    assert torch.allclose(got, (1 - share) * nll + share * kd, atol=1e-5)

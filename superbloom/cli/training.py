@@ -109,10 +109,17 @@ def _add_train(sub):
                         f"learns what the term misses (a residual; try the mix the validation chose for a plain "
                         f"hybrid); 0 = off: the term is only mixed in after training "
                         f"(default {default_of(HybridConfig, 'residual')})")
-    g.add_argument("--item-residual-folds", dest="item_residual_folds", type=POS_INT, default=None,
-                   help=f"hybrid, --item-residual: the training sets meet a term built from the other folds' sets "
-                        f"(1: the model's own term, which has seen them) "
-                        f"(default {default_of(HybridConfig, 'residual_folds')})")
+    g.add_argument("--item-distill", dest="item_distill", type=FRACTION, default=None,
+                   help=f"hybrid: train the network alone toward the item-item term's softmax too: this share of "
+                        f"the training loss is the cross-entropy to softmax(--item-distill-scale x term) over the ids "
+                        f"the row does not show (a teacher); 0 = off (default {default_of(HybridConfig, 'distill')})")
+    g.add_argument("--item-distill-scale", dest="item_distill_scale", type=POSITIVE, default=None,
+                   help=f"hybrid, --item-distill: the term's logit scale "
+                        f"(default {default_of(HybridConfig, 'distill_scale')})")
+    g.add_argument("--item-term-folds", dest="item_term_folds", type=POS_INT, default=None,
+                   help=f"hybrid, --item-residual / --item-distill: each training set meets a term built from the other "
+                        f"folds' sets (1: the model's own term, which has seen it) "
+                        f"(default {default_of(HybridConfig, 'term_folds')})")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')}); "
                         "hybrid: train its network with this many sampled negatives instead of the full softmax "
@@ -236,7 +243,8 @@ def _head_config(args):
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
               "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
               "transition_window": "window", "gap_decay": "gap_decay",
-              "item_residual": "residual", "item_residual_folds": "residual_folds"}
+              "item_residual": "residual", "item_distill": "distill", "item_distill_scale": "distill_scale",
+              "item_term_folds": "term_folds"}
 
 
 def _objective_mask_defaults(objective: str) -> dict:

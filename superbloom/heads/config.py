@@ -70,7 +70,9 @@ class HybridConfig:
     label_smoothing: float = 0.0
     samples: int = 0  # > 0: train the network with sampled softmax, this many log-uniform negatives per step
     residual: float = 0.0  # > 0: the term x this weight inside the training loss, the network learns a residual
-    residual_folds: int = 2  # residual: the term a training set meets is built from the other folds' sets
+    distill: float = 0.0  # in [0, 1): the training loss's share of the cross-entropy to the term's softmax
+    distill_scale: float = 30.0  # distill: the term's softmax is softmax(distill_scale x term)
+    term_folds: int = 2  # residual, distill: the term a training set meets is built from the other folds' sets
 
     def __post_init__(self):
         if self.samples < 0:
@@ -79,8 +81,15 @@ class HybridConfig:
             raise ValueError(f"residual must be a finite weight >= 0 (0: off), got {self.residual}")
         if self.residual and self.samples:
             raise ValueError("residual training scores every id with the term: it needs the full softmax (samples 0)")
-        if self.residual_folds < 1:
-            raise ValueError(f"residual_folds must be >= 1, got {self.residual_folds}")
+        if not 0.0 <= self.distill < 1.0:
+            raise ValueError(f"distill must be in [0, 1) (0: off), got {self.distill}")
+        if not 0.0 < self.distill_scale < float("inf"):
+            raise ValueError(f"distill_scale must be a finite number > 0, got {self.distill_scale}")
+        if self.distill and (self.residual or self.samples):
+            raise ValueError("distill trains the network alone toward the term's softmax over every id: it goes "
+                             "with residual 0 and samples 0")
+        if self.term_folds < 1:
+            raise ValueError(f"term_folds must be >= 1, got {self.term_folds}")
         if self.samples and self.label_smoothing:
             raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
         check_term_settings(self)

@@ -21,13 +21,15 @@ and mix = 0 (the pure model) is always a candidate. A late fusion whose weight i
 data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
 fixed gain), the term helped less than this fusion on Beauty (benchmarks/results/quality.md).
 
-Residual training (issue 33; cfg.residual > 0, masked set objective only): the term x `residual`
-is added to the network's logits inside the training loss, so the network learns what the term
-misses instead of what the term already knows; the late fusion above is unchanged (the validation
-still chooses mix, and the network alone / term alone are reported as before). A term that has seen
-a training set leaks the set's masked ids (EASE fits its training sets), so the training sets are cut
-into `residual_folds` folds by row and each meets a term built from the other folds' sets only
-(prepare: built on every run, fresh or resumed, not saved; 1 fold: the model's own term).
+The term in training (issue 33; the masked set objective only), two ways, off by default:
+residual (cfg.residual > 0): the term x `residual` is added to the network's logits inside the
+training loss, so the network learns what the term misses; distill (cfg.distill > 0): a share of the
+loss is the network's cross-entropy to softmax(distill_scale x term) (the term as a teacher). The late
+fusion above is unchanged (the validation still chooses mix; the network alone and the term alone
+are reported as before). A term that has seen a training set leaks the set's masked ids (EASE fits
+its training sets), so the training sets are cut into `term_folds` folds by row and each meets a term
+built from the other folds' sets only (prepare: built on every run, fresh or resumed, not saved;
+1 fold: the model's own term). Measured: benchmarks/results/quality_residual.md.
 
 Why a separate, named head: the issue asks for a linear item-item term only beside the pure model,
 never hidden inside it. The pure model's scores are this head's at mix 0 (the validation log has
@@ -121,29 +123,29 @@ class HybridHead(FullHead):
         self.register_buffer("alt", torch.zeros((), dtype=torch.long))
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
-        self.trains_with_context = bool(cfg.residual)  # residual training: the term inside the loss
-        self._folds = None  # residual: the training-only terms (prepare), one per fold of the training sets
+        self.trains_with_context = bool(cfg.residual or cfg.distill)  # the term inside the training loss
+        self._folds = None  # residual / distill: the training-only terms (prepare), one per fold of the sets
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None,
              context: TrainContext | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
             return head_sampled_loss(self, self.proposal, self.cfg.samples, hidden, targets, rows)
         if context is not None and self.training:
-            return self._residual_loss(hidden, targets, rows, context)
+            return self._term_loss(hidden, targets, rows, context)
         return super().loss(hidden, targets, rows)
 
     def prepare(self, sets, rows, ordered: bool = False) -> dict | None:
-        """Residual training (cfg.residual > 0): the terms the training loss adds. With residual_folds
-        K > 1 the training sets are cut into K folds by row (row % K) and fold k's sets meet a term
-        built from the other folds' sets only, so that no training set sees a term fitted on itself
-        (EASE fits its training sets: a term that has seen the set leaks its masked ids); K = 1: the
-        model's own term. Not saved: a resumed run rebuilds them."""
-        if not self.cfg.residual:
+        """Residual or distilled training (cfg.residual > 0 or cfg.distill > 0): the terms the training
+        loss uses. With term_folds K > 1 the training sets are cut into K folds by row (row % K) and
+        fold k's sets meet a term built from the other folds' sets only, so that no training set sees
+        a term fitted on itself (EASE fits its training sets: a term that has seen the set leaks its
+        masked ids); K = 1: the model's own term. Not saved: a resumed run rebuilds them."""
+        if not self.trains_with_context:
             return None
         if ordered:
-            raise ValueError("residual training (head residual > 0) is for the masked set objective: a sequence "
-                             "objective's rows would meet a term over their own later ids")
-        t0, k, term = time.time(), self.cfg.residual_folds, resolve_term(self.cfg.term, self.n_ids)[0]
+            raise ValueError("residual and distilled training (head residual / distill > 0) are for the masked set "
+                             "objective: a sequence objective's rows would meet a term over their own later ids")
+        t0, k, term = time.time(), self.cfg.term_folds, resolve_term(self.cfg.term, self.n_ids)[0]
         rows = np.asarray(rows, np.int64)
         if k == 1:
             self._folds = [None]
@@ -152,29 +154,44 @@ class HybridHead(FullHead):
             self._folds = [tuple(torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in
                                  build_term(term, sets.subset(rows[rows % k != f]), self.n_ids, self.cfg))
                            for f in range(k)]
-        return {"residual": self.cfg.residual, "residual_folds": k, "term": term,
+        return {"residual": self.cfg.residual, "distill": self.cfg.distill, "term_folds": k, "term": term,
                 "seconds": round(time.time() - t0, 2)}
 
-    def _residual_loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None,
-                       context: TrainContext) -> torch.Tensor:
-        """The full softmax of (network logits + residual x the fold's term over the row's visible ids):
-        the network learns what the term misses (prepare)."""
+    def _fold_term(self, context: TrainContext, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (the term over each row's visible ids, from the fold of the row's set (U, N); those ids (U, n))."""
         if self._folds is None:
-            raise RuntimeError("residual training: call head.prepare(sets, rows) before training (train() does)")
-        term = torch.zeros(len(hidden), self.n_ids, dtype=hidden.dtype, device=hidden.device)
+            raise RuntimeError("residual / distilled training: call head.prepare(sets, rows) before training "
+                               "(train() does)")
+        term = torch.zeros(len(like), self.n_ids, dtype=like.dtype, device=like.device)
         ids = context.ids.masked_fill((context.ids < 0) | (context.ids >= self.n_ids), -1)
         fold = context.set_rows % len(self._folds)
         for f, arrays in enumerate(self._folds):
             sel = (fold == f).nonzero().squeeze(1)
             if sel.numel():
-                a = self.term_arrays(0) if arrays is None else arrays
-                term[sel] = term_sum(*a, self.n_ids, ids[sel])
-        logp = F.log_softmax(self.logits(hidden) + self.cfg.residual * term, -1)  # (U, N)
+                term[sel] = term_sum(*(self.term_arrays(0) if arrays is None else arrays), self.n_ids, ids[sel])
+        return term, ids
+
+    def _term_loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None,
+                   context: TrainContext) -> torch.Tensor:
+        """residual: the full softmax NLL of (network logits + residual x the fold's term over the row's
+        visible ids): the network learns what the term misses. distill: (1 - distill) x the network's
+        NLL + distill x its cross-entropy to softmax(distill_scale x the fold's term) over the ids the
+        row does not show (rows that show none are left out of it): the term as a teacher."""
+        term, ids = self._fold_term(context, hidden)
+        logits = self.logits(hidden)
+        logp = F.log_softmax(logits + self.cfg.residual * term if self.cfg.residual else logits, -1)  # (U, N)
         rows = target_rows(rows, targets)
         nll = -logp[rows, targets]
         if self.label_smoothing:
             nll = smoothed_nll(nll, logp.mean(-1)[rows], self.label_smoothing)
-        return nll.mean()
+        if not self.cfg.distill:
+            return nll.mean()
+        teacher = mask_excluded(self.cfg.distill_scale * term, ids)  # the shown ids are never targets
+        q = torch.softmax(teacher, -1)
+        ce = -(q * logp.masked_fill(q == 0, 0.0)).sum(-1)  # (U,)
+        shows = (ids >= 0).any(1)[rows].to(nll.dtype)  # (M,) a target whose row shows at least one id
+        kd = (ce[rows] * shows).sum() / shows.sum().clamp(min=1)
+        return (1 - self.cfg.distill) * nll.mean() + self.cfg.distill * kd
 
     def fit(self, sets, ordered: bool = False) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0. `ordered`:
