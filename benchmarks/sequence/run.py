@@ -44,6 +44,7 @@ from superbloom.hashing.bloom import HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import TERMS as HYBRID_TERMS
 from superbloom.model.encoder import ModelConfig
+from superbloom.model.config import INIT_NAMES
 from superbloom.training.optim import OptimConfig
 from superbloom.training.sequence import DECAYS
 from superbloom.training.train import LoopConfig, TrainConfig, train
@@ -92,7 +93,8 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
         optim=OptimConfig(lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay),
         loop=LoopConfig(batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every,
                         threads=args.threads, time_budget=args.time_budget, ema=args.ema, seed=args.seed,
-                        checkpoint_every=1e9, device="cpu"))
+                        checkpoint_every=1e9, device="cpu"),
+        init=args.init)
 
 
 def extras(args) -> str:
@@ -106,7 +108,7 @@ def extras(args) -> str:
              f"-w{args.window}" if args.window != 50 else "", f"-wd{args.weight_decay:g}" if args.weight_decay else "",
              f"-ema{args.ema:g}" if args.ema != 0.999 else "", f"-warm{args.warmup}" if args.warmup != 200 else "",
              f"-{args.time_budget:g}s" if args.time_budget else "", f"-seed{args.seed}" if args.seed else "",
-             f"-t{args.threads}" if args.threads != 1 else ""]
+             f"-t{args.threads}" if args.threads != 1 else "", f"-init{args.init}" if args.init != "auto" else ""]
     return "".join(parts)
 
 
@@ -298,6 +300,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init", default="auto", choices=INIT_NAMES,
+                   help="the token embedding's start (auto: the objective's; cooccurrence: the co-occurrence "
+                        "factors of the training sequences, the set model's start)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (training and evaluation)")
     p.add_argument("--attn-dropout", type=float, default=0.0, help="dropout on attention weights")
     p.add_argument("--label-smoothing", type=float, default=0.0, help="full head only")
