@@ -234,7 +234,8 @@ def test_entries_own_their_requirements_and_defaults():
     # init 'auto': the entry's choice, co-occurrence only up to COOC_INIT_MAX_IDS ids
     assert resolve_init("auto", 100, masked.auto_init) == "cooccurrence"
     assert resolve_init("auto", COOC_INIT_MAX_IDS + 1, masked.auto_init) == "normal"
-    assert resolve_init("auto", 100, nxt.auto_init) == "normal" and resolve_init("normal", 100, "cooccurrence") == "normal"
+    assert resolve_init("auto", 100, nxt.auto_init) == "cooccurrence"  # measured: sequence_decomposition.md
+    assert resolve_init("auto", 100, mseq.auto_init) == "normal" and resolve_init("normal", 100, "cooccurrence") == "normal"
     with pytest.raises(ValueError, match="next-item objective only"):
         check_objective("text-mlm", ModelConfig(positions=32, causal=True), MaskConfig(n=32))
     with pytest.raises(ValueError, match="unknown objective 'nope'"):

@@ -1,7 +1,7 @@
 """How a new model's token embedding starts: random (the paper) or from co-occurrence factors.
 
-    auto          the default: cooccurrence for the masked set model up to COOC_INIT_MAX_IDS ids,
-                  else normal
+    auto          the default: cooccurrence for the masked set model and the next-item objective up to
+                  COOC_INIT_MAX_IDS ids, else normal
     normal        N(0, 0.02) rows, as BERT and the paper
     cooccurrence  each id's row of a rank-d factorisation of the cosine co-occurrence matrix of the
                   training sets (coherent.cooccurrence_embeddings, the same factors the coherent
@@ -62,8 +62,8 @@ def cooccurrence_init(embedding: nn.Embedding, hashing: BloomHash, sets: SetArra
 
 def resolve_init(name: str, n_ids: int, auto: str = "normal") -> str:
     """The init to apply: `name`, or for 'auto' the objective's own choice `auto`
-    (objectives.ObjectiveEntry.auto_init: 'cooccurrence' for the masked set model, 'normal' for the
-    others, which nothing measured with the co-occurrence start), 'cooccurrence' only up to
+    (objectives.ObjectiveEntry.auto_init: 'cooccurrence' for the masked set model and next-item, 'normal'
+    for the others, which nothing measured with the co-occurrence start), 'cooccurrence' only up to
     COOC_INIT_MAX_IDS ids."""
     if name != "auto":
         return name
