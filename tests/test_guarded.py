@@ -106,6 +106,35 @@ def test_a_removal_killed_part_way_stays_ours(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
 
 
+@pytest.mark.parametrize("kind,staged", [("dataset", ".partial"), ("model", ".new")])
+@pytest.mark.parametrize("left", ["empty", "marker cut short"])
+def test_a_folder_killed_before_its_marker_was_written_is_ours(tmp_path, kind, staged, left):
+    """A kill between making a folder and marking it (stage, mark_in_place) leaves it empty or holding
+    only an unfinished marker write: the next run takes it (nothing in it can be lost) and cleans it."""
+    out = tmp_path / "o"
+    for folder in (tmp_path / f"o{staged}", out):
+        folder.mkdir()
+        if left != "empty":
+            (folder / f".{MARKER}.tmp4242").write_text('{"kind": "da')
+    t = claim(out, kind)
+    assert not (tmp_path / f"o{staged}").exists() and list(out.iterdir()) == []
+    (t.stage() / "w").write_text("one")
+    t.commit()
+    assert (out / "w").read_text() == "one" and read_marker(out, kind)["complete"]
+
+
+def test_a_users_folder_beside_the_output_is_still_refused(tmp_path):
+    for name, content in ((".superbloom.json.tmp1", "x"), ("notes.txt", "mine")):
+        side = tmp_path / "o.partial"
+        shutil.rmtree(side, ignore_errors=True)
+        side.mkdir()
+        (side / "notes.txt").write_text("mine")  # with a file of the user's it is not ours
+        (side / name).write_text(content)
+        with pytest.raises(OutputError, match="is not"):
+            claim(tmp_path / "o", "dataset")
+        assert (side / "notes.txt").read_text() == "mine"
+
+
 def test_folders_written_before_the_marker_are_recognised(wiki_data, tiny_model, tmp_path):
     data, model = tmp_path / "data", tmp_path / "model"
     shutil.copytree(wiki_data.path, data, ignore=shutil.ignore_patterns(MARKER))

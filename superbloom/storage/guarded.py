@@ -27,6 +27,8 @@ The states a kill can leave, and what the next run (recover) and a loader (resol
     OUT.new complete, no OUT (+ OUT.old)  killed between the swap's renames: OUT.new becomes OUT
     OUT + OUT.old                         killed before OUT.old's removal: OUT.old removed
     OUT.old only                          (the new one lost by hand): OUT.old becomes OUT again
+    OUT.new / OUT empty, or holding only  killed between making the folder and marking it: the
+      an unfinished marker write          folder counts as ours (nothing in it can be lost)
 """
 from __future__ import annotations
 
@@ -277,6 +279,17 @@ def is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
+MARKER_TMP = f".{MARKER}.tmp"  # the prefix of an unfinished write of a folder's marker (files.atomic_path)
+
+
+def unstarted(path: Path) -> bool:
+    """A folder holding nothing, or nothing but unfinished writes of our marker: what a kill leaves
+    between making a folder and marking it (Target.stage, Target.mark_in_place). Nothing in it can be
+    lost, and only we write such names, so claim treats it as ours."""
+    return (path.is_dir() and not path.is_symlink()
+            and all(e.name.startswith(MARKER_TMP) and e.is_file() for e in path.iterdir()))
+
+
 def claim(out: str | Path, kind: str, flag: str = "--out") -> Target:
     """Check an output path before any work -> its Target (with a fresh run id), after recovering what a
     killed run left (recover). Refuses (OutputError, one line, nothing changed) a path check_path refuses,
@@ -286,10 +299,10 @@ def claim(out: str | Path, kind: str, flag: str = "--out") -> Target:
     target = Target(path, kind, uuid.uuid4().hex[:12])
     entry = KINDS[kind]
     for side in () if entry.file else [_sibling(path, s) for s in SIDE_SUFFIXES]:
-        if (side.exists() or side.is_symlink()) and (not side.is_dir() or not is_ours(side, kind)):
+        if (side.exists() or side.is_symlink()) and (not side.is_dir() or not (is_ours(side, kind) or unstarted(side))):
             raise OutputError(f"{side} exists beside {flag} {out} and is not {entry.what} written by superbloom; "
                               "move it away or choose another --out (nothing was changed)")
-    if path.exists() and not entry.file and not is_empty_dir(path):
+    if path.exists() and not entry.file and not unstarted(path):
         found = kind_of(path, kind)
         if found is None:
             raise OutputError(f"{flag} {out} holds files that superbloom did not write; expected a new or empty "
@@ -324,6 +337,9 @@ def recover(target: Target) -> None:
         for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):  # hidden files of killed runs
             tmp.unlink(missing_ok=True)
         return
+    if path.is_dir() and not path.is_symlink() and unstarted(path):
+        for tmp in path.iterdir():  # a marker whose write a kill cut short
+            tmp.unlink(missing_ok=True)
     if staged.is_dir() and not path.exists() and _complete(staged, kind):
         staged.rename(path)  # killed between the swap's two renames (or just before a first output's one)
     if staged.is_dir():
@@ -352,4 +368,4 @@ def resolve(path: str | Path, kind: str | None = None) -> Path:
 
 
 __all__ = ["KINDS", "MARKER", "Kind", "OutputError", "Target", "check_path", "claim", "is_ours", "kind_of",
-           "read_marker", "recover", "remove_ours", "resolve", "write_marker"]
+           "read_marker", "recover", "remove_ours", "resolve", "unstarted", "write_marker"]
