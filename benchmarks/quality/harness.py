@@ -122,6 +122,7 @@ class Recipe:
     samples: int = 0  # hybrid: > 0 trains the network with sampled softmax (HybridConfig.samples)
     residual: float = 0.0  # hybrid: > 0 puts the term x this inside the training loss (HybridConfig.residual)
     distill: float = 0.0  # hybrid: the loss's share of the cross-entropy to the term's softmax (HybridConfig.distill)
+    distill_scale: float = 30.0  # hybrid, distill: the term's logit scale (HybridConfig.distill_scale)
     term_folds: int = 2  # hybrid, residual / distill: the folds the training-time term is built on
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
 
@@ -195,6 +196,8 @@ RECIPES = {
                          val_fraction=0.02, eval_every=500, head="hybrid", distill=0.3),
     "hybrid_kd6": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                          val_fraction=0.02, eval_every=500, head="hybrid", distill=0.6),
+    "hybrid_kd3_t10": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
+                             val_fraction=0.02, eval_every=500, head="hybrid", distill=0.3, distill_scale=10.0),
     "hybrid_n1000": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                            val_fraction=0.02, eval_every=500, head="hybrid", neighbours=1000),
 }
@@ -210,7 +213,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
                              dropout=recipe.dropout),
         head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
                           label_smoothing=recipe.label_smoothing, samples=recipe.samples,
-                          residual=recipe.residual, distill=recipe.distill,
+                          residual=recipe.residual, distill=recipe.distill, distill_scale=recipe.distill_scale,
                           term_folds=recipe.term_folds) if recipe.head == "hybrid"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
