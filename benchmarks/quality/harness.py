@@ -34,7 +34,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -183,24 +183,21 @@ RECIPES = {
     # one ranking pass of 6,400 examples against 278K ids: minutes on one thread), inside the 15-minute budget
     "hybrid_sampled": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                              val_fraction=0.02, eval_every=0, head="hybrid", samples=4096, time_budget=600.0),
-    # session 15 (issue 33): the network trained on what the term misses: the term x `residual` inside the
-    # training loss, built for each training set from the other fold's sets (2 folds) or from all (1 fold)
-    "hybrid_res30": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                           val_fraction=0.02, eval_every=500, head="hybrid", residual=30.0),
-    "hybrid_res100": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                            val_fraction=0.02, eval_every=500, head="hybrid", residual=100.0),
-    "hybrid_res100_f1": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                               val_fraction=0.02, eval_every=500, head="hybrid", residual=100.0, term_folds=1),
-    # the network alone trained toward the term's softmax too (a cross-fitted teacher, 2 folds): distill share
-    "hybrid_kd3": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                         val_fraction=0.02, eval_every=500, head="hybrid", distill=0.3),
-    "hybrid_kd6": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                         val_fraction=0.02, eval_every=500, head="hybrid", distill=0.6),
-    "hybrid_kd3_t10": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
-                             val_fraction=0.02, eval_every=500, head="hybrid", distill=0.3, distill_scale=10.0),
     "hybrid_n1000": Recipe(alpha=1, m=1, ema=0.999, element_dropout=0.2, init="auto", p_mask=0.6, p_random=0.2,
                            val_fraction=0.02, eval_every=500, head="hybrid", neighbours=1000),
 }
+
+# session 15 (issue 33): the hybrid recipe with the term inside training. residual: the term x W inside the
+# training loss, built for each training set from the other fold's sets (2 folds) or from all (1 fold);
+# kd: the network alone also trained toward the term's softmax (a cross-fitted teacher), that share of the loss
+RECIPES.update({
+    "hybrid_res30": replace(RECIPES["hybrid"], residual=30.0),
+    "hybrid_res100": replace(RECIPES["hybrid"], residual=100.0),
+    "hybrid_res100_f1": replace(RECIPES["hybrid"], residual=100.0, term_folds=1),
+    "hybrid_kd3": replace(RECIPES["hybrid"], distill=0.3),
+    "hybrid_kd6": replace(RECIPES["hybrid"], distill=0.6),
+    "hybrid_kd3_t10": replace(RECIPES["hybrid"], distill=0.3, distill_scale=10.0),
+})
 
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
