@@ -75,7 +75,7 @@ cfg = sb.TrainConfig(data=a["data"], out=a["out"], hash=sb.HashConfig(alpha=c["a
     head=head, mask=TEXT_MASK, optim=sb.OptimConfig(lr=a["lr"], warmup=a["warmup"]),
     loop=sb.LoopConfig(steps=a["steps"], time_budget=a["time_cap"], batch_size=a["batch_size"], eval_every=0,
                        threads=1, seed=0, checkpoint_every=600, device="cpu", ema=0.0),
-    val_fraction=0.0, objective="text-mlm", init=c.get("init", "auto"))  # no validation: the LATEST weights are evaluated
+    val_fraction=a.get("val_fraction", 0.0), objective="text-mlm", init=c.get("init", "auto"))  # the LATEST weights are evaluated
 load0 = os.getloadavg()
 t = time.time()
 sb.train(cfg, progress=False, resume=a["resume"], overwrite=not a["resume"])
@@ -108,7 +108,8 @@ def run(name: str, args) -> dict:
     arg = json.dumps({"config": CONFIGS[name], "data": args.data, "out": str(out), "steps": args.steps,
                       "batch_size": args.batch_size, "layers": args.layers, "lr": args.lr, "warmup": args.warmup,
                       "samples": args.samples, "max_sets": args.max_sets, "fill": FILL, "time_cap": args.time_cap,
-                      "baselines": name == args.configs.split(",")[0], "resume": args.resume})
+                      "baselines": name == args.configs.split(",")[0], "resume": args.resume,
+                      "val_fraction": args.val_fraction})
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     t = time.time()
     proc = subprocess.run([sys.executable, "-c", CHILD, arg], capture_output=True, text=True, env=env, cwd=ROOT)
@@ -159,6 +160,9 @@ def main():
                     "cap: a model that hits it has fewer steps, reported as steps_done)")
     ap.add_argument("--resume", action="store_true", help="continue each model's newest checkpoint in WORKDIR "
                     "(same architecture) up to --steps / --time-cap in all, counting the training it already had")
+    ap.add_argument("--val-fraction", type=float, default=0.0,
+                    help="training rows held out of training (train.split_validation, seed 0): the rows "
+                    "benchmarks/text/fusion_bench.py chooses its mix on; 0: none (every training row trains)")
     ap.add_argument("--name", default="table5")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite NAME.md from NAME.json (no training)")
     args = ap.parse_args()
@@ -203,6 +207,8 @@ def report(results: list[dict], args, t0: float, load0, saved: dict | None = Non
           + (f"(or fewer: training capped at {args.time_cap:.0f} s per model, see the steps column) " if args.time_cap else "")
           + ("(resumed from the models already in the work directory: the steps and the cap count the training "
              "they had before) " if getattr(args, "resume", False) else "")
+          + (f"({getattr(args, 'val_fraction', 0.0):.2%} of the training rows held out, never trained on: "
+             "fusion_bench.py's validation) " if getattr(args, "val_fraction", 0.0) else "")
           + f"(segments of <= 128 tokens, 15% masked, 80/10/10, positions on), {args.layers} "
           f"layers, AdamW lr {args.lr} (warm-up {args.warmup}), one torch thread, each in its own process. "
           f"Evaluation: {e['examples']:,} masked tokens of {e['rows']} held-out test rows, the same for every "
