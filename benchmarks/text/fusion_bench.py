@@ -45,6 +45,7 @@ from superbloom.training.train import split_validation  # noqa: E402
 BETAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 EPSILONS = (1e-5, 1e-4, 1e-3, 1e-2)
 DEPTH = 20
+PER = "hybrid, beta/eps per known neighbours"
 
 
 def counts_of(rows: SetArray, n_ids: int) -> np.ndarray:
@@ -97,11 +98,21 @@ def fused_ranks(model, hashing, ex, term: BigramContext, combos) -> tuple[np.nda
     return net, hyb
 
 
+def known_neighbours(ex) -> np.ndarray:
+    """(M,) 0, 1 or 2: how many of each target's two neighbours are known tokens (the term's evidence)."""
+    left, right = neighbours(ex)
+    return (left >= 0).astype(int) + (right >= 0).astype(int)
+
+
+def choose(ranks: dict, sel: np.ndarray):
+    """The (beta, eps) with the best rec@10 (then MRR) on the examples `sel`."""
+    return max(ranks, key=lambda c: (hits_at(ranks[c][sel], 10).mean(), mrr(ranks[c][sel])))
+
+
 def context_buckets(ex, methods: dict, groups: np.ndarray) -> dict:
     """rec@10 of each method by how many of the target's two neighbours are known tokens (the term's
     evidence: none -> the term is the unigram list), with the paired hybrid - term and network - term."""
-    left, right = neighbours(ex)
-    known = (left >= 0).astype(int) + (right >= 0).astype(int)
+    known = known_neighbours(ex)
     out = {}
     for k in (0, 1, 2):
         sel = known == k
@@ -111,6 +122,7 @@ def context_buckets(ex, methods: dict, groups: np.ndarray) -> dict:
         term = "term alone (bigram baseline)"
         out[str(k)] = {"examples": int(sel.sum()), **{name: float(v.mean()) for name, v in h.items()},
                        "hybrid - term": paired_difference(h["hybrid"], h[term], groups[sel]),
+                       "hybrid per context - term": paired_difference(h[PER], h[term], groups[sel]),
                        "network - term": paired_difference(h["network alone"], h[term], groups[sel])}
     return out
 
@@ -149,7 +161,9 @@ def main():
     vnet, vhyb = fused_ranks(p.model, p.hashing, val_ex, val_term, combos)
     vterm = target_ranks(val_term.rank(*neighbours(val_ex), DEPTH), val_targets)
     val_table = {f"{b}/{e}": float(hits_at(r, 10).mean()) for (b, e), r in vhyb.items()}
-    best = max(combos, key=lambda c: (hits_at(vhyb[c], 10).mean(), mrr(vhyb[c])))
+    best = choose(vhyb, np.ones(len(val_targets), bool))
+    vknown = known_neighbours(val_ex)  # a mix per amount of the term's evidence (0, 1, 2 known neighbours)
+    per = {k: (choose(vhyb, vknown == k) if (vknown == k).any() else best) for k in (0, 1, 2)}
     val_s = time.time() - t
     print(json.dumps({"val_examples": len(val_targets), "network": float(hits_at(vnet, 10).mean()),
                       "term": float(hits_at(vterm, 10).mean()), "best": best,
@@ -161,14 +175,17 @@ def main():
     _, _, targets = ex.flat()
     groups = ex.rows[ex.flat()[0]]
     term = BigramContext(data.train, np.asarray(data.counts))
-    net, hyb = fused_ranks(p.model, p.hashing, ex, term, [best])
+    net, hyb = fused_ranks(p.model, p.hashing, ex, term, sorted({best, *per.values()}))
+    known = known_neighbours(ex)
+    hyb_per = np.select([known == k for k in (0, 1, 2)], [hyb[per[k]] for k in (0, 1, 2)])
     trm = target_ranks(term.rank(*neighbours(ex), DEPTH), targets)
     test_s = time.time() - t
-    methods = {"hybrid": hyb[best], "network alone": net, "term alone (bigram baseline)": trm}
+    methods = {"hybrid": hyb[best], PER: hyb_per, "network alone": net, "term alone (bigram baseline)": trm}
     res = {name: summarize_ci(r, groups) for name, r in methods.items()}
     by_context = context_buckets(ex, methods, groups)
     pairs = {}
-    for a, b in (("hybrid", "term alone (bigram baseline)"), ("hybrid", "network alone"),
+    for a, b in (("hybrid", "term alone (bigram baseline)"), (PER, "term alone (bigram baseline)"),
+                 ("hybrid", "network alone"),
                  ("network alone", "term alone (bigram baseline)")):
         pairs[f"{a} - {b}"] = {f"rec@{k}": paired_difference(hits_at(methods[a], k), hits_at(methods[b], k), groups)
                                for k in (1, 10, 20)}
@@ -178,7 +195,10 @@ def main():
               "validation": {"rows": int(len(val_rows)), "examples": int(len(val_targets)),
                              "network_rec@10": float(hits_at(vnet, 10).mean()),
                              "term_rec@10": float(hits_at(vterm, 10).mean()), "hybrid_rec@10_by_beta/eps": val_table,
-                             "chosen": {"beta": best[0], "eps": best[1]}, "seconds": round(val_s, 1)},
+                             "chosen": {"beta": best[0], "eps": best[1]},
+                             "chosen_per_known_neighbours": {str(k): {"beta": c[0], "eps": c[1]} for k, c in per.items()},
+                             "examples_per_known_neighbours": {str(k): int((vknown == k).sum()) for k in (0, 1, 2)},
+                             "seconds": round(val_s, 1)},
               "test": {"rows": int(len(ex.rows)), "examples": int(len(targets)), "methods": res, "paired": pairs,
                        "by_known_neighbours": by_context, "seconds": round(test_s, 1)},
               "load_before": load0, "load_after": os.getloadavg(), "total_s": round(time.time() - t0, 1),
@@ -196,7 +216,10 @@ def report(r: dict) -> list[str]:
           "exhaustively. Hybrid = network + beta * log(term + eps), beta and eps chosen on validation "
           f"({v['examples']:,} masked tokens of {v['rows']} training rows the model never trained on, the term "
           "counted without them): "
-          f"beta {v['chosen']['beta']}, eps {v['chosen']['eps']}.", "",
+          f"beta {v['chosen']['beta']}, eps {v['chosen']['eps']}. The second hybrid chooses them per number of the "
+          "target's known neighbours (0, 1, 2) on the same validation: " + ", ".join(
+              f"{k}: beta {c['beta']}, eps {c['eps']} ({v['examples_per_known_neighbours'][k]:,} examples)"
+              for k, c in v["chosen_per_known_neighbours"].items()) + ".", "",
           "| method | rec@1 | rec@10 [95% CI] | rec@20 | MRR |", "|---|---|---|---|---|"]
     for name, m in t["methods"].items():
         md.append(f"| {name} | {m['rec@1']:.1%} | {m['rec@10']:.1%} [{m['rec@10_lo']:.1%}, {m['rec@10_hi']:.1%}] "
@@ -208,13 +231,14 @@ def report(r: dict) -> list[str]:
                                               for x in d.values()) + " |")
     md += ["", "rec@10 by how many of the target's two neighbours are known tokens (the term's evidence; with "
            "none the term is the unigram list):", "",
-           "| known neighbours | examples | hybrid | network alone | term alone | hybrid - term [95% CI] "
-           "| network - term [95% CI] |", "|---|---|---|---|---|---|---|"]
+           "| known neighbours | examples | hybrid | hybrid per context | network alone | term alone "
+           "| hybrid - term [95% CI] | hybrid per context - term [95% CI] | network - term [95% CI] |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for k, b in t["by_known_neighbours"].items():
-        md.append(f"| {k} | {b['examples']:,} | {b['hybrid']:.1%} | {b['network alone']:.1%} "
+        md.append(f"| {k} | {b['examples']:,} | {b['hybrid']:.1%} | {b[PER]:.1%} | {b['network alone']:.1%} "
                   f"| {b['term alone (bigram baseline)']:.1%} | " + " | ".join(
                       f"{b[x]['diff']:+.1%} [{b[x]['lo']:+.1%}, {b[x]['hi']:+.1%}]"
-                      for x in ("hybrid - term", "network - term")) + " |")
+                      for x in ("hybrid - term", "hybrid per context - term", "network - term")) + " |")
     md += ["", f"Validation rec@10: network {v['network_rec@10']:.1%}, term {v['term_rec@10']:.1%}; hybrid by "
            "beta/eps: " + ", ".join(f"{k} {x:.1%}" for k, x in v["hybrid_rec@10_by_beta/eps"].items()) + ".", "",
            f"Seconds: validation {v['seconds']}, test {t['seconds']}, total {r['total_s']}; load average before "
