@@ -137,6 +137,10 @@ def main():
     ap.add_argument("--name", default="text_fusion")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    for path, what in ((Path(args.model) / "config.json", "--model: a trained model directory"),
+                       (Path(args.data) / "meta.json", "--data: a prepare-text dataset")):
+        if not path.is_file():
+            ap.error(f"{path} not found ({what})")
     t0, load0 = time.time(), os.getloadavg()
     data = sb.Dataset(args.data)
     p = sb.load(args.model, threads=args.threads, device="cpu")
