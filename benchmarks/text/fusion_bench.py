@@ -141,6 +141,9 @@ def main():
                        (Path(args.data) / "meta.json", "--data: a prepare-text dataset")):
         if not path.is_file():
             ap.error(f"{path} not found ({what})")
+    head = json.loads((Path(args.model) / "config.json").read_text())["head"].get("name")
+    if head != "superbloom":  # network_scores reads the hashed softmax's bucket tables
+        ap.error(f"--model {args.model}: a {head!r} head; this benchmark scores superbloom (hashed softmax) models")
     t0, load0 = time.time(), os.getloadavg()
     data = sb.Dataset(args.data)
     p = sb.load(args.model, threads=args.threads, device="cpu")
