@@ -141,13 +141,13 @@ def main():
                        (Path(args.data) / "meta.json", "--data: a prepare-text dataset")):
         if not path.is_file():
             ap.error(f"{path} not found ({what})")
-    head = json.loads((Path(args.model) / "config.json").read_text())["head"].get("name")
+    saved = json.loads((Path(args.model) / "config.json").read_text())
+    head = saved["head"].get("name")
     if head != "superbloom":  # network_scores reads the hashed softmax's bucket tables
         ap.error(f"--model {args.model}: a {head!r} head; this benchmark scores superbloom (hashed softmax) models")
     t0, load0 = time.time(), os.getloadavg()
     data = sb.Dataset(args.data)
     p = sb.load(args.model, threads=args.threads, device="cpu")
-    saved = json.loads((Path(args.model) / "config.json").read_text())
     frac, seed = saved["train"]["val_fraction"], saved["train"]["loop"]["seed"]
     if not frac:
         raise SystemExit(f"{args.model}: trained with val_fraction 0: no held-out training rows to choose the mix on "
@@ -196,7 +196,6 @@ def main():
                  ("network alone", "term alone (bigram baseline)")):
         pairs[f"{a} - {b}"] = {f"rec@{k}": paired_difference(hits_at(methods[a], k), hits_at(methods[b], k), groups)
                                for k in (1, 10, 20)}
-    state = json.loads((Path(args.model) / "config.json").read_text())
     result = {"benchmark": "text_fusion", "machine": machine_info() | {"torch_threads": args.threads},
               "model": args.model, "model_parameters": p.n_parameters, "model_train": saved["train"],
               "validation": {"rows": int(len(val_rows)), "examples": int(len(val_targets)),
@@ -209,7 +208,7 @@ def main():
               "test": {"rows": int(len(ex.rows)), "examples": int(len(targets)), "methods": res, "paired": pairs,
                        "by_known_neighbours": by_context, "seconds": round(test_s, 1)},
               "load_before": load0, "load_after": os.getloadavg(), "total_s": round(time.time() - t0, 1),
-              "hash": state["hash"]}
+              "hash": saved["hash"]}
     write_results(ROOT / "benchmarks" / "results" / "text", args.name, result, report(result))
     print(json.dumps({k: round(v["rec@10"], 4) for k, v in res.items()}))
 
