@@ -66,6 +66,8 @@ CASES = {
     "superbloom-unhashed": Case(head_config("superbloom"), (1, 1)),
     "full-tied": Case(head_config("full"), (1, 1)),
     "full-hashed-input": Case(head_config("full", label_smoothing=0.1), (4, 2)),
+    "mixture-tied": Case(head_config("mixture", components=3), (1, 1)),
+    "mixture-hashed-input": Case(head_config("mixture", components=2, label_smoothing=0.1), (4, 2)),
     "sampled-log-uniform": Case(head_config("sampled", samples=32), (1, 1)),
     "sampled-unigram-hashed": Case(head_config("sampled", samples=32, proposal="unigram"), (4, 2)),
     "sampled-uniform": Case(head_config("sampled", samples=32, proposal="uniform"), (1, 1)),

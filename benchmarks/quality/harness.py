@@ -125,6 +125,7 @@ class Recipe:
     distill_scale: float = 30.0  # hybrid, distill: the term's logit scale (HybridConfig.distill_scale)
     term_folds: int = 2  # hybrid, residual / distill: the folds the training-time term is built on
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
+    components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
 
 
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
@@ -199,10 +200,19 @@ RECIPES.update({
     "hybrid_kd3_t10": replace(RECIPES["hybrid"], distill=0.3, distill_scale=10.0),
 })
 
+# issue 33, the network alone against EASE: the hybrid recipe's network with no term (`full`), and the same
+# network with a mixture-of-softmaxes output (heads/mixture.py: log p no longer of rank <= d + 1)
+RECIPES.update({
+    "net": replace(RECIPES["hybrid"], head="full"),
+    "mos2": replace(RECIPES["hybrid"], head="mixture", components=2),
+    "mos4": replace(RECIPES["hybrid"], head="mixture", components=4),
+    "mos8": replace(RECIPES["hybrid"], head="mixture", components=8),
+})
+
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
     """The ONE place that calls the library's training API (adapt here when TrainConfig changes)."""
-    alpha, m = (1, 1) if recipe.head == "hybrid" else auto_alpha(data.n_ids, recipe.alpha, recipe.m)
+    alpha, m = (1, 1) if recipe.head in ("hybrid", "full", "mixture") else auto_alpha(data.n_ids, recipe.alpha, recipe.m)
     cfg = sb.TrainConfig(
         data=str(data.path), out=str(out),
         hash=sb.HashConfig(alpha=alpha, m=m),
@@ -212,6 +222,9 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
                           label_smoothing=recipe.label_smoothing, samples=recipe.samples,
                           residual=recipe.residual, distill=recipe.distill, distill_scale=recipe.distill_scale,
                           term_folds=recipe.term_folds) if recipe.head == "hybrid"
+              else head_config("mixture", components=recipe.components, label_smoothing=recipe.label_smoothing)
+              if recipe.head == "mixture"
+              else head_config("full", label_smoothing=recipe.label_smoothing) if recipe.head == "full"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
                         element_dropout=recipe.element_dropout),

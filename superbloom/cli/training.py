@@ -8,7 +8,7 @@ from pathlib import Path
 from ..hashing.config import AUTO_ALPHA, TREE_MIN_IDS, UNHASHED_MAX_IDS, HashConfig
 from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
 from ..model.device import DEVICE_CHOICES
-from ..heads.config import HEAD_CONFIGS, PROPOSALS, TREES, HierarchicalConfig, HybridConfig, SampledConfig
+from ..heads.config import HEAD_CONFIGS, PROPOSALS, TREES, HierarchicalConfig, HybridConfig, MixtureConfig, SampledConfig
 from ..heads.config import SuperbloomConfig, head_config, head_settings
 from ..heads.config import TERMS as HYBRID_TERMS
 from ..heads.config import WEIGHTINGS
@@ -76,7 +76,7 @@ def _add_train(sub):
     g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
     g.add_argument("--head", choices=sorted(HEAD_CONFIGS), default=SuperbloomConfig.name,
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
-                        "softmax), hierarchical (tree softmax); the last three are the paper's baselines, unhashed "
+                        "softmax), hierarchical (tree softmax), mixture (a mixture of --components full softmaxes); full, sampled and hierarchical are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
                         "hybrid = full plus a sparse item-item term (--item-term) mixed in with a weight chosen on the "
                         "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s; the presets "
@@ -84,7 +84,7 @@ def _add_train(sub):
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
-                   help=f"superbloom, full, hybrid (default {default_of(SuperbloomConfig, 'label_smoothing')})")
+                   help=f"superbloom, full, mixture, hybrid (default {default_of(SuperbloomConfig, 'label_smoothing')})")
     g.add_argument("--neighbours", type=POS_INT, default=None,
                    help=f"hybrid: item-item values per id, its largest "
                         f"(default {default_of(HybridConfig, 'neighbours')})")
@@ -126,6 +126,9 @@ def _add_train(sub):
                         "(default: full softmax)")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
                    help=f"sampled: proposal distribution (default {default_of(SampledConfig, 'proposal')})")
+    g.add_argument("--components", type=POS_INT, default=None,
+                   help=f"mixture: softmaxes mixed (a mixture of softmaxes: log p is no longer a rank-d matrix) "
+                        f"(default {default_of(MixtureConfig, 'components')})")
     g.add_argument("--tree", choices=TREES, default=None, help="hierarchical: tree built from the training counts "
                                                              f"(default {default_of(HierarchicalConfig, 'tree')})")
     mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
@@ -241,7 +244,7 @@ def _head_config(args):
 # the head settings' flags: argparse dest -> the head config's field (the hybrid's --item-* flags
 # would otherwise read like model-wide settings, and --init is the token embedding's start)
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
-              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
+              "proposal": "proposal", "tree": "tree", "components": "components", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
               "transition_window": "window", "gap_decay": "gap_decay",
               "item_residual": "residual", "item_distill": "distill", "item_distill_scale": "distill_scale",
               "item_term_folds": "term_folds"}

@@ -38,6 +38,19 @@ class FullConfig:
 
 
 @dataclass(frozen=True)
+class MixtureConfig:
+    name: ClassVar[str] = "mixture"
+    components: int = 4  # softmaxes mixed (1: the full head's distribution, plus a tanh projection)
+    label_smoothing: float = 0.0
+
+    def __post_init__(self):
+        if self.components < 1:
+            raise ValueError(f"components must be >= 1, got {self.components}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@dataclass(frozen=True)
 class SampledConfig:
     name: ClassVar[str] = "sampled"
     samples: int = 1024  # ids drawn per training step, shared by the batch
@@ -146,12 +159,13 @@ WEIGHTINGS = ("cosine", "count", "idf")
 HEAD_CONFIGS: dict[str, type] = {
     "superbloom": SuperbloomConfig,
     "full": FullConfig,
+    "mixture": MixtureConfig,
     "sampled": SampledConfig,
     "hierarchical": HierarchicalConfig,
     "hybrid": HybridConfig,
     "hashed-hybrid": HashedHybridConfig,
 }
-HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
+HeadConfig = Union[SuperbloomConfig, FullConfig, MixtureConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
 
 # settings of the single HeadConfig that config.json files written before the heads package carry
 _LEGACY_FIELDS = {"per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
