@@ -207,6 +207,8 @@ RECIPES.update({
     "mos2": replace(RECIPES["hybrid"], head="mixture", components=2),
     "mos4": replace(RECIPES["hybrid"], head="mixture", components=4),
     "mos8": replace(RECIPES["hybrid"], head="mixture", components=8),
+    "net_wd01": replace(RECIPES["hybrid"], head="full", weight_decay=0.1),  # AdamW's decoupled weight decay
+    "net_wd1": replace(RECIPES["hybrid"], head="full", weight_decay=1.0),
 })
 
 
