@@ -226,7 +226,7 @@ def test_textclass_refuses_an_old_directory_without_overwrite(tmp_path, document
 def test_entries_own_their_requirements_and_defaults():
     masked, nxt, mseq, text = (OBJECTIVES[n] for n in ("masked", "next-item", "masked-sequence", "text-mlm"))
     assert [e.ordered for e in (masked, nxt, mseq, text)] == [False, True, True, False]
-    assert [e.gives_context for e in (masked, nxt, mseq, text)] == [True, True, True, False]
+    assert [e.gives_context for e in (masked, nxt, mseq, text)] == [True, True, True, True]  # text: rank_masked
     assert [e.causal for e in (masked, nxt, mseq, text)] == [False, True, False, False]
     from superbloom.model.text_batches import TEXT_MASK  # the text package's own constant agrees with the entry
     assert text.mask_defaults == {f: getattr(TEXT_MASK, f) for f in text.mask_defaults} and len(text.mask_defaults) == 5

@@ -148,7 +148,9 @@ def test_auto_text(text_data, tmp_path):
     cfg = _config(tmp_path / "m")
     assert cfg["preset"]["name"] == "text" and cfg["train"]["objective"] == "text-mlm"
     assert (cfg["hash"]["alpha"], cfg["hash"]["m"], cfg["model"]["positions"]) == (4, 2, 128)
-    assert cfg["preset"]["applied"] == {"objective": "text-mlm", "positions": 128, "m": 2}
+    assert cfg["preset"]["applied"] == {"objective": "text-mlm", "positions": 128, "m": 2, "head": "hashed-hybrid",
+                                        "item_term": "bigram"}
+    assert cfg["head"]["name"] == "hashed-hybrid" and cfg["head"]["term"] == "bigram"
 
 
 # ---------------------------------------------------------------- typed flags
@@ -164,7 +166,7 @@ def test_typed_flags_override_the_preset(sets_data, tmp_path):
 @pytest.mark.parametrize("flags, flag, why", [
     (["--m", "2"], "--m:", "unhashed"),
     (["--coherent", "1"], "--coherent:", "unhashed"),
-    (["--preset", "text", "--item-term", "ease"], "--item-term:", "superbloom head"),
+    (["--preset", "text", "--tree", "fano"], "--tree:", "hashed-hybrid head"),
     (["--preset", "millions", "--proposal", "uniform"], "--proposal:", "hashed-hybrid head"),
     (["--preset", "none", "--m", "3"], "--m:", "alpha 0 (auto) trains unhashed at 40 ids"),
 ])

@@ -36,6 +36,7 @@ from ..hashing.bloom import PAD_ELEM
 from .metrics import KS, hits_at, mrr, ndcg_at, summarize_ci
 from ..model.text_batches import TEXT_MASK, MaskedRows, masked_rows
 from ..inference.rank import rank_masked
+from ..heads.bigram import adjacent_pairs, conditional
 from ..text.ngrams import SEPARATOR, UNK_ID
 
 
@@ -70,25 +71,13 @@ def unigram_topk(counts: np.ndarray, k: int) -> np.ndarray:
     return order[:k]
 
 
-def adjacent_pairs(rows: SetArray, n_ids: int) -> sp.csr_matrix:
-    """(N, N) counts of token b right after token a within a training row, [UNK] pairs left out."""
-    ids = np.asarray(rows.ids, np.int64)
-    ends = np.zeros(len(ids), bool)
-    ends[rows.offsets[1:][rows.lengths > 0] - 1] = True  # the last token of a row has no right neighbour
-    a, b = ids[:-1], ids[1:]
-    keep = ~ends[:-1] & (a != UNK_ID) & (b != UNK_ID)
-    m = sp.csr_matrix((np.ones(int(keep.sum()), np.float32), (a[keep], b[keep])), shape=(n_ids, n_ids))
-    m.sum_duplicates()
-    return m
-
-
 class BigramContext:
     """p(w | left neighbour) + p(w | right neighbour) from adjacent training pairs (module docstring)."""
 
     def __init__(self, rows: SetArray, counts: np.ndarray, keep: int = 1000):
         n = len(counts)
         after = adjacent_pairs(rows, n)  # (N, N) [a, b]: b follows a
-        self.after, self.before = (_conditional(m, keep) for m in (after, after.T.tocsr()))  # [c, b]: b precedes c
+        self.after, self.before = (conditional(m, keep) for m in (after, after.T.tocsr()))  # [c, b]: b precedes c
         c = np.asarray(counts, np.float64)
         self.tiebreak = (1e-6 * c / max(c.max(), 1)).astype(np.float64)  # < any probability difference
         self.tiebreak[UNK_ID] = -1.0
@@ -121,20 +110,6 @@ class BigramContext:
             top[cr[sel], rank_in_row[sel]] = ci[sel]
             out.append(top)
         return np.concatenate(out) if out else np.zeros((0, k), np.int64)
-
-
-def _conditional(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
-    """Counts (N, N) -> p(column | row), each row cut to its `keep` most likely columns (the rest of a
-    row's mass is too small to reach a top-20 next to them; it keeps the ranking of frequent
-    neighbours such as `the` cheap)."""
-    tot = np.asarray(m.sum(1)).ravel()
-    lengths = np.diff(m.indptr)
-    row = np.repeat(np.arange(m.shape[0]), lengths)
-    p = m.data / np.repeat(np.maximum(tot, 1), lengths)
-    order = np.lexsort((m.indices, -p, row))  # by row, most likely first
-    rank = np.arange(len(order)) - m.indptr[row[order]]
-    sel = order[rank < keep]
-    return sp.csr_matrix((p[sel].astype(np.float32), (row[sel], m.indices[sel])), shape=m.shape)
 
 
 def _rows(m: sp.csr_matrix, ids: np.ndarray) -> sp.csr_matrix:
@@ -268,11 +243,16 @@ class TextProtocol:
     def report(self, result) -> str:
         """One row per method, then the splits by kind and by decile."""
         r, d = result.to_dict(), result.decoding
-        rows = [("superbloom model", result.model)] + [(f"{k} baseline", v) for k, v in result.baselines.items()]
+        h = result.head or {}
+        label = (f"hybrid ({h.get('item_term', 'term')} x {h.get('item_mix', 0):g}, eps {h.get('item_eps', 0):g})"
+                 if result.variants else "superbloom model")  # the bigram hashed hybrid: its parts beside it
+        rows = [(label, result.model)] + [(k.replace("_", " "), v) for k, v in result.variants.items()]
+        rows += [(f"{k} baseline", v) for k, v in result.baselines.items()]
         cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
-        lines = [f"{'method':<18}" + "".join(f"{c:>9}" for c in cols) + "   rec@10 95% interval"]
+        w = max(18, *(len(name) + 1 for name, _ in rows))
+        lines = [f"{'method':<{w}}" + "".join(f"{c:>9}" for c in cols) + "   rec@10 95% interval"]
         for name, m in rows:
-            lines.append(f"{name:<18}" + "".join(f"{m[c]:>9.4f}" for c in cols) +
+            lines.append(f"{name:<{w}}" + "".join(f"{m[c]:>9.4f}" for c in cols) +
                          f"   [{m['rec@10_lo']:.4f}, {m['rec@10_hi']:.4f}]")
         for kind in ("unigram", "bigram"):
             lines.append(f"{kind} targets ({r['by_kind'][kind]['examples']:,}): " + "; ".join(

@@ -12,6 +12,11 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
                                           top-k among the ids of `allow` (A,) sorted unique int64,
                                           exact wherever topk is (default: widening topk, below);
                                           a head overrides it where scoring only those ids is cheaper
+  query_context(batch, elements) -> (U, T)
+                                          the context `topk` gets for the target elements (U,) (flat
+                                          indices b * n + i) of a query batch (default: the ids of each
+                                          one's batch row, batch.context; the bigram hashed hybrid: the
+                                          two neighbours of the blank)
   uses_context                            True for a head whose scores depend on the context ids, so
                                           that an objective that cannot give them refuses it early
   trains_with_context                     True for a head whose training loss needs each target's
@@ -83,6 +88,9 @@ class HeadBase(nn.Module):
             out.assign(rows[done], Ranking(ids[done], vals[done], r.exact[done], r.beam[done]))
             rows, width = rows[~done], width * 4
         return out
+
+    def query_context(self, batch, elements: torch.Tensor) -> torch.Tensor:
+        return batch.context(elements)
 
     def fit(self, sets, ordered: bool = False) -> dict | None:
         return None

@@ -106,11 +106,13 @@ class HybridConfig:
         if self.samples and self.label_smoothing:
             raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
         check_term_settings(self)
+        if self.term == "bigram":
+            raise ValueError("the bigram term (text) is the hashed-hybrid head's: use --head hashed-hybrid")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
-TERMS = ("auto", "ease", "cooccurrence", "transition")
+TERMS = ("auto", "ease", "cooccurrence", "transition", "bigram")  # bigram: text, the hashed-hybrid head only
 
 
 def check_term_settings(cfg) -> None:
@@ -129,7 +131,8 @@ def check_term_settings(cfg) -> None:
 class HashedHybridConfig(SuperbloomConfig):
     name: ClassVar[str] = "hashed-hybrid"
     neighbours: int = 200  # item-item values per id (cosine: its most frequent co-occurring ids; EASE: its largest)
-    term: str = "auto"  # ease | cooccurrence | transition | auto (EASE up to EASE_MAX_IDS ids, else cooccurrence)
+    term: str = "auto"  # ease | cooccurrence | transition | bigram (text: heads/bigram.py) | auto (EASE up to
+    # EASE_MAX_IDS ids, else cooccurrence)
     window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
     gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
     weighting: str = "auto"  # cooccurrence: cosine | count | idf | auto (the validation chooses; WEIGHTINGS)

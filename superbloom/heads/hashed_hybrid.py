@@ -18,6 +18,12 @@ id's number of training sets `df`): the count or idf wins where popularity carri
 synthetic topics: validation picks the count, the hybrid's test rec@10 goes from 0.070 to 0.080 at 50
 values per id), the cosine on real word sets (benchmarks/results/scale/weighting_choice.md).
 
+Text (term `bigram`, heads/bigram.py): A has 2N rows, p(b | left a) and p(b | right c) from the
+training rows' adjacent tokens, and a blank's context is its two neighbours [left, N + right]
+(query_context); the term enters as log(1 + term / eps), 0 wherever the term is, so the top-k below stays
+exact; the validation chooses eps in the place of the decay. At the 1M-id text vocabulary it fuses the
+network with the bigram-context baseline (benchmarks/results/text/text_bigram_head_s17_*.md).
+
 Top-k, exact, without scoring every id. Call T(q) the ids that the rows of A of query q's context
 ids touch (at most |context| x neighbours). Then
   1. every id outside T(q) has term 0, so its score is its network score gamma(...) alone: Algorithm 1
@@ -73,6 +79,7 @@ from .hybrid import MIXES, age_weights, first_best, mixed, term_alone  # recency
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
+from .bigram import EPS as BIGRAM_EPS, bigram_pattern, neighbour_context
 
 
 def resolve_term(term: str, n_ids: int) -> str:
@@ -165,7 +172,10 @@ class HashedHybridHead(SuperbloomHead):
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: HashedHybridConfig, counts=None):
         super().__init__(embedding, hashing, cfg, counts)
         self.n_ids = hashing.n_ids
-        self.register_buffer("indptr", torch.zeros(self.n_ids + 1, dtype=torch.long))
+        self.term_name = resolve_term(cfg.term, self.n_ids)
+        self.bigram = self.term_name == "bigram"  # text: rows [left, N + right] of heads/bigram.py, log(1 + t / eps)
+        rows = 2 * self.n_ids if self.bigram else self.n_ids
+        self.register_buffer("indptr", torch.zeros(rows + 1, dtype=torch.long))
         self.register_buffer("cols", torch.zeros(0, dtype=torch.int32))  # ids < 2^31: half of int64
         self.register_buffer("values", torch.zeros(0))
         self.register_buffer("mix", torch.zeros(()))
@@ -177,7 +187,6 @@ class HashedHybridHead(SuperbloomHead):
         self.register_buffer("scales", torch.ones(len(WEIGHTINGS)))
         self.register_buffer("weighting", torch.zeros((), dtype=torch.long))
         self._factor_cache = {}
-        self.term_name = resolve_term(cfg.term, self.n_ids)
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # the "term alone" variant, inside its `with`
 
@@ -259,7 +268,15 @@ class HashedHybridHead(SuperbloomHead):
             return indptr, cols, b[np.repeat(np.arange(n), np.diff(indptr)), cols]
         if self.term_name == "transition":
             return transition_pattern(sets, n, k, self.cfg.window, self.cfg.gap_decay)
+        if self.bigram:
+            return bigram_pattern(sets, n, k)
         return cooccurrence_neighbours(sets, n, k)
+
+    def query_context(self, batch, elements: torch.Tensor) -> torch.Tensor:
+        """The bigram term reads each blank's two neighbours (heads/bigram.py); the others, the row."""
+        if self.bigram:
+            return neighbour_context(batch.elems, elements, self.n_ids)
+        return batch.context(elements)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         self._factor_cache = {}
@@ -285,7 +302,8 @@ class HashedHybridHead(SuperbloomHead):
     def describe(self) -> dict:
         out = {"name": self.cfg.name}
         if float(self.mix):
-            out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3), item_term=self.term_name)
+            out.update(item_mix=float(self.mix), item_term=self.term_name,
+                       **({"item_eps": float(self.decay)} if self.bigram else {"item_decay": round(float(self.decay), 3)}))
             if self.term_name == "cooccurrence":
                 out.update(item_weighting=WEIGHTINGS[int(self.weighting)])
         return out
@@ -314,9 +332,13 @@ class HashedHybridHead(SuperbloomHead):
         if all(g[0] == 0.0 for g in grid) and not self._term_alone:
             return [plain for _ in grid]
         n = self.n_ids
-        ctx = context.masked_fill((context < 0) | (context >= n), -1)  # (Q, T) ids, -1 at specials
-        variants = [(decay, self._factors(w)) for _, decay, w in grid]
+        rows = self.indptr.numel() - 1  # the term's rows: N, or 2N for the bigram term
+        ctx = context.masked_fill((context < 0) | (context >= rows), -1)  # (Q, T) term rows, -1 at specials
+        # the bigram term: the grid's second value is its eps (no recency weights), the term log(1 + t / eps)
+        variants = [(1.0 if self.bigram else decay, self._factors(w)) for _, decay, w in grid]
         touched, terms = touched_terms(self.indptr, self.cols, self.values, n, ctx, variants)  # (Q, W)
+        if self.bigram:
+            terms = [torch.log1p(t / eps) for t, (_, eps, _) in zip(terms, grid)]
         ex = touched if exclude is None else torch.cat([exclude, touched], 1)
         rest = decode_topk(logp, self.buckets, self.inverse, k, ex, decode)  # (Q, k) untouched ids, network alone
         invalid = (touched < 0) | excluded(touched, exclude)  # (Q, W)
@@ -363,6 +385,7 @@ class HashedHybridHead(SuperbloomHead):
         metrics. -> the chosen candidate's metrics, with its mix, decay, weighting and the pure
         model's (mix 0) `select` score."""
         weightings = self._weightings()
+        decays = BIGRAM_EPS if self.bigram else decays  # the bigram term's second setting is its eps
         grid = [(0.0, 1.0, int(self.weighting))] + [(mix, decay, w) for w in weightings for decay in decays
                                                     for mix in MIXES[1:]]
         self._grid, self._parts = grid, [[] for _ in grid]
@@ -377,5 +400,6 @@ class HashedHybridHead(SuperbloomHead):
         self.decay.fill_(decay)
         self.weighting.fill_(w)
         extra = {"item_weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence" else {}
-        return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_name, **extra,
+        extra.update({"item_eps": decay} if self.bigram else {"item_decay": decay})
+        return dict(results[best], item_mix=mix, item_term=self.term_name, **extra,
                     **{f"pure_{select}": results[0][select]})

@@ -69,7 +69,7 @@ def rank_batch(model, batch, k: int, exclude: torch.Tensor | None = None,
     `allowed` (sorted unique ids) when given; each query's context (the ids of its row) handed to the
     head -> Ranking on the CPU."""
     hidden = model.target_hidden(batch)  # (M, m, d)
-    context = batch.context(batch.target_elem)
+    context = model.head.query_context(batch, batch.target_elem)  # heads/base.py
     if allowed is None:
         return model.head.topk(hidden, k, exclude=exclude, decode=decode, context=context).cpu()
     return model.head.topk_allowed(hidden, k, allowed, exclude, decode, context).cpu()

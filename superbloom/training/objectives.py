@@ -13,7 +13,7 @@ An entry carries
   ordered        trains on sequence order: a head's structure from the training data (heads/base.py
                  fit; the hybrid's item-item term) is built ordered, and from every training prefix
                  of a leave-one-out dataset (which holds no validation or test id)
-  gives_context  its validation ranks with the query's context ids (inference/rank.py's rank_contexts), so a
+  gives_context  its validation ranks with the query's context ids (inference/rank.py: rank_contexts, rank_masked), so a
                  head that scores with the context (HeadBase.uses_context) may train with it
   causal         the model must be causal, and a causal model trains with such an objective only
   needs_window   its examples are ordered windows of <= mask.n ids: the model needs >= mask.n
@@ -249,4 +249,6 @@ register(ObjectiveEntry("next-item", next_item, ordered=True, gives_context=True
                         mask_defaults=BERT_MASKING, auto_init="cooccurrence"))
 register(ObjectiveEntry("masked-sequence", masked_sequence, ordered=True, gives_context=True, needs_window=True,
                         mask_defaults=BERT_MASKING))
-register(ObjectiveEntry("text-mlm", text_mlm, mask_defaults=TEXT_MASKING))
+# text-mlm's validation ranks through rank_masked, which hands the head each blank's context (the hashed hybrid
+# with the bigram term reads its two neighbours there: heads/bigram.py)
+register(ObjectiveEntry("text-mlm", text_mlm, gives_context=True, mask_defaults=TEXT_MASKING))

@@ -89,9 +89,14 @@ register(Preset(
     when="a leave-one-out dataset (prepare --split leave-one-out)", stop={"steps": 4000},
     evidence="benchmarks/results/sequence.md"))  # the next-item hybrid rows, 2,048 negatives (Beauty, Toys, BERT4Rec)
 register(Preset(
-    "text", {"objective": "text-mlm", "positions": 128, "alpha": 40, "m": 2},
+    # the network and the bigram-context count, fused (heads/bigram.py; the term adds ~12M values, ~100 MB, to
+    # each checkpoint at the 1M vocabulary): at 3,529 steps level with the count and +8.3 rec@10 over the
+    # network alone, at 10,486 steps above both (text_bigram_head_s17_4500.md); hash40-d128 with random maps
+    # (table5_s10_paired.md: they beat coherent ones)
+    "text", {"objective": "text-mlm", "positions": 128, "alpha": 40, "m": 2, "head": "hashed-hybrid",
+             "item_term": "bigram"},
     when="a prepare-text dataset", stop={"steps": 2000},
-    evidence="benchmarks/results/text/table5_s10_paired.md"))  # hash40-d128, random maps beat coherent ones
+    evidence="benchmarks/results/text/text_bigram_head_s17_1500.md"))
 
 
 @dataclass(frozen=True)

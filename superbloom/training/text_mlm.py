@@ -17,7 +17,9 @@ nothing (it stays in the input as context).
 Validation and evaluation mask IN PLACE: the row keeps its order and every other token, the chosen
 targets are all fed as [MASK] (no random / unchanged inputs), and the ranking excludes nothing (a
 word may well repeat a word of its context). Validation (which picks BEST) is rec@k of those masked
-tokens on training rows held out from training; the test evaluation is evaluation/text_protocol.py.
+tokens on training rows held out from training; a head may choose its settings there (heads/base.py
+choose: the hashed hybrid with the bigram term, heads/bigram.py, its weight and eps); the test
+evaluation is evaluation/text_protocol.py.
 """
 from __future__ import annotations
 
@@ -52,8 +54,13 @@ def text_mlm(x, objective):
     picked = np.sort(np.random.default_rng([seed, 5]).permutation(x.val_rows)[:VAL_ROWS])  # across documents
     val = masked_rows(rows, picked, mask.n, mask.mask_rate, seed) if len(picked) else None
 
-    def validate() -> dict:
-        ranking = rank_masked(x.model, x.hashing, val, 20)
+    def rank():
+        return rank_masked(x.model, x.hashing, val, 20)
+
+    def metrics(ranking) -> dict:
         return summarize(target_ranks(ranking.ids.numpy(), val.flat()[2]))
+
+    def validate() -> dict:
+        return x.model.head.choose(rank, metrics, SELECT)  # a head may choose settings here (heads/base.py)
 
     return objective(x.model, len(x.train_rows), epoch, batch, validate if val is not None else None, SELECT)
