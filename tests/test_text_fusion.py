@@ -131,6 +131,11 @@ def test_bigram_hybrid_validation_chooses_and_eval_reports_its_parts(bigram_mode
     # the term alone ranks the targets as the bigram baseline does (it breaks ties by the network, the
     # baseline by frequency): their rec@10 differ by ties only
     assert abs(res.variants["term_only"]["rec@10"] - res.baselines["bigram"]["rec@10"]) < 0.05
+    # the network only row is the head at mix 0 (the superbloom head's own ranking)
+    head.mix.fill_(0.0)
+    res0 = sb.evaluate(p, sb.Dataset(text_data), sb.EvalConfig(max_sets=20), progress=False)
+    np.testing.assert_array_equal(res0.ranks["model"], res.ranks["network_only"])
+    assert res0.variants == {}  # at mix 0 the head is the network: no parts to show
 
 
 def test_bigram_head_script_refuses_a_missing_model_in_one_line(tmp_path, capsys):
