@@ -169,6 +169,7 @@ def test_typed_flags_override_the_preset(sets_data, tmp_path):
     (["--preset", "text", "--tree", "fano"], "--tree:", "hashed-hybrid head"),
     (["--preset", "millions", "--proposal", "uniform"], "--proposal:", "hashed-hybrid head"),
     (["--preset", "none", "--m", "3"], "--m:", "alpha 0 (auto) trains unhashed at 40 ids"),
+    (["--preset", "millions", "--item-term", "bigram"], "--item-term bigram:", "not prepare-text data"),
 ])
 def test_meaningless_flags_are_refused(sets_data, tmp_path, capsys, flags, flag, why):
     assert _train(sets_data, tmp_path / "m", *flags) == 2

@@ -211,4 +211,7 @@ def refusals(settings: Mapping[str, object], given: set[str], facts: DatasetFact
             if dest in given and field not in own:
                 out.append(f"{flag(dest)}: {by} trains the {settings['head']} head, which has no such setting "
                            f"(its settings: {', '.join(sorted(own)) or 'none'}); drop it or give --head")
+    if settings.get("item_term") == "bigram" and not facts.text:  # heads/bigram.py reads a blank's neighbours
+        out.append("--item-term bigram: the bigram term counts adjacent tokens of text and reads a blank's two "
+                   "neighbours; this dataset is not prepare-text data (use cooccurrence, ease or transition)")
     return out
