@@ -280,7 +280,7 @@ class HybridHead(FullHead):
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
 
         def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
-            s, terms = F.log_softmax(v[a:b] @ w.T + self.bias, -1), {}
+            s, terms = self.log_probs(v[a:b], w), {}
             for mix, decay, slot in grid:
                 if mix and (decay, slot) not in terms:
                     terms[decay, slot] = self.item_item(ctx[a:b], self.age_weights(ctx[a:b], decay), slot)

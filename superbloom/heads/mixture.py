@@ -9,8 +9,8 @@ head keeps the full head's output rows W and bias b, and mixes K softmaxes of K 
 so log p is no longer a rank-(d + 1) matrix. P, c, Q and e start at zero but for a small noise in P,
 so a new head is the full head (every h_k = v): a first try with h_k = tanh(v P_k) lost the start the
 token embedding gets from the co-occurrence factors, and trained to a higher loss than the full head
-(Wikispeedia val, 2,000 steps). Costs K times the full head's scoring (training and top-k); top-k is
-exact (every id scored).
+(Wikispeedia val, 2,000 steps). Costs K times the full head's scoring (training and top-k); loss and
+top-k are the full head's, on these log-probabilities (exact: every id scored).
 """
 from __future__ import annotations
 
@@ -18,21 +18,20 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .beam import DecodeConfig
 from ..hashing.bloom import BloomHash
 from .config import MixtureConfig  # noqa: F401 (re-exported)
-from .full import FullHead, target_rows
-from .losses import smoothed_nll
-from .ranking import Ranking, chunked_topk, exact_ranking, positions_in
+from .full import FullHead
 
 
 class MixtureHead(FullHead):
     """K softmaxes over the full head's output rows, mixed by a learned prior (module docstring)."""
 
+    fused_loss = False  # the loss is the mixture's, not one softmax's
+
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: MixtureConfig, counts=None):
         super().__init__(embedding, hashing, cfg, counts)
         d, k = embedding.embedding_dim, cfg.components
-        self.components = k
+        self.components = self.score_blocks = k  # K (M, N) softmaxes at once
         self.project = nn.Linear(d, k * d)  # P_k, c_k of every component at once
         self.prior = nn.Linear(d, k)  # Q, e
         with torch.no_grad():  # start as the full head: h_k = v (+ noise, so the components can part), pi uniform
@@ -41,42 +40,10 @@ class MixtureHead(FullHead):
             self.prior.weight.zero_()
             self.prior.bias.zero_()
 
-    def log_probs(self, v: torch.Tensor) -> torch.Tensor:
-        """(M, d) -> (M, N) log p(j | v), normalised over the N ids."""
+    def log_probs(self, v: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+        """(M, d) -> (M, N) log p(j | v), normalised over the N ids; w: self.rows(), if at hand."""
         m, d = v.shape
         h = v[:, None, :] + torch.tanh(self.project(v)).view(m, self.components, d)  # (M, K, d)
         log_pi = F.log_softmax(self.prior(v), -1)  # (M, K)
-        logp = F.log_softmax(torch.matmul(h, self.rows().T) + self.bias, -1)  # (M, K, N)
+        logp = F.log_softmax(torch.matmul(h, (self.rows() if w is None else w).T) + self.bias, -1)  # (M, K, N)
         return torch.logsumexp(logp + log_pi[:, :, None], 1)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(M, m, d) -> (M, N): the log-probabilities (their softmax is the mixture)."""
-        return self.log_probs(hidden.mean(1))
-
-    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
-        logp = self.logits(hidden)  # (U, N)
-        rows = target_rows(rows, targets)
-        nll = -logp[rows, targets]
-        if self.label_smoothing:
-            nll = smoothed_nll(nll, logp.mean(-1)[rows], self.label_smoothing)
-        return nll.mean()
-
-    @torch.no_grad()
-    def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None,
-             chunk_elems: int = 1 << 24) -> Ranking:
-        """Exact top-k by the mixture, chunked over queries; `beam` of the result is N (ids scored)."""
-        v, n = hidden.mean(1), self.n_ids
-        vals, ids = chunked_topk(lambda a, b: self.log_probs(v[a:b]), len(v), n, k, exclude,
-                                 chunk_elems // self.components, like=v)
-        return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))
-
-    @torch.no_grad()
-    def topk_allowed(self, hidden, k: int, allow, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None,
-                     chunk_elems: int = 1 << 24) -> Ranking:
-        """Exact top-k among the allowed ids (A,), normalised over every id as topk's; `beam` is A."""
-        v, a = hidden.mean(1), allow.numel()
-        vals, pos = chunked_topk(lambda s, e: self.log_probs(v[s:e])[:, allow], len(v), a, k,
-                                 positions_in(allow, exclude), chunk_elems // self.components, like=v)
-        ids = torch.where(pos >= 0, allow[pos.clamp(min=0)], -1) if a else pos
-        return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), a))
