@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from ..text.ngrams import UNK_ID
 
@@ -63,8 +64,6 @@ def neighbour_context(elems, elements, n_ids: int):
     """Each blank's two term rows: elems (B, n) element ids of a batch (special elements < 0), elements
     (U,) flat indices b * n + i of the blanks -> (U, 2) int64 [left id, N + right id], -1 where that
     neighbour is not a known token (masked, padding, outside the row)."""
-    import torch
-
     n = elems.shape[1]
     row, col = elements // n, elements % n
     left = torch.where(col > 0, elems[row, (col - 1).clamp(min=0)], -1)
