@@ -36,6 +36,9 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
   describe() -> dict                      what a report says about the head (default: its name)
   fixed_weights() -> int                  weights kept as buffers, fitted in closed form, counted
                                           with the parameters (default 0)
+  fixed_buffers                           names of the buffers `fit` fills and training never changes:
+                                          stored once per model folder, not in every checkpoint
+                                          (storage/fixed.py; default none)
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ class HeadBase(nn.Module):
 
     uses_context: bool = False
     trains_with_context: bool = False
+    fixed_buffers: tuple[str, ...] = ()
 
     def topk_allowed(self, hidden, k: int, allow: torch.Tensor, exclude=None, decode: DecodeConfig = DecodeConfig(),
                      context=None) -> Ranking:

@@ -57,8 +57,11 @@ Algorithm 1 alone (approximate; certified 74% against 0%), 0.34 against 0.22 s (
 build: neighbours.py.
 
 Storage: the pattern (indptr (N + 1,) int64, cols (nnz,) int32), its values (nnz,) float32, mix () and decay (),
-and for the weightings df (N,) float32, n_sets (), scales (3,) and weighting () are buffers of the model (model.safetensors); a model is built with an empty pattern and takes the saved
-one's size when its weights are loaded, so load, resume and serve need nothing new.
+and for the weightings df (N,) float32, n_sets (), scales (3,) and weighting () are buffers of the model.
+The fixed ones (`fixed_buffers`: the pattern, its values, df) are written once per model folder
+(storage/fixed.py: MODEL_DIR/fixed-<digest>.safetensors), the chosen ones (mix, decay, weighting) with each
+checkpoint's model.safetensors; a model is built with an empty pattern and takes the saved one's size when
+its weights are loaded, so load, resume and serve need nothing new.
 """
 from __future__ import annotations
 
@@ -168,6 +171,7 @@ class HashedHybridHead(SuperbloomHead):
     uses_context = True
     # the added term changes the ranking: the allow-list goes through this head's own topk (base.py)
     topk_allowed = HeadBase.topk_allowed
+    fixed_buffers = ("indptr", "cols", "values", "df")  # stored once per model folder (storage/fixed.py)
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: HashedHybridConfig, counts=None):
         super().__init__(embedding, hashing, cfg, counts)

@@ -52,8 +52,9 @@ chooses decay with mix, from DECAYS (sequence.py). Decoding scores every id: top
 scores it returns are these sums, not log-probabilities (they can be > 0).
 
 Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,), mix () and decay () are buffers
-of the model, saved in model.safetensors (a second term in alt_indptr / alt_cols / alt_values, empty
-when there is one, and its switch alt ()); a model is built with an empty pattern and takes the saved one's
+of the model (a second term in alt_indptr / alt_cols / alt_values, empty when there is one, and its
+switch alt ()). The fixed ones (`fixed_buffers`: the patterns and values) are written once per model
+folder (storage/fixed.py), mix, decay and alt with each checkpoint's model.safetensors; a model is built with an empty pattern and takes the saved one's
 size when its weights are loaded (`_load_from_state_dict`), so load, resume and serve need nothing new.
 """
 from __future__ import annotations
@@ -102,6 +103,7 @@ class HybridHead(FullHead):
     uses_context = True
     # the added term changes the ranking: the allow-list goes through this head's own topk (base.py)
     topk_allowed = HeadBase.topk_allowed
+    fixed_buffers = ("indptr", "cols", "values", "alt_indptr", "alt_cols", "alt_values")  # once per folder
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: HybridConfig, counts=None):
         if not (hashing.alpha == 1 and hashing.m == 1):

@@ -8,6 +8,8 @@
     MODEL_DIR/BEST                     name of the checkpoint with the best validation score, if kept
     MODEL_DIR/checkpoints/step-N[-r]/  model.safetensors, optimizer.safetensors, state.json
     MODEL_DIR/checkpoints/best-N[-r]/  model.safetensors, state.json (weights only)
+    MODEL_DIR/fixed-<digest>.safetensors  buffers fitted once and never trained (a hybrid head's term),
+                                       stored once, named by each checkpoint's weights (fixed.py)
 
 A checkpoint is written into a temporary directory (`.tmp`), state.json last (its presence marks
 the directory complete), renamed into place under a name no other checkpoint has (a second
@@ -26,9 +28,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file, save_model
 
 from .files import atomic_path, load_json, save_json
+from .fixed import META_KEY, fixed_of, prune_fixed, split_weights, write_fixed
 from .loading import LoadError, check_safetensors, readable
 
 _NAME = re.compile(r"(step|best)-(\d{9})(?:-(\d+))?(\.tmp)?")
@@ -142,7 +145,11 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
     final = _unused_name(root / f"{kind}-{step:09d}")
     tmp = final.with_name(final.name + ".tmp")
     tmp.mkdir()
-    save_model(model, str(tmp / "model.safetensors"))
+    weights, fixed = split_weights(model)
+    if fixed:  # the term once per folder (fixed.py), the checkpoint names it
+        save_file(weights, str(tmp / "model.safetensors"), metadata={META_KEY: write_fixed(model_dir, fixed)})
+    else:
+        save_model(model, str(tmp / "model.safetensors"))
     if optimizer is not None:
         tensors, meta = _optimizer_state(optimizer)
         save_file(tensors, str(tmp / "optimizer.safetensors"))
@@ -158,6 +165,10 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
     for p in complete_checkpoints(model_dir, kind)[:-keep]:
         if p.name not in pointed:
             shutil.rmtree(p, ignore_errors=True)
+    if fixed:  # a term no checkpoint names any more (a refitted term): gone with its checkpoints
+        named = {model_dir / p.read_text().strip() for p in (model_dir / "LATEST", model_dir / "BEST") if p.is_file()}
+        kept = complete_checkpoints(model_dir, "step", True) + complete_checkpoints(model_dir, "best", True)
+        prune_fixed(model_dir, kept + [p for p in named if (p / "model.safetensors").is_file()])
     return final
 
 
@@ -184,12 +195,20 @@ def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
 
 
 def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
-    """Weights of checkpoint `ckpt` into `model`, onto the device the model is on."""
-    device = next(model.parameters()).device
-    path = ckpt / "model.safetensors"
+    """Weights of checkpoint `ckpt` into `model`, onto the device the model is on, with the fixed
+    weights it names (fixed.py) in the same state dict."""
+    device = str(next(model.parameters()).device)
+    path = Path(ckpt) / "model.safetensors"
     check_safetensors(path, "a checkpoint's weights")
     check_shapes(model, path)
-    missing, unexpected = load_model(model, str(path), strict=False, device=str(device))
+    state = load_file(str(path), device=device)
+    state.update(fixed_of(Path(ckpt), device))
+    fit_state(model, state, ckpt)
+
+
+def fit_state(model: torch.nn.Module, state: dict[str, torch.Tensor], ckpt: Path, assign: bool = False) -> None:
+    """state into model (strict, but a tied weight's second name may be missing), else LoadError."""
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=assign)
     if unexpected or [k for k in missing if not _is_tied(model, k)]:
         raise LoadError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
 

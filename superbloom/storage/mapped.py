@@ -1,6 +1,7 @@
 """Model weights as views of a memory-mapped safetensors file: one copy shared by every process (issue 14).
 
-    map_weights(model, ckpt)   # model's parameters now alias ckpt/model.safetensors' pages
+    map_weights(model, ckpt)   # model's parameters now alias ckpt/model.safetensors' pages (and the
+                               # fixed-*.safetensors file it names, storage/fixed.py)
 
 `checkpoint.load_weights` reads the file into fresh tensors, so N server processes hold N copies of
 the tables. Here the file is mapped copy-on-write (MAP_PRIVATE) and every tensor of it becomes a
@@ -59,16 +60,18 @@ def map_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
 def map_weights(model: torch.nn.Module, ckpt: Path) -> None:
     """The weights of checkpoint `ckpt` into the (CPU) `model` as mapped views (no copy); the same
     checks as checkpoint.load_weights."""
-    from .checkpoint import _is_tied, check_shapes
+    from .checkpoint import check_shapes, fit_state
+    from .fixed import fixed_path
     from .loading import check_safetensors
 
     path = Path(ckpt) / "model.safetensors"
     check_safetensors(path, "a checkpoint's weights")
     check_shapes(model, path)
     tensors = map_safetensors(path)
-    missing, unexpected = model.load_state_dict(tensors, strict=False, assign=True)
-    if unexpected or [k for k in missing if not _is_tied(model, k)]:
-        raise ValueError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
+    fixed = fixed_path(Path(ckpt))  # the term, stored once per folder: mapped and shared as well
+    if fixed is not None:
+        tensors.update(map_safetensors(fixed))
+    fit_state(model, tensors, ckpt, assign=True)
 
 
 def is_mapped(t: torch.Tensor, path: str | Path) -> bool:
