@@ -126,6 +126,7 @@ class Recipe:
     term_folds: int = 2  # hybrid, residual / distill: the folds the training-time term is built on
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
     components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
+    seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
 
 
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
@@ -209,6 +210,8 @@ RECIPES.update({
     "mos8": replace(RECIPES["hybrid"], head="mixture", components=8),
     "net_wd01": replace(RECIPES["hybrid"], head="full", weight_decay=0.1),  # AdamW's decoupled weight decay
     "net_wd1": replace(RECIPES["hybrid"], head="full", weight_decay=1.0),
+    "net_s1": replace(RECIPES["hybrid"], head="full", seed=1),  # seeds of `net` for ensemble.py
+    "net_s2": replace(RECIPES["hybrid"], head="full", seed=2),
 })
 
 
@@ -250,7 +253,7 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
         shutil.rmtree(run_dir, ignore_errors=True)
         load_before = os.getloadavg()[0]
         t0 = time.time()
-        train_model(recipe, data, run_dir, steps)
+        train_model(recipe, data, run_dir, steps, recipe.seed)
         wall = time.time() - t0
         state = load_json(latest_checkpoint(run_dir) / "state.json")
         config = load_json(run_dir / "config.json")

@@ -1,0 +1,202 @@
+"""Seed ensembles of the network alone against EASE (issue 33: the network alone >= EASE).
+
+    .venv/bin/python -m benchmarks.quality.ensemble --datasets wikispeedia,lastfm,fb15k237 \\
+        --recipes net,net_s1,net_s2 --split val --name quality_ensemble_val
+
+The members are the harness's trained models (benchmarks/quality/harness.py, runs/quality/models/;
+train them there first: `harness --recipes net,net_s1,net_s2`), the same recipe with other seeds.
+Each is a full-softmax head over the ids (no item-item term). On the harness's examples, every
+member's log p over all ids is computed, and the ensemble ranks by
+
+    mean_logp   the mean of the members' log p (a product of experts), and
+    mean_p      the log of the mean of their p (a mixture),
+
+context ids excluded, top 20. Each member is also re-ranked here and must equal the harness's
+ranks.npy (the same scores as the library's rank path; checked, the run stops otherwise). Rows
+(rec@1/10/20 with 95% set-bootstrap intervals, ensemble - EASE and ensemble - best member paired)
+go to benchmarks/results/NAME.json and NAME.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+from benchmarks.machine import machine_info, machine_line
+from benchmarks.paper.report import paired
+from benchmarks.paper.report import rec_metrics as metrics
+from benchmarks.quality.harness import RESULTS, WORK, baseline_ranks, examples, split_dataset
+import superbloom as sb
+from superbloom.evaluation.metrics import hits_at, target_ranks
+from superbloom.storage.files import load_json
+from superbloom.model.sequence_batches import ordered_query_batch
+
+
+@torch.no_grad()
+def member_logp(predictor, contexts: np.ndarray, batch: int = 256):
+    """Yield (a, b, (b - a, N) log p) of a full-softmax model for each batch of context rows."""
+    model, head = predictor.model, predictor.model.head
+    model.eval()
+    w = head.rows()
+    for a in range(0, len(contexts), batch):
+        qb = ordered_query_batch(np.asarray(contexts[a:a + batch], np.int64), predictor.hashing,
+                                 model.encoder.cfg)
+        yield a, a + len(qb.target_elem), head.log_probs(model.target_hidden(qb).mean(1), w)
+
+
+def subsets(contexts: np.ndarray, keep: float, rng: np.random.Generator) -> np.ndarray:
+    """Each row's context ids kept with probability `keep` (at least one), compacted left, -1 padded."""
+    ctx = np.asarray(contexts, np.int64)
+    drop = (rng.random(ctx.shape) >= keep) & (ctx >= 0)
+    first = np.argmax(ctx >= 0, 1)
+    drop[np.arange(len(ctx)), first] = False  # never an empty context
+    out = np.where(drop, -1, ctx)
+    order = np.argsort(out < 0, axis=1, kind="stable")
+    return np.take_along_axis(out, order, 1)
+
+
+def ranks_of(scores: torch.Tensor, contexts: np.ndarray, targets: np.ndarray, k: int = 20) -> np.ndarray:
+    """(B, N) scores -> (B,) 1-based target ranks in the top k (0: absent), context ids excluded."""
+    scores = scores.clone()
+    ctx = torch.from_numpy(np.asarray(contexts, np.int64))
+    rows, cols = torch.nonzero(ctx >= 0, as_tuple=True)
+    scores[rows, ctx[rows, cols]] = -torch.inf
+    top = torch.topk(scores, k, -1).indices.numpy()
+    return target_ranks(top, targets)
+
+
+def last_average(run_dir) -> "sb.Predictor":
+    """The member with the weight average of its last step checkpoint (ema.safetensors) instead of BEST's."""
+    from superbloom.storage.checkpoint import latest_checkpoint, load_extra
+
+    predictor = sb.load(run_dir, threads=1, mmap=False)
+    saved = load_extra(latest_checkpoint(run_dir), "ema")
+    if not saved:
+        raise SystemExit(f"{run_dir}: its last checkpoint holds no weight average")
+    with torch.no_grad():
+        for i, p in enumerate(predictor.model.parameters()):
+            p.copy_(saved[str(i)])
+    return predictor
+
+
+def tta_ranks(predictor, ex, keep: float, views: int, seed: int = 0) -> np.ndarray:
+    """Test-time subsets: the mean log p of the full context and `views` random subsets of it (each id
+    kept with probability `keep`; training shows the model about half its set) -> (E,) ranks."""
+    rng = np.random.default_rng(seed)
+    streams = [member_logp(predictor, ex.contexts)] + [member_logp(predictor, subsets(ex.contexts, keep, rng))
+                                                       for _ in range(views)]
+    ranks = np.zeros(len(ex.targets), np.int64)
+    for parts in zip(*streams):
+        a, b = parts[0][0], parts[0][1]
+        ranks[a:b] = ranks_of(torch.stack([lp for _, _, lp in parts]).mean(0), ex.contexts[a:b], ex.targets[a:b])
+    return ranks
+
+
+def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple[float, ...] = (),
+             views: int = 8, last: bool = False) -> list[dict]:
+    data = split_dataset(name, split)
+    ex = examples(data)
+    base = baseline_ranks(name, split, data, ex, ("ease",))
+    dirs = [WORK / "models" / f"{name}-{split}" / f"{r}-{steps}" for r in recipes]
+    for d in dirs:
+        if not (d / "done.json").exists():
+            raise SystemExit(f"{d}: not trained; run benchmarks.quality.harness --datasets {name} --split {split} "
+                             f"--recipes {','.join(recipes)} --steps {steps} first")
+    t0 = time.time()
+    predictors = [sb.load(d, threads=1) for d in dirs]
+    E = len(ex.targets)
+    member = [np.zeros(E, np.int64) for _ in dirs]
+    combos = {"mean_logp": np.zeros(E, np.int64), "mean_p": np.zeros(E, np.int64)}
+    streams = [member_logp(p, ex.contexts) for p in predictors]
+    for parts in zip(*streams):
+        a, b = parts[0][0], parts[0][1]
+        ctx, tgt = ex.contexts[a:b], ex.targets[a:b]
+        logps = [lp for _, _, lp in parts]
+        for i, lp in enumerate(logps):
+            member[i][a:b] = ranks_of(lp, ctx, tgt)
+        stacked = torch.stack(logps)
+        combos["mean_logp"][a:b] = ranks_of(stacked.mean(0), ctx, tgt)
+        combos["mean_p"][a:b] = ranks_of(torch.logsumexp(stacked, 0), ctx, tgt)
+    seconds = time.time() - t0
+    for d, r in zip(dirs, member):  # the library's rank path gave these ranks: they must agree
+        saved = np.load(d / "ranks.npy").astype(np.int64)
+        agree = float((saved == r).mean())
+        if agree < 0.995:  # ties may order differently
+            raise SystemExit(f"{d}: re-ranked here, {agree:.1%} of ranks equal the harness's ranks.npy")
+    groups, ease = ex.set_rows, base["ease"]["ranks"]
+    common = {"dataset": name, "split": split, "examples": E, "steps": steps}
+    rows = [dict(common, method="ease", **metrics(ease, groups))]
+    best = max(range(len(dirs)), key=lambda i: hits_at(member[i], 10).mean())
+    for r, ranks in zip(recipes, member):
+        rows.append(dict(common, method=r, **metrics(ranks, groups),
+                         vs_ease=paired(hits_at(ranks, 10), hits_at(ease, 10), groups)))
+    for c, ranks in combos.items():
+        rows.append(dict(common, method=f"ensemble {c} ({len(dirs)})", members=recipes, rank_seconds=round(seconds, 1),
+                         **metrics(ranks, groups), vs_ease=paired(hits_at(ranks, 10), hits_at(ease, 10), groups),
+                         vs_best_member=paired(hits_at(ranks, 10), hits_at(member[best], 10), groups)))
+    for r, d, best_ranks in zip(recipes, dirs, member) if last else ():  # the last average against BEST
+        lp = last_average(d)
+        ranks = np.zeros(E, np.int64)
+        for a, b, logp in member_logp(lp, ex.contexts):
+            ranks[a:b] = ranks_of(logp, ex.contexts[a:b], ex.targets[a:b])
+        rows.append(dict(common, method=f"{r} last average (BEST: step {load_json(d / 'done.json')['best_step']})",
+                         **metrics(ranks, groups), vs_ease=paired(hits_at(ranks, 10), hits_at(ease, 10), groups),
+                         vs_best_member=paired(hits_at(ranks, 10), hits_at(best_ranks, 10), groups)))
+    for keep in keeps:  # test-time subsets of the first member's context (no other model)
+        ranks = tta_ranks(predictors[0], ex, keep, views)
+        rows.append(dict(common, method=f"{recipes[0]} subsets keep {keep} ({views} views + full)",
+                         **metrics(ranks, groups), vs_ease=paired(hits_at(ranks, 10), hits_at(ease, 10), groups),
+                         vs_best_member=paired(hits_at(ranks, 10), hits_at(member[0], 10), groups)))
+    return rows
+
+
+def table(rows: list[dict]) -> list[str]:
+    out = ["| dataset | split | method | rec@1 | rec@10 [95% CI] | rec@20 | - EASE, rec@10 | - reference, rec@10 |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        d = r.get("vs_ease")
+        m = r.get("vs_best_member")
+        fmt = (lambda x: f"{x['diff']:+.4f} [{x['lo']:+.4f}, {x['hi']:+.4f}]" if x else "")
+        out.append(f"| {r['dataset']} | {r['split']} | {r['method']} | {r['rec@1']:.4f} | {r['rec@10']:.4f} "
+                   f"[{r['rec@10_lo']:.4f}, {r['rec@10_hi']:.4f}] | {r['rec@20']:.4f} | {fmt(d)} | {fmt(m)} |")
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default="wikispeedia,lastfm,fb15k237")
+    p.add_argument("--recipes", default="net,net_s1,net_s2", help="the members: harness recipes, already trained")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--name", default="quality_ensemble_val")
+    p.add_argument("--keeps", default="", help="test-time subsets of the first member's context: keep rates, "
+                   "e.g. 0.5,0.75 (its last column is then minus that member, not the best)")
+    p.add_argument("--last", action="store_true", help="also each member with its last weight average instead of "
+                   "its BEST checkpoint (last column: minus the member at BEST)")
+    p.add_argument("--views", type=int, default=8, help="random subsets per example (--keeps)")
+    a = p.parse_args(argv)
+    command = " ".join(["python -m benchmarks.quality.ensemble"] + (sys.argv[1:] if argv is None else list(argv)))
+    torch.set_num_threads(1)
+    rows = []
+    for name in a.datasets.split(","):
+        keeps = tuple(float(k) for k in a.keeps.split(",") if k)
+        new = ensemble(name, a.split, a.recipes.split(","), a.steps, keeps, a.views, a.last)
+        rows += new
+        print("\n".join(table(new)), flush=True)
+    load = f"load average {os.getloadavg()[0]:.1f} at the end"
+    (RESULTS / f"{a.name}.json").write_text(json.dumps({"command": command, "machine": machine_line(machine_info()),
+                                                        "load": load, "rows": rows}, indent=1) + "\n")
+    (RESULTS / f"{a.name}.md").write_text(
+        f"# Seed ensembles of the network alone ({a.split} split)\n\n`{command}`\n\n{machine_line(machine_info())} "
+        f"{load}. The members were trained by the harness (one thread, 2,000 steps each; their training times and "
+        "loads: quality_ensemble_members_table.md). Last column: the ensemble minus its best member; a `last average` "
+        "row minus the member at BEST; a `subsets` row minus the member itself.\n\n" + "\n".join(table(rows)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
