@@ -17,8 +17,8 @@ from superbloom.storage.loading import LoadError
 CONTEXTS = [["Copenhagen", "Aarhus"], ["Miles_Davis", "Jazz"], ["Cryptography", "Linux", "Google"]]
 
 
-def train(data, out, steps=8, resume=False, head=None):
-    cfg = sb.TrainConfig(data=str(data.path), out=str(out), hash=sb.HashConfig(alpha=4, m=2),
+def train(data, out, steps=8, resume=False, head=None, hashing=sb.HashConfig(alpha=4, m=2)):
+    cfg = sb.TrainConfig(data=str(data.path), out=str(out), hash=hashing,
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
                          head=head or head_config("hashed-hybrid", neighbours=20, term="cooccurrence"),
                          loop=sb.LoopConfig(steps=steps, batch_size=32, eval_every=4, checkpoint_every=4))
@@ -113,11 +113,8 @@ def test_resume_keeps_one_term_file_and_a_changed_term_replaces_it(wiki_data, tm
 
 def test_the_unhashed_hybrid_stores_its_term_once_too(wiki_data, tmp_path):
     out = tmp_path / "h"
-    cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
-                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
-                         head=head_config("hybrid", neighbours=10, term="cooccurrence"),
-                         loop=sb.LoopConfig(steps=4, batch_size=32, eval_every=2))
-    sb.train(cfg, progress=False)
+    train(wiki_data, out, steps=4, head=head_config("hybrid", neighbours=10, term="cooccurrence"),
+          hashing=sb.HashConfig(alpha=1, m=1))
     (fixed,) = out.glob("fixed-*.safetensors")
     assert "head.values" in keys(fixed)
     ckpt = out / (out / "LATEST").read_text().strip()
