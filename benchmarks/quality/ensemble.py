@@ -178,6 +178,8 @@ def main(argv=None) -> None:
                    "e.g. 0.5,0.75 (its last column is then minus that member, not the best)")
     p.add_argument("--last", action="store_true", help="also each member with its last weight average instead of "
                    "its BEST checkpoint (last column: minus the member at BEST)")
+    p.add_argument("--members", default="quality_ensemble_members_table.md",
+                   help="the harness table (in benchmarks/results/) that holds the members' training rows")
     p.add_argument("--views", type=int, default=8, help="random subsets per example (--keeps)")
     a = p.parse_args(argv)
     command = " ".join(["python -m benchmarks.quality.ensemble"] + (sys.argv[1:] if argv is None else list(argv)))
@@ -193,8 +195,8 @@ def main(argv=None) -> None:
                                                         "load": load, "rows": rows}, indent=1) + "\n")
     (RESULTS / f"{a.name}.md").write_text(
         f"# Seed ensembles of the network alone ({a.split} split)\n\n`{command}`\n\n{machine_line(machine_info())} "
-        f"{load}. The members were trained by the harness (one thread, 2,000 steps each; their training times and "
-        "loads: quality_ensemble_members_table.md). Last column: the ensemble minus its best member; a `last average` "
+        f"{load}. The members were trained by the harness (one thread, {a.steps:,} steps each; their training times and "
+        f"loads: {a.members}). Last column: the ensemble minus its best member; a `last average` "
         "row minus the member at BEST; a `subsets` row minus the member itself.\n\n" + "\n".join(table(rows)) + "\n")
 
 
