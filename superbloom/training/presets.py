@@ -73,8 +73,9 @@ register(Preset(
     evidence="benchmarks/results/quality.md"))  # session 6: Epinions 277,910 ids, recipe hybrid_sampled
 register(Preset(
     "millions", {"head": "hashed-hybrid", "alpha": 50, "m": 2, "coherent": 2, "init": "cooccurrence",
-                 # the item-item term is 8 bytes a value, saved with every checkpoint: 200 values per id is
-                 # 8 GB at 5M ids (heads/neighbours.py), 50 is 2 GB; and a checkpoint every 10 minutes
+                 # the item-item term is 8 bytes a value in memory (and written once per model folder,
+                 # storage/fixed.py): 200 values per id is 8 GB at 5M ids (heads/neighbours.py), 50 is 2 GB;
+                 # and a checkpoint every 10 minutes
                  "neighbours": 50, "checkpoint_every": 600.0},
     when=f"set data above LARGE_MAX_IDS ({LARGE_MAX_IDS:,}) ids", stop={"time_budget": 3600.0},  # the hour
     # the recipe against the baselines: text_sets_time_to_quality.md (1M real ids: ahead of every baseline) and
@@ -89,8 +90,8 @@ register(Preset(
     when="a leave-one-out dataset (prepare --split leave-one-out)", stop={"steps": 4000},
     evidence="benchmarks/results/sequence.md"))  # the next-item hybrid rows, 2,048 negatives (Beauty, Toys, BERT4Rec)
 register(Preset(
-    # the network and the bigram-context count, fused (heads/bigram.py; the term adds ~12M values, ~100 MB, to
-    # each checkpoint at the 1M vocabulary): at 3,529 steps level with the count and +8.3 rec@10 over the
+    # the network and the bigram-context count, fused (heads/bigram.py; the term adds ~12M values, ~107 MB, to
+    # the model folder at the 1M vocabulary, once: storage/fixed.py): at 3,529 steps level with the count and +8.3 rec@10 over the
     # network alone, at 10,486 steps above both (text_bigram_head_s17_4500.md); hash40-d128 with random maps
     # (table5_s10_paired.md: they beat coherent ones)
     "text", {"objective": "text-mlm", "positions": 128, "alpha": 40, "m": 2, "head": "hashed-hybrid",
