@@ -60,6 +60,10 @@ def test_load_and_mapped_load_read_the_term_back(hybrid_dir):
     for name in ("indptr", "cols", "values", "df"):
         assert torch.equal(getattr(plain.model.head, name), getattr(mapped.model.head, name))
     assert answers(plain) == answers(mapped)
+    from superbloom.storage.mapped import is_mapped
+
+    (fixed,) = hybrid_dir.glob("fixed-*.safetensors")  # serve's workers share the term's pages
+    assert is_mapped(mapped.model.head.values, fixed) and not is_mapped(plain.model.head.values, fixed)
 
 
 def test_a_checkpoint_with_the_term_inside_still_loads_the_same(hybrid_dir, tmp_path):
