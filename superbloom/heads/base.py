@@ -36,9 +36,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
   describe() -> dict                      what a report says about the head (default: its name)
   fixed_weights() -> int                  weights kept as buffers, fitted in closed form, counted
                                           with the parameters (default 0)
-  fixed_buffers                           names of the buffers `fit` fills and training never changes:
-                                          stored once per model folder, not in every checkpoint
-                                          (storage/fixed.py; default none)
+  fixed_buffers                           names of the buffers `fit` fills and training never changes;
+                                          a head that has them passes them to storage.fixed.declare_fixed
+                                          in __init__: stored once per model folder, not in every
+                                          checkpoint (default none)
 """
 from __future__ import annotations
 

@@ -75,6 +75,7 @@ import torch.nn as nn
 from .itemitem import EASE_MAX_IDS, ease_weights
 from .beam import DecodeConfig, decode_topk
 from ..hashing.bloom import BloomHash
+from ..storage.fixed import declare_fixed
 from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
@@ -190,6 +191,7 @@ class HashedHybridHead(SuperbloomHead):
         self.register_buffer("n_sets", torch.zeros(()))
         self.register_buffer("scales", torch.ones(len(WEIGHTINGS)))
         self.register_buffer("weighting", torch.zeros((), dtype=torch.long))
+        declare_fixed(self, self.fixed_buffers)  # storage/fixed.py
         self._factor_cache = {}
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # the "term alone" variant, inside its `with`

@@ -71,6 +71,7 @@ import torch.nn.functional as F
 
 from .beam import DecodeConfig
 from ..hashing.bloom import BloomHash
+from ..storage.fixed import declare_fixed
 from .itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_pattern, neighbour_pattern,
     transition_pattern)
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
@@ -123,6 +124,7 @@ class HybridHead(FullHead):
         self.register_buffer("alt_cols", torch.zeros(0, dtype=torch.long))
         self.register_buffer("alt_values", torch.zeros(0))
         self.register_buffer("alt", torch.zeros((), dtype=torch.long))
+        declare_fixed(self, self.fixed_buffers)  # storage/fixed.py
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
         self.trains_with_context = bool(cfg.residual or cfg.distill)  # the term inside the training loss

@@ -1,7 +1,8 @@
 """The fixed part of a model's weights, stored once per model folder instead of in every checkpoint.
 
-A module may name buffers that are fitted once before training and never changed by it in a class
-attribute `fixed_buffers` (the hybrid heads' sparse item-item term: heads/base.py). Their tensors go
+A module declares the buffers that are fitted once before training and never changed by it with
+`declare_fixed(module, names)` (the hybrid heads' sparse item-item term: heads/base.py `fixed_buffers`);
+the declarations live in a registry here, so storage never asks a module what it is. Their tensors go
 to MODEL_DIR/fixed-<digest>.safetensors, named by a digest of their contents, written once; each
 checkpoint's model.safetensors then holds the other weights and names that file in its metadata
 (`superbloom.fixed`). At 1M ids the bigram term is about 110 MB: three checkpoints held it three
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import weakref
 from pathlib import Path
 
 import torch
@@ -30,10 +32,18 @@ from .loading import LoadError, check_safetensors
 META_KEY = "superbloom.fixed"
 
 
+_DECLARED: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[str, ...]]" = weakref.WeakKeyDictionary()
+
+
+def declare_fixed(module: torch.nn.Module, names) -> None:
+    """Buffers `names` of `module` are fixed: written once per model folder, not in each checkpoint."""
+    _DECLARED[module] = tuple(names)
+
+
 def fixed_names(model: torch.nn.Module) -> list[str]:
-    """State-dict names of the buffers the model's modules declare fixed (`fixed_buffers`)."""
+    """State-dict names of the buffers the model's modules declared fixed (declare_fixed)."""
     return [f"{prefix}.{b}" if prefix else b for prefix, module in model.named_modules()
-            for b in getattr(module, "fixed_buffers", ())]
+            for b in _DECLARED.get(module, ())]
 
 
 def split_weights(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
