@@ -32,10 +32,10 @@ def sets_of(seed=0, n_sets=40):
     return SetArray.from_lists([rng.choice(N, rng.integers(2, 8), replace=False) for _ in range(n_sets)])
 
 
-def make(head="hybrid", seed=0, neighbours=5, build=True, term="auto"):
+def make(head="hybrid", seed=0, neighbours=5, build=True, term="auto", **settings):
     h = BloomHash.build(N, HashConfig(1, 1, 0))
     torch.manual_seed(seed)
-    cfg = head_config(head, neighbours=neighbours, term=term) if head == "hybrid" else head_config(head)
+    cfg = head_config(head, neighbours=neighbours, term=term, **settings) if head == "hybrid" else head_config(head)
     model = build_model(MODEL, cfg, h)
     if head == "hybrid" and build:
         model.head.fit(sets_of())
@@ -290,6 +290,36 @@ def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
     v = head.choose(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
     assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease", "pure_rec@10": 0.5}
     assert float(head.mix) == 0.0
+
+
+@pytest.mark.parametrize("fixed", [0.0, 30.0])
+def test_a_fixed_mix_is_kept_and_only_the_decay_is_chosen(fixed):
+    """HybridConfig.mix: the validation scores the fixed weight only (mix 0: the network alone, so BEST
+    is the network's checkpoint), while a chosen mix would have taken another candidate here."""
+    _, model = make(mix=fixed)
+    head = model.head
+    head.values.copy_(torch.randn(len(head.values)).abs())
+    rank, metrics, _ = _validation(head)
+    decays = (1.0, 0.5)
+    grid = [(0.0, 1.0)] + [(m, d) for d in decays for m in MIXES[1:]]
+    brute = []
+    for mix, decay in grid:
+        head.mix.fill_(mix), head.decay.fill_(decay)
+        brute.append(metrics(rank())["rec@10"])
+    head.mix.fill_(0.0), head.decay.fill_(1.0)
+    v = head.choose(rank, metrics, "rec@10", decays)
+    allowed = [c for c, (m, _) in enumerate(grid) if m == fixed]
+    best = max(allowed, key=lambda c: (brute[c], -c))
+    assert v["item_mix"] == fixed and float(head.mix) == fixed and v["item_decay"] == grid[best][1]
+    assert v["rec@10"] == brute[best] and v["pure_rec@10"] == brute[0]
+    free = max(range(len(grid)), key=lambda c: (brute[c], -c))
+    assert grid[free][0] != fixed  # a chosen mix would have been another weight here (else nothing is tested)
+
+
+def test_a_fixed_mix_must_be_a_finite_weight():
+    with pytest.raises(ValueError, match="mix must be a finite weight >= 0"):
+        head_config("hybrid", mix=-1.0)
+    assert head_config("hybrid", mix=0.0).mix == 0.0 and head_config("hybrid").mix is None
 
 
 def test_recency_weights_count_the_newest_id_most():

@@ -34,6 +34,7 @@ ALIASES = {
     "head.distill": "item_distill",
     "head.distill_scale": "item_distill_scale",
     "head.term_folds": "item_term_folds",
+    "head.mix": "item_mix",  # the hybrids' term weight; --mix would read as the mixture head's
     "mask.n": "segment",  # the paper's segment length n
     "optim.name": "optimizer",
 }

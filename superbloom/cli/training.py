@@ -10,7 +10,7 @@ from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
 from ..model.device import DEVICE_CHOICES
 from ..heads.config import HEAD_CONFIGS, PROPOSALS, TREES, HierarchicalConfig, HybridConfig, MixtureConfig, SampledConfig
 from ..heads.config import SuperbloomConfig, head_config, head_settings
-from ..heads.config import TERMS as HYBRID_TERMS
+from ..heads.config import MIXES, TERMS as HYBRID_TERMS
 from ..heads.config import WEIGHTINGS
 from ..training import config as training_config  # OBJECTIVE_NAMES, read when the parser is built
 from ..training.config import OPTIMIZER_NAMES, LoopConfig, OptimConfig, TrainConfig
@@ -117,6 +117,10 @@ def _add_train(sub):
     g.add_argument("--item-distill-scale", dest="item_distill_scale", type=POSITIVE, default=None,
                    help=f"hybrid, --item-distill: the term's logit scale "
                         f"(default {default_of(HybridConfig, 'distill_scale')})")
+    g.add_argument("--item-mix", dest="item_mix", type=NONNEG, default=None,
+                   help="hybrid: fix the item-item term's weight instead of choosing it at every validation from "
+                        f"{', '.join(f'{m:g}' for m in MIXES)}; 0 = the network alone (BEST is the network's own best "
+                        "checkpoint; with --item-distill the term still teaches it) (default: chosen)")
     g.add_argument("--item-term-folds", dest="item_term_folds", type=POS_INT, default=None,
                    help=f"hybrid, --item-residual / --item-distill: each training set meets a term built from the other "
                         f"folds' sets (1: the model's own term, which has seen it) "
@@ -248,7 +252,7 @@ HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_
               "proposal": "proposal", "tree": "tree", "components": "components", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
               "transition_window": "window", "gap_decay": "gap_decay",
               "item_residual": "residual", "item_distill": "distill", "item_distill_scale": "distill_scale",
-              "item_term_folds": "term_folds"}
+              "item_term_folds": "term_folds", "item_mix": "mix"}
 
 
 def _objective_mask_defaults(objective: str) -> dict:

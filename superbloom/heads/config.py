@@ -86,8 +86,12 @@ class HybridConfig:
     distill: float = 0.0  # in [0, 1): the training loss's share of the cross-entropy to the term's softmax
     distill_scale: float = 30.0  # distill: the term's softmax is softmax(distill_scale x term)
     term_folds: int = 2  # residual, distill: the term a training set meets is built from the other folds' sets
+    mix: float | None = None  # the term's weight: None = chosen at every validation (MIXES); a number = fixed
+    # (0: the network alone, its BEST checkpoint chosen by its own scores; the term still teaches it with distill)
 
     def __post_init__(self):
+        if self.mix is not None and not 0.0 <= self.mix < float("inf"):
+            raise ValueError(f"mix must be a finite weight >= 0 (or None: chosen on validation), got {self.mix}")
         if self.samples < 0:
             raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
         if not (0.0 <= self.residual < float("inf")):
@@ -112,6 +116,7 @@ class HybridConfig:
             raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
+MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the hybrids' term weights tried at validation
 TERMS = ("auto", "ease", "cooccurrence", "transition", "bigram")  # bigram: text, the hashed-hybrid head only
 
 

@@ -79,10 +79,9 @@ from .full import FullHead, target_rows
 from .base import HeadBase, TrainContext
 from .losses import smoothed_nll
 from .sampled import Proposal, head_sampled_loss
-from .config import TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
+from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
 
 
-MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the item-item term's weights tried at validation
 
 
 def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
@@ -309,18 +308,22 @@ class HybridHead(FullHead):
                decays: tuple[float, ...] = (1.0,)) -> dict:
         """Set `mix` (and `decay`, and the term where two were built) to the MIXES value (x `decays`
         value x term) whose validation scores best by `select` (ties: the earlier: first term,
-        smaller mix, first decay). `rank()` ranks the validation queries (once: every candidate is
+        smaller mix, first decay); with a fixed cfg.mix only the decay and the term are chosen (mix 0:
+        nothing, the validation scores the network alone, so BEST is the network's best checkpoint). `rank()` ranks the validation queries (once: every candidate is
         scored in that pass, see topk), `summarize(ranking)` -> its metrics. -> the chosen
         candidate's metrics, with its mix, decay, term and the pure model's (mix 0) `select` score."""
+        fixed = self.cfg.mix  # a fixed weight (HybridConfig.mix): only the decay and the term are chosen
+        mixes = MIXES[1:] if fixed is None else (fixed,) if fixed else ()
         grid = [(0.0, 1.0, 0)] + [(mix, decay, slot) for slot in range(self.term_slots)
-                                  for decay in decays for mix in MIXES[1:]]
+                                  for decay in decays for mix in mixes]
         self._grid, self._parts = grid, [[] for _ in grid]
         try:
             rank()
             results = [summarize(Ranking.concat(parts)) for parts in self._parts]
         finally:
             self._grid, self._parts = None, None
-        best = first_best(results, select)
+        allowed = range(len(grid)) if fixed is None else range(1, len(grid)) if fixed else range(1)
+        best = max(allowed, key=lambda c: (results[c][select], -c))  # ties: the earlier
         mix, decay, slot = grid[best] if best else (0.0, float(self.decay), int(self.alt))
         self.mix.fill_(mix)
         self.decay.fill_(decay)
