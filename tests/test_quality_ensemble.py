@@ -23,7 +23,9 @@ def trained(wiki_data, tmp_path_factory):
                           warmup=1, ema=0.9)
     mp.setitem(harness.RECIPES, "tiny", tiny)
     mp.setitem(harness.RECIPES, "tiny_s1", harness.Recipe(**{**tiny.__dict__, "seed": 1}))
-    harness.run(["wikispeedia"], ["tiny", "tiny_s1"], 4, "test", baselines=("ease",))
+    mp.setitem(harness.RECIPES, "tiny_hybrid", harness.Recipe(**{**tiny.__dict__, "head": "hybrid"}))
+    rows = harness.run(["wikispeedia"], ["tiny", "tiny_s1", "tiny_hybrid"], 4, "test", baselines=("ease",))
+    mp.setattr(ensemble, "harness_rows", rows, raising=False)
     yield work
     mp.undo()
 
@@ -59,6 +61,17 @@ def test_two_seeds_the_last_average_and_subsets_get_rows(trained):
     assert "tiny subsets keep 0.5 (2 views + full)" in methods
     assert all(r["examples"] == rows[0]["examples"] for r in rows)
     assert all(r["vs_ease"]["lo"] <= r["vs_ease"]["diff"] <= r["vs_ease"]["hi"] for r in rows[1:])
+
+
+def test_a_hybrid_member_is_its_network_alone(trained):
+    """A hybrid member enters without its term: one hybrid twice ranks as the harness's network alone
+    (the hybrid's own row where validation chose mix 0 and the hybrid is its network)."""
+    rows = ensemble.ensemble("wikispeedia", "test", ["tiny_hybrid", "tiny_hybrid"], 4)
+    harness_rows = {r["recipe"]: r for r in ensemble.harness_rows if r["method"] == "superbloom"}
+    network = harness_rows.get("tiny_hybrid network only", harness_rows["tiny_hybrid"])
+    for combo in ("mean_logp", "mean_p"):
+        row = next(r for r in rows if r["method"] == f"ensemble {combo} (2)")
+        assert row["rec@10"] == network["rec@10"] and row["rec@1"] == network["rec@1"]
 
 
 def test_an_untrained_member_is_refused(trained):

@@ -5,14 +5,17 @@
 
 The members are the harness's trained models (benchmarks/quality/harness.py, runs/quality/models/;
 train them there first: `harness --recipes net,net_s1,net_s2`), the same recipe with other seeds.
-Each is a full-softmax head over the ids (no item-item term). On the harness's examples, every
-member's log p over all ids is computed, and the ensemble ranks by
+Each is a full-softmax head over the ids (no item-item term), or a hybrid head's network alone (its
+log p without the term: e.g. `hybrid_kd3,hybrid_kd3_s1,hybrid_kd3_s2`, networks trained with the term
+as a teacher, which rank without it). On the harness's examples, every member's log p over all ids is
+computed, and the ensemble ranks by
 
     mean_logp   the mean of the members' log p (a product of experts), and
     mean_p      the log of the mean of their p (a mixture),
 
 context ids excluded, top 20. Each member is also re-ranked here and must equal the harness's
-ranks.npy (the same scores as the library's rank path; checked, the run stops otherwise). Rows
+ranks.npy (ranks.network_only.npy for a hybrid member: the same scores as the library's rank path;
+checked, the run stops otherwise). Rows
 (rec@1/10/20 with 95% set-bootstrap intervals, ensemble - EASE and ensemble - best member paired)
 go to benchmarks/results/NAME.json and NAME.md.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -47,6 +51,12 @@ def member_logp(predictor, contexts: np.ndarray, batch: int = 256):
         qb = ordered_query_batch(np.asarray(contexts[a:a + batch], np.int64), predictor.hashing,
                                  model.encoder.cfg)
         yield a, a + len(qb.target_elem), head.log_probs(model.target_hidden(qb).mean(1), w)
+
+
+def network_ranks(run_dir):
+    """The harness's ranks of a member's network: a hybrid's network alone, else the model's own."""
+    alone = run_dir / "ranks.network_only.npy"
+    return alone if alone.exists() else run_dir / "ranks.npy"
 
 
 def subsets(contexts: np.ndarray, keep: float, rng: np.random.Generator) -> np.ndarray:
@@ -124,7 +134,7 @@ def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple
         combos["mean_p"][a:b] = ranks_of(torch.logsumexp(stacked, 0), ctx, tgt)
     seconds = time.time() - t0
     for d, r in zip(dirs, member):  # the library's rank path gave these ranks: they must agree
-        saved = np.load(d / "ranks.npy").astype(np.int64)
+        saved = np.load(network_ranks(d)).astype(np.int64)
         agree = float((saved == r).mean())
         if agree < 0.995:  # ties may order differently
             raise SystemExit(f"{d}: re-ranked here, {agree:.1%} of ranks equal the harness's ranks.npy")
@@ -182,7 +192,7 @@ def main(argv=None) -> None:
                    help="the harness table (in benchmarks/results/) that holds the members' training rows")
     p.add_argument("--views", type=int, default=8, help="random subsets per example (--keeps)")
     a = p.parse_args(argv)
-    command = " ".join(["python -m benchmarks.quality.ensemble"] + (sys.argv[1:] if argv is None else list(argv)))
+    command = "python -m benchmarks.quality.ensemble " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     torch.set_num_threads(1)
     rows = []
     for name in a.datasets.split(","):

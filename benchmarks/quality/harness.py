@@ -124,6 +124,7 @@ class Recipe:
     distill: float = 0.0  # hybrid: the loss's share of the cross-entropy to the term's softmax (HybridConfig.distill)
     distill_scale: float = 30.0  # hybrid, distill: the term's logit scale (HybridConfig.distill_scale)
     term_folds: int = 2  # hybrid, residual / distill: the folds the training-time term is built on
+    mix: float | None = None  # hybrid: a fixed term weight (HybridConfig.mix; 0: the network alone picks BEST)
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
     components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
     seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
@@ -199,6 +200,13 @@ RECIPES.update({
     "hybrid_kd3": replace(RECIPES["hybrid"], distill=0.3),
     "hybrid_kd6": replace(RECIPES["hybrid"], distill=0.6),
     "hybrid_kd3_t10": replace(RECIPES["hybrid"], distill=0.3, distill_scale=10.0),
+    "hybrid_kd3_s1": replace(RECIPES["hybrid"], distill=0.3, seed=1),  # seeds of hybrid_kd3 for ensemble.py
+    "hybrid_kd3_s2": replace(RECIPES["hybrid"], distill=0.3, seed=2),
+    # the distilled network alone, its BEST checkpoint chosen by its own validation (mix fixed at 0), not by the
+    # hybrid's (which kept the term's favourite checkpoint, e.g. step 500 on Toys)
+    "net_kd3": replace(RECIPES["hybrid"], distill=0.3, mix=0.0),
+    "net_kd3_s1": replace(RECIPES["hybrid"], distill=0.3, mix=0.0, seed=1),
+    "net_kd3_s2": replace(RECIPES["hybrid"], distill=0.3, mix=0.0, seed=2),
 })
 
 # issue 33, the network alone against EASE: the hybrid recipe's network with no term (`full`), and the same
@@ -226,7 +234,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
                           label_smoothing=recipe.label_smoothing, samples=recipe.samples,
                           residual=recipe.residual, distill=recipe.distill, distill_scale=recipe.distill_scale,
-                          term_folds=recipe.term_folds) if recipe.head == "hybrid"
+                          term_folds=recipe.term_folds, mix=recipe.mix) if recipe.head == "hybrid"
               else head_config("mixture", components=recipe.components, label_smoothing=recipe.label_smoothing)
               if recipe.head == "mixture"
               else head_config("full", label_smoothing=recipe.label_smoothing) if recipe.head == "full"
