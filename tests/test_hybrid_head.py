@@ -316,10 +316,14 @@ def test_a_fixed_mix_is_kept_and_only_the_decay_is_chosen(fixed):
     assert grid[free][0] != fixed  # a chosen mix would have been another weight here (else nothing is tested)
 
 
-def test_a_fixed_mix_must_be_a_finite_weight():
+def test_a_fixed_mix_must_be_a_finite_weight_and_mix_0_reports_its_term_alone():
     with pytest.raises(ValueError, match="mix must be a finite weight >= 0"):
         head_config("hybrid", mix=-1.0)
     assert head_config("hybrid", mix=0.0).mix == 0.0 and head_config("hybrid").mix is None
+    fixed, chosen = make(mix=0.0)[1].head, make()[1].head
+    assert list(fixed.variants()) == ["term alone"]  # the network alone, its term beside it
+    assert fixed.describe() == {"name": "hybrid", "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease"}
+    assert chosen.variants() == {} and chosen.describe() == {"name": "hybrid"}  # chosen 0: the pure model
 
 
 def test_recency_weights_count_the_newest_id_most():

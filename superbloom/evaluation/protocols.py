@@ -237,8 +237,8 @@ class SetsProtocol(_ContextRanking):
         lines = method_table(result, cols, 18, lambda head: f"hybrid (mix {head['item_mix']:g})")
         if result.variants:
             lines.append("hybrid head: the network's log-probabilities + mix x a sparse item-item term (EASE's or "
-                         "cosine weights), mix chosen on the validation sets; 'network only' is the same model at "
-                         "mix 0.")
+                         "cosine weights), mix chosen on the validation sets unless fixed (--item-mix); 'network "
+                         "only' is the same model at mix 0, 'term only' the term's ranking without the network.")
         lines.append(f"{r['examples']:,} examples ({p['targets_per_set']} held-out id per set, segments of "
                      f"<= {p['n']}, seed {p['seed']}); context ids excluded from every ranking; "
                      f"{r['targets_unseen']} targets unseen in training count as misses; "

@@ -17,7 +17,8 @@ trained network the transition term scored higher on the validation ids of Beaut
 BERT4Rec Beauty (NDCG@10 +0.006 to +0.008), all three terms within 0.0012 on LastFM
 (benchmarks/results/sequence_terms.md). `mix` is chosen at every validation, on the held-out training sets, from
 MIXES (ties: the smaller): so the BEST checkpoint carries the weight that was best for its weights,
-and mix = 0 (the pure model) is always a candidate. A late fusion whose weight is set on held-out
+and mix = 0 (the pure model) is always a candidate. cfg.mix fixes it instead (0: the network alone,
+whose own validation scores pick BEST; reported beside its term alone). A late fusion whose weight is set on held-out
 data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
 fixed gain), the term helped less than this fusion on Beauty (benchmarks/results/quality.md).
 
@@ -241,13 +242,17 @@ class HybridHead(FullHead):
 
     def variants(self) -> dict:
         """With an item-item weight: the network alone (mix 0) and the term alone (no network),
-        ranked on the same examples."""
-        return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)} if float(self.mix) else {}
+        ranked on the same examples; with the weight fixed at 0 (cfg.mix 0: the network alone, taught
+        by the term or not), the term alone beside it."""
+        if float(self.mix):
+            return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
+        return {"term alone": term_alone(self)} if self.cfg.mix == 0 else {}
 
     def describe(self) -> dict:
-        """The head's name, and with an item-item weight the chosen mix, decay and term."""
+        """The head's name, and with an item-item weight (or a fixed one, 0 included: the term is
+        reported beside it, variants) the mix, decay and term."""
         out = super().describe()
-        if float(self.mix):
+        if self.variants():
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
                        item_term=self.term_names()[int(self.alt)])
         return out
