@@ -18,9 +18,10 @@ BERT4Rec Beauty (NDCG@10 +0.006 to +0.008), all three terms within 0.0012 on Las
 (benchmarks/results/sequence_terms.md). `mix` is chosen at every validation, on the held-out training sets, from
 MIXES (ties: the smaller): so the BEST checkpoint carries the weight that was best for its weights,
 and mix = 0 (the pure model) is always a candidate. cfg.mix fixes it instead (0: the network alone,
-whose own validation scores pick BEST; reported beside its term alone). A late fusion whose weight is set on held-out
-data, not a jointly trained term: trained jointly (values learned from 0, or from EASE's with a
-fixed gain), the term helped less than this fusion on Beauty (benchmarks/results/quality.md).
+whose own validation scores pick BEST; reported beside its term alone). A late fusion whose weight
+is set on held-out data, not a jointly trained term: trained jointly (values learned from 0, or from
+EASE's with a fixed gain), the term helped less than this fusion on Beauty
+(benchmarks/results/quality.md).
 
 The term in training (issue 33; the masked set objective only), two ways, off by default:
 residual (cfg.residual > 0): the term x `residual` is added to the network's logits inside the
@@ -81,8 +82,6 @@ from .base import HeadBase, TrainContext
 from .losses import smoothed_nll
 from .sampled import Proposal, head_sampled_loss
 from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
-
-
 
 
 def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
@@ -252,7 +251,7 @@ class HybridHead(FullHead):
         """The head's name, and with an item-item weight (or a fixed one, 0 included: the term is
         reported beside it, variants) the mix, decay and term."""
         out = super().describe()
-        if self.variants():
+        if float(self.mix) or self.cfg.mix == 0:
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
                        item_term=self.term_names()[int(self.alt)])
         return out
@@ -314,7 +313,8 @@ class HybridHead(FullHead):
         """Set `mix` (and `decay`, and the term where two were built) to the MIXES value (x `decays`
         value x term) whose validation scores best by `select` (ties: the earlier: first term,
         smaller mix, first decay); with a fixed cfg.mix only the decay and the term are chosen (mix 0:
-        nothing, the validation scores the network alone, so BEST is the network's best checkpoint). `rank()` ranks the validation queries (once: every candidate is
+        nothing, the validation scores the network alone, so BEST is the network's best checkpoint).
+        `rank()` ranks the validation queries (once: every candidate is
         scored in that pass, see topk), `summarize(ranking)` -> its metrics. -> the chosen
         candidate's metrics, with its mix, decay, term and the pure model's (mix 0) `select` score."""
         fixed = self.cfg.mix  # a fixed weight (HybridConfig.mix): only the decay and the term are chosen
