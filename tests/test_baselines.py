@@ -79,6 +79,51 @@ def test_spd_inverse_in_place_matches_numpy():
     np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
 
 
+def test_spd_inverse_float32_in_place():
+    from superbloom.evaluation.baselines import spd_inverse
+
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(1500, 30))
+    g = a @ a.T + 3.0 * np.eye(1500)
+    ref = np.linalg.inv(g)
+    for order in "CF":  # either memory order is inverted in place (no N x N copy)
+        g32 = g.astype(np.float32, order=order)
+        got = spd_inverse(g32)
+        assert got.dtype == np.float32 and np.shares_memory(got, g32)
+        np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+
+
+def test_ease_above_the_float64_limit_is_float32_and_ranks_the_same(monkeypatch):
+    """Above EASE_FLOAT64_MAX_IDS the N x N matrix is float32 throughout (half the memory): the weights stay
+    within float32 rounding of the float64 fit, and the top ids of every context are the same."""
+    import superbloom.heads.itemitem as itemitem
+
+    rng = np.random.default_rng(2)
+    lists = [sorted(rng.choice(300, rng.integers(2, 12), replace=False).tolist()) for _ in range(2000)]
+    sets = SetArray.from_lists(lists)
+    b64 = itemitem.ease_weights(sets, 300, lam=10.0)
+    monkeypatch.setattr(itemitem, "EASE_FLOAT64_MAX_IDS", 100)
+    b32 = itemitem.ease_weights(sets, 300, lam=10.0)
+    assert b32.dtype == np.float32 and b32.flags.c_contiguous and b64.flags.c_contiguous  # rows contiguous
+    np.testing.assert_allclose(b32, b64, atol=1e-5)
+    ctx = dense(lists[:50], 300)
+    s64, s32 = ctx @ b64, ctx @ b32
+    np.testing.assert_array_equal(np.argsort(-s64, 1)[:, :5], np.argsort(-s32, 1)[:, :5])
+
+
+def test_ease_refuses_what_memory_cannot_hold(monkeypatch):
+    import builtins
+    import io
+
+    import superbloom.heads.itemitem as itemitem
+
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: io.StringIO("MemAvailable:   1024 kB\n")
+                        if f == "/proc/meminfo" else real_open(f, *a, **k))
+    with pytest.raises(MemoryError, match=r"EASE is dense: 1,000 ids need about .* GiB .* available"):
+        itemitem.ease_memory_check(1000)
+
+
 def test_spd_inverse_rejects_an_indefinite_matrix():
     from superbloom.evaluation.baselines import spd_inverse
 

@@ -225,6 +225,8 @@ RECIPES.update({
     "net_wd1": replace(RECIPES["hybrid"], head="full", weight_decay=1.0),
     "net_s1": replace(RECIPES["hybrid"], head="full", seed=1),  # seeds of `net` for ensemble.py
     "net_s2": replace(RECIPES["hybrid"], head="full", seed=2),
+    # EASE's term past term auto's 25,000 ids (float32 up to 60,000: BERT4Rec Beauty's 52,985, WN18RR's 39,672)
+    "hybrid_ease": replace(RECIPES["hybrid"], item_term="ease"),
 })
 
 

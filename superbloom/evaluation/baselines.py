@@ -4,7 +4,8 @@ model (evaluate.py):
   popularity    rank by training count
   cooccurrence  item-item cosine of the set-incidence matrix: score(c) = sum_{i in context} cos(i, c)
   ease          EASE (Steck, WWW 2019): closed-form linear item-item model, B = I - P / diag(P) with
-                P = (X^T X + lambda I)^-1; dense, so only for vocabularies up to `EASE_MAX_IDS`
+                P = (X^T X + lambda I)^-1; dense, so only for vocabularies up to `EASE_MAX_IDS` (60,000;
+                float32 above 25,000 ids: N^2 x 4 bytes, 53K ids 11.2 GB and about 20 min on one thread)
   puresvd       PureSVD (Cremonesi et al., RecSys 2010): score = x V V^T with V the top-r right
                 singular vectors of the set-incidence matrix; N x r parameters, the linear model with
                 about as many parameters as ours (r = 128, the default d), where EASE has N^2

@@ -9,7 +9,7 @@ hybrid (hybrid.py, which needs the full softmax over unhashed ids) where hashing
 ids. A is a sparse N x N matrix fixed from the training sets before training: the co-occurrence
 cosine of every id's `neighbours` most frequent co-occurring ids (neighbours.py: built in blocks of
 ids, bounded memory, bit for bit the hybrid's), EASE's `neighbours` largest weights where EASE fits
-(up to baselines.EASE_MAX_IDS ids, term auto), or, when asked, the directed transition term of
+(up to itemitem.EASE_MAX_IDS ids, term auto), or, when asked, the directed transition term of
 ordered data (hybrid.transition_pattern). `mix` (from hybrid.MIXES, mix 0 = the superbloom head)
 and `decay` (sequence objectives: from their DECAYS) are chosen at every validation, and so is the
 co-occurrence term's weighting (WEIGHTINGS: the cosine, the pair count, or the count times the

@@ -6,8 +6,8 @@ The network is trained exactly as with the full head (full.py: same loss, same f
 with `samples` > 0 as with the sampled head (sampled.py: that many log-uniform negatives per step,
 full softmax at evaluation): the item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
 training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, itemitem.ease_weights; up
-to 25,000 ids, dense to fit), the `neighbours` of largest magnitude in every row; or, beyond (term
-auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
+to 60,000 ids, dense to fit, float32 above 25,000), the `neighbours` of largest magnitude in every row;
+or, beyond (term auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
 `neighbours` most frequent co-occurring ids (ties by id); or, for ordered data, when asked, the
 directed transition term: log(1 + how often, discounted by the gap, j follows c within `window` ids
 in a training sequence), its `neighbours` largest per row (transition_pattern). No diagonal in any.

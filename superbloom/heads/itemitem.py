@@ -2,7 +2,8 @@
 the classical baselines (baselines.py) are both built from, so that no head imports evaluation code.
 
   ease_weights(sets, N, lam)         EASE (Steck, WWW 2019): B = I - P / diag(P), P = (X^T X + lam I)^-1,
-                                     diagonal 0; dense (N, N), so only up to EASE_MAX_IDS ids
+                                     diagonal 0; dense (N, N), so only up to EASE_MAX_IDS ids (float64
+                                     up to EASE_FLOAT64_MAX_IDS, float32 above: N^2 x 4 bytes, 60K ids 14 GB)
   cooccurrence_cosine(sets, N)       the cosine of the set-incidence columns: C_ij / sqrt(C_ii C_jj),
                                      C = X^T X, diagonal 0; sparse (N, N)
   spd_inverse(g)                     the in-place Cholesky inverse EASE uses
@@ -22,26 +23,46 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-EASE_MAX_IDS = 25_000  # EASE is dense: N^2 float64 while it is inverted
+EASE_FLOAT64_MAX_IDS = 25_000  # float64 up to here (23K ids: 4.3 GB, 12 min on one thread)
+EASE_MAX_IDS = 60_000  # float32 above, inverted in place: 40K ids 6.3 GB, 9 min; 53K ids 11.2 GB, 20 min
+
+
+def ease_memory_check(n_ids: int) -> None:
+    """Refuse a dense EASE fit that cannot fit in the memory available now (/proc/meminfo's MemAvailable),
+    before allocating N x N: a clear error instead of the kernel's out-of-memory kill. Where the system
+    does not say (no /proc), no check."""
+    need = n_ids * n_ids * (8 if n_ids <= EASE_FLOAT64_MAX_IDS else 4) * 1.1
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return
+    if need > avail:
+        raise MemoryError(f"EASE is dense: {n_ids:,} ids need about {need / 2**30:.1f} GiB for the N x N matrix, "
+                          f"{avail / 2**30:.1f} GiB is available (use the co-occurrence term or baseline instead)")
 
 
 def spd_inverse(g: np.ndarray) -> np.ndarray:
-    """Inverse of a symmetric positive definite float64 matrix, in place (g is overwritten): Cholesky
+    """Inverse of a symmetric positive definite float64 or float32 matrix, in place (g is overwritten): Cholesky
     (LAPACK potrf) then potri, half the flops of an LU inverse. scipy.linalg.inv (LU, getrf/getri)
     crashed the process with a segmentation fault inside OpenBLAS on the 23,326-id SASRec Video
     Gram matrix (twice, dmesg), and so did potrf with OpenBLAS's threads; with one BLAS thread the
     same fit ran to the end (774 s, 10.9 GB peak, on the shared machine). So: potrf/potri, one
-    thread."""
+    thread. float32 (s-routines) halves the memory and runs about twice as fast (8,000 ids: 4.2 s
+    against 8.6 s on one thread)."""
     from scipy.linalg import lapack
 
     from threadpoolctl import threadpool_limits
 
-    f = g.T  # symmetric: the transpose is the same matrix, Fortran-ordered, so LAPACK works in place
+    # symmetric: g or its transpose is the same matrix; pass the Fortran-ordered one so LAPACK works in place
+    # (a C-ordered one is copied first: twice the memory; scipy's csc.toarray() gives Fortran order)
+    f = g if g.flags.f_contiguous else g.T
+    potrf, potri = (lapack.spotrf, lapack.spotri) if g.dtype == np.float32 else (lapack.dpotrf, lapack.dpotri)
     with threadpool_limits(limits=1, user_api="blas"):  # see the docstring: threaded OpenBLAS crashed
-        c, info = lapack.dpotrf(f, lower=True, overwrite_a=True, clean=False)
+        c, info = potrf(f, lower=True, overwrite_a=True, clean=False)
         if info != 0:
             raise ValueError(f"EASE: the regularised Gram matrix is not positive definite (potrf info {info})")
-        inv, info = lapack.dpotri(c, lower=True, overwrite_c=True)
+        inv, info = potri(c, lower=True, overwrite_c=True)
     if info != 0:
         raise ValueError(f"EASE: inverse failed (potri info {info})")
     n, bs = len(inv), 1024  # potri fills the lower triangle only: mirror it in blocks (bounded temporaries)
@@ -59,15 +80,20 @@ def ease_weights(sets, n_ids: int, lam: float = 100.0) -> np.ndarray:
     score(j | context) = sum_{c in context} B[c, j]."""
     if n_ids > EASE_MAX_IDS:
         raise ValueError(f"EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} limit")
+    ease_memory_check(n_ids)
     x = sets.incidence(n_ids)  # (S, N) binary
-    # float64 N x N, inverted and scaled in place: peak ~1 N^2 x 8 bytes (+ the float32 result),
-    # was ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md)
-    g = (x.T @ x).astype(np.float64).toarray()
+    # N x N, inverted and scaled in place: peak ~1 N^2 x 8 bytes (+ the float32 result) in float64, was
+    # ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md); above EASE_FLOAT64_MAX_IDS float32 throughout,
+    # N^2 x 4 bytes (lam bounds the condition number by 1 + the Gram matrix's largest eigenvalue / lam)
+    dtype = np.float64 if n_ids <= EASE_FLOAT64_MAX_IDS else np.float32
+    g = (x.T @ x).astype(dtype).toarray()
     g[np.diag_indices(n_ids)] += lam
     p = spd_inverse(g)
+    if not p.flags.c_contiguous:  # P is symmetric: its transpose is the same matrix, C-ordered, so B's rows
+        p = p.T  # are contiguous (a Fortran-ordered B was copied whole by every scipy sparse @ B of a ranking)
     p /= -np.diag(p)[None, :]  # B = -P / diag(P)
     p[np.diag_indices(n_ids)] = 0.0
-    return p.astype(np.float32)
+    return p.astype(np.float32, copy=False)
 
 
 def cooccurrence_cosine(sets, n_ids: int) -> sp.csr_matrix:
