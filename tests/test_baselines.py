@@ -111,6 +111,18 @@ def test_ease_above_the_float64_limit_is_float32_and_ranks_the_same(monkeypatch)
     np.testing.assert_array_equal(np.argsort(-s64, 1)[:, :5], np.argsort(-s32, 1)[:, :5])
 
 
+def test_ease_says_what_a_long_fit_will_cost(monkeypatch, caplog):
+    import logging
+
+    import superbloom.heads.itemitem as itemitem
+
+    monkeypatch.setattr(itemitem, "spd_inverse", lambda g: np.eye(len(g), dtype=g.dtype))  # no 10K^3 work here
+    sets = SetArray.from_lists([[0, 1], [1, 10_001]])
+    with caplog.at_level(logging.INFO, logger="superbloom"):
+        itemitem.ease_weights(sets, 10_002)
+    assert "EASE: inverting a 10,002 x 10,002 float64 matrix (0.8 GB), about 17 s on one thread" in caplog.text
+
+
 def test_ease_refuses_what_memory_cannot_hold(monkeypatch):
     import builtins
     import io

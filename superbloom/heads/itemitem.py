@@ -20,8 +20,12 @@ X is the (S, N) binary set-incidence matrix of the training sets (dataset.SetArr
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import scipy.sparse as sp
+
+log = logging.getLogger(__name__)
 
 EASE_FLOAT64_MAX_IDS = 25_000  # float64 up to here (23K ids: 4.3 GB, 12 min on one thread)
 EASE_MAX_IDS = 60_000  # float32 above, inverted in place: 40K ids 6.3 GB, 9 min; 53K ids 11.2 GB, 20 min
@@ -86,6 +90,12 @@ def ease_weights(sets, n_ids: int, lam: float = 100.0) -> np.ndarray:
     # ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md); above EASE_FLOAT64_MAX_IDS float32 throughout,
     # N^2 x 4 bytes (lam bounds the condition number by 1 + the Gram matrix's largest eigenvalue / lam)
     dtype = np.float64 if n_ids <= EASE_FLOAT64_MAX_IDS else np.float32
+    if n_ids >= 10_000:  # minutes of silence otherwise: n^3 at ~60 (float64) / ~120 (float32) G per s, one thread
+        rate = 60e9 if dtype == np.float64 else 120e9
+        secs = n_ids ** 3 / rate
+        log.info("EASE: inverting a %s x %s %s matrix (%.1f GB), about %s on one thread", f"{n_ids:,}", f"{n_ids:,}",
+                 np.dtype(dtype).name, n_ids * n_ids * np.dtype(dtype).itemsize / 1e9,
+                 f"{secs:.0f} s" if secs < 120 else f"{secs / 60:.0f} min")
     g = (x.T @ x).astype(dtype).toarray()
     g[np.diag_indices(n_ids)] += lam
     p = spd_inverse(g)
