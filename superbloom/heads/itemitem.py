@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 log = logging.getLogger(__name__)
 
-EASE_FLOAT64_MAX_IDS = 25_000  # float64 up to here (23K ids: 4.3 GB, 12 min on one thread)
+EASE_FLOAT64_MAX_IDS = 25_000  # float64 up to here (23K ids: 4.3 GB + 2.2 GB of float32 weights, 4 min on one thread)
 EASE_MAX_IDS = 60_000  # float32 above, inverted in place: 40K ids 6.3 GB, 9 min; 53K ids 11.2 GB, 20 min
 
 
@@ -35,7 +35,7 @@ def ease_memory_check(n_ids: int) -> None:
     """Refuse a dense EASE fit that cannot fit in the memory available now (/proc/meminfo's MemAvailable),
     before allocating N x N: a clear error instead of the kernel's out-of-memory kill. Where the system
     does not say (no /proc), no check."""
-    need = n_ids * n_ids * (8 if n_ids <= EASE_FLOAT64_MAX_IDS else 4) * 1.1
+    need = n_ids * n_ids * (8 + 4 if n_ids <= EASE_FLOAT64_MAX_IDS else 4) * 1.1  # float64: + the float32 weights
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
