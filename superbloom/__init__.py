@@ -33,6 +33,7 @@ _EXPORTS = {
     "InputError": ".data.readers", "ReadConfig": ".data.readers",
     "LoopConfig": ".training.config", "TrainConfig": ".training.config", "train": ".training.train",
     "embedded_dataset": ".data.embedded",
+    "Ensemble": ".inference.ensemble",
 }
 lazy_exports(globals(), _EXPORTS)
 
@@ -74,7 +75,7 @@ def _classifier(model_dir, threads, device, mmap):
 _LOADERS = {"set-model": _predictor, "sequence-model": _predictor, "text-model": _predictor,
             "set-embedding": _embedder, "text-classifier": _classifier}
 
-__all__ = ["BloomHash", "Dataset", "DecodeConfig", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
+__all__ = ["BloomHash", "Dataset", "DecodeConfig", "Ensemble", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
            "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig", "OptimConfig", "Prediction", "Predictor",
            "PrepareConfig", "ReadConfig", "SampledConfig", "SuperbloomConfig", "TrainConfig", "compare", "embedded_dataset",
            "evaluate", "expand", "head_config", "load", "prepare", "train"]

@@ -77,3 +77,17 @@ def test_a_hybrid_member_is_its_network_alone(trained):
 def test_an_untrained_member_is_refused(trained):
     with pytest.raises(SystemExit, match="not trained"):
         ensemble.ensemble("wikispeedia", "test", ["tiny", "nope"], 4)
+
+
+def test_hybrid_rows_with_eases_scores(trained):
+    """--mixes: one model twice as an ensemble equals that model's hybrid at every weight, and at a very
+    large weight the hybrid ranks as EASE (the term alone): the row differs from the `ease` row only by
+    EASE's popularity tiebreak."""
+    rows = ensemble.ensemble("wikispeedia", "test", ["tiny", "tiny"], 4, mixes=(3.0, 1e6))
+    by = {r["method"]: r for r in rows}
+    for m in ("3", "1e+06"):
+        single, ens = by[f"tiny + EASE x {m}"], by[f"ensemble mean_logp (2) + EASE x {m}"]
+        assert ens["rec@10"] == single["rec@10"] and ens["vs_best_member"]["diff"] == 0
+        assert ens["mix"] == float(m)
+    assert abs(by["tiny + EASE x 1e+06"]["rec@10"] - by["ease"]["rec@10"]) <= 0.02
+    assert by["tiny + EASE x 3"]["rec@10"] != by["tiny"]["rec@10"] or by["tiny + EASE x 3"]["rec@1"] != by["tiny"]["rec@1"]

@@ -13,7 +13,10 @@ computed, and the ensemble ranks by
     mean_logp   the mean of the members' log p (a product of experts), and
     mean_p      the log of the mean of their p (a mixture),
 
-context ids excluded, top 20. Each member is also re-ranked here and must equal the harness's
+context ids excluded, top 20. With `--mixes 10,30`, each member and the mean-log-p ensemble are also
+ranked as hybrids, log p + mix x EASE's scores (EASE fitted here on the split's training sets; its
+ranks are the `ease` row, the term alone), one row per weight: choose the weight on val, then run test
+with it (issue 33: hybrid - term alone with six networks). Each member is also re-ranked here and must equal the harness's
 ranks.npy (ranks.network_only.npy for a hybrid member: the same scores as the library's rank path;
 checked, the run stops otherwise). Rows
 (rec@1/10/20 with 95% set-bootstrap intervals, ensemble - EASE and ensemble - best member paired)
@@ -36,6 +39,7 @@ from benchmarks.paper.report import paired
 from benchmarks.paper.report import rec_metrics as metrics
 from benchmarks.quality.harness import RESULTS, WORK, baseline_ranks, examples, split_dataset
 import superbloom as sb
+from superbloom.evaluation.baselines import Ease
 from superbloom.evaluation.metrics import hits_at, target_ranks
 from superbloom.storage.files import load_json
 from superbloom.model.sequence_batches import ordered_query_batch
@@ -108,7 +112,7 @@ def tta_ranks(predictor, ex, keep: float, views: int, seed: int = 0) -> np.ndarr
 
 
 def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple[float, ...] = (),
-             views: int = 8, last: bool = False) -> list[dict]:
+             views: int = 8, last: bool = False, mixes: tuple[float, ...] = ()) -> list[dict]:
     data = split_dataset(name, split)
     ex = examples(data)
     base = baseline_ranks(name, split, data, ex, ("ease",))
@@ -122,6 +126,9 @@ def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple
     E = len(ex.targets)
     member = [np.zeros(E, np.int64) for _ in dirs]
     combos = {"mean_logp": np.zeros(E, np.int64), "mean_p": np.zeros(E, np.int64)}
+    # with EASE's scores (--mixes): each member and the ensemble as a hybrid, log p + mix x EASE
+    ease_model = Ease(data.train, data.n_ids) if mixes else None
+    fused = {(m, i): np.zeros(E, np.int64) for m in mixes for i in range(len(dirs) + 1)}  # i = len(dirs): ensemble
     streams = [member_logp(p, ex.contexts) for p in predictors]
     for parts in zip(*streams):
         a, b = parts[0][0], parts[0][1]
@@ -132,6 +139,11 @@ def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple
         stacked = torch.stack(logps)
         combos["mean_logp"][a:b] = ranks_of(stacked.mean(0), ctx, tgt)
         combos["mean_p"][a:b] = ranks_of(torch.logsumexp(stacked, 0), ctx, tgt)
+        if ease_model is not None:
+            term = torch.from_numpy(np.asarray(ease_model.scores(ctx), np.float32))
+            for m in mixes:
+                for i, lp in enumerate(logps + [stacked.mean(0)]):
+                    fused[m, i][a:b] = ranks_of(lp + m * term, ctx, tgt)
     seconds = time.time() - t0
     for d, r in zip(dirs, member):  # the library's rank path gave these ranks: they must agree
         saved = np.load(network_ranks(d)).astype(np.int64)
@@ -149,6 +161,15 @@ def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple
         rows.append(dict(common, method=f"ensemble {c} ({len(dirs)})", members=recipes, rank_seconds=round(seconds, 1),
                          **metrics(ranks, groups), vs_ease=paired(hits_at(ranks, 10), hits_at(ease, 10), groups),
                          vs_best_member=paired(hits_at(ranks, 10), hits_at(member[best], 10), groups)))
+    for m in mixes:  # the hybrids: minus EASE (the term alone) and minus the mean of the members' hybrids
+        singles = [hits_at(fused[m, i], 10) for i in range(len(dirs))]
+        for i, r in enumerate(recipes):
+            rows.append(dict(common, method=f"{r} + EASE x {m:g}", mix=m, **metrics(fused[m, i], groups),
+                             vs_ease=paired(singles[i], hits_at(ease, 10), groups)))
+        rows.append(dict(common, method=f"ensemble mean_logp ({len(dirs)}) + EASE x {m:g}", mix=m, members=recipes,
+                         **metrics(fused[m, len(dirs)], groups),
+                         vs_ease=paired(hits_at(fused[m, len(dirs)], 10), hits_at(ease, 10), groups),
+                         vs_best_member=paired(hits_at(fused[m, len(dirs)], 10), max(singles, key=np.mean), groups)))
     for r, d, best_ranks in zip(recipes, dirs, member) if last else ():  # the last average against BEST
         lp = last_average(d)
         ranks = np.zeros(E, np.int64)
@@ -191,13 +212,17 @@ def main(argv=None) -> None:
     p.add_argument("--members", default="quality_ensemble_members_table.md",
                    help="the harness table (in benchmarks/results/) that holds the members' training rows")
     p.add_argument("--views", type=int, default=8, help="random subsets per example (--keeps)")
+    p.add_argument("--mixes", default="", help="also each member and the ensemble as a hybrid, log p + MIX x EASE's "
+                   "scores, for each weight, e.g. 10,30,100 (choose it on val; the last column is then minus the best "
+                   "member's hybrid at that weight)")
     a = p.parse_args(argv)
     command = "python -m benchmarks.quality.ensemble " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     torch.set_num_threads(1)
     rows = []
     for name in a.datasets.split(","):
         keeps = tuple(float(k) for k in a.keeps.split(",") if k)
-        new = ensemble(name, a.split, a.recipes.split(","), a.steps, keeps, a.views, a.last)
+        mixes = tuple(float(m) for m in a.mixes.split(",") if m)
+        new = ensemble(name, a.split, a.recipes.split(","), a.steps, keeps, a.views, a.last, mixes)
         rows += new
         print("\n".join(table(new)), flush=True)
     load = f"load average {os.getloadavg()[0]:.1f} at the end"

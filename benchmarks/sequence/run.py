@@ -108,7 +108,8 @@ def extras(args) -> str:
              f"-w{args.window}" if args.window != 50 else "", f"-wd{args.weight_decay:g}" if args.weight_decay else "",
              f"-ema{args.ema:g}" if args.ema != 0.999 else "", f"-warm{args.warmup}" if args.warmup != 200 else "",
              f"-{args.time_budget:g}s" if args.time_budget else "", f"-seed{args.seed}" if args.seed else "",
-             f"-t{args.threads}" if args.threads != 1 else "", f"-init{args.init}" if args.init != "auto" else ""]
+             f"-t{args.threads}" if args.threads != 1 else "", f"-init{args.init}" if args.init != "auto" else "",
+             f"-{args.tag}" if args.tag else ""]
     return "".join(parts)
 
 
@@ -311,6 +312,7 @@ def main() -> None:
     p.add_argument("--time-budget", type=float, default=0.0, help="stop training after this many seconds too")
     p.add_argument("--baselines", default="popularity,cooccurrence")
     p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
+    p.add_argument("--tag", default="", help="appended to the setting name (a re-run kept beside an earlier row)")
     p.add_argument("--session", default="7", help="recorded with each row (which working session ran it)")
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     p.add_argument("--terms-only", action="store_true",

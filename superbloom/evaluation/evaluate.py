@@ -128,10 +128,9 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     ranks = {"model": target_ranks(ranking.ids.numpy(), targets)}
     result = EvalResult(entry.name, entry.summarize(ranks["model"], ex), entry.counts(ex), ranking.report(seconds),
                         entry.settings(cfg, model_config), ranks=ranks, targets=targets, groups=entry.groups(ex))
-    head = predictor.model.head
-    variants = head.variants()
+    variants = predictor.variants()  # its head's (Predictor) or its own (an Ensemble)
     if variants:
-        result.head = head.describe()
+        result.head = predictor.describe_head()
     for name, context in variants.items():  # the head as each named variant, on the same examples
         with context:
             r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)

@@ -97,6 +97,16 @@ class HeadBase(nn.Module):
     def query_context(self, batch, elements: torch.Tensor) -> torch.Tensor:
         return batch.context(elements)
 
+    def network_scores(self, hidden: torch.Tensor) -> torch.Tensor | None:
+        """(M, m, d) hidden -> (M, N) the network's log p of every id (no item-item term), for a head
+        that scores every id; None for one that does not (inference/ensemble.py needs it)."""
+        return None
+
+    def term_scores(self, context: torch.Tensor) -> torch.Tensor | None:
+        """(U, T) context ids, -1 padded, oldest first -> (U, N) the head's chosen item-item term summed
+        over the context (its decay applied); None for a head without such a term."""
+        return None
+
     def fit(self, sets, ordered: bool = False) -> dict | None:
         return None
 

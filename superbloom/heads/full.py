@@ -99,6 +99,9 @@ class FullHead(HeadBase):
         """(M, d) averaged output vectors -> (M, N) log p over the ids; w: self.rows(), if at hand."""
         return F.log_softmax(v @ (self.rows() if w is None else w).T + self.bias, -1)
 
+    def network_scores(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.log_probs(hidden.mean(1))
+
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
         if self.fused_loss and not self.label_smoothing and len(hidden) == len(targets) and (

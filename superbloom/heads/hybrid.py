@@ -267,6 +267,10 @@ class HybridHead(FullHead):
         `weights` (U, T) of its context id, if given); A: term `slot` (default: the chosen one)."""
         return term_sum(*self.term_arrays(int(self.alt) if slot is None else slot), self.n_ids, context, weights)
 
+    def term_scores(self, context: torch.Tensor) -> torch.Tensor:
+        ctx = context.masked_fill((context < 0) | (context >= self.n_ids), -1)
+        return self.item_item(ctx, self.age_weights(ctx))
+
     def term_arrays(self, slot: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Term `slot`'s A in CSR: (indptr (N + 1,), cols (nnz,), values (nnz,))."""
         return (self.alt_indptr, self.alt_cols, self.alt_values) if slot else (self.indptr, self.cols, self.values)

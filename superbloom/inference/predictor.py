@@ -99,6 +99,15 @@ class Predictor:
         contexts), only ids of allow (A,) when given."""
         return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress, exclude, allow)
 
+    def variants(self) -> dict:
+        """Named variants ranked beside the model on the same examples (evaluate): its head's
+        (heads/base.py; the hybrid's "network alone" and "term alone"), as context managers."""
+        return self.model.head.variants()
+
+    def describe_head(self) -> dict:
+        """The head's settings reported beside its variants (the hybrid's mix, decay and term)."""
+        return self.model.head.describe()
+
     def resolve(self, ids: Iterable[str], name: str = "allow") -> tuple[np.ndarray, list[str]]:
         """An allow- or deny-list of string ids -> (its known ids, sorted unique int64; the unknown
         strings). An allow-list with no known id is a ValueError naming `name`: nothing could be returned."""
