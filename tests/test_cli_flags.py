@@ -65,6 +65,8 @@ MEANINGS = {
     "--log-level": "the library's messages on stderr at this level and above",
     "--log-to": "where a trainer's metrics also go (tensorboard:DIR, mlflow:URI)",
     "--memory-limit": "the memory a command may use (refused above it, or spilled to disk by prepare)",
+    "--item-mix": "the item-item term's weight beside the network's log p (a hybrid's, an ensemble's)",
+    "--with": "another model of the same data, ranked with MODEL as one (an ensemble)",
 }
 
 # shared flag names whose parsers differ on purpose (the meaning is MEANINGS'; the values are the command's)

@@ -2,6 +2,8 @@
 networks' log p + mix x a hybrid member's item-item term."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -126,3 +128,23 @@ def test_evaluate_reports_the_networks_alone_and_the_term_alone(members, wiki_da
     with mixed(hyb.model.head, 3.0):
         own = sb.evaluate(hyb, wiki_data, cfg, progress=False)
     assert res.variants["term_only"] == own.variants["term_only"]
+
+
+def test_the_command_line_with_other_models(members, wiki_data, capsys):
+    """`superbloom predict / eval MODEL --with OTHER [--item-mix W]`: the ensemble's answers; --item-mix
+    alone is refused (exit 2, one line)."""
+    from superbloom.cli import main
+
+    ens = sb.Ensemble.load([members["hybrid"], members["full0"]], mix=3.0, mmap=False)
+    ids = ["Jazz", "Miles_Davis"]
+    want = [i for i, _ in ens.predict(ids, k=5).items]
+    assert main(["predict", str(members["hybrid"]), *ids, "--with", str(members["full0"]), "--item-mix", "3",
+                 "--k", "5", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [p["id"] for p in got["predictions"]] == want
+    assert main(["eval", str(members["hybrid"]), str(wiki_data.path), "--with", str(members["full0"]),
+                 "--item-mix", "3", "--max-sets", "30", "--baselines", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"network_only", "term_only"} <= set(out) and out["head"]["members"] == 2
+    assert main(["predict", str(members["full0"]), *ids, "--item-mix", "3"]) == 2
+    assert "--item-mix weighs an ensemble's term" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..evaluation.config import BASELINE_NAMES, PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
 from . import checks
-from .flags import (NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
+from .flags import (NONNEG, NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
     finite, number)
 from .flags import add_quiet_arg, add_threads_arg, deprecated_alias
 from .flags import add_model_command, finish_model_command
@@ -64,6 +64,7 @@ def _add_eval(sub):
                    help="another model trained on the same dataset (repeatable): evaluated on the same examples, "
                         "with the paired difference of MODEL minus it, and minus each baseline, and the bootstrap "
                         "interval of each difference")
+    add_ensemble_args(p)
     p.add_argument("--threads", type=checks.THREADS, default=0, help="torch CPU threads, 0: torch's default (default 0)")
     add_device_arg(p)
     add_decode_args(p)
@@ -91,11 +92,38 @@ def _add_predict(sub):
     g.add_argument("--key-column", default="id", help="the row key field, if present; else the row number "
                    "(default %(default)s)")
     g.add_argument("--batch-size", type=POS_INT, default=256, help="contexts per model call (default %(default)s)")
+    add_ensemble_args(p)
     add_device_arg(p)
     add_decode_args(p)
     add_threads_arg(p)
     add_quiet_arg(p)
     p.set_defaults(func=cmd_predict)
+
+
+def add_ensemble_args(p) -> None:
+    g = p.add_argument_group("ensemble (several models of the same data ranked as one)")
+    g.add_argument("--with", dest="ensemble", action="append", default=[], metavar="MODEL_DIR",
+                   help="another model trained on the same dataset (repeatable; another seed or recipe; full, "
+                        "mixture or hybrid heads): MODEL and these rank by the mean of their networks' log p, plus "
+                        "--item-mix x the first hybrid's item-item term (sb.Ensemble)")
+    g.add_argument("--item-mix", dest="item_mix", type=NONNEG, default=None,
+                   help="with --with: the term's weight (default: the median of the hybrid models' own "
+                        "validated weights; 0: the networks alone)")
+
+
+def load_model(args):
+    """MODEL (a Predictor), or with --with the models as one sb.Ensemble (--item-mix its weight)."""
+    from ..inference.predictor import load
+
+    model = load(args.model, args.threads, args.device)
+    if not args.ensemble:
+        if args.item_mix is not None:
+            raise ValueError("--item-mix weighs an ensemble's term: give the other models with --with MODEL_DIR")
+        return model
+    from ..inference.ensemble import Ensemble
+
+    others = [load(path, args.threads, args.device) for path in args.ensemble]
+    return Ensemble([model, *others], args.item_mix, [args.model, *args.ensemble])
 
 
 def _add_expand(sub):
@@ -184,7 +212,7 @@ def cmd_eval(args):
                      baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets,
                      protocol=args.protocol, split=args.split, context_len=args.context_len,
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
-    model, data = load(args.model, args.threads, args.device), Dataset(args.data)
+    model, data = load_model(args), Dataset(args.data)
     if args.compare:
         from ..evaluation.compare import check_comparable, compare
         for path in args.compare:  # before any evaluation
@@ -199,7 +227,6 @@ def cmd_eval(args):
 
 def cmd_predict(args):
     from ..inference.bulk import bulk_predict, read_ids
-    from ..inference.predictor import load
 
     if bool(args.input) == bool(args.ids) or bool(args.input) != bool(args.output):
         raise ValueError("predict: give context ids, or --input FILE with --output FILE (not both)")
@@ -210,7 +237,7 @@ def cmd_predict(args):
     if args.output:  # before the model loads: a user's file, a folder or a device is refused (storage/guarded.py)
         from ..inference.bulk import claim_output
         claim_output(args.output)
-    model = load(args.model, args.threads, device=args.device)
+    model = load_model(args)
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
               f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
