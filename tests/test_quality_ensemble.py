@@ -91,3 +91,14 @@ def test_hybrid_rows_with_eases_scores(trained):
         assert ens["mix"] == float(m)
     assert abs(by["tiny + EASE x 1e+06"]["rec@10"] - by["ease"]["rec@10"]) <= 0.02
     assert by["tiny + EASE x 3"]["rec@10"] != by["tiny"]["rec@10"] or by["tiny + EASE x 3"]["rec@1"] != by["tiny"]["rec@1"]
+
+
+def test_the_library_rows_are_the_ensemble_and_its_variants(trained):
+    """--library: sb.Ensemble's three rows per weight; its networks alone rank as the benchmark's own
+    mean-log-p ensemble of the same members, and the term-alone row carries no difference."""
+    rows = ensemble.library_rows("wikispeedia", "test", ["tiny", "tiny_hybrid"], 4, (3.0,))
+    methods = [r["method"] for r in rows]
+    assert methods == ["sb.Ensemble (2) x 3", "sb.Ensemble (2) x 3 network alone", "sb.Ensemble (2) x 3 term alone"]
+    assert rows[2]["vs_ease"] is None and rows[0]["vs_ease"]["lo"] <= rows[0]["vs_ease"]["diff"] <= rows[0]["vs_ease"]["hi"]
+    net = ensemble.ensemble("wikispeedia", "test", ["tiny", "tiny_hybrid"], 4)
+    assert rows[1]["rec@10"] == next(r for r in net if r["method"] == "ensemble mean_logp (2)")["rec@10"]

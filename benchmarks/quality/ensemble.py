@@ -16,7 +16,9 @@ computed, and the ensemble ranks by
 context ids excluded, top 20. With `--mixes 10,30`, each member and the mean-log-p ensemble are also
 ranked as hybrids, log p + mix x EASE's scores (EASE fitted here on the split's training sets; its
 ranks are the `ease` row, the term alone), one row per weight: choose the weight on val, then run test
-with it (issue 33: hybrid - term alone with six networks). Each member is also re-ranked here and must equal the harness's
+with it (issue 33: hybrid - term alone with six networks). `--library --mixes W` ranks with the library's
+sb.Ensemble instead: its term is a hybrid member's own (EASE's largest weights per id), and each weight
+gets three rows, the ensemble, its networks alone and its term alone, minus the term alone paired. Each member is also re-ranked here and must equal the harness's
 ranks.npy (ranks.network_only.npy for a hybrid member: the same scores as the library's rank path;
 checked, the run stops otherwise). Rows
 (rec@1/10/20 with 95% set-bootstrap intervals, ensemble - EASE and ensemble - best member paired)
@@ -186,6 +188,29 @@ def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple
     return rows
 
 
+def library_rows(name: str, split: str, recipes: list[str], steps: int, mixes: tuple[float, ...]) -> list[dict]:
+    """The library's sb.Ensemble of the members (inference/ensemble.py: the term is the first hybrid member's
+    own, EASE's largest weights per id as the hybrid keeps them) at each weight, with its variants (the
+    networks alone, the term alone) on the same examples; `vs_ease` here: minus the term alone."""
+    data = split_dataset(name, split)
+    ex = examples(data)
+    ens = sb.Ensemble.load([WORK / "models" / f"{name}-{split}" / f"{r}-{steps}" for r in recipes], threads=1)
+    common = {"dataset": name, "split": split, "examples": len(ex.targets), "steps": steps}
+    ranks_of_ens = lambda: target_ranks(ens.rank(ex.contexts, 20).ids.numpy(), ex.targets)  # noqa: E731
+    rows = []
+    for m in mixes:
+        ens.mix = m
+        got = {"": ranks_of_ens()}
+        for v, ctx in ens.variants().items():
+            with ctx:
+                got[f" {v}"] = ranks_of_ens()
+        term = hits_at(got[" term alone"], 10)
+        for v, ranks in got.items():
+            rows.append(dict(common, method=f"sb.Ensemble ({len(recipes)}) x {m:g}{v}", mix=m, **metrics(ranks, ex.set_rows),
+                             vs_ease=None if v == " term alone" else paired(hits_at(ranks, 10), term, ex.set_rows)))
+    return rows
+
+
 def table(rows: list[dict]) -> list[str]:
     out = ["| dataset | split | method | rec@1 | rec@10 [95% CI] | rec@20 | - EASE, rec@10 | - reference, rec@10 |",
            "|---|---|---|---|---|---|---|---|"]
@@ -215,6 +240,9 @@ def main(argv=None) -> None:
     p.add_argument("--mixes", default="", help="also each member and the ensemble as a hybrid, log p + MIX x EASE's "
                    "scores, for each weight, e.g. 10,30,100 (choose it on val; the last column is then minus the best "
                    "member's hybrid at that weight)")
+    p.add_argument("--library", action="store_true", help="rank with the library's sb.Ensemble at each of --mixes "
+                   "instead (its term: the first hybrid member's own; rows: the ensemble, its networks alone and its "
+                   "term alone; the '- EASE' column is then minus the term alone)")
     a = p.parse_args(argv)
     command = "python -m benchmarks.quality.ensemble " + shlex.join(sys.argv[1:] if argv is None else list(argv))
     torch.set_num_threads(1)
@@ -222,7 +250,10 @@ def main(argv=None) -> None:
     for name in a.datasets.split(","):
         keeps = tuple(float(k) for k in a.keeps.split(",") if k)
         mixes = tuple(float(m) for m in a.mixes.split(",") if m)
-        new = ensemble(name, a.split, a.recipes.split(","), a.steps, keeps, a.views, a.last, mixes)
+        if a.library:
+            new = library_rows(name, a.split, a.recipes.split(","), a.steps, mixes)
+        else:
+            new = ensemble(name, a.split, a.recipes.split(","), a.steps, keeps, a.views, a.last, mixes)
         rows += new
         print("\n".join(table(new)), flush=True)
     load = f"load average {os.getloadavg()[0]:.1f} at the end"
@@ -231,7 +262,10 @@ def main(argv=None) -> None:
     (RESULTS / f"{a.name}.md").write_text(
         f"# Seed ensembles of the network alone ({a.split} split)\n\n`{command}`\n\n{machine_line(machine_info())} "
         f"{load}. The members were trained by the harness (one thread, {a.steps:,} steps each; their training times and "
-        f"loads: {a.members}). Last column: the ensemble minus its best member; a `last average` "
+        f"loads: {a.members}). "
+        + ("Rows of the library's sb.Ensemble: the '- EASE' column is minus its term alone (the first hybrid "
+           "member's own term). " if a.library else "")
+        + "Last column: the ensemble minus its best member; a `last average` "
         "row minus the member at BEST; a `subsets` row minus the member itself.\n\n" + "\n".join(table(rows)) + "\n")
 
 
