@@ -101,8 +101,11 @@ def test_choose_mix_picks_the_best_weight_on_held_out_examples(members, contexts
     ctx = contexts.copy()
     ctx[:, 0] = -1
     ctx = np.sort(ctx, 1)[:, ::-1].copy()  # ids first, -1 padding last
-    got = ens.choose_mix(ctx, targets, mixes=(0.0, 3.0, 1000.0))
+    got = ens.choose_mix(ctx, targets, mixes=(0.0, 3.0, 1000.0), batch_size=16)
     assert set(got) == {0.0, 3.0, 1000.0} and ens.mix == max(got, key=lambda w: (got[w], -w))
+    for w in got:  # one network pass for every weight: the recall of each weight's own ranking
+        ids = ens.rank(ctx, 10, mix=w).ids.numpy()
+        assert got[w] == pytest.approx(float((ids == targets[:, None]).any(1).mean()))
 
 
 def test_refusals(members, tiny_model):

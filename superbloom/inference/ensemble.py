@@ -97,17 +97,39 @@ class Ensemble(Predictor):
     @torch.no_grad()
     def scores(self, contexts: np.ndarray, mix: float | None = None) -> torch.Tensor:
         """(Q, c) context ids (-1 padded, oldest first) -> (Q, N) the ensemble's scores (module docstring)."""
+        net, term = self._parts(contexts, self.mix if mix is None else mix)
+        return net if term is None else net + (self.mix if mix is None else mix) * term
+
+    def _parts(self, contexts: np.ndarray, mix: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(Q, c) contexts -> the members' mean network log p (Q, N) and, if mix, the term (Q, N), on the CPU."""
         ctx = np.asarray(contexts, dtype=np.int64)
-        parts = []
-        for m in self.members:
+        net = None
+        for m in self.members:  # a running sum: one (Q, N) block at a time, not one per member
             model = m.model.eval()
             qb = ordered_query_batch(ctx, m.hashing, model.encoder.cfg).to(device_of(m))
-            parts.append(model.head.network_scores(model.target_hidden(qb)).float().cpu())
-        out = torch.stack(parts).mean(0)
-        w = self.mix if mix is None else mix
-        if w:
-            out += w * self.term_head.term_scores(torch.from_numpy(ctx).to(self.term_device)).float().cpu()
-        return out
+            lp = model.head.network_scores(model.target_hidden(qb)).float().cpu()
+            net = lp if net is None else net.add_(lp)
+        net.div_(len(self.members))
+        if not mix:
+            return net, None
+        return net, self.term_head.term_scores(torch.from_numpy(ctx).to(self.term_device)).float().cpu()
+
+    def _batches(self, contexts, exclude, allow, batch_size: int, progress: bool, mix: float):
+        """Per batch of contexts: (its network and term scores, the exclusion ids (b, X) or None), with
+        the ids outside `allow` already at -inf in the network's scores."""
+        exclude = contexts if exclude is None else exclude
+        allowed = None if allow is None else torch.from_numpy(np.unique(np.asarray(allow, np.int64)))
+        for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
+            net, term = self._parts(contexts[a:a + batch_size], mix)
+            if allowed is not None:
+                net.masked_fill_(~is_allowed(torch.arange(net.shape[1]), allowed), NEG_INF)
+            ex = torch.from_numpy(np.asarray(exclude[a:a + batch_size], np.int64))
+            yield net, term, (ex if ex.shape[1] else None)
+
+    @staticmethod
+    def _top(s: torch.Tensor, k: int, ex, decode: DecodeConfig) -> Ranking:
+        vals, ids = chunked_topk(lambda i, j: s[i:j], len(s), s.shape[1], k, ex, like=s)
+        return exact_ranking(vals, ids, k, decode.score, torch.full((len(s),), s.shape[1]))
 
     @torch.no_grad()
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
@@ -118,27 +140,29 @@ class Ensemble(Predictor):
         if self.term_alone:  # the term member's own "term alone" ranking (heads/hybrid.py: ties by the smaller id)
             with term_alone(self.term_member.model.head):
                 return self.term_member.rank(contexts, k, decode, batch_size, progress, exclude, allow)
-        exclude = contexts if exclude is None else exclude
-        allowed = None if allow is None else torch.from_numpy(np.unique(np.asarray(allow, np.int64)))
-        n, parts = len(self.vocab), []
-        for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
-            s = self.scores(contexts[a:a + batch_size], mix)
-            if allowed is not None:
-                s = s.masked_fill(~is_allowed(torch.arange(n), allowed), NEG_INF)
-            ex = torch.from_numpy(np.asarray(exclude[a:a + batch_size], np.int64))
-            vals, ids = chunked_topk(lambda i, j: s[i:j], len(s), n, k, ex if ex.shape[1] else None, like=s)
-            parts.append(exact_ranking(vals, ids, k, decode.score, torch.full((len(s),), n)))
+        w = self.mix if mix is None else mix
+        parts = [self._top(net if term is None else net.add_(term, alpha=w), k, ex, decode)
+                 for net, term, ex in self._batches(contexts, exclude, allow, batch_size, progress, w)]
         return Ranking.concat(parts) if parts else Ranking.empty(k)
 
+    @torch.no_grad()
     def choose_mix(self, contexts: np.ndarray, targets: np.ndarray, mixes: Sequence[float] = MIXES,
-                   k: int = 10) -> dict[float, float]:
+                   k: int = 10, batch_size: int = 256) -> dict[float, float]:
         """Set `mix` to the weight of `mixes` with the largest recall@k of `targets` (Q,) given `contexts`
-        (Q, c) (held-out examples, never the test ones; ties: the smaller weight) -> {mix: recall@k}."""
+        (Q, c) (held-out examples, never the test ones; ties: the smaller weight) -> {mix: recall@k}.
+        One network pass per batch serves every weight."""
         if self.term_head is None:
             raise ValueError("choose_mix: no model of the ensemble has an item-item term (a hybrid head)")
-        targets = np.asarray(targets, np.int64)
-        got = {float(w): float((self.rank(contexts, k, mix=w).ids.numpy() == targets[:, None]).any(1).mean())
-               for w in mixes}
+        targets = torch.from_numpy(np.asarray(targets, np.int64))
+        hits = {float(w): 0 for w in mixes}
+        done = 0
+        for net, term, ex in self._batches(contexts, None, None, batch_size, False, 1.0):
+            t = targets[done:done + len(net)]
+            for w in hits:
+                ids = self._top(net + w * term, k, ex, DecodeConfig()).ids
+                hits[w] += int((ids == t[:, None]).any(1).sum())
+            done += len(net)
+        got = {w: h / max(1, len(targets)) for w, h in hits.items()}
         self.mix = max(got, key=lambda w: (got[w], -w))
         return got
 
