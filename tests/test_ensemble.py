@@ -151,3 +151,17 @@ def test_the_command_line_with_other_models(members, wiki_data, capsys):
     assert {"network_only", "term_only"} <= set(out) and out["head"]["members"] == 2
     assert main(["predict", str(members["full0"]), *ids, "--item-mix", "3"]) == 2
     assert "--item-mix weighs an ensemble's term" in capsys.readouterr().err
+
+
+def test_sequence_models_keep_their_order(tmp_path):
+    """Next-item (causal) models: each member reads the history oldest first, so one model twice ranks as
+    that model, and a learned i -> i + 1 order survives the ensemble."""
+    from tests.test_sequence_train import cycles, small
+
+    data = cycles(tmp_path)
+    a = sb.train(small(data, tmp_path / "a", "next-item"), progress=False)
+    one = sb.load(a, mmap=False)
+    ens = sb.Ensemble([one, one])
+    hist = np.array([[one.vocab.get(f"i{j}") for j in (3, 4, 5)]], np.int64)
+    assert torch.equal(ens.rank(hist, 5).ids, one.rank(hist, 5).ids)
+    assert ens.vocab.strings[int(ens.rank(hist, 1).ids[0, 0])] == "i6"
