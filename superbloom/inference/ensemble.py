@@ -56,13 +56,11 @@ class Ensemble(Predictor):
         self.term_alone = False  # variants(): the term's ranking alone
         probe = torch.full((1, 1), -1, dtype=torch.long)
         with_term = [m for m in members if m.model.head.term_scores(probe.to(device_of(m))) is not None]
-        self.term_member = with_term[0] if with_term else None
-        self.term_head = with_term[0].model.head if with_term else None
-        self.term_device = device_of(with_term[0]) if with_term else None
+        self.term_member = with_term[0] if with_term else None  # whose term (and its device) the ensemble adds
         own = [float(m.model.head.describe().get("item_mix", 0.0)) for m in members]
         own = [w for w in own if w > 0]
-        self.mix = float(mix) if mix is not None else (float(np.median(own)) if own and self.term_head else 0.0)
-        if self.mix and self.term_head is None:
+        self.mix = float(mix) if mix is not None else (float(np.median(own)) if own and with_term else 0.0)
+        if self.mix and self.term_member is None:
             raise ValueError(f"mix {self.mix:g}: no model of the ensemble has an item-item term (a hybrid head)")
 
     @classmethod
@@ -83,7 +81,7 @@ class Ensemble(Predictor):
 
     def describe_head(self) -> dict:
         return {"name": "ensemble", "members": len(self.members), "item_mix": self.mix,
-                "term": self.term_head.describe() if self.term_head is not None else None}
+                "term": self.term_member.model.head.describe() if self.term_member is not None else None}
 
     @contextlib.contextmanager
     def _as(self, mix: float, term_alone: bool):
@@ -97,8 +95,9 @@ class Ensemble(Predictor):
     @torch.no_grad()
     def scores(self, contexts: np.ndarray, mix: float | None = None) -> torch.Tensor:
         """(Q, c) context ids (-1 padded, oldest first) -> (Q, N) the ensemble's scores (module docstring)."""
-        net, term = self._parts(contexts, self.mix if mix is None else mix)
-        return net if term is None else net + (self.mix if mix is None else mix) * term
+        w = self.mix if mix is None else mix
+        net, term = self._parts(contexts, w)
+        return net if term is None else net + w * term
 
     def _parts(self, contexts: np.ndarray, mix: float) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(Q, c) contexts -> the members' mean network log p (Q, N) and, if mix, the term (Q, N), on the CPU."""
@@ -112,7 +111,8 @@ class Ensemble(Predictor):
         net.div_(len(self.members))
         if not mix:
             return net, None
-        return net, self.term_head.term_scores(torch.from_numpy(ctx).to(self.term_device)).float().cpu()
+        t = self.term_member
+        return net, t.model.head.term_scores(torch.from_numpy(ctx).to(device_of(t))).float().cpu()
 
     def _batches(self, contexts, exclude, allow, batch_size: int, progress: bool, mix: float):
         """Per batch of contexts: (its network and term scores, the exclusion ids (b, X) or None), with
@@ -151,7 +151,7 @@ class Ensemble(Predictor):
         """Set `mix` to the weight of `mixes` with the largest recall@k of `targets` (Q,) given `contexts`
         (Q, c) (held-out examples, never the test ones; ties: the smaller weight) -> {mix: recall@k}.
         One network pass per batch serves every weight."""
-        if self.term_head is None:
+        if self.term_member is None:
             raise ValueError("choose_mix: no model of the ensemble has an item-item term (a hybrid head)")
         targets = torch.from_numpy(np.asarray(targets, np.int64))
         hits = {float(w): 0 for w in mixes}
