@@ -43,6 +43,7 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True):
     from an older directory's sections: storage/kinds.py), each with info():
 
         set-model, sequence-model, text-model  Predictor: predict(ids, k), similar(id, k), recommend(...)
+        ensemble                               Ensemble (a Predictor): its members ranked as one
                                                (a text model's blanks: inference.fill.Filler.from_predictor)
         set-embedding                          setembed.Embedder: similar(ids, k), classify(ids), embed_many(...)
         text-classifier                        textclass.classifier.Classifier: predict(text, k)
@@ -59,6 +60,12 @@ def _predictor(model_dir, threads, device, mmap):
     return Predictor.load(model_dir, threads, device, mmap)
 
 
+def _ensemble(model_dir, threads, device, mmap):
+    from .inference.ensemble import Ensemble
+
+    return Ensemble.load_dir(model_dir, threads, device, mmap)
+
+
 def _embedder(model_dir, threads, device, mmap):
     from .setembed.embedder import Embedder
 
@@ -72,7 +79,7 @@ def _classifier(model_dir, threads, device, mmap):
 
 
 # model kind (storage/kinds.py: KINDS) -> its loader (tests/test_load.py checks every kind has one)
-_LOADERS = {"set-model": _predictor, "sequence-model": _predictor, "text-model": _predictor,
+_LOADERS = {"set-model": _predictor, "sequence-model": _predictor, "text-model": _predictor, "ensemble": _ensemble,
             "set-embedding": _embedder, "text-classifier": _classifier}
 
 __all__ = ["BloomHash", "Dataset", "DecodeConfig", "Ensemble", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",

@@ -13,6 +13,7 @@ import torch
 
 import superbloom as sb
 from superbloom.cli import main
+from superbloom.inference.ensemble import Ensemble
 from superbloom.inference.predictor import Predictor
 from superbloom.setembed.embedder import Embedder
 from superbloom.storage.kinds import ID_MODELS, KINDS, infer_kind
@@ -84,6 +85,8 @@ def models(wiki_data, tmp_path_factory):
     assert main(["embed-train", wiki, "--out", str(out["set-embedding"]), "--objective", "uniformity",
                  "--steps", "4", "--d", "16", "--heads", "2", "--d-ff", "32", "--pool-heads", "2", "--alpha", "8",
                  "--segment", "8", "--batch-size", "16", "--eval-every", "2", "--warmup", "2", "--quiet"]) == 0
+    assert main(["train", wiki, "--out", str(out["ensemble"]), "--members", "2", "--preset", "small",
+                 "--steps", "6", "--eval-every", "3", *NET]) == 0
     docs, labels = _docs(root)
     assert main(["textclass-train", str(docs), "--labels", str(labels), "--out", str(out["text-classifier"]),
                  "--d", "16", "--heads", "2", "--epochs", "2", "--batch-size", "4", "--optimizer", "adamw",
@@ -91,13 +94,14 @@ def models(wiki_data, tmp_path_factory):
     return out
 
 
-OBJECTS = {"set-model": Predictor, "sequence-model": Predictor, "text-model": Predictor, "set-embedding": Embedder,
+OBJECTS = {"set-model": Predictor, "sequence-model": Predictor, "text-model": Predictor, "ensemble": Ensemble,
+           "set-embedding": Embedder,
            "text-classifier": Classifier}
 
 
 def answer(kind, model):
     """The kind's own calls answer (predict / similar where they apply)."""
-    if kind == "set-model":
+    if kind in ("set-model", "ensemble"):
         assert len(model.predict(["Jazz", "Miles_Davis"], k=5).items) == 5
         assert len(model.similar("Jazz", k=3)) == 3
     elif kind == "sequence-model":
@@ -180,7 +184,8 @@ def test_each_trainer_writes_a_card_with_its_kind_and_figures(models, kind):
     card = (d / "README.md").read_text()
     assert card == render_card(d)  # regenerated from the files alone: the same card
     config = json.loads((d / "config.json").read_text())
-    last = json.loads((d / "metrics.jsonl").read_text().splitlines()[-1])
+    first = d / config["members"][0] if kind == "ensemble" else d  # an ensemble: its members' training records
+    last = json.loads((first / "metrics.jsonl").read_text().splitlines()[-1])
     assert f"Kind `{kind}`" in card and KINDS[kind].what in card
     assert f"parameters: {config['parameters']:,}" in card
     assert f"- {last['step']:,} steps in" in card

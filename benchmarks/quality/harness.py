@@ -128,6 +128,7 @@ class Recipe:
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
     components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
     seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
+    members: int = 1  # > 1: the library's `train --members` (training/members.py): that many seeds as one ensemble
 
 
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
@@ -229,6 +230,11 @@ RECIPES.update({
     "hybrid_ease": replace(RECIPES["hybrid"], item_term="ease"),
 })
 
+# issue 33: the library's `train --members K` (training/members.py): K seeds of the hybrid recipe sharing their
+# validation sets, ranked as one sb.Ensemble (mean network log p + the weight chosen on those sets x the term);
+# member 0 is the `hybrid` recipe itself
+RECIPES.update({f"hybrid_x{k}": replace(RECIPES["hybrid"], members=k) for k in (3, 6)})
+
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
     """The ONE place that calls the library's training API (adapt here when TrainConfig changes)."""
@@ -253,7 +259,11 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
                            keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS,
                            time_budget=recipe.time_budget),
         val_fraction=recipe.val_fraction, init=recipe.init)
-    sb.train(cfg, progress=False, overwrite=True)
+    if recipe.members > 1:
+        from superbloom.training.members import train_members
+        train_members(cfg, recipe.members, progress=False, overwrite=True)
+    else:
+        sb.train(cfg, progress=False, overwrite=True)
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -270,15 +280,17 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
         t0 = time.time()
         train_model(recipe, data, run_dir, steps, recipe.seed)
         wall = time.time() - t0
-        state = load_json(latest_checkpoint(run_dir) / "state.json")
-        config = load_json(run_dir / "config.json")
+        first = run_dir / "member-0" if recipe.members > 1 else run_dir  # an ensemble: its first member's files
+        states = [load_json(latest_checkpoint(d) / "state.json")
+                  for d in ([run_dir / f"member-{i}" for i in range(recipe.members)] if recipe.members > 1 else [run_dir])]
+        state = dict(states[0], seconds=sum(st["seconds"] for st in states), examples=sum(st["examples"] for st in states))
+        config = load_json(first / "config.json")
         torch.set_num_threads(THREADS)
         t1 = time.time()
         predictor = sb.load(run_dir)
         ranking = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
         ranks = target_ranks(ranking.ids.numpy(), ex.targets)
-        head = predictor.model.head
-        variants = head.variants()  # the hybrid: its network alone and its term alone, on the same examples
+        variants = predictor.variants()  # a hybrid (or ensemble): its network alone and its term alone, same examples
         for variant, context in variants.items():
             with context:
                 alone = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
@@ -286,14 +298,15 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
                     target_ranks(alone.ids.numpy(), ex.targets).astype(np.int16))
         best = state.get("best", {})
         record = {"recipe": recipe_name, "threads": THREADS, "config": asdict(recipe), "alpha": config["hash"]["alpha"],
-                  "m": config["hash"]["m"], "parameters": config["parameters"], "steps": state["step"],
-                  "best_step": best.get("step"), "train_seconds": round(state["seconds"], 1),
+                  "m": config["hash"]["m"], "parameters": predictor.n_parameters, "steps": state["step"],
+                  "best_step": best.get("step"),
+                  **({"members_best_steps": [st.get("best", {}).get("step") for st in states]} if len(states) > 1 else {}), "train_seconds": round(state["seconds"], 1),
                   "wall_seconds": round(wall, 1), "rank_seconds": round(time.time() - t1, 1),
                   "examples_per_s": round(state["examples"] / max(state["seconds"], 1e-9), 1),
                   "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
-                  "inference_checkpoint": inference_checkpoint(run_dir).name,
+                  "inference_checkpoint": inference_checkpoint(first).name,
                   "variants": [variant_key(v) for v in variants],
-                  **({k: v for k, v in head.describe().items() if k.startswith("item_")} if variants else {}),
+                  **({k: v for k, v in predictor.describe_head().items() if k.startswith("item_")} if variants else {}),
                   **({"item_item_values": config["head_built"]["item_item_values"]} if variants else {})}
         np.save(run_dir / "ranks.npy", ranks.astype(np.int16))
         done.write_text(json.dumps(record, indent=2) + "\n")

@@ -59,7 +59,7 @@ def cmd_demo(args):
     from ..evaluation.evaluate import EvalConfig, evaluate
     from ..hashing.bloom import UNHASHED_MAX_IDS, HashConfig
     from ..heads import head_config
-    from ..inference.predictor import load
+    from ..inference.loader import load
     from ..data.prepare import PrepareConfig, format_summary, prepare
     from ..data.readers import ReadConfig
     from ..model.encoder import ModelConfig

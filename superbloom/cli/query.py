@@ -113,7 +113,7 @@ def add_ensemble_args(p) -> None:
 
 def load_model(args):
     """MODEL (a Predictor), or with --with the models as one sb.Ensemble (--item-mix its weight)."""
-    from ..inference.predictor import load
+    from ..inference.loader import load
 
     model = load(args.model, args.threads, args.device)
     if not args.ensemble:
@@ -205,7 +205,7 @@ def _add_serve(sub):
 def cmd_eval(args):
     from ..data.dataset import Dataset
     from ..evaluation.evaluate import evaluate
-    from ..inference.predictor import load
+    from ..inference.loader import load
 
     baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
     cfg = EvalConfig(seed=args.seed, targets_per_set=args.targets_per_set, depth=args.depth, decode=decode_config(args),
@@ -272,7 +272,7 @@ def cmd_predict(args):
 
 def cmd_expand(args):
     from ..inference.expand import expand
-    from ..inference.predictor import load
+    from ..inference.loader import load
 
     model = load(args.model, args.threads, device=args.device)
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
@@ -293,7 +293,7 @@ def cmd_expand(args):
 
 
 def cmd_similar(args):
-    from ..inference.predictor import load
+    from ..inference.loader import load
 
     model = load(args.model, args.threads, device=args.device)
     items = model.similar(args.id, args.k)
@@ -305,7 +305,7 @@ def cmd_similar(args):
 
 
 def cmd_vectors(args):
-    from ..inference.predictor import load
+    from ..inference.loader import load
     from ..inference.vectors import claim_vectors, save_vectors
 
     target = claim_vectors(args.out)  # before the model loads: a user's file, a folder or a device is refused

@@ -46,6 +46,7 @@ DERIVED = {
     "model.embedding": "the input embedding: always 'hashed' for train (--dynamic-embedding adds the dynamic one)",
     "mask.p_mask": "BERT's share of masked ids fed as [MASK]: set by the objective (objectives.py mask_defaults)",
     "mask.p_random": "BERT's share of masked ids fed as a random id: set by the objective",
+    "val_seed": "the validation sets' seed: train --members gives every member the first one's (None: --seed)",
 }
 
 # fields a recipe leaves out: the paths, given on the command line now
@@ -61,6 +62,7 @@ NOT_SETTINGS = {
     "log_level": "output only (which messages are shown)",
     "log_to": "output only (where the metrics also go)",
     "memory_limit": "a check before the run (cli/checks.py), not what to train",
+    "members": "how many models of the recipe to train as one ensemble (training/members.py), not the recipe",
 }
 
 # the sections of config.json's "train" (TrainConfig's nested configs); the rest are top-level fields

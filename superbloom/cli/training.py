@@ -176,6 +176,11 @@ def _add_train(sub):
     g.add_argument("--val-fraction", type=FRACTION, default=default_of(TrainConfig, "val_fraction"),
                    help="training sets held out for validation, at most 2000 (default %(default)s)")
     g.add_argument("--seed", type=NONNEG_INT, default=lp("seed"), help="training seed (default %(default)s)")
+    g.add_argument("--members", type=NONNEG_INT, default=1, metavar="K",
+                   help="K >= 2: train K models of this recipe (seeds SEED..SEED+K-1, the same validation sets) "
+                        "into --out/member-i and save them as one ensemble (the mean of their log p + the chosen "
+                        "weight x the first hybrid's item-item term); load, eval, predict and serve --out as one "
+                        "model (default %(default)s: one model)")
     g.add_argument("--threads", type=checks.THREADS, default=lp("threads"),
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
@@ -361,11 +366,18 @@ def cmd_train(args):
         cfg, record = resolve_train(args)
         checks.refuse_training_memory("train", cfg.data, cfg.hash, cfg.model, cfg.loop.batch_size, cfg.mask.n,
                                       args.samples, args.memory_limit)
-        out = train(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
-                    record={"preset": record} if record else None,
-                    callbacks=log_to_callbacks(args))
+        run = train
+        if args.members != 1:
+            from functools import partial
+
+            from ..training.members import train_members
+            run = partial(train_members, members=args.members)
+        out = run(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
+                  record={"preset": record} if record else None, callbacks=log_to_callbacks(args))
     if args.json:
-        print(json.dumps({"out": str(out), "parameters": load_json(Path(out) / "config.json").get("parameters")},
+        saved = load_json(Path(out) / "config.json")
+        print(json.dumps({"out": str(out), "parameters": saved.get("parameters"),
+                          **({"members": saved["members"], "item_mix": saved["item_mix"]} if "members" in saved else {})},
                          indent=2))
         return
     print(f"model written to {out}")

@@ -31,11 +31,17 @@ HEADS: dict[str, tuple[type, type]] = {  # name -> (config class, head class)
 }
 
 
+def scores_every_id(name: str) -> bool:
+    """Does the head `name` give the network's log p of every id (HeadBase.network_scores): what an
+    ensemble's members need (inference/ensemble.py, training/members.py)."""
+    return HEADS[name][1].network_scores is not HeadBase.network_scores
+
+
 def build_head(cfg: HeadConfig, embedding: nn.Embedding, hashing: BloomHash, counts=None) -> HeadBase:
     """The head `cfg` configures. `counts` (training id counts, (N,)) builds proposals and trees."""
     return HEADS[cfg.name][1](embedding, hashing, cfg, counts)
 
 
 __all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig",
-           "HierarchicalHead", "HybridConfig", "HybridHead", "MixtureConfig", "MixtureHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head",
+           "HierarchicalHead", "HybridConfig", "HybridHead", "MixtureConfig", "MixtureHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head", "scores_every_id",
            "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]

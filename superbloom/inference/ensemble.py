@@ -28,6 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .predictor import Predictor
+from ..storage.loading import LoadError, expect_kind, read_config
 from ..heads.beam import DecodeConfig
 from ..heads.config import MIXES
 from ..heads.hybrid import term_alone
@@ -69,9 +70,30 @@ class Ensemble(Predictor):
         """The models of `model_dirs` (each as sb.load reads it) as one ensemble."""
         return cls([Predictor.load(d, threads, device, mmap) for d in model_dirs], mix, [str(d) for d in model_dirs])
 
+    @classmethod
+    def load_dir(cls, ens_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> "Ensemble":
+        """An ensemble folder (training/members.py, `train --members`): config.json's "members" (folders
+        inside it) at its "item_mix"."""
+        path = expect_kind(ens_dir, "ensemble")
+        config = read_config(path, {"members": list})
+        where = path / "config.json"
+        mix = config.get("item_mix", 0.0)
+        if isinstance(mix, bool) or not isinstance(mix, (int, float)) or mix < 0:
+            raise LoadError(f"{where}: field 'item_mix' is {mix!r}; expected a number >= 0")
+        names = config["members"]
+        if not names or not all(isinstance(m, str) and m and "/" not in m and m not in (".", "..") for m in names):
+            raise LoadError(f"{where}: field 'members' is {names!r}; expected the names of the member folders in "
+                            f"{path}")
+        return cls([Predictor.load(path / m, threads, device, mmap) for m in names], float(mix),
+                   [str(path / m) for m in names])
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(m.n_parameters for m in self.members)
+
     def info(self) -> dict:
         out = super().info()
-        out.update(kind="ensemble", parameters=sum(m.n_parameters for m in self.members),
+        out.update(kind="ensemble", parameters=self.n_parameters,
                    members=len(self.members), item_mix=self.mix)
         return out
 
@@ -147,16 +169,17 @@ class Ensemble(Predictor):
 
     @torch.no_grad()
     def choose_mix(self, contexts: np.ndarray, targets: np.ndarray, mixes: Sequence[float] = MIXES,
-                   k: int = 10, batch_size: int = 256) -> dict[float, float]:
+                   k: int = 10, batch_size: int = 256, exclude: np.ndarray | None = None) -> dict[float, float]:
         """Set `mix` to the weight of `mixes` with the largest recall@k of `targets` (Q,) given `contexts`
-        (Q, c) (held-out examples, never the test ones; ties: the smaller weight) -> {mix: recall@k}.
-        One network pass per batch serves every weight."""
+        (Q, c) (held-out examples, never the test ones; ties: the smaller weight), never ranking an id of
+        `exclude` (Q, X) (None: the contexts) -> {mix: recall@k}. One network pass per batch serves every
+        weight."""
         if self.term_member is None:
             raise ValueError("choose_mix: no model of the ensemble has an item-item term (a hybrid head)")
         targets = torch.from_numpy(np.asarray(targets, np.int64))
         hits = {float(w): 0 for w in mixes}
         done = 0
-        for net, term, ex in self._batches(contexts, None, None, batch_size, False, 1.0):
+        for net, term, ex in self._batches(contexts, exclude, None, batch_size, False, 1.0):
             t = targets[done:done + len(net)]
             for w in hits:
                 ids = self._top(net + w * term, k, ex, DecodeConfig()).ids

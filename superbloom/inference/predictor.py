@@ -202,6 +202,3 @@ class Predictor:
                                  "score": s if math.isfinite(s) else None} for i, s in pred.items],
                 "exact": pred.exact, "beam": pred.beam, "context": pred.context, "unknown": pred.unknown}
 
-
-def load(model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> Predictor:
-    return Predictor.load(model_dir, threads, device, mmap)

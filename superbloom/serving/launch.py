@@ -63,10 +63,10 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
             raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
         return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers, log_level)
 
-    from ..inference.predictor import Predictor
+    from ..inference.loader import load
     from .app import create_app
 
-    app = create_app(Predictor.load(model_dir, threads, device), config, access_log=access_log)
+    app = create_app(load(model_dir, threads, device), config, access_log=access_log)
     if embed:
         from ..setembed.embedder import load_embedder
         app.state.embedder = load_embedder(embed, threads, device)
@@ -124,12 +124,12 @@ def app_from_env():
     """uvicorn's app factory in each worker: the model loaded (weights mapped) and serving.app's app."""
     from .._log import configure
     from .guards import WorkerHeader
-    from ..inference.predictor import Predictor
+    from ..inference.loader import load
     from .app import create_app
 
     s = _settings()
     configure(s.get("log_level", "info"))  # a fresh process: the access log and the library's messages on stderr
-    app = create_app(Predictor.load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]),
+    app = create_app(load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]),
                      access_log=s.get("access_log", True))
     app.add_middleware(WorkerHeader)
     return app

@@ -85,6 +85,8 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "model": Kind("an id model (superbloom train / extend)", lambda p: _trained(p, "head")),
+    "ensemble": Kind("an ensemble of id models (superbloom train --members)",
+                     lambda p: _config(p).get("kind") == "ensemble"),
     "set-embedding": Kind("a set embedding (superbloom embed-train)", lambda p: _trained(p, "embed")),
     "text-classifier": Kind("a text classifier (superbloom textclass-train)", lambda p: _trained(p, "textclass")),
     "dataset": Kind("a prepared dataset (superbloom prepare / prepare-text)",

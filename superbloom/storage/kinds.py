@@ -32,12 +32,13 @@ KINDS = {k.name: k for k in (
          "superbloom train (on prepare --split leave-one-out data)", _ID_USE),
     Kind("text-model", "a text model (masked tokens of prepare-text data)",
          "superbloom train --objective text-mlm", "superbloom fill / eval / serve MODEL"),
+    Kind("ensemble", "an ensemble (id models of one dataset ranked as one)", "superbloom train --members K", _ID_USE),
     Kind("set-embedding", "a set embedding (one vector per set, its training sets indexed)", "superbloom embed-train",
          "superbloom similar / classify / embed MODEL, or superbloom serve ID_MODEL --embed MODEL"),
     Kind("text-classifier", "a text classifier (words -> one attention layer -> a class)",
          "superbloom textclass-train", "superbloom textclass MODEL \"some text\""),
 )}
-ID_MODELS = ("set-model", "sequence-model", "text-model")  # the kinds of train(): superbloom.Predictor loads them
+ID_MODELS = ("set-model", "sequence-model", "text-model", "ensemble")  # train()'s kinds: sb.Predictor loads them
 
 
 def id_model_kind(data: dict) -> str:
@@ -56,6 +57,8 @@ def infer_kind(config: dict, where: str = "config.json") -> str:
             raise ValueError(f"{where}: unknown \"kind\" {kind!r} (expected one of {', '.join(KINDS)}; "
                              "written by a newer superbloom?)")
         return kind
+    if "members" in config and "head" not in config:  # training/members.py
+        return "ensemble"
     if "embed" in config:
         return "set-embedding"
     if "textclass" in config:

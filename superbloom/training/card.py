@@ -32,13 +32,16 @@ LIMITS = {
     "set-embedding": ["`similar` answers with training sets (its index), not with ids; a set of only unknown "
                       "ids is an error."],
     "text-classifier": ["It knows only the labels it was trained on, and reads the first max_words words of a text."],
+    "ensemble": ["Ids outside its vocabulary are unknown; every answer costs one network pass per member.",
+                 "Its folder holds its members (member-i): move or copy the folder whole."],
 }
 # kind -> the Python calls the card shows after sb.load
 EXAMPLES = {"set-model": "model.predict([ID, ...], k=10); model.similar(ID, k=10)",
             "sequence-model": "model.predict([OLDEST_ID, ..., NEWEST_ID], k=10)",
             "text-model": "model.predict([TOKEN, ...], k=10)   # blanks: superbloom.inference.fill.Filler",
             "set-embedding": "model.similar([ID, ...], k=10); model.classify([ID, ...])",
-            "text-classifier": "model.predict(\"some text\", k=3)"}
+            "text-classifier": "model.predict(\"some text\", k=3)",
+            "ensemble": "model.predict([ID, ...], k=10); model.info()[\"members\"]"}
 COMMON_LIMITS = ["Trained on one dataset only: it knows that data's ids and patterns and nothing else.",
                  "Scores rank answers; they are not calibrated probabilities."]
 
@@ -68,12 +71,13 @@ def _render(d: Path, config: dict) -> str:
     name = ((config.get("dataset") or {}).get("name") or train.get("data")
             or ", ".join(Path(c).name for c in train.get("corpus") or ()) or "its data")
     v = config.get("versions") or {}
+    recipe, training = (config, _training(d)) if kind.name != "ensemble" else _ensemble(d, config)
     lines = [f"# Model card: {kind.what}", "",
              f"Kind `{kind.name}`, trained on `{name}` by `{kind.trainer}`"
              + (f" (superbloom {v['superbloom']}, torch {v['torch']})" if "superbloom" in v else "")
              + ". Written from this directory's files; `superbloom card MODEL` writes it again.", "",
-             "## Data", "", *_data(config), "", "## Recipe", "", *_recipe(config), "",
-             "## Training", "", *_training(d), "", "## Evaluation", "", *_evaluation(d, config, kind.name), "",
+             "## Data", "", *_data(config), "", "## Recipe", "", *_recipe(recipe), "",
+             "## Training", "", *training, "", "## Evaluation", "", *_evaluation(d, config, kind.name), "",
              "## Use", "", *_use(d, kind), "", "## Limitations", "",
              *[f"- {x}" for x in LIMITS.get(kind.name, []) + COMMON_LIMITS], ""]
     return "\n".join(lines)
@@ -141,6 +145,24 @@ def _recipe(config: dict) -> list[str]:
     if "parameters" in config:
         out.append(f"- parameters: {config['parameters']:,}")
     return out
+
+
+def _ensemble(d: Path, config: dict) -> tuple[dict, list[str]]:
+    """An ensemble folder (members.py): the recipe of its first member (every member's but the seed), and
+    its members and chosen weight as the training record."""
+    members = config["members"]
+    first = read_json_object(d / members[0] / "config.json", "the first member's settings")
+    runs = config.get("runs") or []
+    lines = [f"- {len(members)} members ({', '.join(members)}), seeds "
+             f"{', '.join(str(r.get('seed')) for r in runs) or '?'}, the same validation sets; "
+             f"{config.get('seconds', 0):,.0f} s in all",
+             f"- item-item weight {config.get('item_mix', 0):g}"
+             + (" (validation rec@10 " + ", ".join(f"{w}: {r:.4f}" for w, r in sorted(config["mix_validation"].items(), key=lambda x: float(x[0])))
+                + ")"
+                if config.get("mix_validation") else " (no member has an item-item term)")]
+    for m in members:
+        lines += [f"- `{m}`:", *(f"  {x}" for x in _training(d / m))]
+    return dict(first, preset=config.get("preset"), parameters=config.get("parameters")), lines
 
 
 def _training(d: Path) -> list[str]:

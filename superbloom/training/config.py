@@ -83,15 +83,25 @@ class TrainConfig:
     val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
     objective: str = "masked"  # an entry of objectives.OBJECTIVES: how examples are made and the model validated
     init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
+    # which training sets are held out for validation (and its examples): None = loop.seed; the members
+    # of an ensemble (members.py) share it, so their weight is chosen on sets none of them trained on
+    val_seed: int | None = None
 
     def __post_init__(self):
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.val_seed is not None and self.val_seed < 0:
+            raise ValueError(f"val_seed must be >= 0, got {self.val_seed}")
         if self.init not in INIT_NAMES:
             raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INIT_NAMES))}")
         from .objectives import objective_entry  # the registry's entries are torch code
 
         objective_entry(self.objective).check(self.model, self.mask)  # the objective's own requirements
+
+    @property
+    def validation_seed(self) -> int:
+        """The seed of the validation split and its examples (val_seed, else the training seed)."""
+        return self.loop.seed if self.val_seed is None else self.val_seed
 
     def to_dict(self) -> dict:
         """JSON-able, the head with its name (config.json's "train")."""
@@ -107,7 +117,7 @@ class TrainConfig:
                    optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
                    loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
                    val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"),
-                   init=t.get("init", "normal"))
+                   init=t.get("init", "normal"), val_seed=t.get("val_seed"))
 
 
 _FIELD_DEFAULT_VAL = TrainConfig.__dataclass_fields__["val_fraction"].default

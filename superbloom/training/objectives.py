@@ -166,7 +166,7 @@ def masked(x: ObjectiveInputs) -> Objective:
     """The default: masked training over sets (sec. 3.1), BEST by rec@10 on held-out training sets."""
     cfg = x.cfg
     # many held-out ids per validation set: a steadier score to pick the BEST checkpoint with
-    val = (make_examples(x.data.train.subset(x.val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.loop.seed)
+    val = (make_examples(x.data.train.subset(x.val_rows), cfg.mask.n, VAL_TARGETS_PER_SET, cfg.validation_seed)
            if len(x.val_rows) else None)
     return masked_set_objective(x.model, x.hashing, x.data.train, x.train_rows, val, cfg.mask, cfg.loop.batch_size,
                                 cfg.loop.seed, x.device, merge=not x.model_cfg.positions)
@@ -213,7 +213,7 @@ def _sequence_objective(x: ObjectiveInputs, min_length: int, make_batch) -> Obje
     def batch(r: np.ndarray, rng: np.random.Generator):
         return make_batch(r, rng).to(x.device)
 
-    ex = validation_examples(x.data, x.val_rows, x.cfg.loop.seed, x.model_cfg.positions - 1)
+    ex = validation_examples(x.data, x.val_rows, x.cfg.validation_seed, x.model_cfg.positions - 1)
     validate = sequence_validate(x.model, x.hashing, ex) if ex is not None and len(ex.targets) else None
     return Objective(x.model, len(rows), epoch, batch, validate, SEQUENCE_SELECT)
 

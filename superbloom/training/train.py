@@ -62,7 +62,7 @@ def split_validation(train: SetArray, fraction: float, seed: int) -> tuple[np.nd
 
 
 # settings a resumed run must keep: they define the model and its data (the rest may change)
-ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction", "objective", "init")
+ARCHITECTURE = ("hash", "model", "head", "mask", "val_fraction", "val_seed", "objective", "init")
 
 
 def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
@@ -116,7 +116,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hash_seconds = time.time() - t0
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
-    train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.loop.seed)
+    train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.validation_seed)
     if model.head.uses_context and not entry.gives_context:
         raise ValueError(f"the {head_cfg.name} head scores with the set's context: it trains with an objective "
                          f"whose validation passes the context "
