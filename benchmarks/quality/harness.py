@@ -234,6 +234,9 @@ RECIPES.update({
 # validation sets, ranked as one sb.Ensemble (mean network log p + the weight chosen on those sets x the term);
 # member 0 is the `hybrid` recipe itself
 RECIPES.update({f"hybrid_x{k}": replace(RECIPES["hybrid"], members=k) for k in (3, 6)})
+# the same with each member's BEST chosen by its network alone (--item-mix 0) and EASE's term as its teacher
+# (--item-distill 0.3): the net_kd3 recipe as members; the ensemble's weight is still chosen on the shared sets
+RECIPES.update({f"kd3_x{k}": replace(RECIPES["net_kd3"], members=k) for k in (3, 6)})
 
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
