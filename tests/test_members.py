@@ -82,14 +82,17 @@ def test_resume_keeps_the_complete_members(wiki_data, tmp_path):
     assert load_json(out / "config.json")["members"] == ["member-0", "member-1"]
 
 
-def test_refusals(wiki_data, tmp_path):
+def test_refusals(wiki_data, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="at least 2 members"):
         train_members(config(wiki_data, tmp_path / "a"), 1)
     with pytest.raises(ValueError, match="superbloom head does not score every id"):
         train_members(config(wiki_data, tmp_path / "b", head=sb.SuperbloomConfig()), 2)
     with pytest.raises(ValueError, match="--val-fraction"):
         train_members(dataclasses.replace(config(wiki_data, tmp_path / "c"), val_fraction=0.0), 2)
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # refused before anything is written
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="one process"):
+        train_members(config(wiki_data, tmp_path / "d"), 2)
+    assert not any((tmp_path / x).exists() for x in "abcd")  # refused before anything is written
 
 
 def test_a_member_loader_refuses_the_folder_and_a_broken_config_is_named(ensemble, tmp_path):

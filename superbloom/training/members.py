@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Sequence
@@ -59,6 +60,9 @@ def check_members(cfg: TrainConfig, members: int) -> None:
     if not scores_every_id(cfg.head.name):
         raise ValueError(f"--members: the {cfg.head.name} head does not score every id; an ensemble's members "
                          "are full, mixture or hybrid heads (--head)")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun (model/device.py): every rank would write the folder
+        raise ValueError("--members runs in one process; under torchrun train each member with its own --seed and "
+                         "--out, then rank them as one with `eval` / `predict MODEL --with OTHER ...`")
     if cfg.val_fraction <= 0:
         raise ValueError("--members: the ensemble's weight is chosen on held-out training sets; --val-fraction "
                          "must be > 0")
