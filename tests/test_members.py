@@ -153,3 +153,17 @@ def test_serve_answers_with_the_ensemble(ensemble):
         info = client.get("/v1/model").json()
     assert [p["id"] for p in got["predictions"]] == [i for i, _ in model.predict(["Jazz", "Miles_Davis"], k=4).items]
     assert got["exact"] and info["parameters"] == model.n_parameters
+
+
+def test_an_ensemble_folder_among_other_models_adds_its_members(ensemble, wiki_data, tmp_path):
+    """`predict ENSEMBLE_DIR --with OTHER`: the folder's members join the other model's (not only its first
+    member), and its chosen weight is the default."""
+    _, out = ensemble
+    ens = sb.load(out, mmap=False)
+    other = sb.load(sb.train(config(wiki_data, tmp_path / "other", head=head_config("full")), progress=False),
+                    mmap=False)
+    both = sb.Ensemble([ens, other])
+    assert len(both.members) == 4 and both.mix == ens.mix
+    by_hand = sb.Ensemble([*ens.members, other], mix=ens.mix)
+    ctx = np.asarray([[1, 2, 3], [10, 20, -1]], np.int64)
+    assert torch.allclose(both.scores(ctx), by_hand.scores(ctx))

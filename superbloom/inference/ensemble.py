@@ -42,6 +42,13 @@ class Ensemble(Predictor):
     def __init__(self, members: Sequence[Predictor], mix: float | None = None, names: Sequence[str] = ()):
         if not members:
             raise ValueError("an ensemble needs at least one model")
+        # an ensemble among the members (a folder of `train --members` given to --with) adds its own members;
+        # its chosen weight counts with the hybrids' own ones for the default
+        own = [m.mix if isinstance(m, Ensemble) else float(m.model.head.describe().get("item_mix", 0.0))
+               for m in members]
+        if names:
+            names = [n for m, n in zip(members, names) for _ in (m.members if isinstance(m, Ensemble) else [m])]
+        members = [x for m in members for x in (m.members if isinstance(m, Ensemble) else [m])]
         first = members[0]
         sample = np.linspace(0, len(first.vocab) - 1, min(1000, len(first.vocab))).astype(int).tolist()
         for i, m in enumerate(members[1:], 1):
@@ -58,7 +65,6 @@ class Ensemble(Predictor):
         probe = torch.full((1, 1), -1, dtype=torch.long)
         with_term = [m for m in members if m.model.head.term_scores(probe.to(device_of(m))) is not None]
         self.term_member = with_term[0] if with_term else None  # whose term (and its device) the ensemble adds
-        own = [float(m.model.head.describe().get("item_mix", 0.0)) for m in members]
         own = [w for w in own if w > 0]
         self.mix = float(mix) if mix is not None else (float(np.median(own)) if own and with_term else 0.0)
         if self.mix and self.term_member is None:
