@@ -111,6 +111,7 @@ class Recipe:
     lr: float = 3e-3
     warmup: int = 300
     weight_decay: float = 0.0
+    schedule: str = "rsqrt"  # the learning rate after the warm-up (OptimConfig.schedule): rsqrt | linear | cosine
     label_smoothing: float = 0.0
     ema: float = 0.0
     init: str = "normal"  # the token embedding's start: normal | cooccurrence (superbloom.model.warmstart)
@@ -224,6 +225,8 @@ RECIPES.update({
     "mos8": replace(RECIPES["hybrid"], head="mixture", components=8),
     "net_wd01": replace(RECIPES["hybrid"], head="full", weight_decay=0.1),  # AdamW's decoupled weight decay
     "net_wd1": replace(RECIPES["hybrid"], head="full", weight_decay=1.0),
+    "net_cos": replace(RECIPES["hybrid"], head="full", schedule="cosine"),  # the learning rate to 0 at the last step
+    "net_lin": replace(RECIPES["hybrid"], head="full", schedule="linear"),
     "net_s1": replace(RECIPES["hybrid"], head="full", seed=1),  # seeds of `net` for ensemble.py
     "net_s2": replace(RECIPES["hybrid"], head="full", seed=2),
     # EASE's term past term auto's 25,000 ids (float32 up to 60,000: BERT4Rec Beauty's 52,985, WN18RR's 39,672)
@@ -257,7 +260,8 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
                         element_dropout=recipe.element_dropout),
-        optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay),
+        optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay,
+                             schedule=recipe.schedule),
         loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
                            keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS,
                            time_budget=recipe.time_budget),

@@ -13,7 +13,7 @@ from ..heads.config import SuperbloomConfig, head_config, head_settings
 from ..heads.config import MIXES, TERMS as HYBRID_TERMS
 from ..heads.config import WEIGHTINGS
 from ..training import config as training_config  # OBJECTIVE_NAMES, read when the parser is built
-from ..training.config import OPTIMIZER_NAMES, LoopConfig, OptimConfig, TrainConfig
+from ..training.config import OPTIMIZER_NAMES, SCHEDULE_NAMES, LoopConfig, OptimConfig, TrainConfig
 from ..training.presets import PRESETS, RULES
 from . import checks
 from .recipe import saved_recipe
@@ -158,6 +158,10 @@ def _add_train(sub):
                    help="adamw, or adapsgd (no learning rate: --lr and --warmup are not used) (default %(default)s)")
     g.add_argument("--lr", type=checks.LR, default=o("lr"), help="peak learning rate (default %(default)s)")
     g.add_argument("--warmup", type=NONNEG_INT, default=o("warmup"), help="warm-up steps (default %(default)s)")
+    g.add_argument("--schedule", choices=SCHEDULE_NAMES, default=o("schedule"),
+                   help="the learning rate after the warm-up: rsqrt, lr * sqrt(warmup / step) (the paper's); "
+                        "linear or cosine: down to 0 at the last step (needs --steps or --epochs) "
+                        "(default %(default)s)")
     g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=o("weight_decay"), help="weight decay (default %(default)s)")
     g.add_argument("--clip", type=checks.CLIP, default=o("clip"), help="gradient norm clip, 0: none (default %(default)s)")
     lp = lambda name: default_of(LoopConfig, name)  # noqa: E731
@@ -315,7 +319,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         else _mask_default(args, "element_dropout")),
         optim=OptimConfig(name=pick("optimizer", b.optim.name), lr=pick("lr", b.optim.lr),
                           warmup=pick("warmup", b.optim.warmup), weight_decay=pick("weight_decay", b.optim.weight_decay),
-                          clip=pick("clip", b.optim.clip)),
+                          clip=pick("clip", b.optim.clip), schedule=pick("schedule", b.optim.schedule)),
         loop=LoopConfig(batch_size=pick("batch_size", b.loop.batch_size), steps=pick("steps", b.loop.steps),
                         epochs=pick("epochs", b.loop.epochs), time_budget=pick("time_budget", b.loop.time_budget),
                         eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),

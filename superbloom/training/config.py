@@ -17,6 +17,8 @@ from ..heads.config import HeadConfig, SuperbloomConfig, head_config_dict, head_
 from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
 
 OPTIMIZER_NAMES = ("adamw", "adapsgd")  # optim.OPTIMIZERS
+SCHEDULE_NAMES = ("rsqrt", "linear", "cosine")  # optim.SCHEDULES: the learning rate after the warm-up
+TO_ZERO = ("linear", "cosine")  # schedules that reach 0 at the run's last step: the run needs a step count
 OBJECTIVE_NAMES = ("masked", "next-item", "masked-sequence", "text-mlm")  # objectives.OBJECTIVES
 
 
@@ -24,13 +26,16 @@ OBJECTIVE_NAMES = ("masked", "next-item", "masked-sequence", "text-mlm")  # obje
 class OptimConfig:
     name: str = "adamw"  # OPTIMIZER_NAMES (optim.OPTIMIZERS)
     lr: float = 3e-3  # peak learning rate
-    warmup: int = 300  # linear warm-up steps, then lr * sqrt(warmup / step)
+    warmup: int = 300  # linear warm-up steps, then the schedule
     weight_decay: float = 0.0
     clip: float = 1.0  # gradient norm clip (0: none)
+    schedule: str = "rsqrt"  # after the warm-up: lr * sqrt(warmup / step) (the paper); linear | cosine: to 0 at the last step
 
     def __post_init__(self):
         if self.name not in OPTIMIZER_NAMES:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_NAMES)}, got {self.name!r}")
+        if self.schedule not in SCHEDULE_NAMES:
+            raise ValueError(f"schedule must be one of {sorted(SCHEDULE_NAMES)}, got {self.schedule!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
         if self.warmup < 0:
@@ -94,6 +99,9 @@ class TrainConfig:
             raise ValueError(f"val_seed must be >= 0, got {self.val_seed}")
         if self.init not in INIT_NAMES:
             raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INIT_NAMES))}")
+        if self.optim.schedule in TO_ZERO and not (self.loop.steps or self.loop.epochs):
+            raise ValueError(f"the {self.optim.schedule} schedule decays to 0 at the run's last step: give the "
+                             "run a step count (--steps or --epochs), or use --schedule rsqrt")
         from .objectives import objective_entry  # the registry's entries are torch code
 
         objective_entry(self.objective).check(self.model, self.mask)  # the objective's own requirements

@@ -146,13 +146,14 @@ class WeightAverage:
 
 
 def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, batch, optim: OptimConfig,
-               step: int) -> tuple[float, float, float]:
-    """One optimizer step (1-based `step`): loss, backward, clip, update. -> (loss, grad norm, lr).
+               step: int, total: int = 0) -> tuple[float, float, float]:
+    """One optimizer step (1-based `step` of `total`, 0: no step count): loss, backward, clip, update.
+    -> (loss, grad norm, lr).
 
     An optimizer that needs second derivatives on some steps (AdapSGD's Hessian estimate) says so
     with `create_graph` and may give a `forward_context` for the forward pass; one without an `lr`
     (learning-rate free) gets no schedule."""
-    lr = set_lr(opt, optim, step)
+    lr = set_lr(opt, optim, step, total)
     with getattr(opt, "forward_context", contextlib.nullcontext)():
         loss = ddp(batch)
     opt.zero_grad(set_to_none=True)
@@ -239,7 +240,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
                 state.cursor = 0
                 batches = obj.epoch(state.epoch)
             rows = batches[state.cursor][d.rank * per_rank:(d.rank + 1) * per_rank]
-            loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1)
+            loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1,
+                                          max_steps)
             if average is not None:
                 average.update(state.step)
             state.step += 1

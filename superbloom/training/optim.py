@@ -3,12 +3,14 @@
     make_optimizer(OptimConfig(name="adamw", lr=3e-3), model.parameters())
 
     adamw   AdamW (betas 0.9 / 0.98, eps 1e-9) with linear warm-up to `lr` over `warmup` steps, then
-            inverse-square-root decay lr * sqrt(warmup / step) (the paper: Adam, inverse-sqrt decay);
+            the schedule: inverse-square-root decay lr * sqrt(warmup / step) (the paper: Adam,
+            inverse-sqrt decay; "rsqrt", the default), or a linear or cosine decay to 0 at the run's
+            last step ("linear", "cosine": the run needs a step count, --steps or --epochs);
             torch's fused kernel from FUSED_MIN_PARAMS parameters on (the same update, much faster)
     adapsgd AdapSGD (adapsgd.py, the blog's): no learning rate; per-element rates from gradient
             statistics and a Hutchinson Hessian estimate every 5 steps
 
-The training loop calls `set_lr(optimizer, cfg, step)` before optimizer step `step` (1-based) and
+The training loop calls `set_lr(optimizer, cfg, step, total)` before optimizer step `step` (1-based) and
 clips the gradient norm at `clip` (0: no clipping). A new optimizer is one builder and one entry in
 OPTIMIZERS (and its name in config.OPTIMIZER_NAMES, which --help reads without torch); it keeps its
 state as tensors and JSON-able scalars (checkpoint.py saves it with safetensors, never pickle).
@@ -20,18 +22,39 @@ from typing import Iterable
 
 import torch
 
-from .config import OptimConfig  # noqa: F401 (re-exported: callers import it here)
+from .config import TO_ZERO, OptimConfig  # noqa: F401 (OptimConfig re-exported: callers import it here)
 
 
-def lr_factor(step: int, warmup: int) -> float:
-    """Linear warm-up to 1, then inverse square root decay (sec. 3.2). step is 1-based."""
+def _rsqrt(step: int, warmup: int, total: int) -> float:
+    return math.sqrt(warmup / step)
+
+
+def _linear(step: int, warmup: int, total: int) -> float:
+    return max(0.0, (total - step) / max(total - warmup, 1))
+
+
+def _cosine(step: int, warmup: int, total: int) -> float:
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / max(total - warmup, 1))))
+
+
+# After the warm-up: the factor of step `step` of a run of `total` steps (config.SCHEDULE_NAMES)
+SCHEDULES = {"rsqrt": _rsqrt, "linear": _linear, "cosine": _cosine}
+
+
+def lr_factor(step: int, warmup: int, schedule: str = "rsqrt", total: int = 0) -> float:
+    """Linear warm-up to 1, then the schedule (the paper's sec. 3.2: inverse square root decay). step
+    is 1-based; `total` is the run's step count (linear and cosine reach 0 there)."""
     step, warmup = max(step, 1), max(warmup, 1)
-    return step / warmup if step < warmup else math.sqrt(warmup / step)
+    if schedule in TO_ZERO and total < 1:
+        raise ValueError(f"the {schedule} schedule decays to 0 at the run's last step: give the run a step "
+                         "count (--steps or --epochs), or use --schedule rsqrt")
+    return step / warmup if step < warmup else SCHEDULES[schedule](step, warmup, total)
 
 
-def set_lr(optimizer: torch.optim.Optimizer, cfg: OptimConfig, step: int) -> float:
-    """Set the learning rate of optimizer step `step` (1-based); returns it."""
-    lr = cfg.lr * lr_factor(step, cfg.warmup)
+def set_lr(optimizer: torch.optim.Optimizer, cfg: OptimConfig, step: int, total: int = 0) -> float:
+    """Set the learning rate of optimizer step `step` (1-based) of a run of `total` steps (0: no step
+    count, which only the rsqrt schedule allows); returns it."""
+    lr = cfg.lr * lr_factor(step, cfg.warmup, cfg.schedule, total)
     for g in optimizer.param_groups:
         if "lr" in g:  # a learning-rate-free optimizer has none
             g["lr"] = lr
