@@ -167,3 +167,24 @@ def test_an_ensemble_folder_among_other_models_adds_its_members(ensemble, wiki_d
     by_hand = sb.Ensemble([*ens.members, other], mix=ens.mix)
     ctx = np.asarray([[1, 2, 3], [10, 20, -1]], np.int64)
     assert torch.allclose(both.scores(ctx), by_hand.scores(ctx))
+
+
+def test_the_members_build_their_item_item_term_once(wiki_data, tmp_path, monkeypatch):
+    """Every member trains on the same sets: the term (EASE here) is built for the first member and
+    reused by the others (heads/hybrid.py shared_terms), and equals the term a lone `train` builds."""
+    from superbloom.heads import hybrid
+
+    builds = []
+    real = hybrid._build
+    monkeypatch.setattr(hybrid, "_build", lambda *a: builds.append(a[0]) or real(*a))
+    cfg = config(wiki_data, tmp_path / "ens", head=head_config("hybrid", neighbours=20, term="ease"), steps=4)
+    out = train_members(cfg, 3, progress=False)
+    assert builds == ["ease"]
+    assert hybrid._SHARED is None  # dropped with the block
+    terms = [sb.load(out / f"member-{i}", mmap=False).model.head for i in range(3)]
+    alone = sb.train(dataclasses.replace(member_config(cfg, 2), out=str(tmp_path / "alone")), progress=False)
+    assert builds == ["ease", "ease"]  # outside the block: built anew
+    lone = sb.load(alone, mmap=False).model.head
+    for head in terms:
+        for name in ("indptr", "cols", "values"):
+            assert torch.equal(getattr(head, name), getattr(lone, name))

@@ -62,6 +62,8 @@ size when its weights are loaded (`_load_from_state_dict`), so load, resume and 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar
@@ -82,6 +84,8 @@ from .base import HeadBase, TrainContext
 from .losses import smoothed_nll
 from .sampled import Proposal, head_sampled_loss
 from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
+
+log = logging.getLogger(__name__)
 
 
 def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
@@ -372,11 +376,53 @@ def term_alone(head):
         head._term_alone = saved
 
 
+_SHARED: dict | None = None  # inside shared_terms(): the terms built so far, by what they were built from
+SHARED_MAX = 3  # terms kept at once (a member's own term and its two training folds)
+
+
+@contextlib.contextmanager
+def shared_terms():
+    """Within the block, a term asked for again with the same sets and settings is built once
+    (train --members: every member fits the same term, EASE's up to 20 minutes at 53,000 ids, on the
+    same training sets). Callers get copies; the terms are dropped when the block ends."""
+    global _SHARED
+    outer = _SHARED
+    _SHARED = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        if outer is None:
+            _SHARED = None
+
+
+def _digest(sets) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for a in (sets.offsets, sets.ids):
+        h.update(np.ascontiguousarray(a).view(np.uint8).data)
+    return h.hexdigest()
+
+
 def build_term(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Term `term` ("ease", "transition" or "cooccurrence") of the training sets (a SetArray; ordered,
     oldest id first, for the transition term) with cfg's neighbours (window, gap_decay) -> A in CSR:
     (indptr (N + 1,), cols (nnz,), values (nnz,)), each row sorted by id (the module docstring). Shared
-    with the term baselines (evaluation/term_baselines.py)."""
+    with the term baselines (evaluation/term_baselines.py). Inside shared_terms(), built once per sets
+    and settings."""
+    if _SHARED is None:
+        return _build(term, sets, n_ids, cfg)
+    key = (term, n_ids, cfg.neighbours, cfg.window, cfg.gap_decay, len(sets), _digest(sets))
+    if key not in _SHARED:
+        t0 = time.time()
+        _SHARED[key] = _build(term, sets, n_ids, cfg), time.time() - t0
+        while len(_SHARED) > SHARED_MAX:
+            _SHARED.pop(next(iter(_SHARED)))
+    else:
+        log.info(f"the {term} term of these {len(sets):,} sets was built already: reused "
+                 f"({_SHARED[key][1]:.0f} s saved)")
+    return tuple(a.copy() for a in _SHARED[key][0])
+
+
+def _build(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if term == "ease":
         b = ease_weights(sets, n_ids)  # (N, N) float32, zero diagonal
         indptr, cols = largest_pattern(b, cfg.neighbours)

@@ -13,7 +13,8 @@ member's item-item term) on those validation examples, the weight is chosen from
 as the hybrid's validation chooses it for one network), and OUT/config.json records the members,
 the weight and every candidate's score. `superbloom.load(OUT)` returns the sb.Ensemble.
 
-A kill loses no finished member: `--resume` skips the members whose run is complete (its
+The members train on the same sets, so an item-item term (EASE's: minutes at tens of thousands of
+ids) is built once and reused (heads/hybrid.py shared_terms). A kill loses no finished member: `--resume` skips the members whose run is complete (its
 done.json, written when its training ended) and resumes the rest from their last checkpoints.
 Measured (benchmarks/results/quality_members.md): the harness's hybrid recipe with six members
 against one, its networks alone and its term alone, on the same examples.
@@ -29,6 +30,7 @@ from typing import Sequence
 
 from ..data.dataset import Dataset
 from ..evaluation.protocols import make_examples
+from ..heads.hybrid import shared_terms
 from ..heads.registry import scores_every_id
 from ..inference.ensemble import Ensemble
 from ..storage.files import load_json, save_json
@@ -83,19 +85,20 @@ def train_members(cfg: TrainConfig, members: int, progress: bool = True, resume:
     out = target.mark_in_place()
     t0 = time.time()
     dirs, runs = [], []
-    for i in range(members):
-        mcfg = member_config(cfg, i)
-        mdir = Path(mcfg.out)
-        if resume and (mdir / DONE).is_file():
-            log.info(f"member {i + 1} of {members}: complete ({mdir}), kept")
-        else:
-            log.info(f"member {i + 1} of {members}: seed {mcfg.loop.seed} -> {mdir}")
-            s0 = time.time()
-            train(mcfg, progress, resume=resume and mdir.exists(), overwrite=overwrite, record=record,
-                  callbacks=callbacks)
-            save_json(mdir / DONE, {"seconds": round(time.time() - s0, 1)})
-        dirs.append(mdir)
-        runs.append({"dir": mdir.name, "seed": mcfg.loop.seed, **load_json(mdir / DONE)})
+    with shared_terms():  # the members train on the same sets: an item-item term is built once
+        for i in range(members):
+            mcfg = member_config(cfg, i)
+            mdir = Path(mcfg.out)
+            if resume and (mdir / DONE).is_file():
+                log.info(f"member {i + 1} of {members}: complete ({mdir}), kept")
+            else:
+                log.info(f"member {i + 1} of {members}: seed {mcfg.loop.seed} -> {mdir}")
+                s0 = time.time()
+                train(mcfg, progress, resume=resume and mdir.exists(), overwrite=overwrite, record=record,
+                      callbacks=callbacks)
+                save_json(mdir / DONE, {"seconds": round(time.time() - s0, 1)})
+            dirs.append(mdir)
+            runs.append({"dir": mdir.name, "seed": mcfg.loop.seed, **load_json(mdir / DONE)})
     ens = Ensemble.load(dirs, threads=cfg.loop.threads, device=cfg.loop.device)
     chosen = {}
     if ens.term_member is not None:  # the term's weight, on the validation sets every member held out
