@@ -14,10 +14,12 @@ as the hybrid's validation chooses it for one network), and OUT/config.json reco
 the weight and every candidate's score. `superbloom.load(OUT)` returns the sb.Ensemble.
 
 The members train on the same sets, so an item-item term (EASE's: minutes at tens of thousands of
-ids) is built once and reused (heads/hybrid.py shared_terms). A kill loses no finished member: `--resume` skips the members whose run is complete (its
-done.json, written when its training ended) and resumes the rest from their last checkpoints.
-Measured (benchmarks/results/quality_members.md): the harness's hybrid recipe with six members
-against one, its networks alone and its term alone, on the same examples.
+ids) is built once and reused (heads/hybrid.py shared_terms). A kill loses no finished member:
+`--resume` skips the members whose run is complete (its done.json, written when its training ended)
+and resumes the rest from their last checkpoints.
+Measured (benchmarks/results/quality.md, the section on `train --members 6`; tables
+quality_members_*): the harness's hybrid recipe with six members against one, its networks alone
+and its term alone, on the same examples.
 """
 from __future__ import annotations
 
