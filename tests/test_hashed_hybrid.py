@@ -20,6 +20,7 @@ from superbloom.heads.beam import DecodeConfig, decode_topk
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import HEADS, head_config
 from superbloom.heads.hashed_hybrid import MIXES, WEIGHTINGS, HashedHybridHead, mixed
+from superbloom.heads.hybrid import term_alone
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.heads.neighbours import cooccurrence_neighbours
@@ -167,7 +168,7 @@ def test_choose_ranks_every_candidate_in_one_pass_as_topk_would():
         return {"rec": float(r.scores[:, 0].sum())}
 
     out = head.choose(rank, summarize, "rec", decays=(1.0, 0.5))
-    assert len(calls) == 1 and len(seen) == 1 + 2 * (len(MIXES) - 1)
+    assert len(calls) == 2 and len(seen) == 2 + 2 * (len(MIXES) - 1)  # the candidates' pass, the term alone's
     grid = [(0.0, 1.0)] + [(m, d) for d in (1.0, 0.5) for m in MIXES[1:]]
     for (mix, decay), r in zip(grid, seen):
         head.decay.fill_(decay)
@@ -177,6 +178,9 @@ def test_choose_ranks_every_candidate_in_one_pass_as_topk_would():
     best = max(range(len(grid)), key=lambda c: (seen[c].scores[:, 0].sum().item(), -c))
     assert out["item_mix"] == grid[best][0] == float(head.mix) and out["rec"] == summarize(seen[best])["rec"]
     assert "pure_rec" in out and head.describe()["name"] == "hashed-hybrid"
+    head.decay.fill_(out["item_decay"])  # as choose left it (the loop above tried each decay)
+    with term_alone(head):
+        assert out["term_rec"] == summarize(head.topk(hidden, 4, context, DecodeConfig(), context))["rec"]
 
 
 @settings(max_examples=30, deadline=None)

@@ -16,7 +16,7 @@ from superbloom.storage.checkpoint import load_weights
 from superbloom.data.dataset import SetArray
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import head_config
-from superbloom.heads.hybrid import MIXES
+from superbloom.heads.hybrid import MIXES, TERM_BASELINES, parts_note, term_alone
 from superbloom.heads.itemitem import largest_pattern, neighbour_pattern, transition_pattern
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
@@ -274,13 +274,15 @@ def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
         brute.append(metrics(rank()))
     calls.clear()
     v = head.choose(rank, metrics, "rec@10", decays)
-    assert len(calls) == 1  # one ranking pass for all 22 (ordered: 43) candidates
+    assert len(calls) == 2  # one ranking pass for all 22 (ordered: 43) candidates, one for the term alone
     best = max(range(len(grid)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
     mix, decay, slot = grid[best] if best else (0.0, v["item_decay"], int(head.alt))
     assert (v["item_mix"], v["item_decay"]) == (mix, decay) and float(head.mix) == mix
     assert v["item_term"] == head.term_names()[slot] and int(head.alt) == slot
     assert v["rec@10"] == brute[best]["rec@10"] and v["pure_rec@10"] == brute[0]["rec@10"]
     assert head._grid is None and head._parts is None  # nothing left behind
+    with term_alone(head):  # the chosen term and decay, no network
+        assert v["term_rec@10"] == metrics(rank())["rec@10"]
 
 
 def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
@@ -288,7 +290,8 @@ def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
     head = model.head
     rank, _, _ = _validation(head)
     v = head.choose(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
-    assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease", "pure_rec@10": 0.5}
+    assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease", "pure_rec@10": 0.5,
+                 "term_rec@10": 0.5}
     assert float(head.mix) == 0.0
 
 
@@ -507,3 +510,44 @@ def test_the_variants_restore_the_head_even_when_the_block_raises():
         assert float(head.mix) == 30.0 and float(head.decay) == pytest.approx(0.4)
         after = head.topk(hidden, 6, exclude=ctx, context=ctx)
         assert torch.equal(after.ids, before.ids) and torch.equal(after.scores, before.scores)
+
+
+def test_the_parts_note_gives_each_part_and_names_the_baseline_where_the_network_adds_nothing():
+    best = {"rec@10": 0.30, "pure_rec@10": 0.25, "term_rec@10": 0.28, "item_mix": 30.0, "item_term": "ease",
+            "step": 500}
+    note = parts_note(best, "rec@10")
+    assert all(x in note for x in ("step 500", "the hybrid 0.300", "ease term at weight 30", "network alone 0.250",
+                                   "term alone 0.280"))
+    assert "adds nothing" not in note
+    level = parts_note(dict(best, **{"rec@10": 0.28}), "rec@10")  # the hybrid no better than its term alone
+    assert "adds nothing over the ease term" in level and "--baselines ease-term" in level
+    taught = parts_note(dict(best, item_mix=0.0, **{"rec@10": 0.25}), "rec@10", taught=True)
+    assert "network alone 0.250" in taught and "weight 0" in taught and "adds nothing" in taught
+    assert parts_note({"rec@10": 0.3, "pure_rec@10": 0.2}, "rec@10") is None  # no term alone scored there
+    from superbloom.evaluation.baselines import BASELINES
+    assert set(TERM_BASELINES.values()) <= set(BASELINES)  # each note names a baseline eval knows
+
+
+def test_training_ends_with_the_parts_of_the_kept_checkpoint(wiki_data, tmp_path, caplog):
+    """The end of a hybrid's training says what its network alone and its term alone scored at BEST, and
+    the model card says it too; a head of one part says nothing of the kind."""
+    import logging
+    outs = {}
+    for head in ("hybrid", "full"):
+        outs[head] = out = tmp_path / head
+        cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                             model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                             head=head_config(head, **({"neighbours": 20} if head == "hybrid" else {})),
+                             loop=sb.LoopConfig(steps=8, batch_size=32, eval_every=4))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="superbloom"):
+            sb.train(cfg, progress=False)
+        parts = [r.getMessage() for r in caplog.records if "its term alone" in r.getMessage()]
+        card = (out / "README.md").read_text()
+        if head == "full":
+            assert not parts and "its parts there" not in card
+            continue
+        best = json.loads((out / (out / "BEST").read_text().strip() / "state.json").read_text())["best"]
+        assert len(parts) == 1 and f"its network alone {best['pure_rec@10']:.3f}" in parts[0]
+        assert f"its term alone {best['term_rec@10']:.3f}" in parts[0] and f"step {best['step']}" in parts[0]
+        assert f"network alone rec@10 {best['pure_rec@10']:.4f}, term alone rec@10 {best['term_rec@10']:.4f}" in card

@@ -33,6 +33,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
   variants() -> {name: context manager}   named variants reported beside the head on the same
                                           examples (default: none; the hybrid: "network alone",
                                           "term alone"); inside `with` the head ranks as that variant
+  parts_note(best, select) -> str|None   the end of training's line on the head's parts at the
+                                          kept checkpoint (`best`: choose's result there; default
+                                          None; the hybrids: the hybrid, its network alone, its term
+                                          alone)
   describe() -> dict                      what a report says about the head (default: its name)
   fixed_weights() -> int                  weights kept as buffers, fitted in closed form, counted
                                           with the parameters (default 0)
@@ -119,6 +123,11 @@ class HeadBase(nn.Module):
 
     def variants(self) -> dict[str, contextlib.AbstractContextManager]:
         return {}
+
+    def parts_note(self, best: dict, select: str) -> str | None:
+        """A line on what each part of the head scored on the validation sets at the kept (BEST)
+        checkpoint (`best`: choose's result there), for the end of training; None: a head of one part."""
+        return None
 
     def describe(self) -> dict:
         return {"name": self.cfg.name}

@@ -79,7 +79,7 @@ from ..storage.fixed import declare_fixed
 from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, age_weights, first_best, mixed, term_alone  # recency weights; the variants (any head with mix)
+from .hybrid import MIXES, age_weights, first_best, mixed, parts_note, term_alone, term_alone_score  # recency weights; the variants (any head with mix)
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
@@ -408,4 +408,8 @@ class HashedHybridHead(SuperbloomHead):
         extra = {"item_weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence" else {}
         extra.update({"item_eps": decay} if self.bigram else {"item_decay": decay})
         return dict(results[best], item_mix=mix, item_term=self.term_name, **extra,
-                    **{f"pure_{select}": results[0][select]})
+                    **{f"pure_{select}": results[0][select],
+                       f"term_{select}": term_alone_score(self, rank, summarize, select)})
+
+    def parts_note(self, best: dict, select: str) -> str | None:
+        return parts_note(best, select)

@@ -342,7 +342,48 @@ class HybridHead(FullHead):
         self.decay.fill_(decay)
         self.alt.fill_(slot)
         return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
-                    **{f"pure_{select}": results[0][select]})
+                    **{f"pure_{select}": results[0][select],
+                       f"term_{select}": term_alone_score(self, rank, summarize, select)})
+
+    def parts_note(self, best: dict, select: str) -> str | None:
+        return parts_note(best, select, self.cfg.mix == 0)
+
+
+# the `eval --baselines` entry that ranks as each term alone does (evaluation/term_baselines.py; a test
+# checks that these are its names)
+TERM_BASELINES = {"ease": "ease-term", "cooccurrence": "cooc-term", "transition": "transition"}
+
+
+def term_alone_score(head, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str) -> float:
+    """The chosen term's own `select` score on the validation queries: the "term alone" variant (no
+    network), ranked in a pass of its own after choose's (its ties: the smaller id, as in reports)."""
+    with term_alone(head):
+        return summarize(rank())[select]
+
+
+def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
+    """The line the end of training prints for a hybrid (HeadBase.parts_note): at the kept checkpoint,
+    the validation `select` of the hybrid, of its network alone and of its term alone; where the
+    hybrid is not above its term alone there, it says so and names the baseline that ranks by the
+    term with no training. `taught`: the weight is fixed at 0 (the term only teaches the network).
+    None for a checkpoint validated before the term alone was scored there."""
+    hybrid, pure, term = best.get(select), best.get(f"pure_{select}"), best.get(f"term_{select}")
+    if hybrid is None or pure is None or term is None:
+        return None
+    name, mix = best.get("item_term", "item-item"), float(best.get("item_mix", 0.0))
+    where = f"at BEST (step {best['step']})" if "step" in best else "at the kept checkpoint"
+    if taught:
+        line = (f"{where}, validation {select}: the network alone {pure:.3f} (the {name} term taught it and "
+                f"is not mixed in: weight 0); the {name} term alone {term:.3f}")
+    else:
+        line = (f"{where}, validation {select}: the hybrid {hybrid:.3f} (the {name} term at weight {mix:g}); "
+                f"its network alone {pure:.3f}; its term alone {term:.3f}")
+    if max(hybrid, pure) <= term:
+        baseline = TERM_BASELINES.get(name)
+        line += (f". On these validation sets the network adds nothing over the {name} term"
+                 + (f": `superbloom eval MODEL DATA --baselines {baseline}` ranks by that term with no training"
+                    if baseline else ""))
+    return line
 
 
 def first_best(results: list[dict], select: str) -> int:

@@ -274,6 +274,9 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         if loop.keep_best:
             log.info(f"best validation {obj.select} {state.best[obj.select]:.3f} at step {state.best['step']}: "
                      "kept as BEST, which predict / eval / serve load")
+            note = obj.parts_note(state.best) if obj.parts_note is not None else None
+            if note:
+                log.info(note)  # a head of several parts: what each scored there (HeadBase.parts_note)
     metrics.close()
     checkpoint()
     if d.world > 1:

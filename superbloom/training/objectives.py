@@ -72,6 +72,8 @@ class Objective:
     batch: Callable[[np.ndarray, np.random.Generator], Any]  # this rank's rows -> a batch on the device
     validate: Callable[[], dict] | None = None  # -> metrics (called on rank 0); `select` picks BEST
     select: str = SELECT  # higher is better
+    # the kept (BEST) validation -> a line on its parts for the end of training (HeadBase.parts_note), or None
+    parts_note: Callable[[dict], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,8 @@ def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, t
     def validate() -> dict:
         return model.head.choose(rank, metrics, SELECT)  # a head may choose settings here (heads/base.py)
 
-    return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT)
+    return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT,
+                     lambda best: model.head.parts_note(best, SELECT))
 
 
 def masked(x: ObjectiveInputs) -> Objective:
@@ -215,7 +218,8 @@ def _sequence_objective(x: ObjectiveInputs, min_length: int, make_batch) -> Obje
 
     ex = validation_examples(x.data, x.val_rows, x.cfg.validation_seed, x.model_cfg.positions - 1)
     validate = sequence_validate(x.model, x.hashing, ex) if ex is not None and len(ex.targets) else None
-    return Objective(x.model, len(rows), epoch, batch, validate, SEQUENCE_SELECT)
+    return Objective(x.model, len(rows), epoch, batch, validate, SEQUENCE_SELECT,
+                     lambda best: x.model.head.parts_note(best, SEQUENCE_SELECT))
 
 
 def next_item(x: ObjectiveInputs) -> Objective:

@@ -63,4 +63,5 @@ def text_mlm(x, objective):
     def validate() -> dict:
         return x.model.head.choose(rank, metrics, SELECT)  # a head may choose settings here (heads/base.py)
 
-    return objective(x.model, len(x.train_rows), epoch, batch, validate if val is not None else None, SELECT)
+    return objective(x.model, len(x.train_rows), epoch, batch, validate if val is not None else None, SELECT,
+                     lambda best: x.model.head.parts_note(best, SELECT))
