@@ -168,7 +168,8 @@ def test_choose_ranks_every_candidate_in_one_pass_as_topk_would():
         return {"rec": float(r.scores[:, 0].sum())}
 
     out = head.choose(rank, summarize, "rec", decays=(1.0, 0.5))
-    assert len(calls) == 2 and len(seen) == 2 + 2 * (len(MIXES) - 1)  # the candidates' pass, the term alone's
+    # one pass: every candidate, and the term alone at each (decay, weighting) (here one weighting, 2 decays)
+    assert len(calls) == 1 and len(seen) == 1 + 2 * (len(MIXES) - 1) + 2
     grid = [(0.0, 1.0)] + [(m, d) for d in (1.0, 0.5) for m in MIXES[1:]]
     for (mix, decay), r in zip(grid, seen):
         head.decay.fill_(decay)

@@ -106,7 +106,7 @@ def test_choose_tries_every_weighting_and_the_choice_is_saved(tmp_path):
         return {"rec": float(len(seen) == 1 + 2 * (len(MIXES) - 1) + 3)}  # one candidate of idf wins
 
     out = head.choose(rank, summarize, "rec")
-    assert len(seen) == 1 + len(WEIGHTINGS) * (len(MIXES) - 1) + 1  # + the term alone's ranking
+    assert len(seen) == 1 + len(WEIGHTINGS) * (len(MIXES) - 1) + len(WEIGHTINGS)  # + each weighting's term alone
     assert out["item_weighting"] == "idf" == WEIGHTINGS[int(head.weighting)] and out["item_mix"] == MIXES[3]
     assert head.describe()["item_weighting"] == "idf"
     save_model(model, str(tmp_path / "model.safetensors"))

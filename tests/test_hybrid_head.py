@@ -283,6 +283,8 @@ def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
     assert head._grid is None and head._parts is None  # nothing left behind
     with term_alone(head):  # the chosen term and decay, no network
         assert v["term_rec@10"] == metrics(rank())["rec@10"]
+    calls.clear()  # the next validation of the same queries: the term alone, which no training moves, is not ranked again
+    assert head.choose(rank, metrics, "rec@10", decays)["term_rec@10"] == v["term_rec@10"] and len(calls) == 1
 
 
 def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():

@@ -79,11 +79,13 @@ from ..storage.fixed import declare_fixed
 from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, age_weights, first_best, mixed, parts_note, term_alone, term_alone_score  # recency weights; the variants (any head with mix)
+from .hybrid import MIXES, age_weights, first_best, mixed, parts_note, term_alone  # recency weights; the variants (any head with mix)
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
 from .bigram import EPS as BIGRAM_EPS, bigram_pattern, neighbour_context
+
+TERM_ALONE = float("inf")  # a candidate of choose's grid: the term alone at its (decay, weighting)
 
 
 def resolve_term(term: str, n_ids: int) -> str:
@@ -357,7 +359,7 @@ class HashedHybridHead(SuperbloomHead):
             if mix == 0.0 and not self._term_alone:
                 out.append(plain)
                 continue
-            if self._term_alone:  # the term first, the network breaking its ties (rest: term 0)
+            if self._term_alone or mix == TERM_ALONE:  # the term first, the network breaking its ties (rest: term 0)
                 ids, scores = merge_topk([(rest.ids, rest.scores), (touched, net)], k,
                                          keys=[torch.zeros_like(rest.scores), term.masked_fill(invalid, NEG_INF)])
                 exact = rest.exact.clone()  # the returned scores are the terms: no bound to compare
@@ -394,12 +396,16 @@ class HashedHybridHead(SuperbloomHead):
         decays = BIGRAM_EPS if self.bigram else decays  # the bigram term's second setting is its eps
         grid = [(0.0, 1.0, int(self.weighting))] + [(mix, decay, w) for w in weightings for decay in decays
                                                     for mix in MIXES[1:]]
-        self._grid, self._parts = grid, [[] for _ in grid]
+        # each setting's term alone, ranked in the same pass (the chosen one is reported beside the hybrid)
+        alone = list(dict.fromkeys([(TERM_ALONE, d, w) for _, d, w in grid[1:]]
+                                   + [(TERM_ALONE, float(self.decay), int(self.weighting))]))
+        self._grid, self._parts = grid + alone, [[] for _ in grid + alone]
         try:
             rank()
-            results = [summarize(Ranking.concat(parts)) for parts in self._parts]
+            ranked = [summarize(Ranking.concat(parts)) for parts in self._parts]
         finally:
             self._grid, self._parts = None, None
+        results, alone = ranked[:len(grid)], dict(zip(((d, w) for _, d, w in alone), ranked[len(grid):]))
         best = first_best(results, select)
         mix, decay, w = grid[best] if best else (0.0, float(self.decay), int(self.weighting))
         self.mix.fill_(mix)
@@ -408,8 +414,7 @@ class HashedHybridHead(SuperbloomHead):
         extra = {"item_weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence" else {}
         extra.update({"item_eps": decay} if self.bigram else {"item_decay": decay})
         return dict(results[best], item_mix=mix, item_term=self.term_name, **extra,
-                    **{f"pure_{select}": results[0][select],
-                       f"term_{select}": term_alone_score(self, rank, summarize, select)})
+                    **{f"pure_{select}": results[0][select], f"term_{select}": alone[decay, w][select]})
 
     def parts_note(self, best: dict, select: str) -> str | None:
         return parts_note(best, select)

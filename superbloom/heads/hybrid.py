@@ -65,6 +65,7 @@ import contextlib
 import hashlib
 import logging
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
@@ -130,6 +131,7 @@ class HybridHead(FullHead):
         declare_fixed(self, self.fixed_buffers)  # storage/fixed.py
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
+        self._alone_scores = weakref.WeakKeyDictionary()  # choose: a validation's rank() -> its term-alone scores
         self.trains_with_context = bool(cfg.residual or cfg.distill)  # the term inside the training loss
         self._folds = None  # residual / distill: the training-only terms (prepare), one per fold of the sets
 
@@ -342,8 +344,16 @@ class HybridHead(FullHead):
         self.decay.fill_(decay)
         self.alt.fill_(slot)
         return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
-                    **{f"pure_{select}": results[0][select],
-                       f"term_{select}": term_alone_score(self, rank, summarize, select)})
+                    **{f"pure_{select}": results[0][select], f"term_{select}": self._term_score(rank, summarize, select)})
+
+    def _term_score(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str) -> float:
+        """The chosen term's own validation score. It does not depend on the network (the term alone ranks
+        by the term, ties by the smaller id), so it is ranked once per validation (`rank`) and setting."""
+        key = (float(self.decay), int(self.alt), select)
+        seen = self._alone_scores.setdefault(rank, {})
+        if key not in seen:
+            seen[key] = term_alone_score(self, rank, summarize, select)
+        return seen[key]
 
     def parts_note(self, best: dict, select: str) -> str | None:
         return parts_note(best, select, self.cfg.mix == 0)
