@@ -30,6 +30,7 @@ Trained models go to runs/quality/models/ (git-ignored) with their metrics.jsonl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -130,6 +131,7 @@ class Recipe:
     components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
     seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
     members: int = 1  # > 1: the library's `train --members` (training/members.py): that many seeds as one ensemble
+    teacher: str = ""  # distill: the trained recipe (same dataset, split, steps) that teaches instead of the term (teacher.py)
 
 
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
@@ -240,6 +242,9 @@ RECIPES.update({f"hybrid_x{k}": replace(RECIPES["hybrid"], members=k) for k in (
 # the same with each member's BEST chosen by its network alone (--item-mix 0) and EASE's term as its teacher
 # (--item-distill 0.3): the net_kd3 recipe as members; the ensemble's weight is still chosen on the shared sets
 RECIPES.update({f"kd3_x{k}": replace(RECIPES["net_kd3"], members=k) for k in (3, 6)})
+# a probe: one network taught by the trained kd3_x6 ensemble with its term (teacher.py) instead of by EASE's term
+RECIPES.update({"teach3": replace(RECIPES["net_kd3"], teacher="kd3_x6"),
+                "teach6": replace(RECIPES["net_kd3"], distill=0.6, teacher="kd3_x6")})
 
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
@@ -266,11 +271,19 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
                            keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS,
                            time_budget=recipe.time_budget),
         val_fraction=recipe.val_fraction, init=recipe.init)
-    if recipe.members > 1:
-        from superbloom.training.members import train_members
-        train_members(cfg, recipe.members, progress=False, overwrite=True)
-    else:
-        sb.train(cfg, progress=False, overwrite=True)
+    teaching = contextlib.nullcontext()
+    if recipe.teacher:  # a probe: a trained model teaches the distilled loss (benchmarks/quality/teacher.py)
+        from benchmarks.quality.teacher import taught_by
+        folder = out.parent / f"{recipe.teacher}-{steps}"
+        if not (folder / "done.json").exists():
+            raise SystemExit(f"recipe teacher {recipe.teacher!r}: train it first on this dataset and split ({folder})")
+        teaching = taught_by(folder)
+    with teaching:
+        if recipe.members > 1:
+            from superbloom.training.members import train_members
+            train_members(cfg, recipe.members, progress=False, overwrite=True)
+        else:
+            sb.train(cfg, progress=False, overwrite=True)
 
 
 # ------------------------------------------------------------------------------------ runs
