@@ -553,3 +553,32 @@ def test_training_ends_with_the_parts_of_the_kept_checkpoint(wiki_data, tmp_path
         assert len(parts) == 1 and f"its network alone {best['pure_rec@10']:.3f}" in parts[0]
         assert f"its term alone {best['term_rec@10']:.3f}" in parts[0] and f"step {best['step']}" in parts[0]
         assert f"network alone rec@10 {best['pure_rec@10']:.4f}, term alone rec@10 {best['term_rec@10']:.4f}" in card
+
+
+def test_eval_gives_a_hybrid_the_paired_differences_from_its_parts(wiki_data, tmp_path, capsys):
+    """`eval` of a model of several parts prints (and --json gives) the paired 95% interval of the
+    hybrid minus its network alone and minus its term alone, as --compare does; a one-part model's
+    report has no such section unless --compare asks for it."""
+    from superbloom.cli import main
+    outs = {}
+    for head in ("hybrid", "full"):
+        outs[head] = tmp_path / head
+        cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(outs[head]), hash=sb.HashConfig(alpha=1, m=1),
+                             model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                             head=head_config(head, **({"neighbours": 20, "mix": 10.0} if head == "hybrid" else {})),
+                             loop=sb.LoopConfig(steps=4, batch_size=32, eval_every=0))
+        sb.train(cfg, progress=False)
+    args = [str(wiki_data.path), "--max-sets", "40", "--baselines", "cooccurrence", "--threads", "1", "--quiet"]
+    assert main(["eval", str(outs["hybrid"]), *args]) == 0
+    text = capsys.readouterr().out
+    assert "hybrid (mix 10)" in text and "paired differences, this model minus each" in text
+    assert all(f"vs {x}" in text for x in ("network only (mix 0)", "term only", "cooccurrence baseline"))
+    assert "compared models" not in text  # no other model was given
+    assert main(["eval", str(outs["hybrid"]), *args, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["paired_vs_baselines"]) == {"network_only", "term_only", "cooccurrence"}
+    for part in ("network_only", "term_only"):
+        p = res["paired_vs_baselines"][part]["rec@10"]
+        assert p["lo"] <= p["diff"] <= p["hi"] and abs(p["diff"] - (res["rec@10"] - res[part]["rec@10"])) < 1e-9
+    assert main(["eval", str(outs["full"]), *args]) == 0
+    assert "paired differences" not in capsys.readouterr().out

@@ -213,7 +213,9 @@ def cmd_eval(args):
                      protocol=args.protocol, split=args.split, context_len=args.context_len,
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
     model, data = load_model(args), Dataset(args.data)
-    if args.compare:
+    # a model of several parts (a hybrid, an ensemble: its head's variants) is always reported with the paired
+    # difference of the whole minus each part alone (and minus each baseline), as --compare reports it
+    if args.compare or model.variants():
         from ..evaluation.compare import check_comparable, compare
         for path in args.compare:  # before any evaluation
             check_comparable(path, data)

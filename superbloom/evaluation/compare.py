@@ -106,7 +106,9 @@ def format_comparison(comparison: Comparison) -> str:
     """The paired part of a comparison, one line per other method."""
     first = comparison.result
     keys = [f"{first.entry.recall}@{k}" for k in KS] + ["mrr"]
-    lines = ["", f"compared models on the same {first.counts['examples']:,} examples:"]
+    lines = [""]
+    if comparison.compared:  # without other models: the differences from the head's parts and the baselines
+        lines.append(f"compared models on the same {first.counts['examples']:,} examples:")
     width = max([len(n) for n in comparison.compared] + [14])
     for name, res in comparison.compared.items():
         m = res.to_dict()
@@ -123,4 +125,4 @@ def format_comparison(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-VARIANT_LABELS = {"network_only": "network only (mix 0)"}  # a variant's row in the paired table
+VARIANT_LABELS = {"network_only": "network only (mix 0)", "term_only": "term only"}  # a variant's row in the paired table
