@@ -10,7 +10,7 @@ import torch
 
 import superbloom as sb
 from superbloom.heads import head_config
-from superbloom.heads.hybrid import mixed
+from superbloom.heads.parts import mixed
 
 HASH = sb.HashConfig(alpha=1, m=1)
 

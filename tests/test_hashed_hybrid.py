@@ -20,7 +20,7 @@ from superbloom.heads.beam import DecodeConfig, decode_topk
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import HEADS, head_config
 from superbloom.heads.hashed_hybrid import MIXES, WEIGHTINGS, HashedHybridHead, mixed
-from superbloom.heads.hybrid import term_alone
+from superbloom.heads.parts import term_alone
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.heads.neighbours import cooccurrence_neighbours

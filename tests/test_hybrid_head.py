@@ -16,7 +16,8 @@ from superbloom.storage.checkpoint import load_weights
 from superbloom.data.dataset import SetArray
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import head_config
-from superbloom.heads.hybrid import MIXES, TERM_BASELINES, parts_note, term_alone
+from superbloom.heads.hybrid import MIXES
+from superbloom.heads.parts import TERM_BASELINES, parts_note, term_alone
 from superbloom.heads.itemitem import largest_pattern, neighbour_pattern, transition_pattern
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model

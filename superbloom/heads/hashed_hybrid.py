@@ -79,7 +79,8 @@ from ..storage.fixed import declare_fixed
 from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
-from .hybrid import MIXES, age_weights, first_best, mixed, parts_note, term_alone  # recency weights; the variants (any head with mix)
+from .hybrid import MIXES, age_weights  # recency weights
+from .parts import first_best, mixed, parts_note, term_alone  # the variants (any head with mix), the choice, the note
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig

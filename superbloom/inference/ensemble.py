@@ -31,7 +31,7 @@ from .predictor import Predictor
 from ..storage.loading import LoadError, expect_kind, read_config
 from ..heads.beam import DecodeConfig
 from ..heads.config import MIXES
-from ..heads.hybrid import term_alone
+from ..heads.parts import term_alone
 from ..heads.ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, is_allowed
 from ..model.sequence_batches import ordered_query_batch
 

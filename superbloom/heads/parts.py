@@ -1,0 +1,82 @@
+"""The parts of a hybrid head (hybrid.py, hashed_hybrid.py): its variants, their validation scores, the note.
+
+A hybrid ranks by network + mix x an item-item term. Reports show each part alone on the same
+examples: `mixed(head, 0)` is the network alone, `term_alone(head)` the term alone (the head's
+`variants()`). The validation (the heads' `choose`) picks the best candidate (`first_best`) and
+scores the chosen term alone (`term_alone_score`), and the end of training prints `parts_note`:
+the hybrid, its network alone and its term alone at the kept checkpoint, naming the `eval
+--baselines` entry that ranks by the term (TERM_BASELINES) where the network adds nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable
+
+from .ranking import Ranking
+
+# the `eval --baselines` entry that ranks as each term alone does (evaluation/term_baselines.py; a test
+# checks that these are its names)
+TERM_BASELINES = {"ease": "ease-term", "cooccurrence": "cooc-term", "transition": "transition"}
+
+
+def term_alone_score(head, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str) -> float:
+    """The chosen term's own `select` score on the validation queries: the "term alone" variant (no
+    network), ranked in a pass of its own after choose's (its ties: the smaller id, as in reports)."""
+    with term_alone(head):
+        return summarize(rank())[select]
+
+
+def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
+    """The line the end of training prints for a hybrid (HeadBase.parts_note): at the kept checkpoint,
+    the validation `select` of the hybrid, of its network alone and of its term alone; where the
+    hybrid is not above its term alone there, it says so and names the baseline that ranks by the
+    term with no training. `taught`: the weight is fixed at 0 (the term only teaches the network).
+    None for a checkpoint validated before the term alone was scored there."""
+    hybrid, pure, term = best.get(select), best.get(f"pure_{select}"), best.get(f"term_{select}")
+    if hybrid is None or pure is None or term is None:
+        return None
+    name, mix = best.get("item_term", "item-item"), float(best.get("item_mix", 0.0))
+    where = f"at BEST (step {best['step']})" if "step" in best else "at the kept checkpoint"
+    if taught:
+        line = (f"{where}, validation {select}: the network alone {pure:.3f} (the {name} term taught it and "
+                f"is not mixed in: weight 0); the {name} term alone {term:.3f}")
+    else:
+        line = (f"{where}, validation {select}: the hybrid {hybrid:.3f} (the {name} term at weight {mix:g}); "
+                f"its network alone {pure:.3f}; its term alone {term:.3f}")
+    if max(hybrid, pure) <= term:
+        baseline = TERM_BASELINES.get(name)
+        line += (f". On these validation sets the network adds nothing over the {name} term"
+                 + (f": `superbloom eval MODEL DATA --baselines {baseline}` ranks by that term with no training"
+                    if baseline else ""))
+    return line
+
+
+def first_best(results: list[dict], select: str) -> int:
+    """Index of the candidate whose metrics score highest by `select` (ties: the earlier one)."""
+    best = 0
+    for c, r in enumerate(results):
+        if r[select] > results[best][select]:
+            best = c
+    return best
+
+
+@contextlib.contextmanager
+def mixed(head, mix: float):
+    """A hybrid head (hybrid.py, hashed_hybrid.py) with its item-item weight set to `mix` for the block (restored after)."""
+    saved = float(head.mix)
+    head.mix.fill_(mix)
+    try:
+        yield head
+    finally:
+        head.mix.fill_(saved)
+
+
+@contextlib.contextmanager
+def term_alone(head):
+    """A hybrid head (hybrid.py, hashed_hybrid.py) ranking by its chosen item-item term alone (no network score) for the block."""
+    saved = head._term_alone
+    head._term_alone = True
+    try:
+        yield head
+    finally:
+        head._term_alone = saved
