@@ -1,0 +1,77 @@
+"""The parts of a hybrid at the user's end (heads/parts.py): the line training ends with, the model
+card's, and `eval`'s paired intervals of the hybrid minus its network alone and minus its term alone."""
+import json
+
+import superbloom as sb
+from superbloom.heads import head_config
+from superbloom.heads.parts import TERM_BASELINES, parts_note
+
+
+def test_the_parts_note_gives_each_part_and_names_the_baseline_where_the_network_adds_nothing():
+    best = {"rec@10": 0.30, "pure_rec@10": 0.25, "term_rec@10": 0.28, "item_mix": 30.0, "item_term": "ease",
+            "step": 500}
+    note = parts_note(best, "rec@10")
+    assert all(x in note for x in ("step 500", "the hybrid 0.300", "ease term at weight 30", "network alone 0.250",
+                                   "term alone 0.280"))
+    assert "adds nothing" not in note
+    level = parts_note(dict(best, **{"rec@10": 0.28}), "rec@10")  # the hybrid no better than its term alone
+    assert "adds nothing over the ease term" in level and "--baselines ease-term" in level
+    taught = parts_note(dict(best, item_mix=0.0, **{"rec@10": 0.25}), "rec@10", taught=True)
+    assert "network alone 0.250" in taught and "weight 0" in taught and "adds nothing" in taught
+    assert parts_note({"rec@10": 0.3, "pure_rec@10": 0.2}, "rec@10") is None  # no term alone scored there
+    from superbloom.evaluation.baselines import BASELINES
+    assert set(TERM_BASELINES.values()) <= set(BASELINES)  # each note names a baseline eval knows
+
+
+def test_training_ends_with_the_parts_of_the_kept_checkpoint(wiki_data, tmp_path, caplog):
+    """The end of a hybrid's training says what its network alone and its term alone scored at BEST, and
+    the model card says it too; a head of one part says nothing of the kind."""
+    import logging
+    outs = {}
+    for head in ("hybrid", "full"):
+        outs[head] = out = tmp_path / head
+        cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                             model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                             head=head_config(head, **({"neighbours": 20} if head == "hybrid" else {})),
+                             loop=sb.LoopConfig(steps=8, batch_size=32, eval_every=4))
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="superbloom"):
+            sb.train(cfg, progress=False)
+        parts = [r.getMessage() for r in caplog.records if "its term alone" in r.getMessage()]
+        card = (out / "README.md").read_text()
+        if head == "full":
+            assert not parts and "its parts there" not in card
+            continue
+        best = json.loads((out / (out / "BEST").read_text().strip() / "state.json").read_text())["best"]
+        assert len(parts) == 1 and f"its network alone {best['pure_rec@10']:.3f}" in parts[0]
+        assert f"its term alone {best['term_rec@10']:.3f}" in parts[0] and f"step {best['step']}" in parts[0]
+        assert f"network alone rec@10 {best['pure_rec@10']:.4f}, term alone rec@10 {best['term_rec@10']:.4f}" in card
+
+
+def test_eval_gives_a_hybrid_the_paired_differences_from_its_parts(wiki_data, tmp_path, capsys):
+    """`eval` of a model of several parts prints (and --json gives) the paired 95% interval of the
+    hybrid minus its network alone and minus its term alone, as --compare does; a one-part model's
+    report has no such section unless --compare asks for it."""
+    from superbloom.cli import main
+    outs = {}
+    for head in ("hybrid", "full"):
+        outs[head] = tmp_path / head
+        cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(outs[head]), hash=sb.HashConfig(alpha=1, m=1),
+                             model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                             head=head_config(head, **({"neighbours": 20, "mix": 10.0} if head == "hybrid" else {})),
+                             loop=sb.LoopConfig(steps=4, batch_size=32, eval_every=0))
+        sb.train(cfg, progress=False)
+    args = [str(wiki_data.path), "--max-sets", "40", "--baselines", "cooccurrence", "--threads", "1", "--quiet"]
+    assert main(["eval", str(outs["hybrid"]), *args]) == 0
+    text = capsys.readouterr().out
+    assert "hybrid (mix 10)" in text and "paired differences, this model minus each" in text
+    assert all(f"vs {x}" in text for x in ("network only (mix 0)", "term only", "cooccurrence baseline"))
+    assert "compared models" not in text  # no other model was given
+    assert main(["eval", str(outs["hybrid"]), *args, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert set(res["paired_vs_baselines"]) == {"network_only", "term_only", "cooccurrence"}
+    for part in ("network_only", "term_only"):
+        p = res["paired_vs_baselines"][part]["rec@10"]
+        assert p["lo"] <= p["diff"] <= p["hi"] and abs(p["diff"] - (res["rec@10"] - res[part]["rec@10"])) < 1e-9
+    assert main(["eval", str(outs["full"]), *args]) == 0
+    assert "paired differences" not in capsys.readouterr().out
