@@ -121,7 +121,7 @@ def test_missing_file_and_not_parquet(tmp_path):
 def test_line_numbers_across_blocks(tmp_path, monkeypatch):
     from superbloom.data import readers as readers
 
-    monkeypatch.setattr(readers, "_BLOCK_BYTES", 64)  # many small Arrow blocks
+    monkeypatch.setattr(readers, "BLOCK_BYTES", 64)  # many small Arrow blocks
     p = tmp_path / "e.tsv"
     p.write_text("".join(f"s{i}\tid{i}\n" for i in range(200)) + "oops\n")
     with pytest.raises(InputError, match=r"e\.tsv:201:"):
@@ -132,9 +132,9 @@ def test_line_numbers_across_blocks(tmp_path, monkeypatch):
 def test_text_check_across_pieces(tmp_path, monkeypatch, piece):
     """Multi-byte characters and long lines split across the pieces read: valid text passes, and the
     first bad byte is named by line and byte of the line, whatever the piece size."""
-    from superbloom.data import readers as readers
+    from superbloom.data import textcheck
 
-    monkeypatch.setattr(readers, "_PIECE_BYTES", piece)
+    monkeypatch.setattr(textcheck, "PIECE_BYTES", piece)
     text = "".join(f"Åland_{i}\t東京€{'x' * (i % 7)}\n" for i in range(40))
     p = tmp_path / "e.tsv"
     p.write_text(text, encoding="utf-8")

@@ -33,8 +33,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .readers import InputError, Links, ReadConfig, ReadStats, check_input, chosen_columns, read_chunks, table_links, \
-    undirected_links
+from .columns import chosen_columns, table_links
+from .read_config import InputError, Links, ReadConfig, ReadStats
+from .readers import check_input, read_chunks, undirected_links
 
 _CHUNK_LINKS = 1 << 20  # links per chunk from the sparse and iterable adapters
 

@@ -1,0 +1,105 @@
+"""What a reader is told and counts: the formats, ReadConfig, ReadStats, Links, InputError.
+
+The input formats, `ReadConfig` (format, columns, delimiter, order column), `ReadStats` (lines,
+comments, blank and malformed lines counted, never silently dropped), the `Links` chunks every reader
+yields, and `InputError`, the error that names the file, the line (or row) and what was expected. Shared
+by readers.py, textcheck.py and columns.py."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+FORMATS = ("edges", "lines", "jsonl", "parquet", "csv", "tsv")
+COLUMNAR = ("parquet", "csv", "tsv")  # columns have names; a directory or glob of files is accepted
+MAX_EXAMPLES = 5  # malformed lines quoted in the summary
+_SKIP_HINT = " (pass --skip-malformed to skip and count such lines)"
+
+
+class InputError(ValueError):
+    """Bad input: the message names the file, the line (or row) and what was expected."""
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    format: str = "edges"
+    set_column: int | str = 0  # which column holds the set key: a position, or a name (columnar formats, tables)
+    id_column: int | str = 1  # which column holds the id (position or name)
+    undirected: bool = False  # edges: also add the reverse link (id's set gets the set key as id)
+    skip_malformed: bool = False  # count and skip malformed lines instead of failing
+    set_field: str = "set"  # jsonl keys
+    ids_field: str = "ids"
+    delimiter: str = "\t"  # edges: the one character between fields
+    order_column: int | str | None = None  # columnar formats, tables: links are read sorted by it (stable)
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
+        if self.set_column == self.id_column:
+            raise ValueError("set_column and id_column must differ")
+        for name, v in (("set_column", self.set_column), ("id_column", self.id_column),
+                        ("order_column", self.order_column)):
+            if not (isinstance(v, str) and v or isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                    or v is None and name == "order_column"):
+                raise ValueError(f"{name} must be a column position (int >= 0) or a name, got {v!r}")
+        if self.order_column is not None and self.order_column in (self.set_column, self.id_column):
+            raise ValueError("order_column must differ from set_column and id_column")
+        if len(self.delimiter) != 1 or self.delimiter in "\n\r#\x1f":
+            raise ValueError(f"delimiter must be one character, not a newline, '#' or 0x1f, got {self.delimiter!r}")
+
+    def summary(self) -> dict:
+        """The settings as recorded in meta.json; `order_column` only when set, so that datasets prepared
+        without it keep their meta.json byte for byte."""
+        d = asdict(self)
+        if d["order_column"] is None:
+            del d["order_column"]
+        return d
+
+    @property
+    def fields(self) -> str:
+        """How the edge fields are separated, for messages."""
+        return {"\t": "tab", " ": "space", ",": "comma", ";": "semicolon", "|": "bar"}.get(
+            self.delimiter, repr(self.delimiter)) + "-separated"
+
+
+@dataclass
+class ReadStats:
+    lines: int = 0  # physical lines (or parquet rows) read
+    comments: int = 0
+    blank: int = 0
+    malformed: int = 0
+    links: int = 0  # (set, id) pairs yielded
+    examples: list = field(default_factory=list)  # first malformed lines, "file:line: why"
+
+    def malformed_line(self, path, line: int, why: str, skip: bool):
+        msg = f"{path}:{line}: {why}"
+        if not skip:
+            raise InputError(msg + _SKIP_HINT)
+        self.count_malformed(msg)
+
+    def invalid_row(self, msg: str, skip: bool, failure: list[str]) -> str:
+        """The verdict for Arrow's invalid_row_handler: "skip" (counted, quoted) with `skip`, else "error",
+        with the message kept in `failure` for the InputError raised once Arrow stops."""
+        if not skip:
+            failure.append(msg + _SKIP_HINT)
+            return "error"
+        self.count_malformed(msg)
+        return "skip"
+
+    def count_malformed(self, msg: str):
+        self.malformed += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(msg)
+
+
+Chunk = tuple[pa.Array, pa.Array]  # (set keys, id keys), equal length, string type
+
+
+class Links(NamedTuple):
+    """One chunk of links: (links,) string arrays of set and id keys, and the (links,) int64 or float64
+    order values when an order column was chosen (else None)."""
+    sets: pa.Array
+    ids: pa.Array
+    order: np.ndarray | None = None
