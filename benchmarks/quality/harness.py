@@ -108,6 +108,7 @@ class Recipe:
     p_mask: float = 0.8  # of the masked ids: fed as [MASK] (p_random: a random id; the rest unchanged)
     p_random: float = 0.1
     element_dropout: float = 0.0
+    segment: int = 32  # MaskConfig.n: ids per training segment (a random contiguous run of the set)
     batch_size: int = 64
     lr: float = 3e-3
     warmup: int = 300
@@ -233,6 +234,11 @@ RECIPES.update({
     "net_s2": replace(RECIPES["hybrid"], head="full", seed=2),
     # EASE's term past term auto's 25,000 ids (float32 up to 60,000: BERT4Rec Beauty's 52,985, WN18RR's 39,672)
     "hybrid_ease": replace(RECIPES["hybrid"], item_term="ease"),
+    # depth at equal steps (1 and 4 Transformer layers against 2) and longer training segments (64 ids: LastFM's
+    # sets average 49 ids and 36% are longer than 32, so a 32-id segment shows a fraction of a set's pairs)
+    "net_l1": replace(RECIPES["hybrid"], head="full", layers=1),
+    "net_l4": replace(RECIPES["hybrid"], head="full", layers=4),
+    "net_n64": replace(RECIPES["hybrid"], head="full", segment=64),
 })
 
 # issue 33: the library's `train --members K` (training/members.py): K seeds of the hybrid recipe sharing their
@@ -263,7 +269,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
               if recipe.head == "mixture"
               else head_config("full", label_smoothing=recipe.label_smoothing) if recipe.head == "full"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
-        mask=MaskConfig(mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
+        mask=MaskConfig(n=recipe.segment, mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
                         element_dropout=recipe.element_dropout),
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay,
                              schedule=recipe.schedule),
