@@ -239,6 +239,9 @@ RECIPES.update({
     "net_l1": replace(RECIPES["hybrid"], head="full", layers=1),
     "net_l4": replace(RECIPES["hybrid"], head="full", layers=4),
     "net_n64": replace(RECIPES["hybrid"], head="full", segment=64),
+    # the peak learning rate (3e-3 everywhere above), a third and three times it
+    "net_lr1": replace(RECIPES["hybrid"], head="full", lr=1e-3),
+    "net_lr10": replace(RECIPES["hybrid"], head="full", lr=1e-2),
 })
 
 # issue 33: the library's `train --members K` (training/members.py): K seeds of the hybrid recipe sharing their
