@@ -257,6 +257,7 @@ def _registries():
     from superbloom.evaluation import baselines, config as evaluation_config, protocols
     from superbloom.heads import config as head_configs, registry
     from superbloom.model import attention, config as model_config, embeddings, warmstart
+    from superbloom.setembed import config as embed_config, objectives as embed_objectives
     from superbloom.training import config as training_config, objectives, optim
 
     return {
@@ -269,6 +270,9 @@ def _registries():
         "training/config.py OBJECTIVE_NAMES": (training_config.OBJECTIVE_NAMES, objectives.OBJECTIVES),
         "evaluation/config.py PROTOCOLS": (evaluation_config.PROTOCOLS, ("auto", *protocols.REGISTRY)),
         "evaluation/config.py BASELINE_NAMES": (evaluation_config.BASELINE_NAMES, baselines.BASELINES),
+        "setembed/config.py OBJECTIVES": (embed_config.OBJECTIVES, embed_objectives.REGISTRY),
+        "setembed/config.py SUPERVISED": (embed_config.SUPERVISED,
+                                          [n for n, o in embed_objectives.REGISTRY.items() if o.supervised]),
     }
 
 

@@ -117,6 +117,29 @@ def test_softmax_objective_is_smoothed_cross_entropy_with_split_multilabels():
     assert torch.allclose(embed_loss(net, b), want, atol=1e-6)
 
 
+def test_a_registered_objective_plugs_in_without_generic_code(monkeypatch):
+    """A new objective is one registry entry (and its name in the torch-free list): the model builds
+    only the parts it asks for, and embed_loss calls its loss on the batches it asks for."""
+    from superbloom.setembed import config as embed_config, objectives
+
+    calls = []
+
+    def aligned(model, batch):
+        calls.append(1)
+        return alignment(model.embed(batch.left, batch.left_pad), model.embed(batch.right, batch.right_pad))
+
+    monkeypatch.setitem(objectives.REGISTRY, "alignment", objectives.EmbedObjective("alignment", aligned, views=True))
+    monkeypatch.setattr(embed_config, "OBJECTIVES", (*embed_config.OBJECTIVES, "alignment"))
+    net, hashing = tiny("alignment")
+    assert net.classifier is None and net.bank is None
+    sets = SetArray.from_lists([[1, 2, 3, 4], [5, 6], [7, 8, 9, 10, 11], [12, 13, 14]])
+    b = views_batch(sets, np.arange(4), hashing, 32, np.random.default_rng(0))
+    want = alignment(net.embed(b.left, b.left_pad), net.embed(b.right, b.right_pad))
+    assert torch.allclose(embed_loss(net, b), want, atol=1e-6) and calls == [1]
+    with pytest.raises(ValueError, match="unknown set-embedding objective 'triplet'; expected one of uniformity"):
+        objectives.objective("triplet")
+
+
 def test_config_errors_name_the_field():
     with pytest.raises(ValueError, match="objective must be one of"):
         EmbedConfig(objective="triplet")

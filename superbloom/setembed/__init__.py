@@ -8,13 +8,13 @@ This subpackage imports the core (the encoder, datasets, losses); the core never
     pool.py      AttentionPool: a learned query token attends over the encoder's hidden states
     model.py     SetEmbedder: the set encoder + AttentionPool (+ classifier head, NCA memory bank)
     config.py    EmbedConfig, EmbedTrainConfig and the names they allow (no torch)
-    train.py     embed_train: the uniformity / nca / softmax objectives on train.fit's loop
+    objectives.py  the objectives' registry (uniformity, nca, softmax): loss, batches, model parts
+    train.py     embed_train: the chosen objective on train.fit's loop
     embedder.py  Embedder: a trained model's vectors, similar sets, classification with rejection
     knn.py       exact chunked top-k by cosine, kNN votes, rejection, coverage curve, scores
-    labels.py    a two-column labels file (set key, label) aligned to a prepared dataset's sets
 
-The losses (alignment, uniformity, NCA with a memory bank, label smoothing) are in
-superbloom/losses.py.
+The labels file (set key, label) is read by data/labels.py; the losses (alignment, uniformity, NCA
+with a memory bank, label smoothing) are in heads/losses.py.
 """
 from .._lazy import lazy_exports
 

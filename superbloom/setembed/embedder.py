@@ -35,6 +35,7 @@ from ..model.encoder import ModelConfig, count_parameters
 from ..data.vocab import Vocab
 from .knn import knn_votes, topk_cosine
 from .model import EmbedConfig, SetEmbedder, embed_sets
+from .objectives import REGISTRY, objective
 from .train import EmbedLoss
 from .config import METHODS  # noqa: F401 (re-exported: callers import it here)
 
@@ -88,7 +89,7 @@ class Embedder:
         model_cfg = typed_section(model_dir / "config.json", config, "model", ModelConfig)
         net = SetEmbedder(model_cfg, cfg, hashing, n_labels=len(config.get("labels", [])),
                           bank_labels=torch.zeros(_bank_size(ckpt), labels.shape[1], dtype=torch.bool)
-                          if cfg.objective == "nca" else None, vocab=vocab.strings if model_cfg.dynamic else None)
+                          if objective(cfg.objective).bank else None, vocab=vocab.strings if model_cfg.dynamic else None)
         load_weights(EmbedLoss(net), ckpt)  # the bank's labels come back with the weights
         net.to(resolve_device(device))
         config["checkpoint"] = ckpt.name
@@ -155,8 +156,9 @@ class Embedder:
             raise ValueError("this set embedding was trained without labels (embed-train --labels FILE): "
                              "it can find similar sets but not classify")
         if method == "head" and self.net.classifier is None:
-            raise ValueError(f"method 'head' needs a model trained with --objective softmax; this one was trained "
-                             f"with {self.net.cfg.objective}: use method 'knn'")
+            with_head = ", ".join(n for n, o in REGISTRY.items() if o.classifier)
+            raise ValueError(f"method 'head' needs a model trained with a classifier head (--objective {with_head}); "
+                             f"this one was trained with {self.net.cfg.objective}: use method 'knn'")
         return method if method != "auto" else ("head" if self.net.classifier is not None else "knn")
 
     def shares(self, vectors: np.ndarray, method: str = "auto", k: int = 10) -> tuple[np.ndarray, str]:

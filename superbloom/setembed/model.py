@@ -25,6 +25,7 @@ from ..model.embeddings import DynamicIdInput, build_embedding
 from ..hashing.bloom import PAD_ELEM, BloomHash
 from ..heads.losses import MemoryBank
 from ..model.encoder import ModelConfig, SetEncoder
+from .objectives import objective
 from .pool import AttentionPool
 from .config import OBJECTIVES, SUPERVISED, EmbedConfig  # noqa: F401 (re-exported: callers import them here)
 
@@ -55,10 +56,11 @@ class SetEmbedder(nn.Module):
         self.encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m,
                                   dynamic)
         self.pool = AttentionPool(model_cfg.d, cfg.pool_heads)
-        self.classifier = nn.Linear(model_cfg.d, n_labels) if cfg.objective == "softmax" else None
-        if cfg.objective == "nca":
+        needs = objective(cfg.objective)
+        self.classifier = nn.Linear(model_cfg.d, n_labels) if needs.classifier else None
+        if needs.bank:
             if bank_labels is None:
-                raise ValueError("the nca objective needs the labels of the memory bank's sets")
+                raise ValueError(f"the {cfg.objective} objective needs the labels of the memory bank's sets")
             self.bank = MemoryBank(torch.zeros(len(bank_labels), model_cfg.d), bank_labels, cfg.momentum)
         else:
             self.bank = None

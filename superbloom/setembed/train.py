@@ -5,7 +5,7 @@ resume history).
 
     superbloom embed-train data/pages --out runs/pages_nca --objective nca --labels labels.tsv --steps 1000
 
-Objectives (the losses are pure functions in superbloom/losses.py):
+Objectives (registry entries in objectives.py; the losses are pure functions in heads/losses.py):
   uniformity  no labels: alignment + uniformity (Wang & Isola 2020) of the blog's two views of a set
               (a random segment of <= `segment` ids, shuffled, split in halves); BEST by kNN
               precision@10 of category agreement on validation sets if labels are given, else by
@@ -49,7 +49,7 @@ from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
 from ..storage.files import atomic_path, load_json, save_json, write_lines
 from ..hashing.bloom import BloomHash, HashConfig
-from ..heads.losses import alignment, nca_loss, smoothed_cross_entropy, split_views, uniformity
+from ..heads.losses import split_views, uniformity
 from ..model.encoder import count_parameters
 from ..training.callbacks import Callback
 from ..training.card import write_card
@@ -61,6 +61,7 @@ from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
 from ..data.labels import load_labels
 from .model import SetEmbedder, embed_sets, set_tokens
+from .objectives import objective
 from .config import EmbedTrainConfig  # noqa: F401 (re-exported: callers import it here)
 
 log = logging.getLogger(__name__)
@@ -122,26 +123,8 @@ def labelled_batch(sets: SetArray, rows: np.ndarray, labels: np.ndarray, bank_ro
 
 
 def embed_loss(model: SetEmbedder, batch) -> torch.Tensor:
-    """The objective's scalar loss on one batch (and the NCA bank's queued update)."""
-    cfg = model.cfg
-    if cfg.objective == "uniformity":
-        zl, zr = model.embed(batch.left, batch.left_pad), model.embed(batch.right, batch.right_pad)  # (B, d) each
-        u = 0.5 * (uniformity(zl, cfg.uniformity_t) + uniformity(zr, cfg.uniformity_t))
-        return alignment(zl, zr) + cfg.uniformity_weight * u
-    z = model.embed(batch.tokens, batch.pad)  # (B, d)
-    if cfg.objective == "nca":
-        loss = nca_loss(z, batch.labels, model.bank, batch.index, cfg.temperature)
-        index, new = batch.index, z.detach()
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:  # every rank's rows
-            idx_all = [torch.empty_like(index) for _ in range(dist.get_world_size())]
-            z_all = [torch.empty_like(new) for _ in range(dist.get_world_size())]
-            dist.all_gather(idx_all, index)
-            dist.all_gather(z_all, new)
-            index, new = torch.cat(idx_all), torch.cat(z_all)
-        model.bank.update(index, new)  # applied before the next read (losses.MemoryBank)
-        return loss
-    y = batch.labels.float()  # (B, L)
-    return smoothed_cross_entropy(model.logits(z), y / y.sum(1, keepdim=True).clamp_min(1.0), cfg.smoothing)
+    """The objective's scalar loss on one batch (and, for a bank, its queued update): objectives.py."""
+    return objective(model.cfg.objective).loss(model, batch)
 
 
 class EmbedLoss(torch.nn.Module):
@@ -197,7 +180,7 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
         return epoch_batches(train_rows, lengths, batch_size, cfg.segment, np.random.default_rng([seed, 2, e]))
 
     def batch(rows: np.ndarray, rng: np.random.Generator):
-        if cfg.objective == "uniformity":
+        if objective(cfg.objective).views:
             return views_batch(sets, rows, hashing, cfg.segment, rng).to(device)
         return labelled_batch(sets, rows, labels, bank_row, hashing, cfg.segment, rng).to(device)
 
@@ -217,8 +200,7 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
             net.train()
         return out
 
-    select = {"softmax": "accuracy", "nca": "knn_accuracy"}.get(cfg.objective,
-                                                                f"precision@{K}" if labels is not None else "neg_loss")
+    select = objective(cfg.objective).select or (f"precision@{K}" if labels is not None else "neg_loss")
     can_validate = len(val_rows) >= 2 and (labels is None or labels[val_rows].any())
     return Objective(EmbedLoss(net), len(train_rows), epoch, batch, validate if can_validate else None, select)
 
@@ -264,7 +246,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
                          f"({cfg.loop.batch_size}); lower --batch-size")
     torch.manual_seed(cfg.loop.seed)
     net = SetEmbedder(cfg.model, cfg.embed, hashing, n_labels=len(table.names) if table else 0,
-                      bank_labels=torch.from_numpy(labels[train_rows]) if cfg.embed.objective == "nca" else None,
+                      bank_labels=torch.from_numpy(labels[train_rows]) if objective(cfg.embed.objective).bank else None,
                       vocab=data.vocab.strings if cfg.model.dynamic else None)
     if net.bank is not None:  # the paper's start: random unit vectors
         g = torch.Generator().manual_seed(cfg.loop.seed)
