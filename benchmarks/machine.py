@@ -35,6 +35,15 @@ def machine_line(info: dict) -> str:
             f"Python {info['python']}, torch {info['torch']} ({info['torch_threads']} threads); {info['date']}.")
 
 
+def numpy_json(o):
+    """json.dumps' `default` for NumPy values: a scalar as its Python number, an array as a list."""
+    if getattr(o, "ndim", None) == 0 and hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
 def write_results(directory: Path, name: str, result: dict, markdown: list[str]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_info, machine_line, numpy_json
 from superbloom.evaluation.metrics import mean_ci, paired_difference, summarize_ci
 
 from .datasets import EVAL_SEED, REPO, SEGMENT, TARGETS_PER_SET
@@ -127,13 +127,13 @@ def write_results(name: str, result: dict, markdown: Callable[[dict], list[str]]
     name.md (a fragment for PAPER.md: `markdown` of the result, then the machine line)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     result = {**result, "code": code_version(), "machine": machine_info()}
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, default=_json) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, default=numpy_json) + "\n")
     keys = list(dict.fromkeys(k for r in result["rows"] for k in r))
     with open(RESULTS / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, keys)
         w.writeheader()
         w.writerows(result["rows"])
-    (RESULTS / f"{name}.md").write_text(fragment(json.loads(json.dumps(result, default=_json)), markdown))
+    (RESULTS / f"{name}.md").write_text(fragment(json.loads(json.dumps(result, default=numpy_json)), markdown))
     print((RESULTS / f"{name}.md").read_text())
 
 
@@ -151,16 +151,6 @@ def code_version() -> str:
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def _json(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o))
 
 
 def protocol() -> dict:

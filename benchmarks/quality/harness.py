@@ -46,7 +46,7 @@ from benchmarks.datasets import prepare as prepare_dataset
 from benchmarks.paper.report import paired
 from benchmarks.paper.report import rec_metrics as metrics
 from superbloom.evaluation.metrics import hits_at
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_info, machine_line, numpy_json
 
 import superbloom as sb
 from superbloom.evaluation.baselines import baseline_entry, fit_baseline
@@ -439,7 +439,7 @@ def save(rows: list[dict], name: str = "quality") -> None:
                         "torch_threads": THREADS},
            "rows": sorted(merged.values(), key=lambda r: (r["dataset"], r["split"], r["method"] != "superbloom",
                                                            r["method"], str(r.get("recipe")), r.get("steps") or 0))}
-    path.write_text(json.dumps(out, indent=2, default=_json) + "\n")
+    path.write_text(json.dumps(out, indent=2, default=numpy_json) + "\n")
     (RESULTS / f"{name}_table.md").write_text("\n".join(table(out["rows"]) + ["", machine_line(machine), ""]))
 
 
@@ -464,16 +464,6 @@ def table(rows: list[dict]) -> list[str]:
             ci(r, 1) if "rec@1" in r else r.get("skipped", "-"), ci(r, 10), ci(r, 20),
             vs(r.get("vs_term_only_rec@10")), vs(r.get("vs_ease_rec@10"))]) + " |")
     return lines
-
-
-def _json(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o))
 
 
 def main(argv=None) -> None:
