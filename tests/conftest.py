@@ -36,6 +36,18 @@ def shared_file(*parts: str) -> Path:
     return path
 
 
+def walking_sequences(root: Path, users: int, seed: int = 0, name: str = "d") -> Path:
+    """A tiny leave-one-out dataset where order is everything: each user walks item i -> i + 1 (mod 20)
+    for 4-9 steps from a random start. -> the prepared directory root/name."""
+    rng = np.random.default_rng(seed)
+    lines = [f"u{u} " + " ".join(f"i{(s + j) % 20}" for j in range(n))
+             for u, (s, n) in enumerate(zip(rng.integers(0, 20, users), rng.integers(4, 10, users)))]
+    (root / "seq.txt").write_text("\n".join(lines) + "\n")
+    sb.prepare(sb.PrepareConfig(str(root / "seq.txt"), str(root / name), read=sb.ReadConfig(format="lines"),
+                                split="leave-one-out"), progress=False)
+    return root / name
+
+
 @pytest.fixture(scope="session")
 def wiki_data(tmp_path_factory) -> sb.Dataset:
     """The embedded Wikispeedia links, prepared once per session."""

@@ -27,7 +27,7 @@ from superbloom.heads.neighbours import cooccurrence_neighbours
 from superbloom.inference.rank import rank_contexts
 from superbloom.heads.ranking import NEG_INF, combine
 
-from conftest import DEVICES
+from conftest import DEVICES, walking_sequences
 
 N = 40
 MODEL = ModelConfig(d=16, heads=2, d_ff=32, layers=1, dropout=0.0)
@@ -264,12 +264,7 @@ def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
 
 
 def test_a_sequence_objective_trains_it_and_chooses_mix_and_decay(tmp_path):
-    rng = np.random.default_rng(0)  # each user walks item i -> i + 1 (mod 20): order is everything
-    lines = [f"u{u} " + " ".join(f"i{(s + j) % 20}" for j in range(n))
-             for u, s, n in zip(range(200), rng.integers(20, size=200), rng.integers(4, 10, size=200))]
-    (tmp_path / "seq.txt").write_text("\n".join(lines) + "\n")
-    sb.prepare(sb.PrepareConfig(str(tmp_path / "seq.txt"), str(tmp_path / "d"), read=sb.ReadConfig(format="lines"),
-                                split="leave-one-out"), progress=False)
+    walking_sequences(tmp_path, 200)  # each user walks item i -> i + 1 (mod 20): order is everything
     cfg = sb.TrainConfig(data=str(tmp_path / "d"), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=2, m=2),
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12, causal=True),
                          mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),

@@ -29,6 +29,8 @@ from superbloom.textclass.model import TextClassConfig, TextClassifier, TextClas
 from superbloom.textclass.docs import label_table, read_labelled, split_rows
 from superbloom.model.warmstart import COOC_INIT_MAX_IDS, resolve_init
 
+from conftest import walking_sequences
+
 torch.set_num_threads(1)
 
 STEPS = 8  # a whole run; the split run stops at STEPS // 2 and resumes
@@ -41,14 +43,7 @@ TINY = ModelConfig(d=16, heads=2, d_ff=32, layers=1)
 @pytest.fixture(scope="module")
 def sequences(tmp_path_factory) -> Path:
     """Users walking item i -> i + 1 (leave-one-out split)."""
-    root = tmp_path_factory.mktemp("seq")
-    rng = np.random.default_rng(0)
-    lines = [f"u{u} " + " ".join(f"i{(s + j) % 20}" for j in range(n))
-             for u, (s, n) in enumerate(zip(rng.integers(0, 20, 80), rng.integers(4, 10, 80)))]
-    (root / "seq.txt").write_text("\n".join(lines) + "\n")
-    sb.prepare(sb.PrepareConfig(str(root / "seq.txt"), str(root / "d"), read=sb.ReadConfig(format="lines"),
-                                split="leave-one-out"), progress=False)
-    return root / "d"
+    return walking_sequences(tmp_path_factory.mktemp("seq"), 80)
 
 
 @pytest.fixture(scope="module")

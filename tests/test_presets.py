@@ -13,6 +13,8 @@ from superbloom.cli import main
 from superbloom.training import presets
 from superbloom.training.presets import PRESETS, DatasetFacts, choose
 
+from conftest import walking_sequences
+
 TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "8", "--threads", "1",
         "--quiet", "--steps", "2", "--eval-every", "0"]
 
@@ -34,14 +36,7 @@ def sets_data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def seq_data(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("pseq")
-    rng = np.random.default_rng(0)
-    lines = [f"u{u} " + " ".join(f"i{(s + j) % 20}" for j in range(n))
-             for u, (s, n) in enumerate(zip(rng.integers(0, 20, 120), rng.integers(4, 10, 120)))]
-    (root / "seq.txt").write_text("\n".join(lines) + "\n")
-    sb.prepare(sb.PrepareConfig(str(root / "seq.txt"), str(root / "d"), read=sb.ReadConfig(format="lines"),
-                                split="leave-one-out"), progress=False)
-    return root / "d"
+    return walking_sequences(tmp_path_factory.mktemp("pseq"), 120)
 
 
 @pytest.fixture(scope="module")
