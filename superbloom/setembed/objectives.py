@@ -1,10 +1,9 @@
 """The set embedding's objectives, one registry entry each: the loss, batches and model parts.
 
-Each entry has its loss, the batches it reads and the parts of the model it needs.
-
 An entry says everything generic code asks of an objective, so that model.py, train.py and
 embedder.py never test an objective's name:
 
+  supervised  it learns from labelled sets only (a labels file is required; config.SUPERVISED)
   views       its batches are two views of each set (train.views_batch), else segments of labelled
               sets (train.labelled_batch)
   classifier  the model carries a linear classifier on the set vector (SetEmbedder.classifier)
