@@ -38,7 +38,7 @@ _EXPORTS = {
 lazy_exports(globals(), _EXPORTS)
 
 
-def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True):
+def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, part: str = "whole"):
     """The model in a trained directory, as the object for its kind (config.json's "kind", or read
     from an older directory's sections: storage/kinds.py), each with info():
 
@@ -48,10 +48,21 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True):
         set-embedding                          setembed.Embedder: similar(ids, k), classify(ids), embed_many(...)
         text-classifier                        textclass.classifier.Classifier: predict(text, k)
 
-    threads: torch CPU threads (0: torch's default); device and mmap as the kind's loader takes them."""
+    threads: torch CPU threads (0: torch's default); device and mmap as the kind's loader takes them.
+    part: what an id model ranks by, "whole", or a hybrid's "network" or "term" alone (inference/parts.py)."""
     from .storage.kinds import read_kind
 
-    return _LOADERS[read_kind(model_dir).name](model_dir, threads, device, mmap)
+    kind = read_kind(model_dir).name
+    model = _LOADERS[kind](model_dir, threads, device, mmap)
+    if part == "whole":
+        return model
+    from .inference.parts import rank_by
+    from .inference.predictor import Predictor
+
+    if not isinstance(model, Predictor):
+        raise ValueError(f"part={part!r}: a {kind} has no parts; a set or sequence model with a hybrid head, or an "
+                         "ensemble with a term, has")
+    return rank_by(model, part)
 
 
 def _predictor(model_dir, threads, device, mmap):

@@ -67,6 +67,7 @@ MEANINGS = {
     "--memory-limit": "the memory a command may use (refused above it, or spilled to disk by prepare)",
     "--item-mix": "the item-item term's weight beside the network's log p (a hybrid's, an ensemble's)",
     "--with": "another model of the same data, ranked with MODEL as one (an ensemble)",
+    "--part": "what ranks: the whole model, or a hybrid's network or term alone",
 }
 
 # shared flag names whose parsers differ on purpose (the meaning is MEANINGS'; the values are the command's)

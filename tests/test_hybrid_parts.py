@@ -1,6 +1,9 @@
 """The parts of a hybrid at the user's end (heads/parts.py): the line training ends with, the model
-card's, and `eval`'s paired intervals of the hybrid minus its network alone and minus its term alone."""
+card's, `eval`'s paired intervals of the hybrid minus its network alone and minus its term alone, and
+`predict` / `serve --part` ranking by one part."""
 import json
+
+import pytest
 
 import superbloom as sb
 from superbloom.heads import head_config
@@ -15,7 +18,7 @@ def test_the_parts_note_gives_each_part_and_names_the_baseline_where_the_network
                                    "term alone 0.280"))
     assert "adds nothing" not in note
     level = parts_note(dict(best, **{"rec@10": 0.28}), "rec@10")  # the hybrid no better than its term alone
-    assert "adds nothing over the ease term" in level and "--baselines ease-term" in level
+    assert "adds nothing over the ease term" in level and "--baselines ease-term" in level and "--part term" in level
     taught = parts_note(dict(best, item_mix=0.0, **{"rec@10": 0.25}), "rec@10", taught=True)
     assert "network alone 0.250" in taught and "weight 0" in taught and "adds nothing" in taught
     assert parts_note({"rec@10": 0.3, "pure_rec@10": 0.2}, "rec@10") is None  # no term alone scored there
@@ -48,19 +51,25 @@ def test_training_ends_with_the_parts_of_the_kept_checkpoint(wiki_data, tmp_path
         assert f"network alone rec@10 {best['pure_rec@10']:.4f}, term alone rec@10 {best['term_rec@10']:.4f}" in card
 
 
-def test_eval_gives_a_hybrid_the_paired_differences_from_its_parts(wiki_data, tmp_path, capsys):
-    """`eval` of a model of several parts prints (and --json gives) the paired 95% interval of the
-    hybrid minus its network alone and minus its term alone, as --compare does; a one-part model's
-    report has no such section unless --compare asks for it."""
-    from superbloom.cli import main
-    outs = {}
+@pytest.fixture(scope="module")
+def outs(wiki_data, tmp_path_factory) -> dict:
+    """A hybrid with a fixed item-item weight (10) and a full head, four steps each: their model folders."""
+    root, outs = tmp_path_factory.mktemp("parts"), {}
     for head in ("hybrid", "full"):
-        outs[head] = tmp_path / head
+        outs[head] = root / head
         cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(outs[head]), hash=sb.HashConfig(alpha=1, m=1),
                              model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
                              head=head_config(head, **({"neighbours": 20, "mix": 10.0} if head == "hybrid" else {})),
                              loop=sb.LoopConfig(steps=4, batch_size=32, eval_every=0))
         sb.train(cfg, progress=False)
+    return outs
+
+
+def test_eval_gives_a_hybrid_the_paired_differences_from_its_parts(wiki_data, outs, capsys):
+    """`eval` of a model of several parts prints (and --json gives) the paired 95% interval of the
+    hybrid minus its network alone and minus its term alone, as --compare does; a one-part model's
+    report has no such section unless --compare asks for it."""
+    from superbloom.cli import main
     args = [str(wiki_data.path), "--max-sets", "40", "--baselines", "cooccurrence", "--threads", "1", "--quiet"]
     assert main(["eval", str(outs["hybrid"]), *args]) == 0
     text = capsys.readouterr().out
@@ -75,3 +84,48 @@ def test_eval_gives_a_hybrid_the_paired_differences_from_its_parts(wiki_data, tm
         assert p["lo"] <= p["diff"] <= p["hi"] and abs(p["diff"] - (res["rec@10"] - res[part]["rec@10"])) < 1e-9
     assert main(["eval", str(outs["full"]), *args]) == 0
     assert "paired differences" not in capsys.readouterr().out
+
+
+def test_predict_and_serve_rank_by_one_part(outs, capsys):
+    """`load(..., part=)` / `predict --part` / `serve --part` rank by the hybrid's network alone or term
+    alone, as eval's variants do, for as long as the model lives; a one-part model refuses a part it
+    lacks, naming the parts it has; a mistyped part is a usage error."""
+    import gc
+
+    from fastapi.testclient import TestClient
+
+    from superbloom.cli import main
+    from superbloom.inference.loader import load
+    from superbloom.serving.app import create_app
+    from superbloom.serving.config import ServeConfig
+
+    context = ["Jazz", "Miles_Davis", "Piano"]
+    whole = load(outs["hybrid"], threads=1)
+    want = {"whole": whole.predict(context, k=8).items}
+    for part, variant in (("network", "network alone"), ("term", "term alone")):
+        with whole.variants()[variant]:
+            want[part] = whole.predict(context, k=8).items
+    assert want["whole"] != want["network"] and want["whole"] != want["term"]  # the parts rank differently here
+    for part in ("whole", "network", "term"):
+        model = load(outs["hybrid"], threads=1, part=part)
+        gc.collect()  # the part holds for the model's life, not only until a context is collected
+        assert model.part == part and model.predict(context, k=8).items == want[part]
+    assert load(outs["hybrid"], threads=1).predict(context, k=8).items == want["whole"]  # a new load: whole again
+    assert sb.load(outs["hybrid"], threads=1, part="term").predict(context, k=8).items == want["term"]
+
+    with pytest.raises(ValueError, match="--part term: this model has no term alone \\(it ranks by whole\\)"):
+        load(outs["full"], threads=1, part="term")
+
+    assert main(["predict", str(outs["hybrid"]), *context, "--k", "8", "--part", "term", "--json", "--threads", "1"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [p["id"] for p in got["predictions"]] == [i for i, _ in want["term"]]
+    assert main(["predict", str(outs["full"]), *context, "--part", "network", "--threads", "1"]) == 2
+    assert "this model has no network alone" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["predict", str(outs["hybrid"]), *context, "--part", "terms"])
+    assert e.value.code == 2 and "invalid choice: 'terms'" in capsys.readouterr().err
+
+    with TestClient(create_app(load(outs["hybrid"], threads=1, part="term"), ServeConfig())) as client:
+        served = client.post("/v1/predict", json={"context": context, "k": 8}).json()
+        info = client.get("/v1/model").json()
+    assert [p["id"] for p in served["predictions"]] == [i for i, _ in want["term"]] and info["part"] == "term"

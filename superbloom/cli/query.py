@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..evaluation.config import BASELINE_NAMES, PROTOCOLS, EvalConfig
 from ..inference.expand import STRATEGIES, ExpandConfig
+from ..inference.parts import PARTS
 from . import checks
 from .flags import (NONNEG, NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
     finite, number)
@@ -93,6 +94,7 @@ def _add_predict(sub):
                    "(default %(default)s)")
     g.add_argument("--batch-size", type=POS_INT, default=256, help="contexts per model call (default %(default)s)")
     add_ensemble_args(p)
+    add_part_arg(p)
     add_device_arg(p)
     add_decode_args(p)
     add_threads_arg(p)
@@ -111,19 +113,28 @@ def add_ensemble_args(p) -> None:
                         "validated weights; 0: the networks alone)")
 
 
+def add_part_arg(p) -> None:
+    p.add_argument("--part", choices=PARTS, default="whole",
+                   help="what ranks: the whole model (default), its network alone (a hybrid at weight 0, an "
+                        "ensemble's networks) or its item-item term alone, no network (where `train` said the "
+                        "network adds nothing); `eval` reports all three")
+
+
 def load_model(args):
-    """MODEL (a Predictor), or with --with the models as one sb.Ensemble (--item-mix its weight)."""
+    """MODEL (a Predictor), or with --with the models as one sb.Ensemble (--item-mix its weight), ranking by
+    --part (where the command has it)."""
     from ..inference.loader import load
+    from ..inference.parts import rank_by
 
     model = load(args.model, args.threads, args.device)
     if not args.ensemble:
         if args.item_mix is not None:
             raise ValueError("--item-mix weighs an ensemble's term: give the other models with --with MODEL_DIR")
-        return model
+        return rank_by(model, getattr(args, "part", "whole"))
     from ..inference.ensemble import Ensemble
 
     others = [load(path, args.threads, args.device) for path in args.ensemble]
-    return Ensemble([model, *others], args.item_mix, [args.model, *args.ensemble])
+    return rank_by(Ensemble([model, *others], args.item_mix, [args.model, *args.ensemble]), getattr(args, "part", "whole"))
 
 
 def _add_expand(sub):
@@ -196,6 +207,7 @@ def _add_serve(sub):
                         "each new connection to one of them (default %(default)s)")
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                    help="log every request (default %(default)s)")
+    add_part_arg(p)
     p.add_argument("--embed", metavar="EMBED_DIR", default=None,
                    help="also serve a set embedding (superbloom embed-train) at /v1/similar and /v1/classify")
     add_device_arg(p)
@@ -328,4 +340,4 @@ def cmd_serve(args):
              "head_timeout", "heavy_workers", "heavy_queue"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=args.access_log, device=args.device,
-          embed=args.embed, workers=args.workers, log_level=args.log_level)
+          embed=args.embed, workers=args.workers, log_level=args.log_level, part=args.part)

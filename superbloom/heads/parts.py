@@ -29,8 +29,8 @@ def term_alone_score(head, rank: Callable[[], Ranking], summarize: Callable[[Ran
 def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
     """The line the end of training prints for a hybrid (HeadBase.parts_note): at the kept checkpoint,
     the validation `select` of the hybrid, of its network alone and of its term alone; where the
-    hybrid is not above its term alone there, it says so and names the baseline that ranks by the
-    term with no training. `taught`: the weight is fixed at 0 (the term only teaches the network).
+    hybrid is not above its term alone there, it says so, names `--part term` (inference/parts.py) and
+    the baseline that ranks by the term with no training. `taught`: the weight is fixed at 0 (the term only teaches the network).
     None for a checkpoint validated before the term alone was scored there."""
     hybrid, pure, term = best.get(select), best.get(f"pure_{select}"), best.get(f"term_{select}")
     if hybrid is None or pure is None or term is None:
@@ -45,8 +45,9 @@ def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
                 f"its network alone {pure:.3f}; its term alone {term:.3f}")
     if max(hybrid, pure) <= term:
         baseline = TERM_BASELINES.get(name)
-        line += (f". On these validation sets the network adds nothing over the {name} term"
-                 + (f": `superbloom eval MODEL DATA --baselines {baseline}` ranks by that term with no training"
+        line += (f". On these validation sets the network adds nothing over the {name} term: "
+                 "`superbloom predict` / `serve MODEL --part term` rank by it alone"
+                 + (f", and `superbloom eval MODEL DATA --baselines {baseline}` ranks by that term with no training"
                     if baseline else ""))
     return line
 

@@ -47,6 +47,8 @@ class Prediction:
 
 
 class Predictor:
+    part = "whole"  # what ranks: the whole model, or a part of it (loader.rank_by)
+
     def __init__(self, model: SetModel, hashing: BloomHash, vocab: Vocab, config: dict):
         self.model, self.hashing, self.vocab, self.config = model.eval(), hashing, vocab, config
         self._vectors = self._unit = None  # item_vectors(), on first use

@@ -291,7 +291,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         c = predictor.config
         return _without_paths({
             "n_ids": len(vocab), "n_tokens": predictor.hashing.n_tokens, "parameters": predictor.n_parameters,
-            "checkpoint": c.get("checkpoint"), "version": __version__,
+            "checkpoint": c.get("checkpoint"), "version": __version__, "part": predictor.part,
             "hash": c["hash"], "model": c["model"], "head": c["head"], "train": c.get("train"),
             "data": _data_summary(c.get("data", {})), "serving": asdict(config)})
 

@@ -46,13 +46,14 @@ __all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "check_add
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
           threads: int = 1, access_log: bool = True, device: str = "auto", embed: str | None = None,
-          workers: int = 1, log_level: str = "info") -> None:
+          workers: int = 1, log_level: str = "info", part: str = "whole") -> None:
     """Load the model (on `device`) and serve it with uvicorn until interrupted. threads: torch CPU
     threads (0: torch's default, one per core). embed: a set-embedding directory for /v1/similar,
     /v1/classify. workers > 1: that many processes on the one port (see the module docstring).
     access_log: the JSON-line access log (telemetry.py; uvicorn's own is off). log_level: uvicorn's
     loggers' level, and in each worker process the `superbloom` logger's (_log.py; in one process the
-    caller, e.g. the command line, configures it)."""
+    caller, e.g. the command line, configures it). part: what ranks, the whole model or a part of a hybrid
+    (inference/parts.py: "network", "term")."""
     import uvicorn
 
     from .guards import timed_h11
@@ -61,12 +62,12 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
     if workers > 1:
         if embed:
             raise ValueError("serve --embed runs in one process for now; drop --workers or --embed")
-        return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers, log_level)
+        return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers, log_level, part)
 
     from ..inference.loader import load
     from .app import create_app
 
-    app = create_app(load(model_dir, threads, device), config, access_log=access_log)
+    app = create_app(load(model_dir, threads, device, part=part), config, access_log=access_log)
     if embed:
         from ..setembed.embedder import load_embedder
         app.state.embedder = load_embedder(embed, threads, device)
@@ -99,7 +100,7 @@ def check_address(host: str, port: int) -> None:
 
 
 def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, threads: int, access_log: bool,
-                   device: str, workers: int, log_level: str) -> None:
+                   device: str, workers: int, log_level: str, part: str = "whole") -> None:
     """uvicorn's supervisor with `workers` processes, each running `app_from_env`."""
     import uvicorn
 
@@ -107,7 +108,8 @@ def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, th
 
     require_inference_checkpoint(model_dir)  # fail here, once, not in every worker
     os.environ[ENV] = json.dumps({"model": str(model_dir), "threads": threads, "device": device,
-                                  "config": asdict(config), "access_log": access_log, "log_level": log_level})
+                                  "config": asdict(config), "access_log": access_log, "log_level": log_level,
+                                  "part": part})
     uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,
                 access_log=False, log_level=log_level, timeout_keep_alive=config.keep_alive_timeout,
                 http=f"{__name__}:WorkerH11Protocol")
@@ -129,7 +131,7 @@ def app_from_env():
 
     s = _settings()
     configure(s.get("log_level", "info"))  # a fresh process: the access log and the library's messages on stderr
-    app = create_app(load(s["model"], s["threads"], s["device"]), ServeConfig(**s["config"]),
+    app = create_app(load(s["model"], s["threads"], s["device"], part=s.get("part", "whole")), ServeConfig(**s["config"]),
                      access_log=s.get("access_log", True))
     app.add_middleware(WorkerHeader)
     return app

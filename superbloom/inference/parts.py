@@ -1,0 +1,34 @@
+"""What a model ranks by: the whole model, or one part of a hybrid (its network or its term).
+
+The parts are those of a hybrid head, or of an ensemble with a term.
+
+`eval` reports a hybrid beside its network alone and its term alone, and `train` ends saying which
+part did the work. `rank_by` makes a loaded model rank by one of them from then on, so that `predict`
+and `serve --part term` serve the item-item term where the network adds nothing. No torch here: the
+command line reads PARTS for its --help.
+"""
+from __future__ import annotations
+
+PARTS = ("whole", "network", "term")
+_VARIANTS = {"network": "network alone", "term": "term alone"}  # the parts' names among model.variants()
+
+
+def rank_by(model, part: str = "whole"):
+    """`model` (a Predictor or an Ensemble) ranking from now on by `part`: "whole" (as trained), "network"
+    (its network alone: a hybrid at weight 0, an ensemble's networks) or "term" (its item-item term alone,
+    no network), the variants `eval` reports beside it. Where training said the network adds nothing,
+    "term" serves what did the work. ValueError naming the parts the model has where it lacks `part`."""
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+    if part == "whole":
+        return model
+    variants = model.variants()
+    if _VARIANTS[part] not in variants:
+        has = [p for p, v in _VARIANTS.items() if v in variants]
+        raise ValueError(f"--part {part}: this model has no {_VARIANTS[part]} (it ranks by "
+                         f"{', '.join(['whole', *has])}); a hybrid head with an item-item weight, or an ensemble "
+                         "with a term, has a network alone and a term alone")
+    context = variants[_VARIANTS[part]]
+    context.__enter__()  # for the model's life: the reference below keeps it from being closed (and undone)
+    model.part, model._part_context = part, context
+    return model
