@@ -1,5 +1,6 @@
 """The hybrid head (heads/hybrid.py): full softmax + a sparse learned item-item term over the context
-(itemitem.py), and its variants: the network alone, the term alone."""
+(itemitem.py), and its variants: the network alone, the term alone. The term's sparsity patterns
+alone: test_itemitem_patterns.py."""
 from __future__ import annotations
 
 import json
@@ -7,8 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import superbloom as sb
 from superbloom.model.batches import MaskConfig, query_batch, training_batch
@@ -18,7 +17,6 @@ from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import MIXES
 from superbloom.heads.parts import term_alone
-from superbloom.heads.itemitem import largest_pattern, neighbour_pattern, transition_pattern
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.inference.rank import rank_contexts
@@ -41,22 +39,6 @@ def make(head="hybrid", seed=0, neighbours=5, build=True, term="auto", **setting
     if head == "hybrid" and build:
         model.head.fit(sets_of())
     return h, model
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 10_000), st.integers(1, 12))
-def test_neighbour_pattern_is_the_top_k_co_occurring_ids(seed, k):
-    sets = sets_of(seed)
-    indptr, cols = neighbour_pattern(sets, N, k)
-    counts = np.zeros((N, N), int)
-    for s in (sets[i] for i in range(len(sets))):
-        u = np.unique(s)
-        counts[np.ix_(u, u)] += 1
-    np.fill_diagonal(counts, 0)
-    for i in range(N):
-        partners = [j for j in range(N) if counts[i, j] > 0]
-        want = sorted(sorted(partners, key=lambda j: (-counts[i, j], j))[:k])
-        assert cols[indptr[i]:indptr[i + 1]].tolist() == want
 
 
 def test_item_item_term_equals_the_dense_matrix_product():
@@ -368,54 +350,6 @@ def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
     assert np.array_equal(again.ranks["model"], ranks["network_only"]) and "network_only" not in again.to_dict()
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.integers(0, 10_000), st.integers(1, 9), st.integers(1, 7))
-def test_largest_pattern_is_the_top_k_magnitudes_of_each_row(seed, k, block):
-    rng = np.random.default_rng(seed)
-    b = rng.normal(size=(10, 10)).astype(np.float32) * (rng.random((10, 10)) < 0.6)
-    indptr, cols = largest_pattern(b, k, block=block)
-    for i in range(10):
-        row = np.abs(b[i]).copy()
-        row[i] = 0
-        want = sorted(j for j in np.argsort(-row, kind="stable")[:k] if row[j] > 0)
-        got = cols[indptr[i]:indptr[i + 1]].tolist()
-        assert len(got) == len(want) and sorted(row[got]) == sorted(row[want]) and got == sorted(got)
-
-
-def test_transition_pattern_counts_who_follows_whom_by_hand():
-    seqs = SetArray.from_lists([[0, 1, 2], [0, 1], [2, 0], [3, 3, 1]])
-    indptr, cols, values = transition_pattern(seqs, 4, k=10, window=2, gap_decay=0.5)
-    got = {(a, int(c)): float(v) for a in range(4)
-           for c, v in zip(cols[indptr[a]:indptr[a + 1]], values[indptr[a]:indptr[a + 1]])}
-    # 0 -> 1 twice (gap 1), 0 -> 2 once at gap 2 (0.5), 1 -> 2 once, 2 -> 0 once, 3 -> 1 at gap 1 and 2;
-    # 3 -> 3 is the diagonal (left out); nothing goes 1 -> 0 or 2 -> 1: the term is directed
-    want = {(0, 1): 2.0, (0, 2): 0.5, (1, 2): 1.0, (2, 0): 1.0, (3, 1): 1.5}
-    assert got.keys() == want.keys()
-    assert all(got[p] == pytest.approx(np.log1p(want[p])) for p in want)
-    indptr, cols, values = transition_pattern(seqs, 4, k=1, window=2, gap_decay=0.5)  # the largest of each row
-    assert [cols[indptr[a]:indptr[a + 1]].tolist() for a in range(4)] == [[1], [2], [0], [1]]
-    indptr, cols, _ = transition_pattern(seqs, 4, k=10, window=1, gap_decay=0.5)  # window 1: neighbours only
-    assert cols[indptr[0]:indptr[1]].tolist() == [1]
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.integers(0, 10_000), st.integers(1, 6), st.integers(1, 4), st.sampled_from([1.0, 0.8, 0.5]))
-def test_transition_pattern_is_the_top_k_of_the_pair_sums(seed, k, window, gap_decay):
-    rng = np.random.default_rng(seed)
-    lists = [rng.integers(0, N, rng.integers(1, 9)) for _ in range(25)]
-    t = np.zeros((N, N))
-    for s in lists:
-        for i in range(len(s)):
-            for g in range(1, window + 1):
-                if i + g < len(s) and s[i] != s[i + g]:
-                    t[s[i], s[i + g]] += gap_decay ** (g - 1)
-    indptr, cols, values = transition_pattern(SetArray.from_lists(lists), N, k, window, gap_decay)
-    for a in range(N):
-        want = sorted(sorted(np.nonzero(t[a])[0], key=lambda j: (-round(t[a, j], 9), j))[:k])
-        assert cols[indptr[a]:indptr[a + 1]].tolist() == want
-        assert np.allclose(values[indptr[a]:indptr[a + 1]], np.log1p(t[a, want]))
-
-
 def test_the_transition_term_scores_what_comes_next(tmp_path):
     """On walks i -> i + 1 the directed term alone ranks the next item first; the model trains with it."""
     data = walks(tmp_path)
@@ -513,4 +447,3 @@ def test_the_variants_restore_the_head_even_when_the_block_raises():
         assert float(head.mix) == 30.0 and float(head.decay) == pytest.approx(0.4)
         after = head.topk(hidden, 6, exclude=ctx, context=ctx)
         assert torch.equal(after.ids, before.ids) and torch.equal(after.scores, before.scores)
-
