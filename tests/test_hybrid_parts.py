@@ -119,6 +119,8 @@ def test_predict_and_serve_rank_by_one_part(outs, capsys):
     assert main(["predict", str(outs["hybrid"]), *context, "--k", "8", "--part", "term", "--json", "--threads", "1"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert [p["id"] for p in got["predictions"]] == [i for i, _ in want["term"]]
+    assert main(["expand", str(outs["hybrid"]), *context, "--add", "1", "--part", "term", "--json", "--threads", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["added"][0]["id"] == want["term"][0][0]  # the term's first choice
     assert main(["predict", str(outs["full"]), *context, "--part", "network", "--threads", "1"]) == 2
     assert "this model has no network alone" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:

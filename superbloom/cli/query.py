@@ -153,6 +153,7 @@ def _add_expand(sub):
     p.add_argument("--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
     p.add_argument("--json", action="store_true")
+    add_part_arg(p)
     add_device_arg(p)
     add_decode_args(p)
     add_threads_arg(p)
@@ -288,7 +289,7 @@ def cmd_expand(args):
     from ..inference.expand import expand
     from ..inference.loader import load
 
-    model = load(args.model, args.threads, device=args.device)
+    model = load(args.model, args.threads, device=args.device, part=args.part)
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
                        seed=args.seed, decode=decode_config(args))
     out = expand(model, args.ids, cfg)
