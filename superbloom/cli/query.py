@@ -127,14 +127,14 @@ def load_model(args):
     from ..inference.parts import rank_by
 
     model = load(args.model, args.threads, args.device)
-    if not args.ensemble:
-        if args.item_mix is not None:
-            raise ValueError("--item-mix weighs an ensemble's term: give the other models with --with MODEL_DIR")
-        return rank_by(model, getattr(args, "part", "whole"))
-    from ..inference.ensemble import Ensemble
+    if args.ensemble:
+        from ..inference.ensemble import Ensemble
 
-    others = [load(path, args.threads, args.device) for path in args.ensemble]
-    return rank_by(Ensemble([model, *others], args.item_mix, [args.model, *args.ensemble]), getattr(args, "part", "whole"))
+        others = [load(path, args.threads, args.device) for path in args.ensemble]
+        model = Ensemble([model, *others], args.item_mix, [args.model, *args.ensemble])
+    elif args.item_mix is not None:
+        raise ValueError("--item-mix weighs an ensemble's term: give the other models with --with MODEL_DIR")
+    return rank_by(model, getattr(args, "part", "whole"))  # eval has no --part: it reports every part
 
 
 def _add_expand(sub):
