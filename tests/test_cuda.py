@@ -61,6 +61,20 @@ def test_eval_on_cuda_matches_cpu(wiki_data, tmp_path, head, capsys):
         assert results["cpu"][key] == pytest.approx(results["cuda"][key], abs=0.03)
 
 
+def test_more_processes_than_gpus(monkeypatch):
+    """torchrun with more processes on a machine than it has GPUs (found on a one-GPU machine: rank 1
+    asked for cuda:1 and died): auto puts every rank on the CPU, cuda says what to do. Faked GPUs, so
+    this runs everywhere."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("auto", local_rank=1, local_world=2) == torch.device("cpu")
+    assert resolve_device("auto", local_rank=0, local_world=1) == torch.device("cuda", 0)
+    assert resolve_device("cuda", local_rank=0, local_world=1) == torch.device("cuda", 0)
+    with pytest.raises(ValueError, match=r"2 processes on this machine but torch sees 1 CUDA GPU\(s\).*"
+                                         r"--nproc_per_node\) or use --device cpu"):
+        resolve_device("cuda", local_rank=1, local_world=2)
+
+
 def test_device_choice_without_a_gpu_is_explained(wiki_data, tmp_path, capsys):
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

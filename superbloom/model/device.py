@@ -5,7 +5,8 @@
     --device cuda    the GPU (cuda:N for a given one); an error when there is none
 
 Under torchrun (WORLD_SIZE > 1) every rank takes its local GPU (cuda:LOCAL_RANK) with NCCL, or the
-CPU with gloo. Nothing happens at import time: `init_distributed` is called by train().
+CPU with gloo (auto: also where a machine runs more processes than it has GPUs). Nothing happens at
+import time: `init_distributed` is called by train().
 Checkpoints are device-independent: tensors are saved from wherever they are and loaded onto the
 device asked for (a GPU-trained model loads on a CPU machine). torch is imported inside the
 functions, so the command line reads DEVICE_CHOICES without importing it.
@@ -20,18 +21,23 @@ from dataclasses import dataclass
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 
 
-def resolve_device(name: str = "auto", local_rank: int | None = None) -> torch.device:
-    """The torch device `name` stands for (see the module docstring); local_rank picks the GPU of a rank."""
+def resolve_device(name: str = "auto", local_rank: int | None = None, local_world: int = 1) -> torch.device:
+    """The torch device `name` stands for (see the module docstring); local_rank picks the GPU of a rank,
+    one of `local_world` processes on this machine: auto takes the CPU when they outnumber the GPUs."""
     import torch
 
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() and local_world <= torch.cuda.device_count() else "cpu"
     if name == "cpu":
         return torch.device("cpu")
     if not re.fullmatch(r"cuda(:\d+)?", name or ""):
         raise ValueError(f"device must be {DEVICE_CHOICES}, got {name!r}")
     if not torch.cuda.is_available():
         raise ValueError(f"device {name!r}: torch sees no CUDA GPU here; use --device cpu (or auto)")
+    if name == "cuda" and local_rank is not None and local_world > torch.cuda.device_count():
+        raise ValueError(f"device 'cuda': {local_world} processes on this machine but torch sees "
+                         f"{torch.cuda.device_count()} CUDA GPU(s), one GPU per process; start at most "
+                         f"{torch.cuda.device_count()} (torchrun --nproc_per_node) or use --device cpu (or auto)")
     if name == "cuda":
         return torch.device("cuda", local_rank if local_rank is not None else torch.cuda.current_device())
     index = int(name.split(":")[1])
@@ -59,7 +65,8 @@ def init_distributed(device: str = "auto") -> Dist:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = resolve_device(device, local if world > 1 else None)
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))  # torchrun's processes on this machine
+    dev = resolve_device(device, local if world > 1 else None, local_world if world > 1 else 1)
     if world > 1 and not dist.is_initialized():
         if dev.type == "cuda":
             torch.cuda.set_device(dev)

@@ -82,12 +82,21 @@ def fresh_rngs(seed: int, d: Dist) -> np.random.Generator:
 
 def checkpoint_state(state: RunState, rng: np.random.Generator, d: Dist) -> dict | None:
     """state.json content with every rank's RNG streams (collective: every rank calls it); None off rank 0."""
-    mine = {"numpy": rng_state(rng), "torch": torch.get_rng_state().tolist()}
+    mine = {"numpy": rng_state(rng), "torch": torch.get_rng_state().tolist(), "cuda": cuda_rng_state()}
     every = all_gather(mine, d)
     if not d.main:
         return None
+    cuda = {str(r): s["cuda"] for r, s in enumerate(every) if s["cuda"] is not None}
     return dict(asdict(state), world=d.world, rng={str(r): s["numpy"] for r, s in enumerate(every)},
-                torch_rng={str(r): s["torch"] for r, s in enumerate(every)})
+                torch_rng={str(r): s["torch"] for r, s in enumerate(every)}, **({"cuda_rng": cuda} if cuda else {}))
+
+
+def cuda_rng_state() -> list[list[int]] | None:
+    """This process's CUDA generators (one per GPU; dropout on a GPU draws from them), or None where
+    CUDA was never used (asking would start it on every GPU)."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return [s.tolist() for s in torch.cuda.get_rng_state_all()]
 
 
 def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.Generator]:
@@ -107,6 +116,10 @@ def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.
                  f"{saved.get('world', len(rngs))} processes); using a fresh one")
     if me in torch_rngs:
         torch.set_rng_state(torch.tensor(torch_rngs[me], dtype=torch.uint8))
+    cuda = saved.get("cuda_rng", {}).get(me)
+    if cuda and torch.cuda.is_available():  # a run saved on GPUs goes on with their streams (as many as exist here)
+        for i, s in enumerate(cuda[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(torch.tensor(s, dtype=torch.uint8), i)
     return state, rng
 
 
