@@ -242,6 +242,12 @@ RECIPES.update({
     # the peak learning rate (3e-3 everywhere above), a third and three times it
     "net_lr1": replace(RECIPES["hybrid"], head="full", lr=1e-3),
     "net_lr10": replace(RECIPES["hybrid"], head="full", lr=1e-2),
+    # width at 5x the steps (a GPU probe: d 256 and 512, the feed-forward 4 x d, 4 heads as before)
+    "net_d256": replace(RECIPES["hybrid"], head="full", d=256, d_ff=1024),
+    "net_d512": replace(RECIPES["hybrid"], head="full", d=512, d_ff=2048),
+    # the same on a lent GPU (benchmarks/quality/gpu_probe.sh): 10,000 steps asked, stopped at 360 s if not done
+    "gpu_net": replace(RECIPES["hybrid"], head="full", time_budget=360.0),
+    "gpu_net_d512": replace(RECIPES["hybrid"], head="full", d=512, d_ff=2048, time_budget=360.0),
 })
 
 # issue 33: the library's `train --members K` (training/members.py): K seeds of the hybrid recipe sharing their
