@@ -42,3 +42,17 @@ def configure(level: str = "info") -> logging.Logger:
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     return logger
+
+
+REDIRECTED_INTERVAL = 30.0  # seconds between a progress bar's redraws where stderr is no terminal
+
+
+def progress_bar(iterable=None, *, progress: bool = True, **kw):
+    """A tqdm bar on stderr (tqdm.auto: a widget in a notebook), shown when `progress`. Where stderr is
+    no terminal (a log file, CI, nohup) it is redrawn at most every REDIRECTED_INTERVAL seconds: a line
+    per half minute in the log, not ten a second."""
+    from tqdm.auto import tqdm
+
+    if "notebook" not in tqdm.__module__ and not getattr(sys.stderr, "isatty", lambda: False)():
+        kw.setdefault("mininterval", REDIRECTED_INTERVAL)
+    return tqdm(iterable, disable=not progress, **kw)

@@ -190,6 +190,34 @@ def test_csv_and_tsv_with_header_and_quotes(tmp_path):
     assert json.loads((out / "meta.json").read_text())["malformed_skipped"] == 1
 
 
+def test_format_auto_reads_what_the_file_name_says(tmp_path, capsys):
+    """prepare's --format auto (the default): a .csv / .parquet / .jsonl name (also .gz, a directory by its
+    files) picks that reader; other names stay edges. The same links, the same dataset as the format named."""
+    from superbloom.data.readers import format_from_name
+
+    rows = history()
+    csv = write_csv(tmp_path / "interactions.csv", rows)
+    assert main(["prepare", str(csv), "--out", str(tmp_path / "auto"), "--set-column", "user",
+                 "--id-column", "item"]) == 0
+    assert "format auto -> csv (the file name)" in capsys.readouterr().err
+    assert_same_dataset(run(tmp_path, "named", str(csv), read=ReadConfig("csv", set_column="user", id_column="item")),
+                        tmp_path / "auto", same_source_record=True)
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "_SUCCESS").write_text("")
+    pq.write_table(pa.table({"u": ["a"], "i": ["b"]}), tmp_path / "parts" / "part-0.parquet")
+    names = {"x.csv": "csv", "x.CSV.gz": "csv", "x.parquet": "parquet", "x.pq": "parquet", "x.jsonl.gz": "jsonl",
+             "x.ndjson": "jsonl", "links.tsv": None, "links.tsv.gz": None, "sets.txt": None, "noext": None,
+             "parts/*.parquet": "parquet", "parts": "parquet"}
+    assert {n: format_from_name(tmp_path / n) for n in names} == names
+    edges = write_edges(tmp_path / "links.tsv", rows)
+    assert main(["prepare", str(edges), "--out", str(tmp_path / "e"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "e" / "meta.json").read_text())["read"]["format"] == "edges"
+    # the edges reader on a CSV file (the Python API's default format) names the format to pass
+    with pytest.raises(InputError, match=r"interactions.csv: expected at least 2 tab-separated fields per line, "
+                                         r"the first data line has 1; the file name says csv: pass --format csv"):
+        run(tmp_path, "api", str(csv))
+
+
 def test_order_column_reads_as_if_sorted(tmp_path):
     rows = history(400, seed=3)
     shuffled = [rows[k] for k in np.random.default_rng(1).permutation(len(rows))]

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..data.prepare import SPLITS, PrepareConfig
-from ..data.readers import FORMATS, ReadConfig
+from ..data.readers import FORMATS, ReadConfig, format_from_name
 from ..data.synth import SYNTH_FORMATS, SynthConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, add_quiet_arg, default_of, number
@@ -24,10 +25,12 @@ def _add_prepare(sub):
                                    "from the training sets and write a compact memory-mappable dataset.")
     p.add_argument("input", help="input file (.gz allowed for text formats); for parquet, csv and tsv also a "
                                  "directory or a quoted glob ('parts/*.parquet'), its files read in sorted order")
-    p.add_argument("--format", choices=FORMATS, default=r("format"),
-                   help="edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
+    p.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
+                   help="auto (the default): csv, parquet or jsonl where the file name says so (.csv, .parquet, "
+                        ".jsonl, .ndjson, also .gz; a directory by its files), else edges; "
+                        "edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
                         "parquet: one row per link, columns by position or name; csv / tsv: a header row of "
-                        "column names, then comma / tab separated rows with quoted fields (default: %(default)s)")
+                        "column names, then comma / tab separated rows with quoted fields")
     p.add_argument("--out", required=True, help="output dataset directory")
     p.add_argument("--overwrite", action="store_true", help="replace the dataset in --out (kept until the new one is complete)")
     p.add_argument("--test-fraction", type=FRACTION, default=d("test_fraction"),
@@ -151,7 +154,12 @@ def _add_synth(sub):
 def cmd_prepare(args):
     from ..data.prepare import format_summary, prepare
 
-    read = ReadConfig(format=args.format, set_column=args.set_column, id_column=args.id_column,
+    fmt = args.format
+    if fmt == "auto":
+        fmt = format_from_name(args.input) or default_of(ReadConfig, "format")
+        if fmt != default_of(ReadConfig, "format") and not args.quiet:
+            print(f"format auto -> {fmt} (the file name); --format names another", file=sys.stderr)
+    read = ReadConfig(format=fmt, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter,
                       order_column=args.order_column)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,

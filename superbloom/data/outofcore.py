@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 from .._extras import require_extra
 from .inputs import read_source, recorded
@@ -122,7 +122,7 @@ def _spill(cfg, path: Path, progress: bool) -> ReadStats:
     stats = ReadStats()
     writer = None
     try:
-        with tqdm(desc="reading", unit=" links", unit_scale=True, disable=not progress) as bar:
+        with progress_bar(desc="reading", unit=" links", unit_scale=True, progress=progress) as bar:
             for links in read_source(cfg.input, cfg.read, stats):
                 cols = {"s": links.sets, "i": links.ids}
                 if links.order is not None:
@@ -151,7 +151,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, t
         con.execute(f"CREATE TABLE ordered AS SELECT s, i, row_number() OVER (ORDER BY o, file_row_number) - 1 "
                     f"AS file_row_number FROM {scan}")
         scan = "ordered"
-    step = tqdm(total=5, desc="out-of-core", disable=not progress)
+    step = progress_bar(total=5, desc="out-of-core", progress=progress)
     for table, col, what in (("set_keys", "s", "set"), ("id_keys", "i", "id")):
         # key ints in order of first appearance, as KeyEncoder numbers them
         con.execute(f"CREATE TABLE {table} AS SELECT key, (row_number() OVER (ORDER BY first) - 1)::INTEGER AS k "

@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 from .inputs import check_source, read_source, recorded
 from .readers import InputError, ReadConfig, ReadStats
@@ -141,7 +141,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
     order = OrderSpill(spill.with_suffix(".order"), cfg.read.order_column)
     try:
         with open(spill.with_suffix(".sets"), "wb") as fs, open(spill.with_suffix(".ids"), "wb") as fi, \
-                tqdm(desc="reading", unit=" links", unit_scale=True, disable=not progress) as bar:
+                progress_bar(desc="reading", unit=" links", unit_scale=True, progress=progress) as bar:
             for links in read_source(cfg.input, cfg.read, stats):
                 fs.write(sets_enc.encode(links.sets).tobytes())
                 fi.write(ids_enc.encode(links.ids).tobytes())

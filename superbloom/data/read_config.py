@@ -7,6 +7,7 @@ by readers.py, textcheck.py and columns.py."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -14,8 +15,23 @@ import pyarrow as pa
 
 FORMATS = ("edges", "lines", "jsonl", "parquet", "csv", "tsv")
 COLUMNAR = ("parquet", "csv", "tsv")  # columns have names; a directory or glob of files is accepted
+# what a file name says (`prepare --format auto`); .tsv and .txt say nothing: edges, lines or tsv alike
+NAMED_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 MAX_EXAMPLES = 5  # malformed lines quoted in the summary
 _SKIP_HINT = " (pass --skip-malformed to skip and count such lines)"
+
+
+def format_from_name(path: str | Path) -> str | None:
+    """The format a file name says (NAMED_FORMATS; a .gz after it allowed), of a quoted glob its pattern,
+    of a directory its first such file; None where the name says nothing."""
+    path = Path(path)
+    if path.is_dir():
+        named = (format_from_name(f) for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith((".", "_")))
+        return next((f for f in named if f), None)
+    suffixes = [x.lower() for x in path.suffixes]
+    if suffixes[-1:] == [".gz"]:
+        suffixes.pop()
+    return NAMED_FORMATS.get(suffixes[-1]) if suffixes else None
 
 
 class InputError(ValueError):

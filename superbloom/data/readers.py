@@ -43,11 +43,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from .columns import BLOCK_BYTES, HEADER_DELIMITER, chosen_columns, read_csv, read_parquet, table_links
-from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig, ReadStats
+from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig, ReadStats, format_from_name
 from .textcheck import read_failed, scan_text
 
 __all__ = ["COLUMNAR", "FORMATS", "Chunk", "InputError", "Links", "ReadConfig", "ReadStats", "check_input",
-           "chosen_columns", "input_files", "read_chunks", "read_links", "table_links", "undirected_links"]
+           "chosen_columns", "format_from_name", "input_files", "read_chunks", "read_links", "table_links", "undirected_links"]
 
 HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
 
@@ -186,8 +186,12 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
     need = max(cfg.set_column, cfg.id_column) + 1
     ncols = ncols or need
     if ncols < need:
+        named = format_from_name(path)
+        hint = (f"; the file name says {named}: pass --format {named} (ReadConfig(format={named!r}))"
+                if named not in (None, cfg.format) else
+                "; --delimiter sets the character between fields" if cfg.format == "edges" else "")
         raise InputError(f"{path}: expected at least {need} {cfg.fields} fields per line, the first data "
-                         f"line has {ncols}")
+                         f"line has {ncols}{hint}")
     skipped: list[int] = []  # physical numbers of lines the parser skipped (for exact line numbers)
     failure: list[str] = []
 

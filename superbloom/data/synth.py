@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 from .._version import __version__
 from ..storage.guarded import claim
@@ -335,8 +335,8 @@ def synth(cfg: SynthConfig, progress: bool = True) -> dict:
     tables = build_tables(cfg)
     drawn = np.zeros(cfg.ids, bool)  # (ids,) which ids occur
     written, n_sets, chunk = 0, 0, 0
-    with target.writing() as tmp, tqdm(total=cfg.links, unit="link", unit_scale=True, disable=not progress,
-                                       desc="synth") as bar:
+    with target.writing() as tmp, progress_bar(total=cfg.links, unit="link", unit_scale=True, progress=progress,
+                                               desc="synth") as bar:
         sink = _ParquetSink(tmp, cfg) if cfg.format == "parquet" else _EdgesSink(tmp, cfg, _codec(out))
         try:
             while written < cfg.links:

@@ -33,7 +33,7 @@ is 8 GB, x 50 neighbours 2 GB, so choose `neighbours` with the vocabulary.
 from __future__ import annotations
 
 import numpy as np
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 
 def memberships(sets, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +78,7 @@ def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20
     lens = np.zeros(n_ids, np.int64)
     # float32, as baselines.Cooccurrence: 1 / sqrt(max(n_i, 1)) of the float32 diagonal
     norm = np.float32(1.0) / np.sqrt(np.maximum(n_sets.astype(np.float32), np.float32(1.0)))  # (N,)
-    bar = tqdm(total=n_ids, desc="co-occurring ids", unit="id", disable=not progress, leave=False)
+    bar = progress_bar(total=n_ids, desc="co-occurring ids", unit="id", progress=progress, leave=False)
     a, used = 0, 0
     while a < n_ids:
         base = cum[a - 1] if a else 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 from ..heads.decode_config import DecodeConfig
 from ..storage.guarded import claim
@@ -192,7 +192,7 @@ def _predict_into(predictor, contexts_path, output: Path, k, decode, allow, deny
 
     writer = RecommendationWriter(output)
     try:
-        bar = tqdm(total=count_rows(contexts_path), unit="contexts", desc="predict", disable=not progress)
+        bar = progress_bar(total=count_rows(contexts_path), unit="contexts", desc="predict", progress=progress)
         for preds in predictor.recommend(contexts(), k, decode, allow, deny, batch_size, skip_empty=True):
             batch_keys, keys[:] = keys[:len(preds)], keys[len(preds):]
             stats.rows += writer.write(batch_keys, preds)

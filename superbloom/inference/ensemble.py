@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 from .predictor import Predictor
 from ..storage.loading import LoadError, expect_kind, read_config
@@ -147,7 +147,8 @@ class Ensemble(Predictor):
         the ids outside `allow` already at -inf in the network's scores."""
         exclude = contexts if exclude is None else exclude
         allowed = None if allow is None else torch.from_numpy(np.unique(np.asarray(allow, np.int64)))
-        for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
+        for a in progress_bar(range(0, len(contexts), batch_size), desc="ranking", progress=progress,
+                              leave=False):
             net, term = self._parts(contexts[a:a + batch_size], mix)
             if allowed is not None:
                 net.masked_fill_(~is_allowed(torch.arange(net.shape[1]), allowed), NEG_INF)

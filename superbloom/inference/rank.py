@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from .._log import progress_bar
 
 from ..heads.beam import DecodeConfig
 from ..hashing.bloom import BloomHash
@@ -33,7 +33,7 @@ def rank_contexts(model: SetModel, hashing: BloomHash, contexts: np.ndarray, k: 
     exclude = contexts if exclude is None else exclude
     allowed = None if allow is None else torch.from_numpy(np.unique(np.asarray(allow, np.int64))).to(device)
     parts = []
-    for a in tqdm(range(0, len(contexts), batch_size), desc="ranking", disable=not progress, leave=False):
+    for a in progress_bar(range(0, len(contexts), batch_size), desc="ranking", progress=progress, leave=False):
         ctx = np.asarray(contexts[a:a + batch_size], dtype=np.int64)
         ex = np.asarray(exclude[a:a + batch_size], dtype=np.int64)
         qb = ordered_query_batch(ctx, hashing, model.encoder.cfg).to(device)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..data.prepare import KeyEncoder
 from ..data.readers import InputError
@@ -29,6 +28,7 @@ from .corpora import CorpusStats, read_documents
 from .ngrams import (UNK, BigramCounter, NgramVocab, choose_vocabulary, greedy_encode, pair_keys, sentence_pairs,
     vocabulary_strings, word_mask)
 from .tokenize import TextConfig, split_words
+from .._log import progress_bar
 
 _BLOCK_TOKENS = 4 << 20  # words per counting / encoding block
 
@@ -94,8 +94,8 @@ def tokenise_corpora(cfg: TextPrepareConfig, out: Path, t0: float, progress: boo
     n_paras = 0
     spill = out / ".words.tmp"
     try:
-        with open(spill, "wb") as fw, tqdm(desc="reading", unit=" words", unit_scale=True,
-                                           disable=not progress) as bar:
+        with open(spill, "wb") as fw, progress_bar(desc="reading", unit=" words", unit_scale=True,
+                                                   progress=progress) as bar:
             for chunk_names, texts in read_documents(cfg.inputs, cfg.format, stats):
                 words = split_words(texts, cfg.text)
                 fw.write(enc.encode(words.tokens).tobytes())

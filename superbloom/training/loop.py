@@ -26,7 +26,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from tqdm.auto import tqdm
 
 from ..storage.checkpoint import load_extra, load_optimizer, load_weights, restore_rng, rng_state, save_checkpoint
 from ..model.device import Dist, all_gather, any_rank
@@ -36,6 +35,7 @@ from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's
 from .optim import OptimConfig, make_optimizer, set_lr
 from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
 from .config import LoopConfig  # noqa: F401 (re-exported: callers import it here)
+from .._log import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +242,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         return v
 
     model.train()
-    bar = tqdm(total=max_steps or None, initial=state.step, desc="training", unit="step",
-               disable=not progress or not d.main, dynamic_ncols=True)
+    bar = progress_bar(total=max_steps or None, initial=state.step, desc="training", unit="step",
+                       progress=progress and d.main, dynamic_ncols=True)
     start, last_ckpt, ema = time.time() - state.seconds, time.time(), None
     batches = obj.epoch(state.epoch)
     try:
