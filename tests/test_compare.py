@@ -97,6 +97,11 @@ def test_compare_cli_json_and_table(two_models):
     r = run("eval", d / "a", d / "data", "--max-sets", "50", "--compare", d / "b", "--baselines", "none")
     assert r.returncode == 0, r.stderr
     assert "paired differences, this model minus each" in r.stdout and f"vs {d / 'b'}" in r.stdout
+    # a small test split: the report says how to get more examples, unless it already holds out several ids per set
+    assert "(1 held-out id per set" in r.stdout and "few examples: the intervals are wide; --targets-per-set 5" in r.stdout
+    r = run("eval", d / "a", d / "data", "--max-sets", "50", "--targets-per-set", "2", "--baselines", "none")
+    assert r.returncode == 0, r.stderr
+    assert "(2 held-out ids per set" in r.stdout and "few examples" not in r.stdout
 
 
 def test_compare_errors_name_the_model(two_models, tmp_path):

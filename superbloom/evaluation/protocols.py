@@ -200,6 +200,9 @@ class _ContextRanking:
         return base.rank(self.scored(name, ex, cfg), ex.excluded, cfg.depth)
 
 
+FEW_EXAMPLES = 1000  # below this, a sets report suggests more held-out ids per set
+
+
 class SetsProtocol(_ContextRanking):
     """The paper's protocol on held-out sets (SetHoldout; evaluate.py's module docstring)."""
     name = "sets"
@@ -239,10 +242,14 @@ class SetsProtocol(_ContextRanking):
             lines.append("hybrid head: the network's log-probabilities + mix x a sparse item-item term (EASE's or "
                          "cosine weights), mix chosen on the validation sets unless fixed (--item-mix); 'network "
                          "only' is the same model at mix 0, 'term only' the term's ranking without the network.")
-        lines.append(f"{r['examples']:,} examples ({p['targets_per_set']} held-out id per set, segments of "
-                     f"<= {p['n']}, seed {p['seed']}); context ids excluded from every ranking; "
+        per_set = p["targets_per_set"]
+        lines.append(f"{r['examples']:,} examples ({per_set} held-out id{'s' * (per_set != 1)} per set, segments "
+                     f"of <= {p['n']}, seed {p['seed']}); context ids excluded from every ranking; "
                      f"{r['targets_unseen']} targets unseen in training count as misses; "
                      f"{r['sets_skipped']} sets with < 2 ids skipped.")
+        if r["examples"] < FEW_EXAMPLES and per_set == 1:
+            lines.append(f"few examples: the intervals are wide; --targets-per-set 5 holds out 5 ids of each set "
+                         f"(each its own example) for about 5x the examples.")
         lines.append(decoding_line(result))
         return "\n".join(lines)
 
