@@ -229,8 +229,8 @@ def run(datasets: list[str], recipes: list[str], steps: int, split: str, baselin
                            **{k: v for k, v in rec.items() if k not in ("ranks", "variant_ranks", "recipe")},
                            recipe=recipe_name)
                 row.update(metrics(ranks, groups))
-                for b in ("cooccurrence", "ease", "puresvd"):
-                    if "ranks" in base.get(b, {}):
+                for b in base:  # every baseline ranked here (item2vec, ALS too when asked for)
+                    if "ranks" in base[b]:
                         row[f"vs_{b}_rec@10"] = paired(hits_at(ranks, 10), hits_at(base[b]["ranks"], 10), groups)
                 for v, vr in versus.items():  # hybrid - each variant; network alone - term alone
                     row[f"vs_{v}_rec@10"] = paired(hits_at(ranks, 10), hits_at(vr, 10), groups)
