@@ -26,8 +26,8 @@ def format_from_name(path: str | Path) -> str | None:
     of a directory its first such file; None where the name says nothing."""
     path = Path(path)
     if path.is_dir():
-        named = (format_from_name(f) for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith((".", "_")))
-        return next((f for f in named if f), None)
+        files = (f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith((".", "_")))
+        return next((fmt for fmt in map(format_from_name, files) if fmt), None)
     suffixes = [x.lower() for x in path.suffixes]
     if suffixes[-1:] == [".gz"]:
         suffixes.pop()

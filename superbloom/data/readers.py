@@ -47,7 +47,8 @@ from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig
 from .textcheck import read_failed, scan_text
 
 __all__ = ["COLUMNAR", "FORMATS", "Chunk", "InputError", "Links", "ReadConfig", "ReadStats", "check_input",
-           "chosen_columns", "format_from_name", "input_files", "read_chunks", "read_links", "table_links", "undirected_links"]
+           "chosen_columns", "format_from_name", "input_files", "read_chunks", "read_links", "table_links",
+           "undirected_links"]
 
 HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
 

@@ -88,7 +88,8 @@ def checkpoint_state(state: RunState, rng: np.random.Generator, d: Dist) -> dict
         return None
     cuda = {str(r): s["cuda"] for r, s in enumerate(every) if s["cuda"] is not None}
     return dict(asdict(state), world=d.world, rng={str(r): s["numpy"] for r, s in enumerate(every)},
-                torch_rng={str(r): s["torch"] for r, s in enumerate(every)}, **({"cuda_rng": cuda} if cuda else {}))
+                torch_rng={str(r): s["torch"] for r, s in enumerate(every)},
+                **({"cuda_rng": cuda} if cuda else {}))
 
 
 def cuda_rng_state() -> list[list[int]] | None:
