@@ -218,6 +218,41 @@ def test_format_auto_reads_what_the_file_name_says(tmp_path, capsys):
         run(tmp_path, "api", str(csv))
 
 
+def test_a_header_row_above_numeric_ids(tmp_path, capsys):
+    """A tab-separated file with a header row (user, item, ...) above numeric ids: --format auto reads it
+    as tsv (the header is column names, not a set "user" with the id "item"), and says so; --format edges
+    and the Python API stop at line 1 and name the format to pass (below a comment line, which tsv cannot
+    read, only the line). String ids keep reading as edges."""
+    import gzip
+
+    rows = [(u, i, 3) for u, i in zip(np.arange(200) % 17, np.arange(200) * 7 % 53)]
+    text = "user\titem\trating\n" + "".join(f"{u}\t{i}\t{r}\n" for u, i, r in rows)
+    src = tmp_path / "ratings.tsv.gz"
+    src.write_bytes(gzip.compress(text.encode()))
+    assert main(["prepare", str(src), "--out", str(tmp_path / "auto")]) == 0
+    assert "format auto -> tsv (line 1 is a header row: user, item, rating)" in capsys.readouterr().err
+    meta = json.loads((tmp_path / "auto" / "meta.json").read_text())
+    assert meta["read"]["format"] == "tsv"
+    plain = tmp_path / "plain.tsv"  # the same links, no header: the same dataset
+    plain.write_text("".join(f"{u}\t{i}\n" for u, i, _ in rows))
+    assert_same_dataset(run(tmp_path, "plain", str(plain)), tmp_path / "auto")
+    assert main(["prepare", str(src), "--out", str(tmp_path / "e"), "--format", "edges"]) == 2
+    err = capsys.readouterr().err
+    assert "ratings.tsv.gz:1: (user, item, rating) looks like a header row above numeric ids" in err
+    assert "pass --format tsv" in err and not (tmp_path / "e").exists()
+    with pytest.raises(InputError, match=r"ratings.tsv.gz:1: .* pass --format tsv"):
+        run(tmp_path, "api", str(src))
+    commented = tmp_path / "commented.tsv"
+    commented.write_text("# from a database\n" + text)
+    assert main(["prepare", str(commented), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "commented.tsv:2: (user, item, rating) looks like a header row" in err and "--format" not in err
+    words = tmp_path / "words.tsv"  # string ids: a first line like the others is data
+    words.write_text("set\tid\n" + "".join(f"s{u}\tx{i}\n" for u, i, _ in rows))
+    assert main(["prepare", str(words), "--out", str(tmp_path / "w"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "w" / "meta.json").read_text())["read"]["format"] == "edges"
+
+
 def test_order_column_reads_as_if_sorted(tmp_path):
     rows = history(400, seed=3)
     shuffled = [rows[k] for k in np.random.default_rng(1).permutation(len(rows))]

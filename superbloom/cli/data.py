@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..data.prepare import SPLITS, PrepareConfig
-from ..data.readers import FORMATS, ReadConfig, format_from_name
+from ..data.readers import FORMATS, ReadConfig, check_input, format_from_name, header_line
 from ..data.synth import SYNTH_FORMATS, SynthConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, add_quiet_arg, default_of, number
@@ -27,7 +27,8 @@ def _add_prepare(sub):
                                  "directory or a quoted glob ('parts/*.parquet'), its files read in sorted order")
     p.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
                    help="auto (the default): csv, parquet or jsonl where the file name says so (.csv, .parquet, "
-                        ".jsonl, .ndjson, also .gz; a directory by its files), else edges; "
+                        ".jsonl, .ndjson, also .gz; a directory by its files), tsv / csv for a tab / comma "
+                        "separated file whose line 1 is a header above numeric ids, else edges; "
                         "edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
                         "parquet: one row per link, columns by position or name; csv / tsv: a header row of "
                         "column names, then comma / tab separated rows with quoted fields")
@@ -151,14 +152,29 @@ def _add_synth(sub):
     p.set_defaults(func=cmd_synth)
 
 
+def _auto_format(args) -> tuple[str, str]:
+    """`prepare --format auto`: the format the file name says, else edges, or tsv / csv where a tab- or
+    comma-separated edge list's first line is a header row (readers.header_line). -> (format, why)."""
+    named = format_from_name(args.input)
+    if named:
+        return named, "the file name"
+    edges = ReadConfig(set_column=args.set_column, id_column=args.id_column, delimiter=args.delimiter)
+    columnar = {"\t": "tsv", ",": "csv"}.get(args.delimiter)
+    if columnar and all(isinstance(c, int) for c in (args.set_column, args.id_column)):
+        header = header_line(check_input(args.input, edges), edges)
+        if header and header[0] == 1:  # the csv / tsv readers have no comment lines
+            return columnar, f"line {header[0]} is a header row: {', '.join(header[1].split(args.delimiter))[:60]}"
+    return edges.format, ""
+
+
 def cmd_prepare(args):
     from ..data.prepare import format_summary, prepare
 
     fmt = args.format
     if fmt == "auto":
-        fmt = format_from_name(args.input) or default_of(ReadConfig, "format")
+        fmt, why = _auto_format(args)
         if fmt != default_of(ReadConfig, "format") and not args.quiet:
-            print(f"format auto -> {fmt} (the file name); --format names another", file=sys.stderr)
+            print(f"format auto -> {fmt} ({why}); --format names another", file=sys.stderr)
     read = ReadConfig(format=fmt, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter,
                       order_column=args.order_column)

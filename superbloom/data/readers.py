@@ -47,8 +47,8 @@ from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig
 from .textcheck import read_failed, scan_text
 
 __all__ = ["COLUMNAR", "FORMATS", "Chunk", "InputError", "Links", "ReadConfig", "ReadStats", "check_input",
-           "chosen_columns", "format_from_name", "input_files", "read_chunks", "read_links", "table_links",
-           "undirected_links"]
+           "chosen_columns", "format_from_name", "header_line", "input_files", "read_chunks", "read_links",
+           "table_links", "undirected_links"]
 
 HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
 
@@ -71,7 +71,7 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
     for one in files:
         head = check_input(one, cfg)
         if cfg.format == "edges":
-            chunks = _read_edges(one, cfg, stats, _first_data_columns(head, cfg.delimiter))
+            chunks = _read_edges(one, cfg, stats, _first_data_columns(head, cfg.delimiter), head)
         elif cfg.format in HEADER_DELIMITER:
             chunks = read_csv(one, cfg, stats, head)
         else:
@@ -180,7 +180,36 @@ def _first_data_columns(head: str, delimiter: str = "\t") -> int | None:
     return None
 
 
-def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None):
+def _number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def header_line(head: str, cfg: ReadConfig) -> tuple[int, str] | None:
+    """(line number, text) of an edge list's first data line where it looks like a header row: its set
+    and id fields are not numbers while those of every following data line in `head` (at least one)
+    are (`User<TAB>item` above `1<TAB>6393`). None otherwise, and for string ids, where a header
+    cannot be told from data."""
+    cols = (cfg.set_column, cfg.id_column)
+    if cfg.format != "edges" or not all(isinstance(c, int) for c in cols):
+        return None
+    lines = [(n, line.rstrip("\r")) for n, line in enumerate(head.splitlines()[:1001], 1)
+             if line.strip() and not line.startswith("#")]
+    if len(lines) < 2 or not head.endswith("\n") and len(lines) < 3:
+        return None
+    rows = [line.split(cfg.delimiter) for _, line in lines[: None if head.endswith("\n") else -1]]
+    if any(len(r) <= max(cols) for r in rows):
+        return None
+    first = [rows[0][c] for c in cols]
+    if any(_number(f) for f in first) or not all(_number(r[c]) for r in rows[1:] for c in cols):
+        return None
+    return lines[0]
+
+
+def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None, head: str = ""):
     """Arrow's tab-separated parser splits the columns in C++; comment lines, blank lines and
     malformed rows reach `invalid_row` (rare), which counts them or reports file and line.
     ncols: fields on the first data line (None: no data line in the first MB)."""
@@ -193,6 +222,14 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
                 "; --delimiter sets the character between fields" if cfg.format == "edges" else "")
         raise InputError(f"{path}: expected at least {need} {cfg.fields} fields per line, the first data "
                          f"line has {ncols}{hint}")
+    header = header_line(head, cfg)
+    if header:
+        csv_like = {"\t": "tsv", ",": "csv"}.get(cfg.delimiter) if header[0] == 1 else None  # no comments above
+        fix = (f"pass --format {csv_like} (ReadConfig(format={csv_like!r})) to read it as column names, or "
+               if csv_like else "")
+        names = ", ".join(header[1].split(cfg.delimiter))[:80]
+        raise InputError(f"{path}:{header[0]}: ({names}) looks like a header row above numeric ids; the edges "
+                         f"format has none: {fix}delete the line")
     skipped: list[int] = []  # physical numbers of lines the parser skipped (for exact line numbers)
     failure: list[str] = []
 
