@@ -65,7 +65,7 @@ def main():
                          "result_mb": round((indptr.nbytes + cols.nbytes + values.nbytes) / 2**20, 1)}
     if args.xtx:
         from superbloom.evaluation.baselines import Cooccurrence
-        from superbloom.heads.hybrid import neighbour_pattern
+        from superbloom.heads.itemitem import neighbour_pattern
 
         def hybrid_path():
             ip, c = neighbour_pattern(sets, n, args.neighbours)

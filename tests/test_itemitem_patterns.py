@@ -83,3 +83,20 @@ def test_transition_pattern_is_the_top_k_of_the_pair_sums(seed, k, window, gap_d
         want = sorted(sorted(np.nonzero(t[a])[0], key=lambda j: (-round(t[a, j], 9), j))[:k])
         assert cols[indptr[a]:indptr[a + 1]].tolist() == want
         assert np.allclose(values[indptr[a]:indptr[a + 1]], np.log1p(t[a, want]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from(["counts", "float32", "float64", "signed zeros", "inf"]))
+def test_the_one_key_row_order_is_lexsorts(seed, kind):
+    """_largest_per_row's order (row ascending, value descending, ties in the order given) from one
+    uint64 key where the values are exact in float32, else lexsort: always lexsort's order."""
+    from superbloom.heads.itemitem import _row_major_descending
+
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.integers(0, 20, 400))
+    data = {"counts": lambda: rng.integers(0, 6, 400).astype(np.float32),
+            "float32": lambda: np.round(rng.normal(size=400), 1).astype(np.float32),
+            "float64": lambda: rng.normal(size=400),
+            "signed zeros": lambda: rng.choice(np.array([-0.0, 0.0, 1.5, -1.5], np.float32), 400),
+            "inf": lambda: rng.choice(np.array([np.inf, -np.inf, 0.0, 3.0], np.float32), 400)}[kind]()
+    assert np.array_equal(_row_major_descending(rows, data), np.lexsort((-data, rows)))

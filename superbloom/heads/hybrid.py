@@ -77,9 +77,9 @@ import torch.nn.functional as F
 from .beam import DecodeConfig
 from ..hashing.bloom import BloomHash
 from ..storage.fixed import declare_fixed
-from .itemitem import (EASE_MAX_IDS, cooccurrence_cosine, ease_weights, largest_pattern, neighbour_pattern,
-    transition_pattern)
-from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded
+from .itemitem import EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
+from .neighbours import cooccurrence_neighbours
+from .ranking import NEG_INF, Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_sum_candidates
 from .full import FullHead, target_rows
 from .parts import mixed, parts_note, term_alone, term_alone_score
 from .base import HeadBase, TrainContext
@@ -274,6 +274,11 @@ class HybridHead(FullHead):
         `weights` (U, T) of its context id, if given); A: term `slot` (default: the chosen one)."""
         return term_sum(*self.term_arrays(int(self.alt) if slot is None else slot), self.n_ids, context, weights)
 
+    def term_support(self, context: torch.Tensor, slot: int) -> torch.Tensor:
+        """Context ids (U, T), -1 padded -> (U, N) bool: the ids that term `slot` can give a value to
+        (in a context id's row of A's pattern), whatever the weights."""
+        return term_support(*self.term_arrays(slot), self.n_ids, context)
+
     def term_scores(self, context: torch.Tensor) -> torch.Tensor:
         ctx = context.masked_fill((context < 0) | (context >= self.n_ids), -1)
         return self.item_item(ctx, self.age_weights(ctx))
@@ -284,11 +289,15 @@ class HybridHead(FullHead):
 
     @torch.no_grad()
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(),
-             context: torch.Tensor | None = None, chunk_elems: int = 1 << 24) -> Ranking:
+             context: torch.Tensor | None = None, chunk_elems: int = 1 << 22) -> Ranking:
         """Exact top-k of log p_model + mix x item-item (every id scored), chunked over queries.
         While choose runs, every candidate (mix, decay) is ranked from the same network scores
         (one network pass, not one per candidate): the first candidate's Ranking is returned, each
-        candidate's kept for choose."""
+        candidate's kept for choose. Where the term reaches few of the ids (a large vocabulary),
+        a candidate's top-k is taken over those ids and the network's best others
+        (ranking.sparse_sum_candidates), not over all N. Chunks hold 4M scores (16 MB): larger
+        ones came fresh from the OS at every allocation (glibc maps blocks over 32 MB), and the
+        page faults cost more than the scoring (benchmarks/results/large_vocab_validation.md)."""
         if context is None:
             raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
@@ -298,11 +307,22 @@ class HybridHead(FullHead):
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
 
         def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
-            s, terms = self.log_probs(v[a:b], w), {}
+            s, terms, cands = self.log_probs(v[a:b], w), {}, {}
+            mask_excluded(s, exclude[a:b] if exclude is not None else None)
             for mix, decay, slot in grid:
-                if mix and (decay, slot) not in terms:
+                if not mix:
+                    yield s
+                    continue
+                if (decay, slot) not in terms:
                     terms[decay, slot] = self.item_item(ctx[a:b], self.age_weights(ctx[a:b], decay), slot)
-                yield s + mix * terms[decay, slot] if mix else s
+                if slot not in cands:  # where few ids get a term, only they and the network's best are scored
+                    cands[slot] = sparse_sum_candidates(s, self.term_support(ctx[a:b], slot), min(k, n))
+                t, cand = terms[decay, slot], cands[slot]
+                if cand is None:
+                    yield s + mix * t
+                else:
+                    at = cand.clamp(min=0)
+                    yield cand, s.gather(1, at) + mix * t.gather(1, at)
 
         parts = chunked_topk_variants(variants, len(grid), len(v), n, k, exclude, chunk_elems, like=v)
         work = torch.full((len(v),), n)
@@ -415,9 +435,10 @@ def _build(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarray, 
     elif term == "transition":
         indptr, cols, values = transition_pattern(sets, n_ids, cfg.neighbours, cfg.window, cfg.gap_decay)
     else:
-        indptr, cols = neighbour_pattern(sets, n_ids, cfg.neighbours)
-        cos = cooccurrence_cosine(sets, n_ids)  # (N, N) sparse cosine, no diagonal
-        values = np.asarray(cos[np.repeat(np.arange(n_ids), np.diff(indptr)), cols]).reshape(-1)
+        # in blocks of ids, never the (N, N) co-occurrence (neighbours.py): the same term, bit for bit, as
+        # neighbour_pattern + cooccurrence_cosine, which held two X^T X (287,851 ids: 14 GB at the peak)
+        indptr, cols, values = cooccurrence_neighbours(sets, n_ids, cfg.neighbours)
+        cols = cols.astype(np.int64)
     return indptr, cols, values
 
 
@@ -455,22 +476,41 @@ def term_sum(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_i
     return out.view(u, n_ids)
 
 
+def term_support(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,
+                 context: torch.Tensor) -> torch.Tensor:
+    """Context ids (U, T), -1 padded -> (U, N) bool: the ids A (CSR) can give a value to from these
+    context ids (in one of their rows' pattern), whatever the values and weights."""
+    return term_sum(indptr, cols, values.new_ones(1).expand(len(values)), n_ids, context) > 0
+
+
 def term_topk(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int, ctx: torch.Tensor,
               decay: float, k: int, exclude: torch.Tensor | None = None, decode: DecodeConfig = DecodeConfig(),
-              chunk_elems: int = 1 << 24) -> Ranking:
+              chunk_elems: int = 1 << 22) -> Ranking:
     """The "term alone" ranking: score = term_sum of A over the context ids ctx (U, T) (-1 padded,
     oldest first, ids in [0, N)) weighted decay ** age; every id scored, ties by the smaller id (a
     stable sort), the context and `exclude` (U, X) ids never returned (-1 where fewer than k remain).
-    The hybrid head's variant and the term baselines (evaluation/term_baselines.py) rank with it."""
+    The hybrid head's variant and the term baselines (evaluation/term_baselines.py) rank with it.
+    Where the context ids' rows reach few ids, only those and the `k` smallest other ids (which tie
+    at 0 and come first among the rest) are sorted (ranking.sparse_sum_candidates): the same list."""
     n, width = n_ids, min(k, n_ids)
     step = max(1, chunk_elems // max(1, n))
     vals = [torch.zeros(0, width, dtype=values.dtype, device=ctx.device)]
     ids = [torch.zeros(0, width, dtype=torch.long, device=ctx.device)]
+    id_order = -torch.arange(n, dtype=torch.float64 if n > 1 << 24 else torch.float32, device=ctx.device)
     for a in range(0, len(ctx), step):
         c = ctx[a:a + step]  # (u, T)
+        ex = exclude[a:a + step] if exclude is not None else None
         s = mask_excluded(term_sum(indptr, cols, values, n, c, age_weights(c, decay, values.dtype)), c)  # (u, N)
-        s = mask_excluded(s, exclude[a:a + step] if exclude is not None else None)
-        v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
+        s = mask_excluded(s, ex)
+        first = mask_excluded(mask_excluded(id_order.expand(len(c), n).clone(), c), ex)  # smaller ids higher
+        cand = sparse_sum_candidates(first, term_support(indptr, cols, values, n, c), width)
+        if cand is not None:  # candidates in id order (pads last), then a stable sort of their scores
+            cand = cand.masked_fill(cand < 0, n).sort(dim=1).values
+            sc = s.gather(1, cand.clamp(max=n - 1)).masked_fill(cand == n, NEG_INF)
+            v, pos = sc.sort(dim=1, descending=True, stable=True)
+            i = cand.gather(1, pos).masked_fill(v == NEG_INF, -1)
+        else:
+            v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
         vals.append(v[:, :width].clone())  # copies: a view would keep every chunk's (u, N) sort alive
         ids.append(i[:, :width].clone())
     return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))

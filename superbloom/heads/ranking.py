@@ -171,7 +171,9 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
                           like: torch.Tensor | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """chunked_topk of `count` scorings of the same queries (e.g. one network pass, several weights of
     an added term): variants_of(a, b) yields `count` (b - a, n) score tensors, one at a time (one in
-    memory at once). -> [(vals, ids)] per variant, as chunked_topk's."""
+    memory at once), or for a variant whose top-k is known to lie among a few candidates, the pair
+    (candidate ids (b - a, C) (-1 padded, C >= min(k, n)), their scores (b - a, C)): its top-k is
+    taken over those alone (sparse_sum_candidates). -> [(vals, ids)] per variant, as chunked_topk's."""
     width = min(k, n)
     step = max(1, chunk_elems // max(1, n))
     vals, ids = [[] for _ in range(count)], [[] for _ in range(count)]
@@ -179,7 +181,13 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
         b = min(q, a + step)
         ex = exclude[a:b] if exclude is not None else None
         for c, scores in enumerate(variants_of(a, b)):
-            v, i = topk_last(mask_excluded(scores, ex), width)
+            if isinstance(scores, tuple):
+                cand, sc = scores
+                sc = sc.masked_fill((cand < 0) | excluded(cand, ex), NEG_INF)
+                v, pos = sc.topk(width, dim=1)
+                i = cand.gather(1, pos)
+            else:
+                v, i = topk_last(mask_excluded(scores, ex), width)
             vals[c].append(v)
             ids[c].append(i.masked_fill(v == NEG_INF, -1))
     if q == 0:
@@ -187,6 +195,25 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
         empty = like.new_zeros(0, width), torch.zeros(0, width, dtype=torch.long, device=like.device)
         return [empty] * count
     return [(torch.cat(v), torch.cat(i)) for v, i in zip(vals, ids)]
+
+
+def sparse_sum_candidates(base: torch.Tensor, support: torch.Tensor, k: int) -> torch.Tensor | None:
+    """Candidates for the exact top-k of base + x, for any x that is 0 outside `support`: the k best
+    ids of `base` (U, N) outside the support (U, N) bool, then the support's ids; (U, k + Z) -1 padded,
+    Z the largest support of a row. Every other id scores below the k best outside the support, so
+    the top-k of base + x is among these. None where that is no saving (k + Z over a quarter of N):
+    score every id then. `base` should hold -inf at excluded ids."""
+    u, n = support.shape
+    counts = support.sum(1)
+    z = int(counts.max()) if u else 0
+    if 4 * (k + z) > n:
+        return None
+    rows, cols = support.nonzero(as_tuple=True)  # row-major: each row's ids in order
+    pos = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[rows]
+    found = torch.full((u, z), -1, dtype=torch.long, device=base.device)
+    found[rows, pos] = cols
+    _, best = topk_last(base.masked_fill(support, NEG_INF), k)
+    return torch.cat([best, found], 1)
 
 
 def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: torch.Tensor) -> Ranking:

@@ -229,17 +229,23 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
                             extra={"ema": average.tensors()} if average is not None else None)
             run.committed()
 
+    validated: dict[int, dict] = {}  # the last validation by step: a run stopping right after it reuses it
+
     def validation(final: bool = False) -> dict:
         """Validate (rank 0), log, and keep the weights if they are the best so far (with an
-        average of the weights: the averaged weights are validated and kept)."""
-        with average.swapped() if average is not None else contextlib.nullcontext():
-            v = obj.validate()
-            metrics.write(step=state.step, seconds=round(state.seconds, 1), final=final,
-                          **{f"val_{k}": x for k, x in v.items()})
-            if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
-                state.best = dict(v, step=state.step)
-                save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best",
-                                pointer="BEST")
+        average of the weights: the averaged weights are validated and kept). The final validation
+        of the step validated last (the steps or the time budget ran out there) logs that one again."""
+        if not (final and state.step in validated):
+            with average.swapped() if average is not None else contextlib.nullcontext():
+                validated.clear()
+                v = validated[state.step] = obj.validate()
+                if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
+                    state.best = dict(v, step=state.step)
+                    save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best",
+                                    pointer="BEST")
+        v = validated[state.step]
+        metrics.write(step=state.step, seconds=round(state.seconds, 1), final=final,
+                      **{f"val_{k}": x for k, x in v.items()})
         return v
 
     model.train()
