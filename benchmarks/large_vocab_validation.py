@@ -47,7 +47,9 @@ def run_tree(name: str, tree: Path, data: str, budget: float, eval_every: int) -
     err = done.stderr.replace("\r", "\n")
     wall, user, system, rss_kb = map(float, re.findall(r"^COSTS (\S+) (\S+) (\S+) (\S+)$", err, re.M)[-1])
     trained = re.search(r"trained (\d+) steps .*?validation (.*)", err)
-    return {"tree": name, "path": str(tree), "load_1min_before": round(load, 2), "wall_s": wall, "user_s": user,
+    commit = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True, check=False).stdout.strip() or None
+    return {"tree": name, "path": str(tree), "commit": commit, "load_1min_before": round(load, 2), "wall_s": wall, "user_s": user,
             "system_s": system, "peak_rss_gb": round(rss_kb / 2**20, 2),
             "steps": int(trained.group(1)) if trained else None,
             "validation": trained.group(2).strip() if trained else None}
@@ -69,9 +71,9 @@ def main(argv=None) -> None:
     result = {"machine": machine_info(), "data": args.data, "time_budget": args.time_budget,
               "eval_every": args.eval_every, "runs": rows}
     md = [f"# `train --time-budget {args.time_budget:g}` at a large vocabulary: {args.data}", "",
-          "| tree | wall s | user s | system s | peak RSS GB | steps | validation | load before |",
-          "|---|---|---|---|---|---|---|---|"]
-    md += [f"| {r['tree']} | {r['wall_s']} | {r['user_s']} | {r['system_s']} | {r['peak_rss_gb']} | {r['steps']} "
+          "| tree | commit | wall s | user s | system s | peak RSS GB | steps | validation | load before |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    md += [f"| {r['tree']} | {r['commit']} | {r['wall_s']} | {r['user_s']} | {r['system_s']} | {r['peak_rss_gb']} | {r['steps']} "
            f"| {r['validation']} | {r['load_1min_before']} |" for r in rows]
     md += ["", "Each row is one process (GNU time); the runs went one after the other, nothing else of ours beside "
            "them.", ""]

@@ -1,6 +1,8 @@
 """The classical baselines against brute-force references on hand-made sets."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from superbloom.evaluation.baselines import fit_baseline
 from superbloom.data.dataset import SetArray
@@ -178,3 +180,21 @@ def test_registry_entries_say_when_they_are_skipped():
     assert BASELINES["ease"].skipped(EASE_MAX_IDS + 1) == f"{EASE_MAX_IDS + 1:,} ids > {EASE_MAX_IDS:,} (dense EASE)"
     assert BASELINES["popularity"].skipped(10**9) is None
     assert [n for n, e in BASELINES.items() if e.last_context] == ["cooccurrence", "cooc-count", "cooc-idf", "cooc-cosine"]
+
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 12), st.integers(0, 40))
+def test_first_not_excluded_is_the_order_without_each_rows_ids(seed, k, width):
+    """The popularity ranking per row: the first k ids of the shared order that the row does not
+    exclude (-1 padded rows, repeats, exclusions wider than k), as a loop over rows gives them."""
+    from superbloom.evaluation.baselines import first_not_excluded
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    order = rng.permutation(n)
+    exclude = rng.integers(-1, n, (1100, width))  # more rows than one block of 1024
+    got = first_not_excluded(order, exclude, k)
+    assert got.shape == (1100, k)
+    for row, ex in zip(got[::37], exclude[::37]):
+        assert row.tolist() == [i for i in order.tolist() if i not in set(ex.tolist())][:k]

@@ -79,14 +79,17 @@ def rank_scores(scores_of: Callable[[np.ndarray], np.ndarray], contexts: np.ndar
 def first_not_excluded(order: np.ndarray, exclude: np.ndarray, k: int) -> np.ndarray:
     """The first k ids of one ranking `order` (N,) shared by every context that are not in each row
     of `exclude` (E, X) (-1 padded) -> (E, k). They are among the first k + X of the order, so no
-    dense row is built (O(E (k + X) X))."""
+    dense row is built: membership by one sort of (row, id) keys, O(E (k + X) log), memory O(E (k + X))
+    (a histories' X of 5,356 ids once asked for a 27.5 GB (e, C, X) comparison)."""
     exclude = np.asarray(exclude, dtype=np.int64).reshape(len(exclude), -1)
     k = min(k, len(order))
+    span = int(max(order.max(initial=-1), exclude.max(initial=-1))) + 2  # keys row * span + id, ids < span
     out = []
     for a in range(0, len(exclude), 1024):
         ex = exclude[a:a + 1024]
         cand = order[:k + ex.shape[1]]  # (C,): enough that k of them are never excluded
-        hit = (cand[None, :, None] == ex[:, None, :]).any(2)  # (e, C)
+        rows = np.arange(len(ex), dtype=np.int64)[:, None] * span
+        hit = np.isin(rows + cand[None, :], (rows + ex)[ex >= 0])  # (e, C): the candidate is in the row's ids
         first = np.argsort(hit, axis=1, kind="stable")[:, :k]  # the first k candidates not excluded
         out.append(cand[first])
     return np.concatenate(out) if out else np.zeros((0, k), np.int64)
