@@ -74,12 +74,16 @@ def test_topk_is_the_exhaustive_ranking_of_the_hybrid_scores():
         assert bool(r.exact[i])
 
 
-def test_with_many_ids_only_the_termed_ids_and_the_networks_best_are_scored_and_topk_stays_exact():
+def test_with_many_ids_only_the_termed_ids_and_the_networks_best_are_scored_and_topk_stays_exact(monkeypatch):
     """Where the term gives values to few of the ids (k + the largest support under a quarter of N),
     each candidate mix of choose's pass is ranked over those ids and the network's best others
     (ranking.sparse_sum_candidates): the same top-k as scoring every id, for terms of either sign,
-    any decay, excluded ids never returned."""
+    any decay, excluded ids never returned. (2,000 ids stand for many: the floor is lowered.)"""
+    from superbloom.heads import ranking
     from superbloom.heads.ranking import sparse_sum_candidates
+
+    assert sparse_sum_candidates(torch.zeros(2, 2000), torch.zeros(2, 2000, dtype=torch.bool), 10) is None
+    monkeypatch.setattr(ranking, "SPARSE_MIN_IDS", 1000)
 
     n = 2000
     rng = np.random.default_rng(3)

@@ -197,13 +197,20 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
     return [(torch.cat(v), torch.cat(i)) for v, i in zip(vals, ids)]
 
 
+# Below this many ids every id is scored: it is cheap there, and equal scores keep the order of the
+# exhaustive ranking (topk_last's), as before the candidates (an ensemble of one hybrid ranks as it).
+SPARSE_MIN_IDS = 1 << 16
+
+
 def sparse_sum_candidates(base: torch.Tensor, support: torch.Tensor, k: int) -> torch.Tensor | None:
     """Candidates for the exact top-k of base + x, for any x that is 0 outside `support`: the k best
     ids of `base` (U, N) outside the support (U, N) bool, then the support's ids; (U, k + Z) -1 padded,
     Z the largest support of a row. Every other id scores below the k best outside the support, so
-    the top-k of base + x is among these. None where that is no saving (k + Z over a quarter of N):
-    score every id then. `base` should hold -inf at excluded ids."""
+    the top-k of base + x is among these. None where that is no saving (k + Z over a quarter of N,
+    or N under SPARSE_MIN_IDS): score every id then. `base` should hold -inf at excluded ids."""
     u, n = support.shape
+    if n < SPARSE_MIN_IDS:
+        return None
     counts = support.sum(1)
     z = int(counts.max()) if u else 0
     if 4 * (k + z) > n:
