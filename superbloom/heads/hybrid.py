@@ -79,7 +79,8 @@ from ..hashing.bloom import BloomHash
 from ..storage.fixed import declare_fixed
 from .itemitem import EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
 from .neighbours import cooccurrence_neighbours
-from .ranking import NEG_INF, Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_sum_candidates
+from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_sum_candidates
+from .term_sums import age_weights, term_sum, term_support, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead, target_rows
 from .parts import mixed, parts_note, term_alone, term_alone_score
 from .base import HeadBase, TrainContext
@@ -440,77 +441,3 @@ def _build(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarray, 
         indptr, cols, values = cooccurrence_neighbours(sets, n_ids, cfg.neighbours)
         cols = cols.astype(np.int64)
     return indptr, cols, values
-
-
-def age_weights(context: torch.Tensor, decay: float, dtype=torch.float32) -> torch.Tensor | None:
-    """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's newest
-    id; None when decay is 1 (every id alike)."""
-    if float(decay) == 1.0:
-        return None
-    real = context >= 0
-    order = real.long().cumsum(1) - 1  # index among the row's real ids
-    age = (real.sum(1, keepdim=True) - 1 - order).clamp(min=0)
-    return torch.pow(torch.full((), float(decay), dtype=dtype, device=context.device), age.to(dtype))
-
-
-def term_sum(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int, context: torch.Tensor,
-             weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Context ids (U, T), -1 padded -> (U, N): the sum over the context of the rows of A (CSR:
-    indptr (N + 1,), cols (nnz,), values (nnz,)), each row times `weights` (U, T) of its context id if
-    given. The sums run over the context in its order (one index_add_)."""
-    u, t = context.shape
-    flat = context.reshape(-1)
-    real = flat >= 0
-    rows = torch.arange(u, device=context.device).repeat_interleave(t)[real]  # (R,) row of each context id
-    ids = flat[real]
-    w = weights.reshape(-1)[real] if weights is not None else None  # (R,)
-    starts, lens = indptr[ids], indptr[ids + 1] - indptr[ids]  # (R,)
-    total = int(lens.sum())
-    out = torch.zeros(u * n_ids, dtype=values.dtype, device=context.device)
-    if total:
-        owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
-        offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
-        entry = starts[owner] + offset  # (E,) positions in cols / values
-        vals = values[entry] if w is None else values[entry] * w[owner]
-        out.index_add_(0, rows[owner] * n_ids + cols[entry], vals)
-    return out.view(u, n_ids)
-
-
-def term_support(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,
-                 context: torch.Tensor) -> torch.Tensor:
-    """Context ids (U, T), -1 padded -> (U, N) bool: the ids A (CSR) can give a value to from these
-    context ids (in one of their rows' pattern), whatever the values and weights."""
-    return term_sum(indptr, cols, values.new_ones(1).expand(len(values)), n_ids, context) > 0
-
-
-def term_topk(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int, ctx: torch.Tensor,
-              decay: float, k: int, exclude: torch.Tensor | None = None, decode: DecodeConfig = DecodeConfig(),
-              chunk_elems: int = 1 << 22) -> Ranking:
-    """The "term alone" ranking: score = term_sum of A over the context ids ctx (U, T) (-1 padded,
-    oldest first, ids in [0, N)) weighted decay ** age; every id scored, ties by the smaller id (a
-    stable sort), the context and `exclude` (U, X) ids never returned (-1 where fewer than k remain).
-    The hybrid head's variant and the term baselines (evaluation/term_baselines.py) rank with it.
-    Where the context ids' rows reach few ids, only those and the `k` smallest other ids (which tie
-    at 0 and come first among the rest) are sorted (ranking.sparse_sum_candidates): the same list."""
-    n, width = n_ids, min(k, n_ids)
-    step = max(1, chunk_elems // max(1, n))
-    vals = [torch.zeros(0, width, dtype=values.dtype, device=ctx.device)]
-    ids = [torch.zeros(0, width, dtype=torch.long, device=ctx.device)]
-    id_order = -torch.arange(n, dtype=torch.float64 if n > 1 << 24 else torch.float32, device=ctx.device)
-    for a in range(0, len(ctx), step):
-        c = ctx[a:a + step]  # (u, T)
-        ex = exclude[a:a + step] if exclude is not None else None
-        s = mask_excluded(term_sum(indptr, cols, values, n, c, age_weights(c, decay, values.dtype)), c)  # (u, N)
-        s = mask_excluded(s, ex)
-        first = mask_excluded(mask_excluded(id_order.expand(len(c), n).clone(), c), ex)  # smaller ids higher
-        cand = sparse_sum_candidates(first, term_support(indptr, cols, values, n, c), width)
-        if cand is not None:  # candidates in id order (pads last), then a stable sort of their scores
-            cand = cand.masked_fill(cand < 0, n).sort(dim=1).values
-            sc = s.gather(1, cand.clamp(max=n - 1)).masked_fill(cand == n, NEG_INF)
-            v, pos = sc.sort(dim=1, descending=True, stable=True)
-            i = cand.gather(1, pos).masked_fill(v == NEG_INF, -1)
-        else:
-            v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
-        vals.append(v[:, :width].clone())  # copies: a view would keep every chunk's (u, N) sort alive
-        ids.append(i[:, :width].clone())
-    return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))
