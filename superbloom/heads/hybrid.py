@@ -79,8 +79,8 @@ from ..hashing.bloom import BloomHash
 from ..storage.fixed import declare_fixed
 from .itemitem import EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
 from .neighbours import cooccurrence_neighbours
-from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_sum_candidates
-from .term_sums import age_weights, term_sum, term_support, term_topk  # noqa: F401 (re-exported)
+from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
+from .term_sums import SparseSums, age_weights, term_sum, term_support, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead, target_rows
 from .parts import mixed, parts_note, term_alone, term_alone_score
 from .base import HeadBase, TrainContext
@@ -298,7 +298,7 @@ class HybridHead(FullHead):
         a candidate's top-k is taken over those ids and the network's best others
         (ranking.sparse_sum_candidates), not over all N. Chunks hold 4M scores (16 MB): larger
         ones came fresh from the OS at every allocation (glibc maps blocks over 32 MB), and the
-        page faults cost more than the scoring (benchmarks/results/large_vocab_validation.md)."""
+        page faults cost more than the scoring (benchmarks/results/large_vocab_validation_*.md)."""
         if context is None:
             raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
@@ -308,22 +308,25 @@ class HybridHead(FullHead):
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
 
         def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
-            s, terms, cands = self.log_probs(v[a:b], w), {}, {}
+            s, terms, sparse = self.log_probs(v[a:b], w), {}, {}
             mask_excluded(s, exclude[a:b] if exclude is not None else None)
             for mix, decay, slot in grid:
                 if not mix:
                     yield s
                     continue
+                if slot not in sparse:  # where few ids get a term, only they and the network's best are scored
+                    sums = SparseSums(*self.term_arrays(slot), n, ctx[a:b])
+                    best = sparse_best(s, sums, min(k, n))
+                    sparse[slot] = None if best is None else (sums, torch.cat([best, sums.found], 1))
                 if (decay, slot) not in terms:
-                    terms[decay, slot] = self.item_item(ctx[a:b], self.age_weights(ctx[a:b], decay), slot)
-                if slot not in cands:  # where few ids get a term, only they and the network's best are scored
-                    cands[slot] = sparse_sum_candidates(s, self.term_support(ctx[a:b], slot), min(k, n))
-                t, cand = terms[decay, slot], cands[slot]
-                if cand is None:
-                    yield s + mix * t
+                    weights = self.age_weights(ctx[a:b], decay)
+                    terms[decay, slot] = (self.item_item(ctx[a:b], weights, slot) if sparse[slot] is None else
+                                          F.pad(sparse[slot][0].at_found(weights), (min(k, n), 0)))
+                if sparse[slot] is None:
+                    yield s + mix * terms[decay, slot]
                 else:
-                    at = cand.clamp(min=0)
-                    yield cand, s.gather(1, at) + mix * t.gather(1, at)
+                    cand = sparse[slot][1]
+                    yield cand, s.gather(1, cand.clamp(min=0)) + mix * terms[decay, slot]
 
         parts = chunked_topk_variants(variants, len(grid), len(v), n, k, exclude, chunk_elems, like=v)
         work = torch.full((len(v),), n)

@@ -223,6 +223,16 @@ def sparse_sum_candidates(base: torch.Tensor, support: torch.Tensor, k: int) -> 
     return torch.cat([best, found], 1)
 
 
+def sparse_best(base: torch.Tensor, sums, k: int) -> torch.Tensor | None:
+    """sparse_sum_candidates' first part from a term's SparseSums (term_sums.py), no (U, N) support
+    built: the k best ids of base outside the ids the term reaches (U, k); None where scoring every
+    id is as cheap (N under SPARSE_MIN_IDS, or k + Z over a quarter of N)."""
+    n = base.shape[1]
+    if n < SPARSE_MIN_IDS or 4 * (k + sums.z) > n:
+        return None
+    return topk_last(sums.masked(base), k)[1]
+
+
 def exact_ranking(vals: torch.Tensor, ids: torch.Tensor, k: int, score, work: torch.Tensor) -> Ranking:
     """The Ranking of an exact top list (Q, <=k) of log-probs from a head with a single distribution
     over ids (full, sampled, hierarchical): padded to k, flagged exact, scores mapped by gamma of

@@ -49,6 +49,50 @@ def term_sum(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_i
     return out.view(u, n_ids)
 
 
+class SparseSums:
+    """One term's sums over a chunk of contexts (U, T) kept sparse: the ids each row reaches, `found`
+    (U, Z) (-1 padded, each row's in id order), and for any weights the sums at those ids alone
+    (`at_found`), as term_sum gives them there (the same entries added in the same order); no (U, N)
+    buffer is built. Z: the most ids a row reaches."""
+
+    def __init__(self, indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,
+                 context: torch.Tensor):
+        u, t = context.shape
+        flat = context.reshape(-1)
+        self.real = flat >= 0
+        rows = torch.arange(u, device=context.device).repeat_interleave(t)[self.real]
+        ids = flat[self.real]
+        starts, lens = indptr[ids], indptr[ids + 1] - indptr[ids]
+        total = int(lens.sum())
+        self.owner = torch.repeat_interleave(torch.arange(len(ids), device=context.device), lens)  # (E,)
+        offset = torch.arange(total, device=context.device) - torch.repeat_interleave(lens.cumsum(0) - lens, lens)
+        self.entry = starts[self.owner] + offset  # (E,) positions in cols / values
+        self.values = values
+        keys, self.inverse = torch.unique(rows[self.owner] * n_ids + cols[self.entry], return_inverse=True)
+        self.rows, found_ids = keys // n_ids, keys % n_ids  # (K,) each a distinct (row, id), sorted
+        counts = torch.bincount(self.rows, minlength=u)
+        self.z = int(counts.max()) if u else 0
+        self.pos = torch.arange(len(keys), device=context.device) - (counts.cumsum(0) - counts)[self.rows]
+        self.found = torch.full((u, self.z), -1, dtype=torch.long, device=context.device)
+        self.found[self.rows, self.pos] = found_ids
+
+    def at_found(self, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """(U, Z): the sum at each found id, each context id's row times `weights` (U, T) if given."""
+        vals = self.values[self.entry]
+        if weights is not None:
+            vals = vals * weights.reshape(-1)[self.real][self.owner]
+        sums = torch.zeros(len(self.rows), dtype=vals.dtype, device=vals.device).index_add_(0, self.inverse, vals)
+        out = torch.zeros(self.found.shape, dtype=vals.dtype, device=vals.device)
+        out[self.rows, self.pos] = sums
+        return out
+
+    def masked(self, base: torch.Tensor) -> torch.Tensor:
+        """A copy of base (U, N) with -inf at the found ids."""
+        out = base.clone()
+        out[self.rows, self.found[self.rows, self.pos]] = float("-inf")
+        return out
+
+
 def term_support(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,
                  context: torch.Tensor) -> torch.Tensor:
     """Context ids (U, T), -1 padded -> (U, N) bool: the ids A (CSR) can give a value to from these
