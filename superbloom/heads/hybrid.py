@@ -275,11 +275,6 @@ class HybridHead(FullHead):
         `weights` (U, T) of its context id, if given); A: term `slot` (default: the chosen one)."""
         return term_sum(*self.term_arrays(int(self.alt) if slot is None else slot), self.n_ids, context, weights)
 
-    def term_support(self, context: torch.Tensor, slot: int) -> torch.Tensor:
-        """Context ids (U, T), -1 padded -> (U, N) bool: the ids that term `slot` can give a value to
-        (in a context id's row of A's pattern), whatever the weights."""
-        return term_support(*self.term_arrays(slot), self.n_ids, context)
-
     def term_scores(self, context: torch.Tensor) -> torch.Tensor:
         ctx = context.masked_fill((context < 0) | (context >= self.n_ids), -1)
         return self.item_item(ctx, self.age_weights(ctx))
@@ -296,7 +291,7 @@ class HybridHead(FullHead):
         (one network pass, not one per candidate): the first candidate's Ranking is returned, each
         candidate's kept for choose. Where the term reaches few of the ids (a large vocabulary),
         a candidate's top-k is taken over those ids and the network's best others
-        (ranking.sparse_sum_candidates), not over all N. Chunks hold 4M scores (16 MB): larger
+        (term_sums.SparseSums, ranking.sparse_best), not over all N. Chunks hold 4M scores (16 MB): larger
         ones came fresh from the OS at every allocation (glibc maps blocks over 32 MB), and the
         page faults cost more than the scoring (benchmarks/results/large_vocab_validation_*.md)."""
         if context is None:

@@ -69,12 +69,12 @@ class SparseSums:
         self.entry = starts[self.owner] + offset  # (E,) positions in cols / values
         self.values = values
         keys, self.inverse = torch.unique(rows[self.owner] * n_ids + cols[self.entry], return_inverse=True)
-        self.rows, found_ids = keys // n_ids, keys % n_ids  # (K,) each a distinct (row, id), sorted
+        self.rows, self.ids = keys // n_ids, keys % n_ids  # (K,) each a distinct (row, id), sorted
         counts = torch.bincount(self.rows, minlength=u)
         self.z = int(counts.max()) if u else 0
         self.pos = torch.arange(len(keys), device=context.device) - (counts.cumsum(0) - counts)[self.rows]
         self.found = torch.full((u, self.z), -1, dtype=torch.long, device=context.device)
-        self.found[self.rows, self.pos] = found_ids
+        self.found[self.rows, self.pos] = self.ids
 
     def at_found(self, weights: torch.Tensor | None = None) -> torch.Tensor:
         """(U, Z): the sum at each found id, each context id's row times `weights` (U, T) if given."""
@@ -89,7 +89,7 @@ class SparseSums:
     def masked(self, base: torch.Tensor) -> torch.Tensor:
         """A copy of base (U, N) with -inf at the found ids."""
         out = base.clone()
-        out[self.rows, self.found[self.rows, self.pos]] = float("-inf")
+        out[self.rows, self.ids] = float("-inf")
         return out
 
 
