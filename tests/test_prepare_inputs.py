@@ -52,7 +52,8 @@ def run(tmp_path, name, source, read=None, **kw):
 
 def assert_same_dataset(a, b, same_source_record=False):
     """Every output file byte-identical; meta.json too, without the time and where and how the input was
-    read (input, format, read: the columns chosen) unless `same_source_record`."""
+    read (input, format, read: the columns chosen, an edge list's fields per line) unless
+    `same_source_record`."""
     names = sorted(p.name for p in a.iterdir())
     assert names == sorted(p.name for p in b.iterdir())
     for name in names:
@@ -66,6 +67,9 @@ def assert_same_dataset(a, b, same_source_record=False):
         if not same_source_record:
             m.pop("format")
             m.pop("read")
+            m.pop("fields_per_line", None)
+    if not same_source_record:  # a warning names the id column as the input was read
+        assert len(ma.pop("warnings", [])) == len(mb.pop("warnings", []))
     assert ma == mb
 
 
@@ -251,6 +255,38 @@ def test_a_header_row_above_numeric_ids(tmp_path, capsys):
     words.write_text("set\tid\n" + "".join(f"s{u}\tx{i}\n" for u, i, _ in rows))
     assert main(["prepare", str(words), "--out", str(tmp_path / "w"), "--quiet"]) == 0
     assert json.loads((tmp_path / "w" / "meta.json").read_text())["read"]["format"] == "edges"
+
+
+def test_a_wrong_id_column_is_named_in_the_summary(tmp_path, capsys):
+    """An edge list of more than two fields is read from columns 0 and 1 unless told otherwise. When
+    that column is a triple's relation (most links repeat an id in their set) or a timestamp (no test
+    id was seen in training), the summary names the columns read and warns, in text and JSON; read
+    from the right column, the same file prepares without a warning."""
+    rng = np.random.default_rng(0)
+    heads, tails = rng.integers(0, 60, 3000), rng.integers(0, 60, 3000)
+    triples = tmp_path / "train.txt"
+    triples.write_text("".join(f"e{h}\trel{h % 3}\te{t}\n" for h, t in zip(heads, tails)))
+    assert main(["prepare", str(triples), "--out", str(tmp_path / "rel"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "columns read                         set 0, id 1 of the 3 per line" in out
+    assert "warning: 98% of the links (2,940) repeat an id already in their set" in out
+    assert "is column 1 the id column (the lines have 3 fields)?" in out
+    meta = json.loads((tmp_path / "rel" / "meta.json").read_text())
+    assert meta["fields_per_line"] == 3 and len(meta["warnings"]) == 1
+    assert main(["prepare", str(triples), "--out", str(tmp_path / "kg"), "--id-column", "2", "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert "warnings" not in meta and meta["read"]["id_column"] == 2
+    stamped = tmp_path / "paths.tsv"  # user, time, page: column 1 is a new timestamp on every line
+    stamped.write_text("".join(f"u{h}\t{1_000_000 + k}\tp{t}\n" for k, (h, t) in enumerate(zip(heads, tails))))
+    for split in ("sets", "leave-one-out"):
+        summary = run(tmp_path, f"t_{split}", str(stamped), split=split)
+        warnings = json.loads((summary / "meta.json").read_text())["warnings"]
+        assert len(warnings) == 1 and "100% of the test" in warnings[0] and "no method can predict them" in warnings[0]
+    two = tmp_path / "links.tsv"  # two fields, ids seen in training: no row, no warning
+    two.write_text("".join(f"e{h}\te{t}\n" for h, t in zip(heads, tails)))
+    assert main(["prepare", str(two), "--out", str(tmp_path / "two"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "columns read" not in out and "warning" not in out
 
 
 def test_order_column_reads_as_if_sorted(tmp_path):

@@ -45,8 +45,9 @@ def _add_prepare(sub):
                    help="column of the set key: a position (edges, parquet, csv, tsv) or a name (parquet, csv, "
                         "tsv) (default %(default)s)")
     p.add_argument("--id-column", type=_column, default=r("id_column"), metavar="NAME|N",
-                   help="column of the id: a position or a name, as --set-column (default %(default)s; 2 for "
-                        "head/relation/tail triples); a parquet column of lists gives one link per element")
+                   help="column of the id: a position or a name, as --set-column (default %(default)s; a "
+                        "head/relation/tail triple's tail is 2, with --undirected for neighbour sets); a parquet "
+                        "column of lists gives one link per element")
     p.add_argument("--order-column", type=_column, default=None, metavar="NAME|N",
                    help="parquet, csv, tsv: a column of numbers, dates or timestamps; the links are read as if "
                         "the input were sorted by it (stable: ties keep the order read), so each set's ids, and "

@@ -208,7 +208,7 @@ def _build(con, cfg, out: Path, spill: Path, stats: ReadStats, progress: bool, t
         "test_links_unseen_in_train": int(unseen_links), "test_ids_unseen_in_train": int(unseen_ids),
         "duplicates_removed": int(stats.links - n_links),
         "lines": stats.lines, "comment_lines": stats.comments, "blank_lines": stats.blank,
-        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
+        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples, **stats.shape(),
     }
 
 

@@ -65,6 +65,7 @@ from .writer import held_out, offsets_of, vocabulary_from_counts, write_split, w
 
 SPLITS = ("sets", "leave-one-out")
 MIN_SEQUENCE = 3  # a training prefix may be short, but a validation and a test target are needed
+MOSTLY_UNSEEN = 0.5  # above this share of held-out ids never in training, the summary warns (input_warnings)
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,37 @@ def prepare(cfg: PrepareConfig, progress: bool = True, overwrite: bool = False) 
         from .outofcore import check_config, prepare_out_of_core
 
         check_config(cfg)  # a bad limit or split fails before `out` is touched
-        return write_staged(cfg.out, lambda work: prepare_out_of_core(cfg, work, t0, progress), overwrite)
-    return write_staged(cfg.out, lambda work: _prepare_into(cfg, work, t0, progress), overwrite)
+        return write_staged(cfg.out, lambda work: _warned(prepare_out_of_core(cfg, work, t0, progress)), overwrite)
+    return write_staged(cfg.out, lambda work: _warned(_prepare_into(cfg, work, t0, progress)), overwrite)
+
+
+def _warned(summary: dict) -> dict:
+    """The summary, with "warnings" where input_warnings finds any (the key is absent otherwise)."""
+    found = input_warnings(summary)
+    return {**summary, "warnings": found} if found else summary
+
+
+def input_warnings(s: dict) -> list[str]:
+    """What in a finished summary says the input may have been read from the wrong column, as when
+    the id column holds timestamps or a triple's relation (an edge list of more than two fields is
+    read from its columns 0 and 1 unless told otherwise): most held-out ids never occur in training,
+    or most links repeat an id already in their set."""
+    read = s.get("read", {})
+    fields = f" (the lines have {s['fields_per_line']} fields)" if s.get("fields_per_line", 0) > 2 else ""
+    ask = f"is column {read.get('id_column', '?')!r} the id column{fields}? --id-column and --set-column choose others"
+    if s.get("split") == "leave-one-out":
+        held, unseen, what = s["test"]["sets"], s["test"]["targets_unseen_in_train"], "test targets"
+    else:
+        held, unseen, what = s["test"]["links"], s["test_links_unseen_in_train"], "test links"
+    found = []
+    if held and unseen / held > MOSTLY_UNSEEN:
+        found.append(f"{unseen / held:.0%} of the {what} ({unseen:,} of {held:,}) have an id that no training set "
+                     f"holds, so no method can predict them: {ask}")
+    read_links = s["links"] + s["duplicates_removed"]
+    if read_links and s["duplicates_removed"] / read_links > MOSTLY_UNSEEN:
+        found.append(f"{s['duplicates_removed'] / read_links:.0%} of the links ({s['duplicates_removed']:,}) repeat "
+                     f"an id already in their set and were removed (a set holds each id once): {ask}")
+    return found
 
 
 def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> dict:
@@ -195,7 +225,7 @@ def _prepare_into(cfg: PrepareConfig, out: Path, t0: float, progress: bool) -> d
         "test_ids_unseen_in_train": int(len(np.unique(id_of[link_test][unseen]))),
         "duplicates_removed": int(duplicates),
         "lines": stats.lines, "comment_lines": stats.comments, "blank_lines": stats.blank,
-        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
+        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples, **stats.shape(),
         "seconds": round(time.time() - t0, 2),
     }
     return summary  # write_staged saves it as meta.json
@@ -241,7 +271,7 @@ def _leave_one_out_into(cfg: PrepareConfig, out: Path, t0: float, stats: ReadSta
         "too_short_kept_for_training": int((~evaluated).sum()), "min_sequence": MIN_SEQUENCE,
         "repeats_kept": int(repeats), "duplicates_removed": 0,
         "lines": stats.lines, "comment_lines": stats.comments, "blank_lines": stats.blank,
-        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples,
+        "malformed_skipped": stats.malformed, "malformed_examples": stats.examples, **stats.shape(),
         "seconds": round(time.time() - t0, 2),
     }
     return summary  # write_staged saves it as meta.json
@@ -305,10 +335,24 @@ def _aligned(rows: list[tuple[str, str]], examples: list[str]) -> str:
     return "\n".join([f"  {k:<{width}}  {v}" for k, v in rows] + [f"    e.g. {e}" for e in examples])
 
 
+def _columns_row(s: dict) -> list[tuple[str, str]]:
+    """The summary row naming the columns read, for an edge list with fields left unread."""
+    read, fields = s.get("read", {}), s.get("fields_per_line", 0)
+    used = {read.get("set_column"), read.get("id_column")}
+    if fields <= len(used) or not all(isinstance(c, int) for c in used):
+        return []
+    return [("columns read", f"set {read['set_column']}, id {read['id_column']} of the {fields} per line "
+                             "(--set-column, --id-column)")]
+
+
+def _warning_lines(s: dict) -> list[str]:
+    return [f"  warning: {w}" for w in s.get("warnings", [])]
+
+
 def format_summary(s: dict) -> str:
     if s.get("split") == "leave-one-out":
         return _format_loo_summary(s)
-    rows = [
+    rows = _columns_row(s) + [
         ("sets", f"{s['sets']:,} ({s['train']['sets']:,} train / {s['test']['sets']:,} test)"),
         ("ids (vocabulary, from train)", f"{s['ids']:,}"),
         ("links", f"{s['links']:,} ({s['train']['links']:,} train / {s['test']['links']:,} test)"),
@@ -320,13 +364,12 @@ def format_summary(s: dict) -> str:
         ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
         ("time", f"{s['seconds']} s"),
     ]
-    return _aligned(rows, s.get("malformed_examples", []))
-
+    return "\n".join([_aligned(rows, s.get("malformed_examples", []))] + _warning_lines(s))
 
 
 def _format_loo_summary(s: dict) -> str:
     v, t = s["valid"], s["test"]
-    rows = [
+    rows = _columns_row(s) + [
         ("sequences", f"{s['sets']:,} ({t['sets']:,} with a validation and a test target)"),
         (f"sequences of < {s['min_sequence']} ids", f"{s['too_short_kept_for_training']:,} (kept whole for training "
                                                     "only, no target)"),
@@ -339,4 +382,4 @@ def _format_loo_summary(s: dict) -> str:
         ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
         ("time", f"{s['seconds']} s"),
     ]
-    return _aligned(rows, s.get("malformed_examples", []))
+    return "\n".join([_aligned(rows, s.get("malformed_examples", []))] + _warning_lines(s))

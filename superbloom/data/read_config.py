@@ -88,6 +88,12 @@ class ReadStats:
     malformed: int = 0
     links: int = 0  # (set, id) pairs yielded
     examples: list = field(default_factory=list)  # first malformed lines, "file:line: why"
+    columns: int = 0  # edges: fields on the first data line (0: not an edge list)
+
+    def shape(self) -> dict:
+        """What the summary records of the lines' shape: an edge list's fields per line (meta.json keeps
+        its earlier keys for other formats)."""
+        return {"fields_per_line": self.columns} if self.columns else {}
 
     def malformed_line(self, path, line: int, why: str, skip: bool):
         msg = f"{path}:{line}: {why}"

@@ -230,6 +230,7 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
         names = ", ".join(header[1].split(cfg.delimiter))[:80]
         raise InputError(f"{path}:{header[0]}: ({names}) looks like a header row above numeric ids; the edges "
                          f"format has none: {fix}delete the line")
+    stats.columns = max(stats.columns, ncols)
     skipped: list[int] = []  # physical numbers of lines the parser skipped (for exact line numbers)
     failure: list[str] = []
 
