@@ -147,3 +147,32 @@ def test_failed_prepare_leaves_an_earlier_dataset_intact(tmp_path, capsys):
     assert main(["prepare", str(good), "--out", str(tmp_path / "other")]) == 2
     assert "holds files that superbloom did not write" in capsys.readouterr().err
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine\n"
+
+
+def test_archives_and_other_binary_files_get_a_hint(tmp_path, capsys):
+    """A tar (also gzipped, read through the .gz), a zip, a MATLAB file, bzip2 / xz / zstd data under a
+    plain name: the error says what the file looks like and what to do, not only which byte is bad."""
+    import bz2
+    import io
+    import lzma
+    import tarfile
+    import zipfile
+
+    inner = tmp_path / "train.txt"
+    inner.write_bytes(b"a\tb\n" * 10)
+    with tarfile.open(tmp_path / "kg.tar.gz", "w:gz") as tar:
+        tar.add(inner, arcname="train.txt")
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.write(inner, "train.txt")
+    plain = {"kg.tar.gz": None, "links.zip": zipped.getvalue(),
+             "trust.mat": b"MATLAB 5.0 MAT-file, Platform: PCWIN64" + b" " * 80 + b"\x00\x01IM",
+             "links.bz": bz2.compress(b"a\tb\n"), "links.x": lzma.compress(b"a\tb\n")}
+    hints = {"kg.tar.gz": "it looks like a tar archive: extract it (tar xf)", "links.zip": "a zip archive",
+             "trust.mat": "a MATLAB .mat file", "links.bz": "name ending in .bz2", "links.x": "xz-compressed"}
+    for name, data in plain.items():
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        msg = run_prepare(capsys, tmp_path / name, "--out", tmp_path / "d")
+        assert f"{tmp_path / name}:1: not a UTF-8 text file" in msg and hints[name] in msg, (name, msg)
+        assert not (tmp_path / "d").exists()

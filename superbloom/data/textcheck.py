@@ -75,6 +75,24 @@ def _bad_text(data: bytes, fmt: str, partial: bool, start: int = 0) -> tuple[int
     return bad
 
 
+# what a binary file that is not text may be, by its first bytes -> what to do with it
+_MAGIC = ((b"\x1f\x8b", "it looks gzip-compressed: give it a name ending in .gz"),
+          (b"BZh", "it looks bzip2-compressed: give it a name ending in .bz2"),
+          (b"\xfd7zXZ\x00", "it looks xz-compressed: decompress it (xz -d)"),
+          (b"\x28\xb5\x2f\xfd", "it looks zstd-compressed: give it a name ending in .zst"),
+          (b"PAR1", "it looks like a Parquet file: use --format parquet"),
+          (b"PK\x03\x04", "it looks like a zip archive: unzip it and prepare a file inside"),
+          (b"MATLAB", "it looks like a MATLAB .mat file: write its links out as text or Parquet first "
+                      "(e.g. scipy.io.loadmat, then one set<TAB>id line per link)"))
+
+
+def _kind_hint(data: bytes) -> str:
+    """'; what the file looks like and what to do' for the first bytes of a file that is not text."""
+    if data[257:262] == b"ustar":  # a tar header (after decompression, for .tar.gz)
+        return "; it looks like a tar archive: extract it (tar xf) and prepare a file inside"
+    return next((f"; {what}" for magic, what in _MAGIC if data.startswith(magic)), "")
+
+
 def scan_text(path: Path, fmt: str, limit: int | None = None) -> str:
     """Read the (decompressed) text up to about `limit` bytes (None: all of it), checking that it is
     UTF-8 text -> the complete lines read. InputError naming the file and line (with an escaped
@@ -86,11 +104,7 @@ def scan_text(path: Path, fmt: str, limit: int | None = None) -> str:
         start = data.rfind(b"\n", 0, at) + 1
         line = lines + data.count(b"\n", 0, start) + 1
         excerpt = data[max(start, at - 16): at + 16]
-        hint = ""
-        if data.startswith(b"\x1f\x8b") and lines == 0:
-            hint = "; it looks gzip-compressed: give it a name ending in .gz"
-        elif data.startswith(b"PAR1") and lines == 0:
-            hint = "; it looks like a Parquet file: use --format parquet"
+        hint = _kind_hint(data) if lines == 0 else ""
         raise InputError(f"{path}:{line}: not a UTF-8 text file in the {fmt} format ({what} at byte {at - start + 1} "
                          f"of the line, near {excerpt!r}){hint}")
 
