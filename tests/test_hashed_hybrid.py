@@ -202,6 +202,19 @@ def test_the_blocked_builder_is_the_hybrids_term_bit_for_bit(seed, k, budget):
     assert values.dtype == np.float32 and np.array_equal(values.view(np.int32), want.view(np.int32))
 
 
+def test_the_blocked_builder_gives_the_same_term_with_64_bit_keys(monkeypatch):
+    """Blocks whose (row, id) keys pass 2^32 are sorted as int64 (a large vocabulary); forced here on
+    a small one, the term is the one of the 32-bit keys, bit for bit."""
+    import superbloom.heads.neighbours as nb
+
+    sets = sets_of(3)
+    want = cooccurrence_neighbours(sets, N, 5, pair_budget=100)
+    monkeypatch.setattr(nb, "KEY32_MAX", 0)
+    got = cooccurrence_neighbours(sets, N, 5, pair_budget=100)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and np.array_equal(w, g)
+
+
 def make_model(alpha=4, m=2, seed=0, term="auto"):
     h = BloomHash.build(N, HashConfig(alpha, m, 0))
     torch.manual_seed(seed)

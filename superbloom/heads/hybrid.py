@@ -312,7 +312,11 @@ class HybridHead(FullHead):
                 if slot not in sparse:  # where few ids get a term, only they and the network's best are scored
                     sums = SparseSums(*self.term_arrays(slot), n, ctx[a:b])
                     best = sparse_best(s, sums, min(k, n))
-                    sparse[slot] = None if best is None else (sums, torch.cat([best, sums.found], 1))
+                    if best is not None:  # the candidates, and the network's scores there (gathered once)
+                        cand = torch.cat([best, sums.found], 1)
+                        sparse[slot] = (sums, cand, s.gather(1, cand.clamp(min=0)))
+                    else:
+                        sparse[slot] = None
                 if (decay, slot) not in terms:
                     weights = self.age_weights(ctx[a:b], decay)
                     terms[decay, slot] = (self.item_item(ctx[a:b], weights, slot) if sparse[slot] is None else
@@ -320,8 +324,8 @@ class HybridHead(FullHead):
                 if sparse[slot] is None:
                     yield s + mix * terms[decay, slot]
                 else:
-                    cand = sparse[slot][1]
-                    yield cand, s.gather(1, cand.clamp(min=0)) + mix * terms[decay, slot]
+                    _, cand, base = sparse[slot]
+                    yield cand, base + mix * terms[decay, slot]  # the same `cand` object: its exclusion once
 
         parts = chunked_topk_variants(variants, len(grid), len(v), n, k, exclude, chunk_elems, like=v)
         work = torch.full((len(v),), n)

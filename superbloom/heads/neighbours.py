@@ -38,6 +38,9 @@ import numpy as np
 from .._log import progress_bar
 
 
+KEY32_MAX = int(np.iinfo(np.uint32).max)  # a block's (row, id) keys up to this are sorted as uint32
+
+
 def memberships(sets, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct (set, id) pairs of a SetArray (an id repeated within a set counts once), sorted by
     set then id. -> (owner (L,) int64 set index, ids (L,) int32). (A sort and a comparison: np.unique
@@ -109,13 +112,15 @@ def _block(a, b, ids, set_len, set_off, sets_of_block, n_sets_block, n_ids, k):
     # (P,) key (row, co-occurring id) = local row x N + id, the id read from its set's slice of ids
     pos = np.arange(total, dtype=np.int64)
     pos += np.repeat(set_off[sets_of_block] - start, lens)
-    key = np.repeat(np.repeat(np.arange(b - a, dtype=np.int64) * n_ids, n_sets_block), lens)
-    key += ids[pos]
+    # 32-bit keys where they fit: the sort, most of the time here, takes half as long (1M keys: 33 ms / 69 ms)
+    kind = np.uint32 if (b - a) * n_ids <= KEY32_MAX else np.int64
+    key = np.repeat(np.repeat(np.arange(b - a, dtype=kind) * kind(n_ids), n_sets_block), lens)
+    key += ids[pos].astype(kind, copy=False)
     del pos
     key.sort()
     first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if total else np.zeros(0, np.int64)
     count = np.diff(np.append(first, total))  # (U,) sets holding both ids
-    key = key[first]
+    key = key[first].astype(np.int64)
     row_lens = np.diff(np.searchsorted(key, np.arange(b - a + 1, dtype=np.int64) * n_ids))  # (B,)
     r = np.repeat(np.arange(b - a, dtype=np.int64), row_lens)  # (U,) local row
     c = key - r * n_ids  # (U,) co-occurring id

@@ -173,17 +173,23 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
     an added term): variants_of(a, b) yields `count` (b - a, n) score tensors, one at a time (one in
     memory at once), or for a variant whose top-k is known to lie among a few candidates, the pair
     (candidate ids (b - a, C) (-1 padded, C >= min(k, n)), their scores (b - a, C)): its top-k is
-    taken over those alone (sparse_sum_candidates). -> [(vals, ids)] per variant, as chunked_topk's."""
+    taken over those alone (sparse_best); variants that yield the same candidate tensor
+    (the same object) share its exclusion mask. -> [(vals, ids)] per variant, as chunked_topk's."""
     width = min(k, n)
     step = max(1, chunk_elems // max(1, n))
     vals, ids = [[] for _ in range(count)], [[] for _ in range(count)]
     for a in range(0, q, step):
         b = min(q, a + step)
         ex = exclude[a:b] if exclude is not None else None
+        masks: list[tuple[torch.Tensor, torch.Tensor]] = []  # (candidates, their mask) of this chunk
         for c, scores in enumerate(variants_of(a, b)):
             if isinstance(scores, tuple):
                 cand, sc = scores
-                sc = sc.masked_fill((cand < 0) | excluded(cand, ex), NEG_INF)
+                drop = next((m for seen, m in masks if seen is cand), None)
+                if drop is None:
+                    drop = (cand < 0) | excluded(cand, ex)
+                    masks.append((cand, drop))
+                sc = sc.masked_fill(drop, NEG_INF)
                 v, pos = sc.topk(width, dim=1)
                 i = cand.gather(1, pos)
             else:
@@ -202,31 +208,11 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
 SPARSE_MIN_IDS = 1 << 16
 
 
-def sparse_sum_candidates(base: torch.Tensor, support: torch.Tensor, k: int) -> torch.Tensor | None:
-    """Candidates for the exact top-k of base + x, for any x that is 0 outside `support`: the k best
-    ids of `base` (U, N) outside the support (U, N) bool, then the support's ids; (U, k + Z) -1 padded,
-    Z the largest support of a row. Every other id scores below the k best outside the support, so
-    the top-k of base + x is among these. None where that is no saving (k + Z over a quarter of N,
-    or N under SPARSE_MIN_IDS): score every id then. `base` should hold -inf at excluded ids."""
-    u, n = support.shape
-    if n < SPARSE_MIN_IDS:
-        return None
-    counts = support.sum(1)
-    z = int(counts.max()) if u else 0
-    if 4 * (k + z) > n:
-        return None
-    rows, cols = support.nonzero(as_tuple=True)  # row-major: each row's ids in order
-    pos = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[rows]
-    found = torch.full((u, z), -1, dtype=torch.long, device=base.device)
-    found[rows, pos] = cols
-    _, best = topk_last(base.masked_fill(support, NEG_INF), k)
-    return torch.cat([best, found], 1)
-
-
 def sparse_best(base: torch.Tensor, sums, k: int) -> torch.Tensor | None:
-    """sparse_sum_candidates' first part from a term's SparseSums (term_sums.py), no (U, N) support
-    built: the k best ids of base outside the ids the term reaches (U, k); None where scoring every
-    id is as cheap (N under SPARSE_MIN_IDS, or k + Z over a quarter of N)."""
+    """The k best ids of `base` (U, N) outside the ids a term reaches (its SparseSums, term_sums.py),
+    (U, k): with the reached ids, the candidates for the exact top-k of base + any x that is 0 outside
+    them (every other id scores below these k). None where scoring every id is as cheap (N under
+    SPARSE_MIN_IDS, or k + Z over a quarter of N). `base` should hold -inf at excluded ids."""
     n = base.shape[1]
     if n < SPARSE_MIN_IDS or 4 * (k + sums.z) > n:
         return None

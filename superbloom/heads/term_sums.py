@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from .beam import DecodeConfig
-from .ranking import NEG_INF, Ranking, exact_ranking, mask_excluded, sparse_sum_candidates
+from . import ranking
+from .ranking import NEG_INF, Ranking, exact_ranking, excluded, mask_excluded
 
 
 def age_weights(context: torch.Tensor, decay: float, dtype=torch.float32) -> torch.Tensor | None:
@@ -108,26 +109,45 @@ def term_topk(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_
     stable sort), the context and `exclude` (U, X) ids never returned (-1 where fewer than k remain).
     The hybrid head's variant and the term baselines (evaluation/term_baselines.py) rank with it.
     Where the context ids' rows reach few ids, only those and the `k` smallest other ids (which tie
-    at 0 and come first among the rest) are sorted (ranking.sparse_sum_candidates): the same list."""
+    at 0 and come first among the rest) are sorted, from the sparse sums (no (U, N) buffer): the
+    same list."""
     n, width = n_ids, min(k, n_ids)
     step = max(1, chunk_elems // max(1, n))
     vals = [torch.zeros(0, width, dtype=values.dtype, device=ctx.device)]
     ids = [torch.zeros(0, width, dtype=torch.long, device=ctx.device)]
-    id_order = -torch.arange(n, dtype=torch.float64 if n > 1 << 24 else torch.float32, device=ctx.device)
     for a in range(0, len(ctx), step):
         c = ctx[a:a + step]  # (u, T)
         ex = exclude[a:a + step] if exclude is not None else None
-        s = mask_excluded(term_sum(indptr, cols, values, n, c, age_weights(c, decay, values.dtype)), c)  # (u, N)
-        s = mask_excluded(s, ex)
-        first = mask_excluded(mask_excluded(id_order.expand(len(c), n).clone(), c), ex)  # smaller ids higher
-        cand = sparse_sum_candidates(first, term_support(indptr, cols, values, n, c), width)
-        if cand is not None:  # candidates in id order (pads last), then a stable sort of their scores
-            cand = cand.masked_fill(cand < 0, n).sort(dim=1).values
-            sc = s.gather(1, cand.clamp(max=n - 1)).masked_fill(cand == n, NEG_INF)
-            v, pos = sc.sort(dim=1, descending=True, stable=True)
-            i = cand.gather(1, pos).masked_fill(v == NEG_INF, -1)
-        else:
-            v, i = s.sort(dim=1, descending=True, stable=True)  # equal scores keep id order
+        v, i = _sparse_term_top(indptr, cols, values, n, c, decay, width, ex)
+        if v is None:
+            s = mask_excluded(term_sum(indptr, cols, values, n, c, age_weights(c, decay, values.dtype)), c)  # (u, N)
+            v, i = mask_excluded(s, ex).sort(dim=1, descending=True, stable=True)  # equal scores keep id order
         vals.append(v[:, :width].clone())  # copies: a view would keep every chunk's (u, N) sort alive
         ids.append(i[:, :width].clone())
     return exact_ranking(torch.cat(vals), torch.cat(ids), k, decode.score, torch.full((len(ctx),), n))
+
+
+def _sparse_term_top(indptr, cols, values, n: int, c: torch.Tensor, decay: float, width: int,
+                     ex: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """term_topk's chunk from the sparse sums: the ids the context reaches and the `width` smallest
+    ids outside them, the context and `ex` (those score 0 and, ties going to the smaller id, come
+    first among the unreached), sorted by id, then a stable sort by score. -> (vals, ids) (u, C) in
+    ranking order (-inf and -1 past the allowed ids), or (None, None) where the candidates would be
+    over a quarter of N (or N under SPARSE_MIN_IDS): score every id then."""
+    if n < ranking.SPARSE_MIN_IDS:
+        return None, None
+    sums = SparseSums(indptr, cols, values, n, c)
+    span = width + sums.z + c.shape[1] + (ex.shape[1] if ex is not None else 0)  # holds `width` unreached ids
+    if 4 * span > n:
+        return None, None
+    low = torch.arange(span, device=c.device).expand(len(c), span)  # (u, span)
+    taken = excluded(low, sums.found) | excluded(low, c) | excluded(low, ex)
+    free = ~taken & ((~taken).long().cumsum(1) <= width)  # the `width` smallest free ids of each row
+    found_scores = sums.at_found(age_weights(c, decay, values.dtype))  # (u, Z)
+    gone = (sums.found < 0) | excluded(sums.found, c) | excluded(sums.found, ex)
+    cand = torch.cat([low.masked_fill(~free, n), sums.found.masked_fill(gone, n)], 1)  # n: no candidate
+    score = torch.cat([torch.zeros(low.shape, dtype=found_scores.dtype, device=c.device), found_scores], 1)
+    cand, at = cand.sort(dim=1)  # id order, the pads (n) last
+    score = score.gather(1, at).masked_fill(cand == n, NEG_INF)
+    v, pos = score.sort(dim=1, descending=True, stable=True)
+    return v, cand.gather(1, pos).masked_fill(v == NEG_INF, -1)
