@@ -163,10 +163,16 @@ def small(data, out, objective, steps=120):
 
 
 @pytest.mark.parametrize("objective", ["next-item", "masked-sequence"])
-def test_sequence_objective_learns_order_and_validates_leave_one_out(tmp_path, objective):
+def test_sequence_objective_learns_order_and_validates_leave_one_out(tmp_path, objective, caplog):
+    import logging
+
     data = cycles(tmp_path)
     (data / "test.targets.npy").unlink()  # validation must never read the test targets
-    out = train(small(data, tmp_path / "m", objective), progress=False)
+    with caplog.at_level(logging.INFO, logger="superbloom"):
+        out = train(small(data, tmp_path / "m", objective), progress=False)
+    users = len(np.load(data / "valid.targets.npy"))
+    # the model line says what validates: every user's validation target, not held-out training sets
+    assert f"training sequences, validation: the validation targets of {users:,} users; device" in caplog.text
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     val = [r for r in records if "val_ndcg@10" in r]
     assert len(val) == 4 and all("val_hr@10" in r for r in val)

@@ -140,7 +140,7 @@ def _sparse_term_top(indptr, cols, values, n: int, c: torch.Tensor, decay: float
     span = width + sums.z + c.shape[1] + (ex.shape[1] if ex is not None else 0)  # holds `width` unreached ids
     if 4 * span > n:
         return None, None
-    low = torch.arange(span, device=c.device).expand(len(c), span)  # (u, span)
+    low = torch.arange(span, device=c.device).repeat(len(c), 1)  # (u, span), contiguous for searchsorted
     taken = excluded(low, sums.found) | excluded(low, c) | excluded(low, ex)
     free = ~taken & ((~taken).long().cumsum(1) <= width)  # the `width` smallest free ids of each row
     found_scores = sums.at_found(age_weights(c, decay, values.dtype))  # (u, Z)

@@ -74,6 +74,8 @@ class Objective:
     select: str = SELECT  # higher is better
     # the kept (BEST) validation -> a line on its parts for the end of training (HeadBase.parts_note), or None
     parts_note: Callable[[dict], str | None] | None = None
+    # what it trains on and validates with, for train's model line (None: the training and validation sets)
+    data_line: str | None = None
 
 
 @dataclass(frozen=True)
@@ -218,8 +220,11 @@ def _sequence_objective(x: ObjectiveInputs, min_length: int, make_batch) -> Obje
 
     ex = validation_examples(x.data, x.val_rows, x.cfg.validation_seed, x.model_cfg.positions - 1)
     validate = sequence_validate(x.model, x.hashing, ex) if ex is not None and len(ex.targets) else None
+    held = (f"the validation targets of {len(ex.targets):,} users" if x.data.split == "leave-one-out" else
+            f"the last ids of {len(ex.targets):,} held-out sets") if validate else "none"
     return Objective(x.model, len(rows), epoch, batch, validate, SEQUENCE_SELECT,
-                     lambda best: x.model.head.parts_note(best, SEQUENCE_SELECT))
+                     lambda best: x.model.head.parts_note(best, SEQUENCE_SELECT),
+                     data_line=f"{len(rows):,} training sequences, validation: {held}")
 
 
 def next_item(x: ObjectiveInputs) -> Objective:

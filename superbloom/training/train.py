@@ -158,7 +158,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if d.main:
         log.info(f"model: {n_params:,} parameters ({mcfg.layers} layers, d={mcfg.d}, {mcfg.heads} heads, "
                  f"d_ff={mcfg.d_ff}); hashing: {data.n_ids:,} ids -> {hashing.n_tokens:,} tokens "
-                 f"(alpha={hcfg.alpha}, m={hcfg.m}); {len(train_rows):,} training sets, {len(val_rows):,} validation; "
+                 f"(alpha={hcfg.alpha}, m={hcfg.m}); "
+                 f"{obj.data_line or f'{len(train_rows):,} training sets, {len(val_rows):,} validation'}; "
                  f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
         if init:
             log.info(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
