@@ -257,6 +257,43 @@ def test_a_header_row_above_numeric_ids(tmp_path, capsys):
     assert json.loads((tmp_path / "w" / "meta.json").read_text())["read"]["format"] == "edges"
 
 
+def test_space_separated_files_are_read_without_flags(tmp_path, capsys):
+    """--format auto on a file with no tab: `user item` lines (SASRec's Video) and `set id id ...`
+    lines (S3-Rec's) are read as lines, giving the dataset of --format edges --delimiter space and of
+    --format lines; `user item rating` columns as space-separated edges. Each says so in one line.
+    --format edges names the flag to pass; a tab-separated file is edges as before."""
+    pairs = [(u, i) for u in range(30) for i in range(u % 7, u % 7 + 5)]
+    two = tmp_path / "Video.txt"
+    two.write_text("".join(f"{u} {i}\n" for u, i in pairs))
+    assert main(["prepare", str(two), "--out", str(tmp_path / "two")]) == 0
+    assert "format auto -> lines (no tab; space-separated: a set, then its ids, on each line)" in capsys.readouterr().err
+    assert main(["prepare", str(two), "--out", str(tmp_path / "two_e"), "--format", "edges", "--delimiter", "space",
+                 "--quiet"]) == 0
+    assert_same_dataset(tmp_path / "two", tmp_path / "two_e")
+    many = tmp_path / "LastFM.txt"
+    many.write_text("".join(f"{u} " + " ".join(str(i) for i in range(u % 7, u % 7 + 2 + u % 4)) + "\n"
+                            for u in range(30)))
+    assert main(["prepare", str(many), "--out", str(tmp_path / "many"), "--quiet"]) == 0
+    assert main(["prepare", str(many), "--out", str(tmp_path / "many_l"), "--format", "lines", "--quiet"]) == 0
+    assert_same_dataset(tmp_path / "many", tmp_path / "many_l", same_source_record=True)
+    rated = tmp_path / "ratings.txt"
+    rated.write_text("".join(f"{u} {i} 5\n" for u, i in pairs))
+    assert main(["prepare", str(rated), "--out", str(tmp_path / "rated")]) == 0
+    out, err = capsys.readouterr()
+    assert "format auto -> edges (no tab; space-separated columns: --delimiter space)" in err
+    assert "set 0, id 1 of the 3 per line" in out
+    assert_same_dataset(tmp_path / "rated", tmp_path / "two_e")
+    assert main(["prepare", str(two), "--out", str(tmp_path / "e"), "--format", "edges"]) == 2
+    assert "the lines are space-separated: pass --format lines" in capsys.readouterr().err
+    assert main(["prepare", str(rated), "--out", str(tmp_path / "e"), "--format", "edges"]) == 2
+    assert "space-separated columns: pass --delimiter space" in capsys.readouterr().err
+    tabs = tmp_path / "links.tsv"
+    tabs.write_text("".join(f"{u}\t{i}\n" for u, i in pairs))
+    assert main(["prepare", str(tabs), "--out", str(tmp_path / "tabs")]) == 0
+    assert "format auto" not in capsys.readouterr().err
+    assert_same_dataset(tmp_path / "tabs", tmp_path / "two_e")
+
+
 def test_a_wrong_id_column_is_named_in_the_summary(tmp_path, capsys):
     """An edge list of more than two fields is read from columns 0 and 1 unless told otherwise. When
     that column is a triple's relation (most links repeat an id in their set) or a timestamp (no test

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..data.prepare import SPLITS, PrepareConfig
-from ..data.readers import FORMATS, ReadConfig, check_input, format_from_name, header_line
+from ..data.readers import FORMATS, ReadConfig, check_input, format_from_name, header_line, space_layout
 from ..data.synth import SYNTH_FORMATS, SynthConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, add_quiet_arg, default_of, number
@@ -28,7 +28,9 @@ def _add_prepare(sub):
     p.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
                    help="auto (the default): csv, parquet or jsonl where the file name says so (.csv, .parquet, "
                         ".jsonl, .ndjson, also .gz; a directory by its files), tsv / csv for a tab / comma "
-                        "separated file whose line 1 is a header above numeric ids, else edges; "
+                        "separated file whose line 1 is a header above numeric ids, lines for a file of "
+                        "space-separated lines (no tab; edges --delimiter space where every line has the same "
+                        "three or more fields), else edges; "
                         "edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
                         "parquet: one row per link, columns by position or name; csv / tsv: a header row of "
                         "column names, then comma / tab separated rows with quoted fields")
@@ -153,31 +155,42 @@ def _add_synth(sub):
     p.set_defaults(func=cmd_synth)
 
 
-def _auto_format(args) -> tuple[str, str]:
+def _auto_format(args) -> tuple[str, str, str]:
     """`prepare --format auto`: the format the file name says, else edges, or tsv / csv where a tab- or
-    comma-separated edge list's first line is a header row (readers.header_line). -> (format, why)."""
+    comma-separated edge list's first line is a header row (readers.header_line), or for a file with
+    no tab, lines or space-separated edges (readers.space_layout). -> (format, delimiter, why)."""
     named = format_from_name(args.input)
     if named:
-        return named, "the file name"
+        return named, args.delimiter, "the file name"
     edges = ReadConfig(set_column=args.set_column, id_column=args.id_column, delimiter=args.delimiter)
     columnar = {"\t": "tsv", ",": "csv"}.get(args.delimiter)
     if columnar and all(isinstance(c, int) for c in (args.set_column, args.id_column)):
-        header = header_line(check_input(args.input, edges), edges)
+        head = check_input(args.input, edges)
+        header = header_line(head, edges)
         if header and header[0] == 1:  # the csv / tsv readers have no comment lines
-            return columnar, f"line {header[0]} is a header row: {', '.join(header[1].split(args.delimiter))[:60]}"
-    return edges.format, ""
+            why = f"line {header[0]} is a header row: {', '.join(header[1].split(args.delimiter))[:60]}"
+            return columnar, args.delimiter, why
+        layout = space_layout(head) if args.delimiter == "\t" else None
+        plain_columns = (args.set_column, args.id_column) == (default_of(ReadConfig, "set_column"),
+                                                              default_of(ReadConfig, "id_column"))
+        if layout == "lines" and plain_columns:
+            return "lines", args.delimiter, "no tab; space-separated: a set, then its ids, on each line"
+        if layout:  # a table of space-separated columns, or lines with chosen columns
+            return edges.format, " ", "no tab; space-separated columns: --delimiter space"
+    return edges.format, args.delimiter, ""
 
 
 def cmd_prepare(args):
     from ..data.prepare import format_summary, prepare
 
-    fmt = args.format
+    fmt, delimiter = args.format, args.delimiter
     if fmt == "auto":
-        fmt, why = _auto_format(args)
-        if fmt != default_of(ReadConfig, "format") and not args.quiet:
-            print(f"format auto -> {fmt} ({why}); --format names another", file=sys.stderr)
+        fmt, delimiter, why = _auto_format(args)
+        if why and why != "the file name" or fmt != default_of(ReadConfig, "format"):
+            if not args.quiet:
+                print(f"format auto -> {fmt} ({why}); --format names another", file=sys.stderr)
     read = ReadConfig(format=fmt, set_column=args.set_column, id_column=args.id_column,
-                      undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=args.delimiter,
+                      undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=delimiter,
                       order_column=args.order_column)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split, memory_limit=args.memory_limit),

@@ -209,6 +209,33 @@ def header_line(head: str, cfg: ReadConfig) -> tuple[int, str] | None:
     return lines[0]
 
 
+def space_layout(head: str) -> str | None:
+    """How a text file with no tab on its first lines is laid out, from those lines (`head`, the first
+    MB): "lines" where they hold two or more whitespace-separated fields in varying numbers, or two on
+    every line (a set and one id, which the lines format reads as it reads a set and its ids: `1 6393`,
+    `1 1 2 3 4`); "table" where every line holds the same number, three or more (`user item rating`);
+    None otherwise (a tab, a line of one field, or no data line)."""
+    rows = [line for line in head.splitlines()[:1001] if line.strip() and not line.startswith("#")]
+    if not head.endswith("\n"):
+        rows = rows[:-1]  # the first MB may end inside a line
+    if not rows or any("\t" in r for r in rows):
+        return None
+    counts = {len(r.split()) for r in rows}
+    if min(counts) < 2:
+        return None
+    return "table" if len(counts) == 1 and min(counts) >= 3 else "lines"
+
+
+def _space_hint(head: str) -> str:
+    """The flags for a space-separated file read as tab-separated edges, or ''."""
+    layout = space_layout(head)
+    if layout == "lines":
+        return "; the lines are space-separated: pass --format lines (a set, then its ids, on each line)"
+    if layout == "table":
+        return "; the lines are space-separated columns: pass --delimiter space"
+    return ""
+
+
 def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None, head: str = ""):
     """Arrow's tab-separated parser splits the columns in C++; comment lines, blank lines and
     malformed rows reach `invalid_row` (rare), which counts them or reports file and line.
@@ -219,7 +246,8 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
         named = format_from_name(path)
         hint = (f"; the file name says {named}: pass --format {named} (ReadConfig(format={named!r}))"
                 if named not in (None, cfg.format) else
-                "; --delimiter sets the character between fields" if cfg.format == "edges" else "")
+                (_space_hint(head) if cfg.delimiter == "\t" else "") or "; --delimiter sets the character between fields"
+                if cfg.format == "edges" else "")
         raise InputError(f"{path}: expected at least {need} {cfg.fields} fields per line, the first data "
                          f"line has {ncols}{hint}")
     header = header_line(head, cfg)
