@@ -8,8 +8,8 @@ peak of the two products). Here C
 is never formed: the ids are cut into blocks whose co-occurrence pairs fit a budget (`pair_budget`);
 for a block, every (id, set holding it) membership is expanded to the ids of that set, the (id, id')
 pairs are counted by one sort (np.unique), and only each id's `k` largest counts are kept. Peak
-memory: the memberships twice (by set and by id, O(links)) + O(pair_budget) for one block + the
-result (N x k). Time: O(sum over sets of |set|^2 log) for the sorts, in vectorised numpy, the blocks
+memory: the memberships twice (by set and by id, O(links)) + O(pair_budget) for each block being
+built + the result (N x k). Time: O(sum over sets of |set|^2 log) for the sorts, in vectorised numpy, the blocks
 on up to BLOCK_THREADS cores at once (numpy releases the GIL) and their keys 32-bit where they fit.
 Epinions sequences (287,851 ids, 305M pairs; benchmarks/results/neighbours_epinions_sequences.md):
 21.1 s on one thread, 11.1 s on two, the same arrays.
