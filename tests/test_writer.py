@@ -107,7 +107,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "test.sets.txt": "bbb1e579def2b773", "train.ids.npy": "1d09aedee2dbf156",
         "train.offsets.npy": "b4a528fd3f46b162", "train.sets.txt": "37ffd21df3ae29a9",
         "vocab.txt": "7313b4409dbe9db8"},
-    "lines": {"counts.npy": "33a07e98ca85343f", "meta.json": "574aa6d9167d48fb", "test.ids.npy": "6f77b2e9d2a3c376",
+    # meta.json since prepare warns (input_warnings): 70% of these lines' links repeat an id in their set
+    "lines": {"counts.npy": "33a07e98ca85343f", "meta.json": "32f885d532feae9a", "test.ids.npy": "6f77b2e9d2a3c376",
         "test.offsets.npy": "b17e2130c0bb07c3", "test.sets.txt": "0dd5021678075743",
         "train.ids.npy": "896290edfedbfa3f", "train.offsets.npy": "ed19d263e2327b44",
         "train.sets.txt": "a28d37b482aa6aac", "vocab.txt": "df1641d362280999"},

@@ -148,7 +148,8 @@ def input_warnings(s: dict) -> list[str]:
     or most links repeat an id already in their set."""
     read = s.get("read", {})
     fields = f" (the lines have {s['fields_per_line']} fields)" if s.get("fields_per_line", 0) > 2 else ""
-    ask = f"is column {read.get('id_column', '?')!r} the id column{fields}? --id-column and --set-column choose others"
+    ask = (f": is column {read.get('id_column', '?')!r} the id column{fields}? --id-column and --set-column choose "
+           "others" if s.get("format") in ("edges", "csv", "tsv", "parquet") else "")  # the formats with columns
     if s.get("split") == "leave-one-out":
         held, unseen, what = s["test"]["sets"], s["test"]["targets_unseen_in_train"], "test targets"
     else:
@@ -156,11 +157,11 @@ def input_warnings(s: dict) -> list[str]:
     found = []
     if held and unseen / held > MOSTLY_UNSEEN:
         found.append(f"{unseen / held:.0%} of the {what} ({unseen:,} of {held:,}) have an id that no training set "
-                     f"holds, so no method can predict them: {ask}")
+                     f"holds, so no method can predict them{ask}")
     read_links = s["links"] + s["duplicates_removed"]
     if read_links and s["duplicates_removed"] / read_links > MOSTLY_UNSEEN:
         found.append(f"{s['duplicates_removed'] / read_links:.0%} of the links ({s['duplicates_removed']:,}) repeat "
-                     f"an id already in their set and were removed (a set holds each id once): {ask}")
+                     f"an id already in their set and were removed (a set holds each id once){ask}")
     return found
 
 

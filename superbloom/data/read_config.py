@@ -91,9 +91,9 @@ class ReadStats:
     columns: int = 0  # edges: fields on the first data line (0: not an edge list)
 
     def shape(self) -> dict:
-        """What the summary records of the lines' shape: an edge list's fields per line (meta.json keeps
-        its earlier keys for other formats)."""
-        return {"fields_per_line": self.columns} if self.columns else {}
+        """What the summary records of the lines' shape: an edge list's fields per line where it has
+        more than the two it reads (meta.json keeps its earlier bytes for other inputs)."""
+        return {"fields_per_line": self.columns} if self.columns > 2 else {}
 
     def malformed_line(self, path, line: int, why: str, skip: bool):
         msg = f"{path}:{line}: {why}"
