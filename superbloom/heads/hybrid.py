@@ -80,7 +80,7 @@ from ..storage.fixed import declare_fixed
 from .itemitem import EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
 from .neighbours import cooccurrence_neighbours
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
-from .term_sums import SparseSums, age_weights, term_sum, term_support, term_topk  # noqa: F401 (re-exported)
+from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead, target_rows
 from .parts import mixed, parts_note, term_alone, term_alone_score
 from .base import HeadBase, TrainContext

@@ -2,9 +2,9 @@
 
 A term is a sparse N x N matrix A in CSR (indptr (N + 1,), cols (nnz,), values (nnz,)); a query's
 context is its ids (U, T), -1 padded, oldest first. `term_sum` is the dense sum of the context ids'
-rows (each weighted `decay ** age` by `age_weights` for ordered data), `term_support` the ids those
-rows reach, and `term_topk` the "term alone" ranking (ties by the smaller id), which the hybrid
-head's variant and the term baselines (evaluation/term_baselines.py) share. The hybrid heads
+rows (each weighted `decay ** age` by `age_weights` for ordered data), `SparseSums` the same sums
+at the ids those rows reach alone, and `term_topk` the "term alone" ranking (ties by the smaller
+id), which the hybrid head's variant and the term baselines (evaluation/term_baselines.py) share. The hybrid heads
 (hybrid.py, hashed_hybrid.py) build the terms and mix them with the network.
 """
 from __future__ import annotations
@@ -92,13 +92,6 @@ class SparseSums:
         out = base.clone()
         out[self.rows, self.ids] = float("-inf")
         return out
-
-
-def term_support(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int,
-                 context: torch.Tensor) -> torch.Tensor:
-    """Context ids (U, T), -1 padded -> (U, N) bool: the ids A (CSR) can give a value to from these
-    context ids (in one of their rows' pattern), whatever the values and weights."""
-    return term_sum(indptr, cols, values.new_ones(1).expand(len(values)), n_ids, context) > 0
 
 
 def term_topk(indptr: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, n_ids: int, ctx: torch.Tensor,
