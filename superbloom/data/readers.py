@@ -244,10 +244,13 @@ def _read_edges(path: Path, cfg: ReadConfig, stats: ReadStats, ncols: int | None
     ncols = ncols or need
     if ncols < need:
         named = format_from_name(path)
-        hint = (f"; the file name says {named}: pass --format {named} (ReadConfig(format={named!r}))"
-                if named not in (None, cfg.format) else
-                (_space_hint(head) if cfg.delimiter == "\t" else "") or "; --delimiter sets the character between fields"
-                if cfg.format == "edges" else "")
+        if named not in (None, cfg.format):
+            hint = f"; the file name says {named}: pass --format {named} (ReadConfig(format={named!r}))"
+        elif cfg.format == "edges":
+            hint = ((_space_hint(head) if cfg.delimiter == "\t" else "")
+                    or "; --delimiter sets the character between fields")
+        else:
+            hint = ""
         raise InputError(f"{path}: expected at least {need} {cfg.fields} fields per line, the first data "
                          f"line has {ncols}{hint}")
     header = header_line(head, cfg)
