@@ -198,3 +198,24 @@ def test_first_not_excluded_is_the_order_without_each_rows_ids(seed, k, width):
     assert got.shape == (1100, k)
     for row, ex in zip(got[::37], exclude[::37]):
         assert row.tolist() == [i for i in order.tolist() if i not in set(ex.tolist())][:k]
+
+
+def test_cooccurrence_uses_the_inverted_index_from_the_sparse_floor(monkeypatch):
+    """Below heads.ranking.SPARSE_MIN_IDS the dense float32 cosine (small vocabularies rank as they
+    did); from there the same sums from the inverted index, with no N x N matrix."""
+    from superbloom.evaluation.baselines import Cooccurrence
+    from superbloom.heads import ranking
+    from superbloom.heads.cooccur_index import CoocCosine, CooccurIndex
+
+    train = SetArray.from_lists(SETS)
+    ctx = np.array([[0, 3], [5, -1]])
+    assert type(fit_baseline("cooccurrence", train, N)) is Cooccurrence
+    monkeypatch.setattr(ranking, "SPARSE_MIN_IDS", N)
+    base = fit_baseline("cooccurrence", train, N)
+    assert type(base) is CoocCosine
+    np.testing.assert_array_equal(base.rank(ctx, ctx, 4), CooccurIndex(train, N).rank(ctx, None, 4, "cosine"))
+    # the sums are the dense cosine's: every id the index ranks first scores the dense maximum
+    dense = Cooccurrence(train, N).scores(ctx)
+    rows, cols = np.nonzero(ctx >= 0)
+    dense[rows, ctx[rows, cols]] = -1  # the context ids are never ranked
+    np.testing.assert_allclose(dense[np.arange(2), base.rank(ctx, ctx, 1)[:, 0]], dense.max(1), rtol=1e-6)

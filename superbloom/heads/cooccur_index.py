@@ -207,17 +207,17 @@ class CooccurIndex:
         """Top-k ids (Q, k) int64 for contexts (Q, c) (-1 padded), never a context id nor an id of
         `exclude` (Q, X) (-1 padded; None: nothing more); -1 where fewer than k ids are left."""
         contexts = np.asarray(contexts, np.int64).reshape(len(contexts), -1)
-        banned = contexts if exclude is None else np.concatenate(
-            [contexts, np.asarray(exclude, np.int64).reshape(len(contexts), -1)], 1)
+        # the banned ids are gathered per query: a (Q, c + X) copy was 0.95 GB for 22K histories of 5,356 ids
+        exclude = contexts[:, :0] if exclude is None else np.asarray(exclude).reshape(len(contexts), -1)
         a, b = self.weights(weight)
         out = np.full((len(contexts), k), -1, np.int64)
         mark = np.zeros(self.n_ids, bool)  # scratch: the current query's banned (and chosen) ids
-        fill_from = self.order[:k + banned.shape[1]]  # enough popular ids to fill any query
+        fill_from = self.order[:k + contexts.shape[1] + exclude.shape[1]]  # enough popular ids to fill any query
         for start, end in self.batches(contexts):
             qptr, cand, score = self._accumulate(contexts[start:end], a, b)
             for q in range(end - start):  # per query: its own candidates (no loop per id)
                 c, s = cand[qptr[q]:qptr[q + 1]], score[qptr[q]:qptr[q + 1]]
-                ban = banned[start + q]
+                ban = np.concatenate([contexts[start + q], exclude[start + q]])
                 ban = ban[ban >= 0]
                 mark[ban] = True
                 keep = ~mark[c] & (s > 0)

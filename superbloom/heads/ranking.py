@@ -114,7 +114,7 @@ def excluded(cand: torch.Tensor, exclude: torch.Tensor | None) -> torch.Tensor:
     if exclude is None or exclude.shape[1] == 0:
         return torch.zeros_like(cand, dtype=torch.bool)
     ex = exclude.sort(dim=1).values
-    pos = torch.searchsorted(ex, cand).clamp(max=ex.shape[1] - 1)
+    pos = torch.searchsorted(ex, cand.contiguous()).clamp(max=ex.shape[1] - 1)  # a strided cand: a UserWarning
     return ex.gather(1, pos) == cand
 
 
