@@ -131,6 +131,12 @@ def test_the_merge_is_the_exhaustive_top_k(device, seed, hashing, k, mix, decay,
     plain = decode_topk(head.log_probs(hidden), head.buckets, head.inverse, k, exclude, cfg).cpu()
     with v["term alone"]:
         alone = head.topk(hidden, k, exclude, DecodeConfig(exact=True, score=score), context).cpu()
+        alone_cfg = head.topk(hidden, k, exclude, cfg, context).cpu()
+    with head.ranked_alongside() as extra:  # evaluate's one pass: the hybrid and both variants
+        again = head.topk(hidden, k, exclude, cfg, context).cpu()
+    assert list(extra) == ["network alone", "term alone"] and head._grid is None
+    for got, want in ((again, r), (extra["network alone"], pure), (extra["term alone"], alone_cfg)):
+        assert torch.equal(got.ids, want.ids) and torch.equal(got.scores, want.scores) and torch.equal(got.exact, want.exact)
     assert float(head.mix) == mix and not head._term_alone  # restored
     head, hidden, context, exclude = head.cpu(), hidden.cpu(), context.cpu(), exclude.cpu()  # references: CPU
     scores, order, _ = exhaustive(head, hidden, context, exclude, mix, decay, score)
@@ -146,6 +152,9 @@ def test_the_merge_is_the_exhaustive_top_k(device, seed, hashing, k, mix, decay,
 def test_no_variants_and_the_superbloom_ranking_at_mix_zero():
     head = random_head(np.random.default_rng(0), 4, 2)
     assert head.variants() == {}
+    with head.ranked_alongside() as extra:
+        pass
+    assert extra == {}
     hidden, context = torch.randn(3, 2, 8), torch.tensor([[0, 5, -1], [1, 2, 3], [-1, -1, -1]])
     r = head.topk(hidden, 5, context, DecodeConfig(), context)
     plain = decode_topk(head.log_probs(hidden), head.buckets, head.inverse, 5, context, DecodeConfig())

@@ -16,6 +16,7 @@ from superbloom.data.dataset import SetArray
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import MIXES
+from superbloom.heads.ranking import Ranking
 from superbloom.heads.parts import term_alone
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
@@ -394,6 +395,34 @@ def test_the_network_alone_variant_is_the_hybrid_at_mix_0():
     assert torch.equal(alone.ids, pure.ids) and torch.equal(alone.scores, pure.scores)
     assert not torch.equal(alone.ids, mixed.ids)  # the term changes the ranking at mix 10
     assert head.variants() == {}  # mix 0: nothing to report beside the head
+
+
+def test_the_network_alone_ranked_alongside_is_its_own_pass():
+    """ranked_alongside (evaluate: one network pass for the hybrid and its network alone) gives the
+    hybrid's own ranking and the network alone's, each equal to its separate pass; mix 0 or the term
+    alone: nothing alongside (the variant's own pass ranks it)."""
+    _, model = make()
+    head = model.head.eval()
+    head.values.copy_(torch.randn(len(head.values)) * 3)
+    head.mix.fill_(10.0), head.decay.fill_(0.7)
+    hidden, ctx = _queries()
+    hybrid = head.topk(hidden, 8, exclude=ctx, context=ctx)
+    with head.variants()["network alone"]:
+        alone = head.topk(hidden, 8, exclude=ctx, context=ctx)
+    with head.ranked_alongside() as extra:
+        first = head.topk(hidden[:4], 8, exclude=ctx[:4], context=ctx[:4])  # two batches, in query order
+        second = head.topk(hidden[4:], 8, exclude=ctx[4:], context=ctx[4:])
+    assert list(extra) == ["network alone"] and head._grid is None
+    both = Ranking.concat([first, second])
+    assert torch.equal(both.ids, hybrid.ids) and torch.equal(both.scores, hybrid.scores)
+    assert torch.equal(extra["network alone"].ids, alone.ids) and torch.equal(extra["network alone"].scores, alone.scores)
+    with head.variants()["term alone"], head.ranked_alongside() as extra:
+        head.topk(hidden, 8, exclude=ctx, context=ctx)
+    assert extra == {}
+    head.mix.fill_(0.0)
+    with head.ranked_alongside() as extra:
+        head.topk(hidden, 8, exclude=ctx, context=ctx)
+    assert extra == {}
 
 
 def test_the_term_alone_variant_ranks_by_the_chosen_term_only():

@@ -75,6 +75,10 @@ def test_with_many_ids_only_the_termed_ids_and_the_networks_best_are_scored_and_
         want = s.topk(10, dim=1)
         assert torch.equal(r.ids, want.indices), (mix, decay)
         assert torch.allclose(r.scores, want.values), (mix, decay)
+    head.mix.fill_(30.0), head.decay.fill_(0.4)
+    with head.ranked_alongside() as extra:  # evaluate's one pass: the sparse hybrid and the dense network alone
+        hybrid = head.topk(hidden, 10, exclude=exclude, context=ctx)
+    assert torch.equal(hybrid.ids, got[5].ids) and torch.equal(extra["network alone"].ids, got[0].ids)
     monkeypatch.setattr(ranking, "SPARSE_MIN_IDS", 1 << 16)
     assert sparse_best(logp, sums, 10) is None  # under the floor again: every id scored
     monkeypatch.setattr(ranking, "SPARSE_MIN_IDS", 1000)

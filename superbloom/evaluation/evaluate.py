@@ -123,7 +123,8 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     ex = entry.examples(data, cfg, model_config)
     targets = entry.targets(ex)
     t0 = time.time()
-    ranking = entry.rank_model(predictor, ex, cfg, progress)
+    with predictor.ranked_alongside() as alongside:  # variants ranked in the model's own pass (the network alone)
+        ranking = entry.rank_model(predictor, ex, cfg, progress)
     seconds = time.time() - t0
     ranks = {"model": target_ranks(ranking.ids.numpy(), targets)}
     result = EvalResult(entry.name, entry.summarize(ranks["model"], ex), entry.counts(ex), ranking.report(seconds),
@@ -132,8 +133,11 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     if variants:
         result.head = predictor.describe_head()
     for name, context in variants.items():  # the head as each named variant, on the same examples
-        with context:
-            r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)
+        if name in alongside:
+            r = target_ranks(alongside[name].ids.numpy(), targets)
+        else:
+            with context:
+                r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)
         ranks[variant_key(name)] = r
         result.variants[variant_key(name)] = entry.summarize(r, ex)
     for name, why in skipped.items():

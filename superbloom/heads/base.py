@@ -33,6 +33,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
   variants() -> {name: context manager}   named variants reported beside the head on the same
                                           examples (default: none; the hybrid: "network alone",
                                           "term alone"); inside `with` the head ranks as that variant
+  ranked_alongside() -> context manager of a dict
+                                          the block's rank passes also rank those variants the head
+                                          can score from the same pass; the dict then holds their
+                                          Rankings (default: none; evaluate ranks the rest one pass each)
   parts_note(best, select) -> str|None   the end of training's line on the head's parts at the
                                           kept checkpoint (`best`: choose's result there; default
                                           None; the hybrids: the hybrid, its network alone, its term
@@ -123,6 +127,13 @@ class HeadBase(nn.Module):
 
     def variants(self) -> dict[str, contextlib.AbstractContextManager]:
         return {}
+
+    def ranked_alongside(self) -> contextlib.AbstractContextManager[dict]:
+        """A block whose rank passes also rank some of `variants()` from the same scores (the hybrid:
+        its network alone, from the network pass the hybrid makes anyway); when the block ends the
+        dict it gives holds name -> Ranking of each, in query order. Default: none (each variant is
+        ranked by a pass of its own)."""
+        return contextlib.nullcontext({})
 
     def parts_note(self, best: dict, select: str) -> str | None:
         """A line on what each part of the head scored on the validation sets at the kept (BEST)

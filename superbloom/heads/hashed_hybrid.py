@@ -80,7 +80,7 @@ from .neighbours import cooccurrence_neighbours, memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .itemitem import largest_pattern, transition_pattern
 from .hybrid import MIXES, age_weights  # recency weights
-from .parts import first_best, mixed, parts_note, term_alone  # the variants (any head with mix), the choice, the note
+from .parts import first_best, mixed, parts_note, ranked_alongside, term_alone  # the variants (any head with mix), the choice, the note
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
@@ -307,6 +307,13 @@ class HashedHybridHead(SuperbloomHead):
         if not float(self.mix):
             return {}
         return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
+
+    def ranked_alongside(self):
+        """The network alone and the term alone ranked in the hybrid's own passes, from one network
+        pass (HeadBase.ranked_alongside; choose scores its candidates the same way)."""
+        decay, w = float(self.decay), int(self.weighting)
+        return ranked_alongside(self, (float(self.mix), decay, w),
+                                {"network alone": (0.0, decay, w), "term alone": (TERM_ALONE, decay, w)})
 
     def describe(self) -> dict:
         out = {"name": self.cfg.name}

@@ -82,7 +82,7 @@ from .neighbours import cooccurrence_neighbours
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
 from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead, target_rows
-from .parts import mixed, parts_note, term_alone, term_alone_score
+from .parts import mixed, parts_note, ranked_alongside, term_alone, term_alone_score
 from .base import HeadBase, TrainContext
 from .losses import smoothed_nll
 from .sampled import Proposal, head_sampled_loss
@@ -254,6 +254,12 @@ class HybridHead(FullHead):
         if float(self.mix):
             return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
         return {"term alone": term_alone(self)} if self.cfg.mix == 0 else {}
+
+    def ranked_alongside(self):
+        """The network alone (mix 0) ranked in the hybrid's own passes: the same network scores, one
+        more top-k per chunk (HeadBase.ranked_alongside; parts.ranked_alongside)."""
+        decay, slot = float(self.decay), int(self.alt)
+        return ranked_alongside(self, (float(self.mix), decay, slot), {"network alone": (0.0, decay, slot)})
 
     def describe(self) -> dict:
         """The head's name, and with an item-item weight (or a fixed one, 0 included: the term is

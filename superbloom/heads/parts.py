@@ -2,7 +2,8 @@
 
 A hybrid ranks by network + mix x an item-item term. Reports show each part alone on the same
 examples: `mixed(head, 0)` is the network alone, `term_alone(head)` the term alone (the head's
-`variants()`). The validation (the heads' `choose`) picks the best candidate (`first_best`) and
+`variants()`; `ranked_alongside` ranks some of them in the hybrid's own pass, from its network
+scores, where the head's candidate grid can score them). The validation (the heads' `choose`) picks the best candidate (`first_best`) and
 scores the chosen term alone (`term_alone_score`), and the end of training prints `parts_note`:
 the hybrid, its network alone and its term alone at the kept checkpoint, naming the `eval
 --baselines` entry that ranks by the term (TERM_BASELINES) where the network adds nothing.
@@ -70,6 +71,29 @@ def mixed(head, mix: float):
         yield head
     finally:
         head.mix.fill_(saved)
+
+
+@contextlib.contextmanager
+def ranked_alongside(head, current: tuple, extra: dict[str, tuple]):
+    """HeadBase.ranked_alongside for a hybrid with a candidate grid (`_grid`, `_parts`, as choose
+    uses): the block's rank passes score `current` (the head's own (mix, ...) setting: its returned
+    Ranking) and each `extra` name's grid entry from the same network scores; at the end the dict holds
+    name -> Ranking of those ranked. Nothing alongside at mix 0 (no variants), inside the term alone,
+    or inside choose."""
+    out: dict = {}
+    if not float(head.mix) or head._term_alone or head._grid is not None:
+        yield out
+        return
+    names = list(extra)
+    head._grid = [current] + [extra[name] for name in names]
+    head._parts = [[] for _ in head._grid]
+    try:
+        yield out
+        for name, parts in zip(names, head._parts[1:]):
+            if parts:  # none ranked (no queries, or not through topk): the variant's own pass ranks it
+                out[name] = Ranking.concat(parts)
+    finally:
+        head._grid, head._parts = None, None
 
 
 @contextlib.contextmanager

@@ -107,6 +107,10 @@ class Ensemble(Predictor):
         """With a term weight: the networks alone (mix 0) and the term alone, on the same examples (evaluate)."""
         return {"network alone": self._as(0.0, False), "term alone": self._as(self.mix, True)} if self.mix else {}
 
+    def ranked_alongside(self):
+        """Each variant is ranked by a pass of its own (Predictor.ranked_alongside's dict stays empty)."""
+        return contextlib.nullcontext({})
+
     def describe_head(self) -> dict:
         return {"name": "ensemble", "members": len(self.members), "item_mix": self.mix,
                 "term": self.term_member.model.head.describe() if self.term_member is not None else None}

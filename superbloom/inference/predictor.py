@@ -106,6 +106,11 @@ class Predictor:
         (heads/base.py; the hybrid's "network alone" and "term alone"), as context managers."""
         return self.model.head.variants()
 
+    def ranked_alongside(self):
+        """A block whose rank passes also rank some variants from the same scores (heads/base.py);
+        its dict then holds name -> Ranking for those."""
+        return self.model.head.ranked_alongside()
+
     def describe_head(self) -> dict:
         """The head's settings reported beside its variants (the hybrid's mix, decay and term)."""
         return self.model.head.describe()
