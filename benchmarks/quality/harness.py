@@ -153,12 +153,16 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
         torch.set_num_threads(THREADS)
         t1 = time.time()
         predictor = sb.load(run_dir)
-        ranking = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
+        with predictor.ranked_alongside() as alongside:  # the variants ranked in the same pass (evaluate.py)
+            ranking = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
         ranks = target_ranks(ranking.ids.numpy(), ex.targets)
         variants = predictor.variants()  # a hybrid (or ensemble): its network alone and its term alone, same examples
         for variant, context in variants.items():
-            with context:
-                alone = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
+            if variant in alongside:
+                alone = alongside[variant]
+            else:
+                with context:
+                    alone = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
             np.save(run_dir / f"ranks.{variant_key(variant)}.npy",
                     target_ranks(alone.ids.numpy(), ex.targets).astype(np.int16))
         best = state.get("best", {})
