@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._log import progress_bar
 from ..data.dataset import Dataset
 from .metrics import target_ranks
 from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (train.py, benchmarks)
@@ -140,10 +141,13 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
                 r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)
         ranks[variant_key(name)] = r
         result.variants[variant_key(name)] = entry.summarize(r, ex)
-    for name, why in skipped.items():
+    bar = progress_bar(skipped.items(), desc="baselines", progress=progress and any(not w for w in skipped.values()),
+                       leave=False)
+    for name, why in bar:
         if why:
             result.baselines[name] = {"skipped": why}
             continue
+        bar.set_postfix_str(name)  # one may take minutes (a fit over every pair of ids, ALS, item2vec)
         t0 = time.time()
         r = target_ranks(entry.rank_baseline(name, data, ex, cfg), targets)
         result.baselines[name] = entry.summarize(r, ex) | {"seconds": round(time.time() - t0, 2)}
