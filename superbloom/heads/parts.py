@@ -3,10 +3,11 @@
 A hybrid ranks by network + mix x an item-item term. Reports show each part alone on the same
 examples: `mixed(head, 0)` is the network alone, `term_alone(head)` the term alone (the head's
 `variants()`; `ranked_alongside` ranks some of them in the hybrid's own pass, from its network
-scores, where the head's candidate grid can score them). The validation (the heads' `choose`) picks the best candidate (`first_best`) and
-scores the chosen term alone (`term_alone_score`), and the end of training prints `parts_note`:
-the hybrid, its network alone and its term alone at the kept checkpoint, naming the `eval
---baselines` entry that ranks by the term (TERM_BASELINES) where the network adds nothing.
+scores, where the head's candidate grid can score them). The validation (the heads' `choose`)
+picks the best candidate (`first_best`) and scores the chosen term alone (`term_alone_score`), and
+the end of training prints `parts_note`: the hybrid, its network alone and its term alone at the
+kept checkpoint, naming the `eval --baselines` entry that ranks by the term (TERM_BASELINES) where
+the network adds nothing.
 """
 from __future__ import annotations
 
