@@ -168,3 +168,29 @@ def test_killed_at_random_moments_the_directory_always_loads_and_resume_continue
         if ckpt is not None:  # whatever moment the kill hit, the directory loads
             assert len(sb.load(out).predict(["Jazz"], k=3).items) == 3
     assert len(resumed_from) == 5 and resumed_from == sorted(resumed_from)
+
+
+def test_train_ends_with_where_its_time_went(wiki_data, tmp_path, capsys, monkeypatch):
+    """The last line of train: the wall time in all, the loop's seconds of this run (a resumed run's
+    earlier seconds not counted again), each step around it that took a second or more, the rest."""
+    from types import SimpleNamespace
+
+    from superbloom.training import train as tr
+
+    clock = iter([0.0, 10.0, 12.6, 20.0, 20.4, 100.0])
+    monkeypatch.setattr(tr, "time", SimpleNamespace(time=lambda: next(clock)))
+    phases = tr.Phases()
+    with phases("fitting the head"):
+        pass
+    with phases("the start"):  # 0.4 s: left out of the line
+        pass
+    assert phases.line(60.0) == ("100 s in all: training 60 s, fitting the head 3 s, the rest 37 s "
+                                 "(reading the data, the last validation, checkpoints)")
+    monkeypatch.undo()
+    loud = [a for a in TINY if a != "--quiet"]
+    out = tmp_path / "m"
+    for steps, resume in (("3", ()), ("5", ("--resume",))):
+        assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), *loud, "--steps", steps,
+                     *resume]) == 0
+        line = [x for x in capsys.readouterr().err.splitlines() if " s in all: training " in x]
+        assert len(line) == 1 and line[0].split(" in all: ")[0].split()[-2].isdigit()

@@ -20,6 +20,7 @@ where its last checkpoint left it (weights, optimizer, schedule, data order and 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import asdict
@@ -46,6 +47,7 @@ from ..data.remap import align_dataset, format_alignment
 from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
                      portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
+from ..storage.files import load_json
 from ..model.warmstart import initialise, resolve_init
 from .config import TrainConfig  # re-exported: callers import it here
 
@@ -74,6 +76,30 @@ def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
     return config_changes(before, cfg.to_dict(), ARCHITECTURE)
 
 
+class Phases:
+    """Wall seconds of train()'s steps around the loop, for its last line: where the time went (a
+    30 s budget at 287,851 ids was 80 s in all, and nothing said why)."""
+
+    def __init__(self):
+        self.start, self.seconds = time.time(), {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.time()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.time() - t0
+
+    def line(self, trained: float) -> str:
+        """`trained`: this run's seconds in the loop (its validations included)."""
+        total = time.time() - self.start
+        rest = total - trained - sum(self.seconds.values())
+        parts = [f"training {trained:.0f} s"] + [f"{name} {s:.0f} s" for name, s in self.seconds.items() if s >= 1]
+        return (f"{total:.0f} s in all: " + ", ".join(parts)
+                + f", the rest {max(rest, 0):.0f} s (reading the data, the last validation, checkpoints)")
+
+
 # ------------------------------------------------------------------------------ the masked id model
 
 
@@ -87,6 +113,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     before anything is written. `record`: more top-level entries of a new run's config.json (the
     CLI's preset choice, training/presets.py). `callbacks`: where the metrics.jsonl records go too
     (callbacks.py: TensorBoard, MLflow, your own)."""
+    phases = Phases()
     d = init_distributed(cfg.loop.device)
     if cfg.loop.threads:
         torch.set_num_threads(cfg.loop.threads)
@@ -112,7 +139,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
         t0 = time.time()
         coherent_stats = CoherentStats() if hcfg.coherent else None
-        hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats)
+        with phases("the hash maps"):
+            hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats)
         hash_seconds = time.time() - t0
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
@@ -125,14 +153,16 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     if ckpt is None:  # a head with a structure from the training sets (heads/base.py: fit), validation
         # unseen: an ordered objective trains on (and builds it from) every training prefix of a
         # leave-one-out dataset, which holds no validation or test id (objectives.training_rows)
-        head_built = model.head.fit(data.train.subset(training_rows(data, train_rows, entry.ordered)),
-                                    ordered=entry.ordered)
+        with phases("fitting the head"):
+            head_built = model.head.fit(data.train.subset(training_rows(data, train_rows, entry.ordered)),
+                                        ordered=entry.ordered)
     n_params = count_parameters(model)
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, entry.auto_init)
     if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
         t0 = time.time()
-        init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
+        with phases("the start"):
+            init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
         if init is not None:
             init["seconds"] = round(time.time() - t0, 2)
     model.to(d.device)
@@ -140,9 +170,12 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
     # training-only structure (heads/base.py: prepare), on every run: a resumed one rebuilds it
-    head_prepared = model.head.prepare(data.train, training_rows(data, train_rows, entry.ordered), ordered=entry.ordered)
+    with phases("the head's training structures"):
+        head_prepared = model.head.prepare(data.train, training_rows(data, train_rows, entry.ordered),
+                                           ordered=entry.ordered)
     # the objective is built (and refuses data it cannot train on) before anything is written
-    obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
+    with phases("the objective's examples"):
+        obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
     run = open_run(out, ckpt, main=d.main)
     if d.main and ckpt is None:
         start_run(run, hashing, data.vocab, {
@@ -166,9 +199,11 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
                      f"{init['tokens']:,} tokens in {init['seconds']} s")
         if run.staged:
             log.info(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
+    before = float(load_json(ckpt / "state.json").get("seconds", 0.0)) if ckpt is not None else 0.0
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
-        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
+        state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
     if d.main:
         write_card(out)  # README.md: the model card (card.py)
+        log.info(phases.line(state.seconds - before))
     finish(d)  # the ranks leave together
     return out
