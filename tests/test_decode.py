@@ -146,7 +146,9 @@ def test_sufficient_beam_matches_full_sort(nb, m, start, seed, score):
     assert sufficient_beam(logp, kth, score, start).tolist() == want.tolist()
 
 
-def test_exhaustive_is_the_same_in_chunks():
+def test_exhaustive_is_the_same_in_chunks(monkeypatch):
+    from superbloom.heads import ranking
+    monkeypatch.setattr(ranking, "CHUNK_MIN_QUERIES", 1)  # chunks of chunk_elems scores only
     h = BloomHash.build(500, HashConfig(5, 2, 3))
     buckets, _ = tables(h)
     logp = (torch.randn(5, 2, h.n_buckets) * 2).log_softmax(-1)

@@ -329,7 +329,19 @@ def test_sampled_head_trains_on_samples_and_evaluates_on_the_full_softmax():
     assert not torch.equal(a, model.head.loss(hidden, t))  # a fresh sample each step
 
 
-def test_full_topk_is_the_same_in_chunks():
+def test_chunks_hold_32_queries_at_the_least_under_the_score_cap():
+    """Every id's output row is read once per chunk: at a large vocabulary a chunk of chunk_elems
+    scores would be a few queries, so it holds 32 while their scores stay under 2^25 (ranking.py)."""
+    from superbloom.heads.ranking import chunk_queries
+    assert chunk_queries(4093, 1 << 22) == (1 << 22) // 4093  # a small vocabulary: chunk_elems decides, as before
+    assert chunk_queries(957_363, 1 << 22) == 32
+    assert chunk_queries(5_000_000, 1 << 22) == (1 << 25) // 5_000_000 == 6  # the cap: 2^25 scores
+    assert chunk_queries(10**9, 1 << 22) == 1
+
+
+def test_full_topk_is_the_same_in_chunks(monkeypatch):
+    from superbloom.heads import ranking
+    monkeypatch.setattr(ranking, "CHUNK_MIN_QUERIES", 1)  # chunks of chunk_elems scores only
     h, model = make("full-tied")
     model.eval()
     hidden, exclude = queries(h, model)
@@ -339,7 +351,9 @@ def test_full_topk_is_the_same_in_chunks():
     assert whole.beam.tolist() == [N_IDS] * len(CONTEXTS)  # every id scored
 
 
-def test_hierarchical_exhaustive_is_the_same_in_chunks():
+def test_hierarchical_exhaustive_is_the_same_in_chunks(monkeypatch):
+    from superbloom.heads import ranking
+    monkeypatch.setattr(ranking, "CHUNK_MIN_QUERIES", 1)  # chunks of chunk_elems scores only
     h, model = make("hierarchical-huffman")
     model.eval()
     hidden, exclude = queries(h, model)

@@ -4,6 +4,7 @@ alone: test_itemitem_patterns.py."""
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from superbloom.data.dataset import SetArray
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import MIXES
+from superbloom.heads import ranking
 from superbloom.heads.ranking import Ranking
 from superbloom.heads.parts import term_alone
 from superbloom.storage.mapped import map_weights
@@ -234,7 +236,8 @@ def _validation(head, seed=0, q=37):
 
     def rank():
         calls.append(1)
-        return head.topk(hidden, 10, exclude=ids, context=ids, chunk_elems=5 * N)  # 8 chunks
+        with mock.patch.object(ranking, "CHUNK_MIN_QUERIES", 1):  # chunks of chunk_elems scores only
+            return head.topk(hidden, 10, exclude=ids, context=ids, chunk_elems=5 * N)  # 8 chunks
 
     def metrics(ranking):
         from superbloom.evaluation.metrics import summarize, target_ranks

@@ -299,7 +299,9 @@ class HybridHead(FullHead):
         a candidate's top-k is taken over those ids and the network's best others
         (term_sums.SparseSums, ranking.sparse_best), not over all N. Chunks hold 4M scores (16 MB): larger
         ones came fresh from the OS at every allocation (glibc maps blocks over 32 MB), and the
-        page faults cost more than the scoring (benchmarks/results/large_vocab_validation_*.md)."""
+        page faults cost more than the scoring (benchmarks/results/large_vocab_validation_*.md);
+        but 32 queries at the least (ranking.chunk_queries), so that every id's output row is not
+        read again for every few queries."""
         if context is None:
             raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids

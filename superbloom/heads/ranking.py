@@ -154,6 +154,23 @@ def pad_to_k(vals: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.Tenso
     return vals, ids
 
 
+# queries per chunk at the least, whatever chunk_elems says, while their scores stay under
+# CHUNK_MAX_SCORES (128 MB): each chunk's scores come from one product with every id's output row
+# (N x d), read from memory once per chunk. At 957,363 ids chunks of 4 queries (4M scores) read the
+# 245 MB of rows once per 4 queries, and that product was 87% of an eval; 32 queries a chunk rank
+# the same lists in 0.6x the time there, 0.92x at 287,851 ids (64: 1.2x there, the larger blocks
+# cost more than the rows they save; benchmarks/results/chunk_queries{,_epinions}.md)
+CHUNK_MIN_QUERIES = 32
+CHUNK_MAX_SCORES = 1 << 25
+
+
+def chunk_queries(n: int, chunk_elems: int) -> int:
+    """Queries per chunk when n ids are scored: chunk_elems scores, or CHUNK_MIN_QUERIES queries while
+    their scores stay under CHUNK_MAX_SCORES (module attributes, read at each call), 1 at the least."""
+    n = max(1, n)
+    return max(chunk_elems // n, min(CHUNK_MIN_QUERIES, CHUNK_MAX_SCORES // n), 1)
+
+
 def chunked_topk(scores_of: Callable[[int, int], torch.Tensor], q: int, n: int, k: int,
                  exclude: torch.Tensor | None = None, chunk_elems: int = 1 << 20,
                  like: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,7 +193,7 @@ def chunked_topk_variants(variants_of: Callable[[int, int], Iterator[torch.Tenso
     taken over those alone (sparse_best); variants that yield the same candidate tensor
     (the same object) share its exclusion mask. -> [(vals, ids)] per variant, as chunked_topk's."""
     width = min(k, n)
-    step = max(1, chunk_elems // max(1, n))
+    step = chunk_queries(n, chunk_elems)
     vals, ids = [[] for _ in range(count)], [[] for _ in range(count)]
     for a in range(0, q, step):
         b = min(q, a + step)
