@@ -1,4 +1,4 @@
-"""What the queries-per-chunk floor of the exhaustive top-k (heads/ranking.py) costs and saves in `eval`.
+"""What the queries-per-chunk floor of the exhaustive top-k (heads/ranking.py) saves in `eval`.
 
     .venv/bin/python -m benchmarks.chunk_queries MODEL DATA --max-sets 2048 --floors 1,64 --name chunk_queries
 
