@@ -180,3 +180,17 @@ def test_registry_names_and_errors(wiki_data):
         EvalConfig(protocol="nope")
     with pytest.raises(ValueError, match="unknown protocol"):
         resolve("nope", wiki_data)
+
+
+def test_a_long_full_evaluation_names_max_sets(tiny_predictor, wiki_data, monkeypatch, caplog):
+    """examples x ids above SAMPLE_HINT_SCORES, no --max-sets: one line says how to evaluate a sample."""
+    from superbloom.evaluation import evaluate as ev
+
+    monkeypatch.setattr(ev, "SAMPLE_HINT_SCORES", 10)
+    with caplog.at_level("INFO", logger="superbloom.evaluation.evaluate"):
+        evaluate(tiny_predictor, wiki_data, EvalConfig(targets_per_set=1, baselines=()), progress=True)
+        hinted = [r.getMessage() for r in caplog.records if "--max-sets" in r.getMessage()]
+        caplog.clear()
+        evaluate(tiny_predictor, wiki_data, EvalConfig(max_sets=20, baselines=()), progress=True)
+        assert not [r for r in caplog.records if "--max-sets" in r.getMessage()]  # a sample asked for: no hint
+    assert len(hinted) == 1 and f"over all {wiki_data.n_ids:,} ids" in hinted[0]

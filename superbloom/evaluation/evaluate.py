@@ -29,6 +29,7 @@ eval.json), `report()` (the table a person reads), `save(dir)` / `load(dir)` (JS
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,12 @@ class EvalResult:
                    meta["baselines"], meta["head"], meta["variants"], ranks, targets, groups)
 
 
+log = logging.getLogger(__name__)
+# examples x ids above which a full evaluation names --max-sets (113,304 users x 957,363 ids: about
+# 17 minutes for the hybrid and its network alone on 2 cores, benchmarks/results/chunk_queries.md)
+SAMPLE_HINT_SCORES = 2e10
+
+
 def check_vocabulary(vocab, data: Dataset) -> None:
     """The model's ids must be the dataset's ids, in the same order (the int ids index both)."""
     if vocab.strings != data.vocab.strings:
@@ -123,6 +130,9 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     skipped = {name: entry.baseline_skipped(name, data) for name in entry.baselines(cfg)}
     ex = entry.examples(data, cfg, model_config)
     targets = entry.targets(ex)
+    if progress and not cfg.max_sets and len(targets) * data.n_ids > SAMPLE_HINT_SCORES:
+        log.info(f"ranking {len(targets):,} examples over all {data.n_ids:,} ids, for the model and each part "
+                 "and baseline: `eval --max-sets N` (EvalConfig.max_sets) evaluates N of them")
     t0 = time.time()
     with predictor.ranked_alongside() as alongside:  # variants ranked in the model's own pass (the network alone)
         ranking = entry.rank_model(predictor, ex, cfg, progress)
