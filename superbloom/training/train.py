@@ -137,11 +137,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             log.info("resume: " + format_alignment(aligned))
     else:
         hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
-        t0 = time.time()
         coherent_stats = CoherentStats() if hcfg.coherent else None
         with phases("the hash maps"):
             hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats)
-        hash_seconds = time.time() - t0
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.validation_seed)
@@ -160,11 +158,10 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     init = None
     init_name = resolve_init(cfg.init, data.n_ids, entry.auto_init)
     if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
-        t0 = time.time()
         with phases("the start"):
             init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
         if init is not None:
-            init["seconds"] = round(time.time() - t0, 2)
+            init["seconds"] = round(phases.seconds["the start"], 2)
     model.to(d.device)
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
@@ -182,7 +179,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             "kind": id_model_kind(data.meta), "dataset": dataset_record(cfg.data),
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
-            "hash_build_seconds": round(hash_seconds, 2), **({"init": init} if init else {}),
+            "hash_build_seconds": round(phases.seconds["the hash maps"], 2), **({"init": init} if init else {}),
             **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
             **({"head_built": head_built} if head_built else {}),
             **({"head_prepared": head_prepared} if head_prepared else {}), **(record or {})})
