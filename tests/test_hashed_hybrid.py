@@ -149,9 +149,12 @@ def test_the_merge_is_the_exhaustive_top_k(device, seed, hashing, k, mix, decay,
     assert_is_top_k(alone, term, order, k, range(q))
 
 
-def test_no_variants_and_the_superbloom_ranking_at_mix_zero():
+def test_the_term_alone_beside_the_superbloom_ranking_at_mix_zero():
     head = random_head(np.random.default_rng(0), 4, 2)
-    assert head.variants() == {}
+    assert list(head.variants()) == ["term alone"]  # the head is its network; its term beside it
+    h = BloomHash.build(N, HashConfig(4, 2, 0))
+    unfitted = HashedHybridHead(nn.Embedding(h.n_tokens, 8), h, head_config("hashed-hybrid"))
+    assert unfitted.variants() == {}  # no term built: nothing beside the network
     with head.ranked_alongside() as extra:
         pass
     assert extra == {}
@@ -159,6 +162,13 @@ def test_no_variants_and_the_superbloom_ranking_at_mix_zero():
     r = head.topk(hidden, 5, context, DecodeConfig(), context)
     plain = decode_topk(head.log_probs(hidden), head.buckets, head.inverse, 5, context, DecodeConfig())
     assert torch.equal(r.ids, plain.ids) and torch.equal(r.scores, plain.scores)
+    with head.variants()["term alone"]:
+        alone0 = head.topk(hidden, 5, context, DecodeConfig(), context)
+    head.mix.fill_(2.0)
+    with head.variants()["term alone"]:  # the term's ranking does not depend on the weight
+        alone2 = head.topk(hidden, 5, context, DecodeConfig(), context)
+    assert torch.equal(alone0.ids, alone2.ids) and torch.equal(alone0.scores, alone2.scores)
+    assert not torch.equal(alone0.ids, r.ids)
     with pytest.raises(ValueError, match="pass context"):
         head.topk(hidden, 5)
 

@@ -315,7 +315,11 @@ def test_a_fixed_mix_must_be_a_finite_weight_and_mix_0_reports_its_term_alone():
     fixed, chosen = make(mix=0.0)[1].head, make()[1].head
     assert list(fixed.variants()) == ["term alone"]  # the network alone, its term beside it
     assert fixed.describe() == {"name": "hybrid", "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease"}
-    assert chosen.variants() == {} and chosen.describe() == {"name": "hybrid"}  # chosen 0: the pure model
+    # chosen 0: the head is its network alone, its term reported beside it as at a fixed 0
+    assert list(chosen.variants()) == ["term alone"]
+    assert chosen.describe() == {"name": "hybrid", "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease"}
+    unfitted = make(build=False)[1].head  # no term built: nothing beside the network
+    assert unfitted.variants() == {} and unfitted.describe() == {"name": "hybrid"}
 
 
 def test_recency_weights_count_the_newest_id_most():
@@ -397,7 +401,7 @@ def test_the_network_alone_variant_is_the_hybrid_at_mix_0():
     pure = head.topk(hidden, 8, exclude=ctx, context=ctx)
     assert torch.equal(alone.ids, pure.ids) and torch.equal(alone.scores, pure.scores)
     assert not torch.equal(alone.ids, mixed.ids)  # the term changes the ranking at mix 10
-    assert head.variants() == {}  # mix 0: nothing to report beside the head
+    assert list(head.variants()) == ["term alone"]  # mix 0: the head is its network; its term beside it
 
 
 def test_the_network_alone_ranked_alongside_is_its_own_pass():

@@ -135,7 +135,9 @@ def test_bigram_hybrid_validation_chooses_and_eval_reports_its_parts(bigram_mode
     head.mix.fill_(0.0)
     res0 = sb.evaluate(p, sb.Dataset(text_data), sb.EvalConfig(max_sets=20), progress=False)
     np.testing.assert_array_equal(res0.ranks["model"], res.ranks["network_only"])
-    assert res0.variants == {}  # at mix 0 the head is the network: no parts to show
+    # at mix 0 the head is the network: its term alone beside it, the same ranking as at mix 3
+    assert set(res0.variants) == {"term_only"} and "hybrid (bigram x 0, eps 0.001)" in res0.report()
+    np.testing.assert_array_equal(res0.ranks["term_only"], res.ranks["term_only"])
 
 
 def test_bigram_head_script_refuses_a_missing_model_in_one_line(tmp_path, capsys):

@@ -303,9 +303,10 @@ class HashedHybridHead(SuperbloomHead):
         return int(self.values.numel()) + 1
 
     def variants(self) -> dict:
-        """With an item-item weight: the network alone (mix 0) and the term alone."""
+        """With an item-item weight: the network alone (mix 0) and the term alone; at weight 0 (the
+        validation chose the network alone) the term alone beside it, once a term is built (fit)."""
         if not float(self.mix):
-            return {}
+            return {"term alone": term_alone(self)} if self.values.numel() else {}
         return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
 
     def ranked_alongside(self):
@@ -317,7 +318,7 @@ class HashedHybridHead(SuperbloomHead):
 
     def describe(self) -> dict:
         out = {"name": self.cfg.name}
-        if float(self.mix):
+        if float(self.mix) or self.values.numel():  # a term built: reported beside the head at any weight
             out.update(item_mix=float(self.mix), item_term=self.term_name,
                        **({"item_eps": float(self.decay)} if self.bigram else {"item_decay": round(float(self.decay), 3)}))
             if self.term_name == "cooccurrence":

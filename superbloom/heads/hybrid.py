@@ -43,9 +43,10 @@ query batch, Batch.context); ids outside [0, N) add nothing. The masked set obje
 sequence objectives (sequence.py) train it. All the item-item math (EASE, the cosine, the patterns)
 is in itemitem.py, shared with the baselines.
 
-Variants (`variants()`, reported beside the head on the same examples, once a validation chose a
-mix > 0): "network alone" (mix 0: the pure model) and "term alone" (the chosen term with its decay
-and no network at all: score = the weighted sum over the context, ties by the smaller id).
+Variants (`variants()`, reported beside the head on the same examples): at a mix > 0 "network alone"
+(mix 0: the pure model) and "term alone" (the chosen term with its decay and no network at all:
+score = the weighted sum over the context, ties by the smaller id); at mix 0 (the head is its
+network alone) the term alone, once built.
 
 Ordered contexts (issue 12): the sum can weight a context id by `decay` ** age, age 0 for the
 newest id of the row (the ids are in the row's order, oldest first), so that the last items of a
@@ -249,11 +250,11 @@ class HybridHead(FullHead):
 
     def variants(self) -> dict:
         """With an item-item weight: the network alone (mix 0) and the term alone (no network),
-        ranked on the same examples; with the weight fixed at 0 (cfg.mix 0: the network alone, taught
-        by the term or not), the term alone beside it."""
+        ranked on the same examples; at weight 0 (fixed by cfg.mix 0, or chosen: the head is its
+        network alone) the term alone beside it, once a term is built (fit)."""
         if float(self.mix):
             return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
-        return {"term alone": term_alone(self)} if self.cfg.mix == 0 else {}
+        return {"term alone": term_alone(self)} if self.values.numel() else {}
 
     def ranked_alongside(self):
         """The network alone (mix 0) ranked in the hybrid's own passes: the same network scores, one
@@ -262,10 +263,10 @@ class HybridHead(FullHead):
         return ranked_alongside(self, (float(self.mix), decay, slot), {"network alone": (0.0, decay, slot)})
 
     def describe(self) -> dict:
-        """The head's name, and with an item-item weight (or a fixed one, 0 included: the term is
-        reported beside it, variants) the mix, decay and term."""
+        """The head's name, and once a term is built (the term is reported beside the head at any
+        weight, 0 included: variants) the mix, decay and term."""
         out = super().describe()
-        if float(self.mix) or self.cfg.mix == 0:
+        if float(self.mix) or self.values.numel():
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
                        item_term=self.term_names()[int(self.alt)])
         return out
