@@ -58,3 +58,25 @@ def test_library_use_logs_records_and_prints_nothing(wiki_data, tmp_path, capsys
     assert any(r.name == "superbloom.training.loop" and r.getMessage().startswith("trained 2 steps")
                for r in caplog.records)
     assert "parameters" not in capsys.readouterr().out
+
+
+def test_train_warns_when_its_validation_has_few_sets(wiki_data, tmp_path, caplog):
+    """A small dataset at the default --val-fraction validates on a handful of sets (umls: 2 of 121):
+    train says so, and names the fraction that would hold out FEW_VALIDATION_SETS."""
+    from superbloom.training.train import FEW_VALIDATION_SETS, few_validation_sets
+
+    def warnings(fraction):
+        caplog.clear()
+        cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / f"m{fraction}"), val_fraction=fraction,
+                             hash=sb.HashConfig(alpha=8), model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                             loop=sb.LoopConfig(steps=1, batch_size=16, eval_every=0, threads=1))
+        with caplog.at_level(logging.INFO, logger="superbloom"):
+            sb.train(cfg, progress=False)
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "validation on" in r.getMessage()]
+
+    few = warnings(0.003)  # ~13 of the embedded links' ~4,400 training sets
+    assert len(few) == 1 and few[0].startswith("validation on ") and "--val-fraction 0.01 " in few[0]
+    assert warnings(0.02) == []  # the default there: ~90 sets
+    assert few_validation_sets(2, 121, 0.02).startswith("validation on 2 sets (0.02 of 121)")
+    assert f"--val-fraction 0.17 holds out about {FEW_VALIDATION_SETS + 1} " in few_validation_sets(2, 121, 0.02)
+    assert "no BEST checkpoint" in few_validation_sets(0, 13, 0.02)  # nations: 13 sets, none for validation

@@ -243,7 +243,7 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids"
                          f"{' and a label' if cfg.embed.supervised else ''}; need at least one batch "
-                         f"({cfg.loop.batch_size}); lower --batch-size")
+                         f"({cfg.loop.batch_size}); lower --batch-size (to {len(train_rows)} or less)")
     torch.manual_seed(cfg.loop.seed)
     net = SetEmbedder(cfg.model, cfg.embed, hashing, n_labels=len(table.names) if table else 0,
                       bank_labels=torch.from_numpy(labels[train_rows]) if objective(cfg.embed.objective).bank else None,

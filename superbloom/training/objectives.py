@@ -209,7 +209,7 @@ def _sequence_objective(x: ObjectiveInputs, min_length: int, make_batch) -> Obje
     rows = rows[lengths[rows] >= min_length]
     if len(rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(rows)} training sequences; need at least one batch "
-                         f"({cfg.loop.batch_size}); lower --batch-size")
+                         f"({cfg.loop.batch_size}); lower --batch-size (to {len(rows)} or less)")
 
     def epoch(e: int) -> list[np.ndarray]:  # a function of (seed, epoch) only
         rng = np.random.default_rng([cfg.loop.seed, 2, e])

@@ -76,6 +76,19 @@ def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
     return config_changes(before, cfg.to_dict(), ARCHITECTURE)
 
 
+FEW_VALIDATION_SETS = 20  # below this many validation sets, train says the choices on them are noisy
+
+
+def few_validation_sets(n_val: int, n_rows: int, fraction: float) -> str:
+    """The warning for a validation of few sets (a small dataset at the default --val-fraction): what
+    is chosen on it, and the fraction that would hold out FEW_VALIDATION_SETS."""
+    wanted = min(0.5, np.ceil(100 * FEW_VALIDATION_SETS / max(n_rows, 1)) / 100)
+    chosen = ("no BEST checkpoint is chosen (the last is kept) and a hybrid's item-item weight stays 0" if not n_val
+              else "the BEST checkpoint (and a hybrid's item-item weight) are chosen on few held-out ids")
+    return (f"validation on {n_val} sets ({fraction:g} of {n_rows:,}): {chosen}; "
+            f"--val-fraction {wanted:g} holds out about {round(wanted * n_rows)} (taken from the training sets)")
+
+
 class Phases:
     """Wall seconds of train()'s steps around the loop, for its last line: where the time went (a
     30 s budget at 287,851 ids was 80 s in all, and nothing said why)."""
@@ -165,7 +178,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     model.to(d.device)
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
-                         f"need at least one batch ({cfg.loop.batch_size}); lower --batch-size")
+                         f"need at least one batch ({cfg.loop.batch_size}); "
+                         f"lower --batch-size (to {len(train_rows)} or less)")
     # training-only structure (heads/base.py: prepare), on every run: a resumed one rebuilds it
     with phases("the head's training structures"):
         head_prepared = model.head.prepare(data.train, training_rows(data, train_rows, entry.ordered),
@@ -191,6 +205,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
                  f"(alpha={hcfg.alpha}, m={hcfg.m}); "
                  f"{obj.data_line or f'{len(train_rows):,} training sets, {len(val_rows):,} validation'}; "
                  f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
+        if not obj.data_line and cfg.val_fraction and len(val_rows) < FEW_VALIDATION_SETS:
+            log.warning(few_validation_sets(len(val_rows), len(train_rows) + len(val_rows), cfg.val_fraction))
         if init:
             log.info(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
                      f"{init['tokens']:,} tokens in {init['seconds']} s")
