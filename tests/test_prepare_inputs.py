@@ -210,6 +210,7 @@ def test_format_auto_reads_what_the_file_name_says(tmp_path, capsys):
     (tmp_path / "parts" / "_SUCCESS").write_text("")
     pq.write_table(pa.table({"u": ["a"], "i": ["b"]}), tmp_path / "parts" / "part-0.parquet")
     names = {"x.csv": "csv", "x.CSV.gz": "csv", "x.parquet": "parquet", "x.pq": "parquet", "x.jsonl.gz": "jsonl",
+             "item2attributes.json": "json", "x.JSON.gz": "json",
              "x.ndjson": "jsonl", "links.tsv": None, "links.tsv.gz": None, "sets.txt": None, "noext": None,
              "parts/*.parquet": "parquet", "parts": "parquet"}
     assert {n: format_from_name(tmp_path / n) for n in names} == names

@@ -91,6 +91,46 @@ def test_jsonl_errors(tmp_path, line, why):
     assert got == [("ok", "x")] and stats.malformed == 1
 
 
+def test_json_document_as_an_object_or_an_array_of_sets(tmp_path):
+    """The json format (one document: S3-Rec's item2attributes.json is an object {item: [attribute ids]})
+    gives the same links as the same sets in jsonl; an array holds set objects or id lists."""
+    (tmp_path / "o.json").write_text('{"4": [1, 2, 3], "83": [4, 5],\n "x": ["a"]}')
+    got, stats = links(tmp_path / "o.json", ReadConfig("json"))
+    assert got == [("4", "1"), ("4", "2"), ("4", "3"), ("83", "4"), ("83", "5"), ("x", "a")] and stats.lines == 3
+    (tmp_path / "o.jsonl").write_text('{"set": 4, "ids": [1, 2, 3]}\n{"set": 83, "ids": [4, 5]}\n{"set": "x", "ids": ["a"]}\n')
+    assert links(tmp_path / "o.jsonl", ReadConfig("jsonl"))[0] == got
+    with gzip.open(tmp_path / "a.json.gz", "wt") as f:
+        f.write('[{"set": "s", "ids": ["x", "y"]}, ["z", 7]]')
+    assert links(tmp_path / "a.json.gz", ReadConfig("json"))[0] == [("s", "x"), ("s", "y"), ("1", "z"), ("1", "7")]
+
+
+@pytest.mark.parametrize("doc,why", [
+    ('{"a": ["x"],\n "b": ["y"', r"o\.json:2: invalid JSON"),  # the line of the syntax error
+    ('"a"', r"o\.json: expected a JSON object \{set: \[ids\], ...\} or an array of sets, got a JSON str"),
+])
+def test_json_document_errors(tmp_path, doc, why):
+    (tmp_path / "o.json").write_text(doc)
+    with pytest.raises(InputError, match=why):
+        links(tmp_path / "o.json", ReadConfig("json", skip_malformed=True))
+
+
+@pytest.mark.parametrize("doc,why", [
+    ('{"ok": ["x"], "b": "y"}', r"set 'b': expected a collection of ids .*got str"),
+    ('{"ok": ["x"], "b": {"y": 1}}', r"set 'b': expected a collection of ids .*got dict"),
+    ('{"ok": ["x"], "b": [["y"]]}', r"set 'b': ids must be strings, numbers"),
+    ('[{"set": "ok", "ids": ["x"]}, {"name": "b"}]', r"element 1: expected a list of ids or an object with keys "
+                                                        r"'set' and 'ids', got keys \['name'\]"),
+    ('[["x"], 3]', r"element 1: expected .* got a JSON int"),
+])
+def test_json_malformed_sets_are_named_or_skipped_and_counted(tmp_path, doc, why):
+    p = tmp_path / "o.json"
+    p.write_text(doc)
+    with pytest.raises(InputError, match=rf"o\.json: {why}.*--skip-malformed"):
+        links(p, ReadConfig("json"))
+    got, stats = links(p, ReadConfig("json", skip_malformed=True))
+    assert [i for _, i in got] == ["x"] and stats.malformed == 1 and "o.json: " in stats.examples[0]
+
+
 def test_parquet_rows_and_lists(tmp_path):
     p = tmp_path / "l.parquet"
     pq.write_table(pa.table({"page": ["a", "a", "b"], "link": [1, 2, 3]}), p)

@@ -26,12 +26,13 @@ def _add_prepare(sub):
     p.add_argument("input", help="input file (.gz allowed for text formats); for parquet, csv and tsv also a "
                                  "directory or a quoted glob ('parts/*.parquet'), its files read in sorted order")
     p.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
-                   help="auto (the default): csv, parquet or jsonl where the file name says so (.csv, .parquet, "
-                        ".jsonl, .ndjson, also .gz; a directory by its files), tsv / csv for a tab / comma "
+                   help="auto (the default): csv, parquet, jsonl or json where the file name says so (.csv, "
+                        ".parquet, .jsonl, .ndjson, .json, also .gz; a directory by its files), tsv / csv for a tab / comma "
                         "separated file whose line 1 is a header above numeric ids, lines for a file of "
                         "space-separated lines (no tab; edges --delimiter space where every line has the same "
                         "three or more fields), else edges; "
-                        "edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]}; "
+                        "edges: set<TAB>id per line; lines: 'set id id ...'; jsonl: {\"set\":..,\"ids\":[..]} per line; "
+                        "json: one document, {\"set\": [ids], ..} or an array of sets (read whole, in memory); "
                         "parquet: one row per link, columns by position or name; csv / tsv: a header row of "
                         "column names, then comma / tab separated rows with quoted fields")
     p.add_argument("--out", required=True, help="output dataset directory")

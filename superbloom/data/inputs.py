@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from .columns import chosen_columns, table_links
 from .read_config import InputError, Links, ReadConfig, ReadStats
-from .readers import check_input, read_chunks, undirected_links
+from .readers import check_input, read_chunks, sets_chunks, undirected_links
 
 _CHUNK_LINKS = 1 << 20  # links per chunk from the sparse and iterable adapters
 
@@ -148,33 +148,8 @@ def _is_sets(obj) -> bool:
 
 
 def _sets_chunks(obj, cfg: ReadConfig, stats: ReadStats):
-    """One Python `str` per id (the ids are Python objects already); chunks of about _CHUNK_LINKS links."""
-    items = obj.items() if isinstance(obj, Mapping) else enumerate(obj)
-    sets, ids, sizes = [], [], []
-    for key, members in items:
-        stats.lines += 1
-        if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
-            raise InputError(f"set {key!r}: expected a collection of ids (a list, tuple, set, ...), got "
-                             f"{type(members).__name__}")
-        values = list(members)
-        if any(x is None or isinstance(x, (list, tuple, dict, set, frozenset)) for x in values):
-            raise InputError(f"set {key!r}: ids must be strings, numbers or other scalar values")
-        strings = [str(x) for x in values]
-        if isinstance(members, (set, frozenset)):
-            strings.sort()
-        sets.append(str(key))
-        sizes.append(len(strings))
-        ids.extend(strings)
-        if len(ids) >= _CHUNK_LINKS:
-            yield _owned(sets, sizes), pa.array(ids, pa.string())
-            sets, ids, sizes = [], [], []
-    if ids:
-        yield _owned(sets, sizes), pa.array(ids, pa.string())
-
-
-def _owned(sets: list[str], sizes: list[int]) -> pa.Array:
-    """Each set key repeated once per id: (links,) strings."""
-    return pa.array(sets, pa.string()).take(pa.array(np.repeat(np.arange(len(sets)), sizes)))
+    """One Python `str` per id (the ids are Python objects already); readers.sets_chunks."""
+    return sets_chunks(obj.items() if isinstance(obj, Mapping) else enumerate(obj), stats, skip=cfg.skip_malformed)
 
 
 # ------------------------------------------------------------------------------ the registry

@@ -13,10 +13,11 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-FORMATS = ("edges", "lines", "jsonl", "parquet", "csv", "tsv")
+FORMATS = ("edges", "lines", "jsonl", "json", "parquet", "csv", "tsv")
 COLUMNAR = ("parquet", "csv", "tsv")  # columns have names; a directory or glob of files is accepted
 # what a file name says (`prepare --format auto`); .tsv and .txt say nothing: edges, lines or tsv alike
-NAMED_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+NAMED_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                 ".json": "json"}
 MAX_EXAMPLES = 5  # malformed lines quoted in the summary
 _SKIP_HINT = " (pass --skip-malformed to skip and count such lines)"
 
@@ -96,7 +97,11 @@ class ReadStats:
         return {"fields_per_line": self.columns} if self.columns > 2 else {}
 
     def malformed_line(self, path, line: int, why: str, skip: bool):
-        msg = f"{path}:{line}: {why}"
+        self.malformed_entry(f"{path}:{line}: {why}", skip)
+
+    def malformed_entry(self, msg: str, skip: bool):
+        """A malformed line or entry (`msg` names the file and where in it): counted with `skip`, else
+        an InputError."""
         if not skip:
             raise InputError(msg + _SKIP_HINT)
         self.count_malformed(msg)

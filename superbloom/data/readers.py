@@ -7,6 +7,9 @@ Formats (DESIGN.md, "raw ids"):
            without quoting) splits the same way, every occurrence a field boundary
   lines    one set per line, whitespace separated: `set id id ...` (the S3-Rec files)
   jsonl    one JSON object per line: {"set": ..., "ids": [...]}
+  json     one JSON document, parsed whole (in memory; jsonl streams): an object {set: [ids], ...} (the
+           S3-Rec item2attributes files), an array of {"set": ..., "ids": [...]} objects, or an array of
+           id lists (set key: the position)
   parquet  one row per link; columns by position (default: the first two) or by NAME; an id column of
            lists is exploded; a directory or a glob of Parquet files is read file by file, in sorted order
   csv/tsv  comma / tab separated with a header row and quoted fields (RFC 4180: "a, b" is one field,
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import glob
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Iterator
 
@@ -75,7 +79,7 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
         elif cfg.format in HEADER_DELIMITER:
             chunks = read_csv(one, cfg, stats, head)
         else:
-            reader = {"lines": _read_lines, "jsonl": _read_jsonl, "parquet": read_parquet}[cfg.format]
+            reader = {"lines": _read_lines, "jsonl": _read_jsonl, "json": _read_json, "parquet": read_parquet}[cfg.format]
             chunks = reader(one, cfg, stats)
         yield from undirected_links(chunks, cfg, stats)
 
@@ -364,3 +368,76 @@ def _read_jsonl(path: Path, cfg: ReadConfig, stats: ReadStats):
         if ids:
             owner = np.repeat(np.arange(len(sets)), owners)
             yield pa.array(sets, pa.string()).take(pa.array(owner)), pa.array([str(x) for x in ids], pa.string())
+
+
+_SETS_CHUNK_LINKS = 1 << 20  # links per chunk from sets_chunks
+
+
+def _read_json(path: Path, cfg: ReadConfig, stats: ReadStats):
+    """One JSON document (parsed whole): an object {set: [ids]}, an array of {set_field: .., ids_field:
+    [..]} objects, or an array of id lists (the position is the set key). InputError naming the file,
+    and the line and column of a syntax error."""
+    text = scan_text(path, "json", limit=1 << 62)  # the whole (decompressed, UTF-8 checked) text
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno}); the json format is one "
+                         "document (an object {set: [ids]} or an array of sets); jsonl is one object per line") from None
+    if isinstance(doc, Mapping):
+        items = doc.items()
+    elif isinstance(doc, list):
+        items = _json_array_sets(path, doc, cfg, stats)
+    else:
+        raise InputError(f"{path}: expected a JSON object {{set: [ids], ...}} or an array of sets, got a JSON "
+                         f"{type(doc).__name__}")
+    yield from sets_chunks(items, stats, where=f"{path}: ", skip=cfg.skip_malformed)
+
+
+def _json_array_sets(path: Path, doc: list, cfg: ReadConfig, stats: ReadStats):
+    """(set key, ids) of each element of a JSON array: an object with the set and ids fields, or a list
+    of ids (its position the key); another element is malformed (counted with skip_malformed)."""
+    for i, x in enumerate(doc):
+        if isinstance(x, list):
+            yield str(i), x
+        elif isinstance(x, dict) and cfg.set_field in x and cfg.ids_field in x:
+            yield x[cfg.set_field], x[cfg.ids_field]
+        else:
+            stats.lines += 1
+            got = f"keys {sorted(x)}" if isinstance(x, dict) else f"a JSON {type(x).__name__}"
+            stats.malformed_entry(f"{path}: element {i}: expected a list of ids or an object with keys "
+                                  f"{cfg.set_field!r} and {cfg.ids_field!r}, got {got}", cfg.skip_malformed)
+
+
+def sets_chunks(items: Iterable, stats: ReadStats, where: str = "", skip: bool = False) -> Iterator[Chunk]:
+    """(set key, ids) pairs -> (set keys, id keys) string chunks of about _SETS_CHUNK_LINKS links; one
+    Python `str` per id (the ids are Python objects already: a mapping read from JSON, or the sets of
+    inputs.py). A Python set or frozenset has no order: its ids are sorted (as strings), so the dataset
+    does not depend on hash seeds. A set whose ids are not a collection of scalars is an InputError
+    (`where` + the key), or with `skip` counted as malformed."""
+    sets, ids, sizes = [], [], []
+    for key, members in items:
+        stats.lines += 1
+        if isinstance(members, (str, bytes, Mapping)) or not isinstance(members, Iterable):
+            stats.malformed_entry(f"{where}set {key!r}: expected a collection of ids (a list, tuple, set, ...), "
+                                  f"got {type(members).__name__}", skip)
+            continue
+        values = list(members)
+        if any(x is None or isinstance(x, (list, tuple, dict, set, frozenset)) for x in values):
+            stats.malformed_entry(f"{where}set {key!r}: ids must be strings, numbers or other scalar values", skip)
+            continue
+        strings = [str(x) for x in values]
+        if isinstance(members, (set, frozenset)):
+            strings.sort()
+        sets.append(str(key))
+        sizes.append(len(strings))
+        ids.extend(strings)
+        if len(ids) >= _SETS_CHUNK_LINKS:
+            yield _owned(sets, sizes), pa.array(ids, pa.string())
+            sets, ids, sizes = [], [], []
+    if ids:
+        yield _owned(sets, sizes), pa.array(ids, pa.string())
+
+
+def _owned(sets: list[str], sizes: list[int]) -> pa.Array:
+    """Each set key repeated once per id: (links,) strings."""
+    return pa.array(sets, pa.string()).take(pa.array(np.repeat(np.arange(len(sets)), sizes)))
