@@ -212,7 +212,10 @@ def test_format_auto_reads_what_the_file_name_says(tmp_path, capsys):
     names = {"x.csv": "csv", "x.CSV.gz": "csv", "x.parquet": "parquet", "x.pq": "parquet", "x.jsonl.gz": "jsonl",
              "item2attributes.json": "json", "x.JSON.gz": "json",
              "x.ndjson": "jsonl", "links.tsv": None, "links.tsv.gz": None, "sets.txt": None, "noext": None,
-             "parts/*.parquet": "parquet", "parts": "parquet"}
+             "parts/*.parquet": "parquet", "parts": "parquet", "notes": None}
+    (tmp_path / "notes").mkdir()  # a directory is read only in a columnar format: its .json / .jsonl say nothing
+    (tmp_path / "notes" / "a.json").write_text("{}")
+    (tmp_path / "notes" / "b.jsonl").write_text("")
     assert {n: format_from_name(tmp_path / n) for n in names} == names
     edges = write_edges(tmp_path / "links.tsv", rows)
     assert main(["prepare", str(edges), "--out", str(tmp_path / "e"), "--quiet"]) == 0

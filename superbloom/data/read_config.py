@@ -24,11 +24,12 @@ _SKIP_HINT = " (pass --skip-malformed to skip and count such lines)"
 
 def format_from_name(path: str | Path) -> str | None:
     """The format a file name says (NAMED_FORMATS; a .gz after it allowed), of a quoted glob its pattern,
-    of a directory its first such file; None where the name says nothing."""
+    of a directory its first file of a COLUMNAR format (the formats read from a directory); None where
+    the name says nothing."""
     path = Path(path)
     if path.is_dir():
         files = (f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith((".", "_")))
-        return next((fmt for fmt in map(format_from_name, files) if fmt), None)
+        return next((fmt for fmt in map(format_from_name, files) if fmt in COLUMNAR), None)
     suffixes = [x.lower() for x in path.suffixes]
     if suffixes[-1:] == [".gz"]:
         suffixes.pop()
