@@ -126,7 +126,11 @@ def test_evaluate_reports_the_networks_alone_and_the_term_alone(members, wiki_da
     assert set(res.variants) == {"network_only", "term_only"} and res.head["members"] == 2
     alone = sb.evaluate(sb.Ensemble.load([members["full0"], members["hybrid"]], mix=0.0, mmap=False), wiki_data, cfg,
                         progress=False)
-    assert not alone.variants and res.variants["network_only"] == alone.model
+    # at weight 0 the ensemble is its networks alone: its term alone beside it, the same as at weight 3
+    assert set(alone.variants) == {"term_only"} and res.variants["network_only"] == alone.model
+    assert alone.variants["term_only"] == res.variants["term_only"]
+    plain = sb.Ensemble.load([members["full0"]], mix=0.0, mmap=False)  # no member with a term: nothing beside it
+    assert plain.variants() == {}
     hyb = sb.load(members["hybrid"], mmap=False)
     with mixed(hyb.model.head, 3.0):
         own = sb.evaluate(hyb, wiki_data, cfg, progress=False)

@@ -104,8 +104,11 @@ class Ensemble(Predictor):
         return out
 
     def variants(self) -> dict:
-        """With a term weight: the networks alone (mix 0) and the term alone, on the same examples (evaluate)."""
-        return {"network alone": self._as(0.0, False), "term alone": self._as(self.mix, True)} if self.mix else {}
+        """With a term weight: the networks alone (mix 0) and the term alone, on the same examples (evaluate);
+        at weight 0 (the ensemble is its networks alone) the term alone, where a member has a term."""
+        if not self.mix:
+            return {"term alone": self._as(0.0, True)} if self.term_member is not None else {}
+        return {"network alone": self._as(0.0, False), "term alone": self._as(self.mix, True)}
 
     def ranked_alongside(self):
         """Each variant is ranked by a pass of its own (Predictor.ranked_alongside's dict stays empty)."""
