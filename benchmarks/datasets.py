@@ -64,6 +64,7 @@ LINES = sb.ReadConfig("lines")  # `user id id ...`, one user a line
 # `user id`, one link a line (BERT4Rec's file). Read as LINES it prepares to the same arrays, byte for byte
 # (checked for the sets and the leave-one-out split); only meta.json's recorded read settings differ.
 PAIRS = sb.ReadConfig("edges", delimiter=" ")
+JSON = sb.ReadConfig("json")  # one document {set: [ids]}
 
 DATASETS = {
     "wikispeedia": Source("wikispeedia/links.tsv", "sets", EDGES,
@@ -78,6 +79,16 @@ DATASETS = {
     "epinions": Source("epinions/epinions_ratings.tsv.gz", "sets", EDGES,
                        "Epinions ratings: the items a user rated form a set (296K items, long tail)",
                        "Tang et al. 2012", header="user\titem\tcategory\trating\thelpfulness\ttime"),
+    # S3-Rec's item attributes (one JSON object {item: [attribute ids]}): an item's attributes form a set
+    "beauty-attributes": Source("s3rec/Beauty_item2attributes.json", "sets", JSON,
+                                "S3-Rec Amazon Beauty item attributes: an item's categories and brand form a set",
+                                "S3-Rec repository (CIKM 2020)"),
+    "toys-attributes": Source("s3rec/Toys_and_Games_item2attributes.json", "sets", JSON,
+                              "S3-Rec Amazon Toys and Games item attributes: an item's categories and brand",
+                              "S3-Rec repository (CIKM 2020)"),
+    "lastfm-attributes": Source("s3rec/LastFM_item2attributes.json", "sets", JSON,
+                                "S3-Rec LastFM artist attributes: an artist's tags form a set",
+                                "S3-Rec repository (CIKM 2020)"),
     "beauty-s3rec": Source("s3rec/Beauty.txt", "sequences", LINES,
                            "S3-Rec Amazon Beauty: a user's items in time order", "S3-Rec repository (CIKM 2020)"),
     "toys": Source("s3rec/Toys_and_Games.txt", "sequences", LINES,

@@ -206,43 +206,51 @@ def baseline_ranks(name: str, split: str, data: sb.Dataset, ex: Examples, which=
 
 
 def run(datasets: list[str], recipes: list[str], steps: int, split: str, baselines=BASELINES) -> list[dict]:
-    torch.set_num_threads(THREADS)
     rows = []
     for name in datasets:
         data = split_dataset(name, split)
-        ex = examples(data)
-        base = baseline_ranks(name, split, data, ex, baselines)
-        groups = ex.set_rows
-        common = {"dataset": name, "split": split, "ids": data.n_ids, "train_sets": len(data.train),
-                  "examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum())}
-        for b, v in base.items():
-            row = dict(common, method=b)
-            if b in BASELINE_PARAMETERS and "skipped" not in v:
-                row["parameters"] = BASELINE_PARAMETERS[b](data.n_ids)
-            row.update(v if "skipped" in v else dict(metrics(v["ranks"], groups), seconds=v["seconds"]))
-            row.pop("ranks", None)
+        rows += run_on(name, split, data, examples(data), recipes, steps, baselines)
+    return rows
+
+
+def run_on(name: str, split: str, data: sb.Dataset, ex: Examples, recipes: list[str], steps: int,
+           baselines=BASELINES) -> list[dict]:
+    """The rows of one dataset (`name`: its models' and baselines' cache names): the baselines, then
+    each recipe's model and its variants, with the paired intervals."""
+    torch.set_num_threads(THREADS)
+    rows = []
+    base = baseline_ranks(name, split, data, ex, baselines)
+    groups = ex.set_rows
+    common = {"dataset": name, "split": split, "ids": data.n_ids, "train_sets": len(data.train),
+              "examples": int(len(ex.targets)), "targets_unseen": int((ex.targets < 0).sum())}
+    for b, v in base.items():
+        row = dict(common, method=b)
+        if b in BASELINE_PARAMETERS and "skipped" not in v:
+            row["parameters"] = BASELINE_PARAMETERS[b](data.n_ids)
+        row.update(v if "skipped" in v else dict(metrics(v["ranks"], groups), seconds=v["seconds"]))
+        row.pop("ranks", None)
+        rows.append(row)
+    for r in recipes:
+        rec = model_ranks(name, split, r, steps, data, ex)
+        variants = rec["variant_ranks"]  # {"network_only": (E,), "term_only": (E,)} for a hybrid, else {}
+        runs = [(r, rec["ranks"], dict(variants))]  # a hybrid head's row, then its variants' rows beside it
+        runs += [(f"{r} {v.replace('_', ' ')}", vr, {"term_only": variants["term_only"]}
+                  if v == "network_only" and "term_only" in variants else {}) for v, vr in variants.items()]
+        for recipe_name, ranks, versus in runs:
+            row = dict(common, method="superbloom",
+                       **{k: v for k, v in rec.items() if k not in ("ranks", "variant_ranks", "recipe")},
+                       recipe=recipe_name)
+            row.update(metrics(ranks, groups))
+            for b in base:  # every baseline ranked here (item2vec, ALS too when asked for)
+                if "ranks" in base[b]:
+                    row[f"vs_{b}_rec@10"] = paired(hits_at(ranks, 10), hits_at(base[b]["ranks"], 10), groups)
+            for v, vr in versus.items():  # hybrid - each variant; network alone - term alone
+                row[f"vs_{v}_rec@10"] = paired(hits_at(ranks, 10), hits_at(vr, 10), groups)
             rows.append(row)
-        for r in recipes:
-            rec = model_ranks(name, split, r, steps, data, ex)
-            variants = rec["variant_ranks"]  # {"network_only": (E,), "term_only": (E,)} for a hybrid, else {}
-            runs = [(r, rec["ranks"], dict(variants))]  # a hybrid head's row, then its variants' rows beside it
-            runs += [(f"{r} {v.replace('_', ' ')}", vr, {"term_only": variants["term_only"]}
-                      if v == "network_only" and "term_only" in variants else {}) for v, vr in variants.items()]
-            for recipe_name, ranks, versus in runs:
-                row = dict(common, method="superbloom",
-                           **{k: v for k, v in rec.items() if k not in ("ranks", "variant_ranks", "recipe")},
-                           recipe=recipe_name)
-                row.update(metrics(ranks, groups))
-                for b in base:  # every baseline ranked here (item2vec, ALS too when asked for)
-                    if "ranks" in base[b]:
-                        row[f"vs_{b}_rec@10"] = paired(hits_at(ranks, 10), hits_at(base[b]["ranks"], 10), groups)
-                for v, vr in versus.items():  # hybrid - each variant; network alone - term alone
-                    row[f"vs_{v}_rec@10"] = paired(hits_at(ranks, 10), hits_at(vr, 10), groups)
-                rows.append(row)
-                print(f"{name} [{split}] {recipe_name} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
-                      f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
-                      f"EASE {rows_metric(rows, name, split, 'ease')}, "
-                      f"PureSVD {rows_metric(rows, name, split, 'puresvd')})", flush=True)
+            print(f"{name} [{split}] {recipe_name} {rec['steps']} steps {rec['train_seconds']:.0f} s: rec@10 "
+                  f"{row['rec@10']:.4f} (co-occurrence {rows_metric(rows, name, split, 'cooccurrence')}, "
+                  f"EASE {rows_metric(rows, name, split, 'ease')}, "
+                  f"PureSVD {rows_metric(rows, name, split, 'puresvd')})", flush=True)
     return rows
 
 
