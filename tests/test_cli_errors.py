@@ -11,9 +11,9 @@ DATA, MODEL, OTHER = "{data}", "{model}", "{other}"
 
 # (id, argv, words the message must contain)
 CASES = [
-    ("predict-k-0", ["predict", MODEL, "Jazz", "--k", "0"], ["argument --k", "expected a number >= 1, got 0"]),
-    ("predict-k-negative", ["predict", MODEL, "Jazz", "--k", "-3"], ["argument --k", ">= 1, got -3"]),
-    ("predict-k-text", ["predict", MODEL, "Jazz", "--k", "ten"], ["argument --k", "expected an integer, got 'ten'"]),
+    ("predict-k-0", ["predict", MODEL, "Jazz", "--k", "0"], ["argument -k/--k", "expected a number >= 1, got 0"]),
+    ("predict-k-negative", ["predict", MODEL, "Jazz", "--k", "-3"], ["argument -k/--k", ">= 1, got -3"]),
+    ("predict-k-text", ["predict", MODEL, "Jazz", "--k", "ten"], ["argument -k/--k", "expected an integer, got 'ten'"]),
     ("predict-beam-0", ["predict", MODEL, "Jazz", "--beam", "0"], ["argument --beam", ">= 1"]),
     ("predict-only-unknown", ["predict", MODEL, "Nope_1", "Nope_2"],
      ["none of the 2 ids is in the model's vocabulary", "Nope_1"]),

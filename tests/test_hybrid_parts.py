@@ -131,3 +131,28 @@ def test_predict_and_serve_rank_by_one_part(outs, capsys):
         served = client.post("/v1/predict", json={"context": context, "k": 8}).json()
         info = client.get("/v1/model").json()
     assert [p["id"] for p in served["predictions"]] == [i for i, _ in want["term"]] and info["part"] == "term"
+
+
+def test_a_hybrid_at_weight_0_ranks_by_its_network_as_a_whole_and_its_term_as_a_part(outs, capsys):
+    """At weight 0 (chosen by the validation, or fixed) a hybrid is its network alone: `--part network`
+    ranks as the whole model does, `--part term` by its term; `-k` is `--k`."""
+    from superbloom.cli import main
+    from superbloom.heads.parts import mixed
+    from superbloom.inference.loader import load
+
+    context = ["Jazz", "Miles_Davis", "Piano"]
+    whole = load(outs["hybrid"], threads=1)
+    with mixed(whole.model.head, 0.0):
+        assert list(whole.variants()) == ["term alone"]
+        want = whole.predict(context, k=8).items
+        with whole.variants()["term alone"]:
+            term = whole.predict(context, k=8).items
+        net = load(outs["hybrid"], threads=1)
+        net.model.head.mix.fill_(0.0)
+        from superbloom.inference.parts import rank_by
+        assert rank_by(net, "network").part == "network" and net.predict(context, k=8).items == want
+        t = load(outs["hybrid"], threads=1)
+        t.model.head.mix.fill_(0.0)
+        assert rank_by(t, "term").predict(context, k=8).items == term != want
+    assert main(["predict", str(outs["hybrid"]), *context, "-k", "3", "--json", "--threads", "1"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["predictions"]) == 3

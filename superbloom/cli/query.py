@@ -80,7 +80,7 @@ def _add_predict(sub):
                                    "context of a JSONL or Parquet file into a Parquet file (--output).")
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="*", help="context ids (without --input)")
-    p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
+    p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--allow", metavar="FILE", help="only return ids of this file (one id per line); exact decoding "
                    "is exact among them")
@@ -150,7 +150,7 @@ def _add_expand(sub):
                    "softmax(score / temperature) over the top k (default %(default)s)")
     p.add_argument("--temperature", type=checks.TEMPERATURE, default=x("temperature"),
                    help="sample: temperature (default %(default)s)")
-    p.add_argument("--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
+    p.add_argument("-k", "--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
     p.add_argument("--json", action="store_true")
     add_part_arg(p)
@@ -165,7 +165,7 @@ def _add_similar(sub):
                           description="Item vectors are the mean of each id's m input token embeddings "
                                       "(inference/vectors.py).")
     p.add_argument("id", help="an id of the vocabulary")
-    p.add_argument("--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
+    p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
     finish_model_command(p, cmd_similar)
 
 

@@ -156,7 +156,7 @@ def _add_similar(sub):
                           description="Embed the given ids as one set and list the k training sets with the highest "
                                       "cosine (exact search over the model's index).", model_help=MODEL_HELP)
     p.add_argument("ids", nargs="+", help="ids of the set (as stored or URL-decoded)")
-    p.add_argument("--k", type=POS_INT, default=10, help="sets to return (default %(default)s)")
+    p.add_argument("-k", "--k", type=POS_INT, default=10, help="sets to return (default %(default)s)")
     finish_model_command(p, cmd_similar, "print the answer of POST /v1/similar")
 
 

@@ -21,7 +21,7 @@ def register(sub):
                                    "dataset. The text is tokenised like the training data.")
     p.add_argument("model", help="model directory (trained with --objective text-mlm)")
     p.add_argument("texts", nargs="+", metavar="TEXT", help="a sentence with one or more [MASK]")
-    p.add_argument("--k", type=POS_INT, default=10, help="tokens per blank (default %(default)s)")
+    p.add_argument("-k", "--k", type=POS_INT, default=10, help="tokens per blank (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/fill's answer)")
     p.add_argument("--scores", action=argparse.BooleanOptionalAction, default=True,
                    help="list each token's score; --no-scores: the tokens only (default %(default)s)")

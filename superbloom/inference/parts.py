@@ -16,13 +16,17 @@ _VARIANTS = {"network": "network alone", "term": "term alone"}  # the parts' nam
 def rank_by(model, part: str = "whole"):
     """`model` (a Predictor or an Ensemble) ranking from now on by `part`: "whole" (as trained), "network"
     (its network alone: a hybrid at weight 0, an ensemble's networks) or "term" (its item-item term alone,
-    no network), the variants `eval` reports beside it. Where training said the network adds nothing,
-    "term" serves what did the work. ValueError naming the parts the model has where it lacks `part`."""
+    no network), the variants `eval` reports beside it (at weight 0 the whole model is its network
+    alone). Where training said the network adds nothing, "term" serves what did the work.
+    ValueError naming the parts the model has where it lacks `part`."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
     if part == "whole":
         return model
     variants = model.variants()
+    if part == "network" and _VARIANTS["term"] in variants and _VARIANTS["network"] not in variants:
+        model.part = part  # a hybrid (or ensemble) at weight 0: the whole model is its network alone
+        return model
     if _VARIANTS[part] not in variants:
         has = [p for p, v in _VARIANTS.items() if v in variants]
         raise ValueError(f"--part {part}: this model has no {_VARIANTS[part]} (it ranks by "
