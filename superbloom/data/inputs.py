@@ -35,9 +35,9 @@ import pyarrow.compute as pc
 
 from .columns import chosen_columns, table_links
 from .read_config import InputError, Links, ReadConfig, ReadStats
-from .readers import check_input, read_chunks, sets_chunks, undirected_links
+from .readers import CHUNK_LINKS, check_input, read_chunks, sets_chunks, undirected_links
 
-_CHUNK_LINKS = 1 << 20  # links per chunk from the sparse and iterable adapters
+_CHUNK_LINKS = CHUNK_LINKS  # links per chunk from the table and sparse adapters (the sets adapter: sets_chunks)
 
 
 @dataclass(frozen=True)

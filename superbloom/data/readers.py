@@ -370,7 +370,7 @@ def _read_jsonl(path: Path, cfg: ReadConfig, stats: ReadStats):
             yield pa.array(sets, pa.string()).take(pa.array(owner)), pa.array([str(x) for x in ids], pa.string())
 
 
-_SETS_CHUNK_LINKS = 1 << 20  # links per chunk from sets_chunks
+CHUNK_LINKS = 1 << 20  # links per chunk from sets_chunks and the in-memory adapters (inputs.py)
 
 
 def _read_json(path: Path, cfg: ReadConfig, stats: ReadStats):
@@ -409,7 +409,7 @@ def _json_array_sets(path: Path, doc: list, cfg: ReadConfig, stats: ReadStats):
 
 
 def sets_chunks(items: Iterable, stats: ReadStats, where: str = "", skip: bool = False) -> Iterator[Chunk]:
-    """(set key, ids) pairs -> (set keys, id keys) string chunks of about _SETS_CHUNK_LINKS links; one
+    """(set key, ids) pairs -> (set keys, id keys) string chunks of about CHUNK_LINKS links; one
     Python `str` per id (the ids are Python objects already: a mapping read from JSON, or the sets of
     inputs.py). A Python set or frozenset has no order: its ids are sorted (as strings), so the dataset
     does not depend on hash seeds. A set whose ids are not a collection of scalars is an InputError
@@ -431,7 +431,7 @@ def sets_chunks(items: Iterable, stats: ReadStats, where: str = "", skip: bool =
         sets.append(str(key))
         sizes.append(len(strings))
         ids.extend(strings)
-        if len(ids) >= _SETS_CHUNK_LINKS:
+        if len(ids) >= CHUNK_LINKS:
             yield _owned(sets, sizes), pa.array(ids, pa.string())
             sets, ids, sizes = [], [], []
     if ids:
