@@ -58,6 +58,10 @@ def _add_prepare(sub):
     p.add_argument("--delimiter", type=_delimiter, default=r("delimiter"), metavar="CHAR",
                    help="edges: the character between fields: tab (default), space, comma, or any one character "
                         "(e.g. --delimiter space for 'user item' lines)")
+    p.add_argument("--id-separator", type=_delimiter, default=None, metavar="CHAR",
+                   help="the id field holds several ids separated by CHAR (e.g. ';' for a path 'A;B;C' in one "
+                        "column): one link per id, in the field's order (with --split leave-one-out, a history); "
+                        "an empty id ('A;;B') is malformed")
     p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
                                                              "(neighbour sets of a graph)")
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
@@ -192,7 +196,7 @@ def cmd_prepare(args):
                 print(f"format auto -> {fmt} ({why}); --format names another", file=sys.stderr)
     read = ReadConfig(format=fmt, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=delimiter,
-                      order_column=args.order_column)
+                      order_column=args.order_column, id_separator=args.id_separator)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split, memory_limit=args.memory_limit),
                       progress=not args.quiet, overwrite=args.overwrite)

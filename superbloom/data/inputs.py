@@ -198,8 +198,8 @@ def read_source(source, cfg: ReadConfig, stats: ReadStats) -> Iterator[Links]:
     if is_path(source):
         return read_chunks(source, cfg, stats)
     check_source(source, cfg)
-    _, adapter = adapter_of(source)
-    return undirected_links(adapter.chunks(source, cfg, stats), cfg, stats)
+    name, adapter = adapter_of(source)
+    return undirected_links(adapter.chunks(source, cfg, stats), cfg, stats, where=f"the {name} input")
 
 
 def recorded(source, cfg: ReadConfig) -> dict:

@@ -51,6 +51,7 @@ class ReadConfig:
     ids_field: str = "ids"
     delimiter: str = "\t"  # edges: the one character between fields
     order_column: int | str | None = None  # columnar formats, tables: links are read sorted by it (stable)
+    id_separator: str | None = None  # an id field holding several ids (`a;b;c`): one link per id, in order
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -66,13 +67,18 @@ class ReadConfig:
             raise ValueError("order_column must differ from set_column and id_column")
         if len(self.delimiter) != 1 or self.delimiter in "\n\r#\x1f":
             raise ValueError(f"delimiter must be one character, not a newline, '#' or 0x1f, got {self.delimiter!r}")
+        if self.id_separator is not None and (len(self.id_separator) != 1 or self.id_separator in "\n\r\x1f"
+                                              or self.id_separator == self.delimiter):
+            raise ValueError(f"id_separator must be one character, not a newline, 0x1f or the delimiter, "
+                             f"got {self.id_separator!r}")
 
     def summary(self) -> dict:
-        """The settings as recorded in meta.json; `order_column` only when set, so that datasets prepared
-        without it keep their meta.json byte for byte."""
+        """The settings as recorded in meta.json; `order_column` and `id_separator` only when set, so that
+        datasets prepared without them keep their meta.json byte for byte."""
         d = asdict(self)
-        if d["order_column"] is None:
-            del d["order_column"]
+        for name in ("order_column", "id_separator"):
+            if d[name] is None:
+                del d[name]
         return d
 
     @property

@@ -52,7 +52,7 @@ from .textcheck import read_failed, scan_text
 
 __all__ = ["COLUMNAR", "FORMATS", "Chunk", "InputError", "Links", "ReadConfig", "ReadStats", "check_input",
            "chosen_columns", "format_from_name", "header_line", "input_files", "read_chunks", "read_links",
-           "table_links", "undirected_links"]
+           "split_ids", "table_links", "undirected_links"]
 
 HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
 
@@ -81,20 +81,39 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
         else:
             reader = {"lines": _read_lines, "jsonl": _read_jsonl, "json": _read_json, "parquet": read_parquet}[cfg.format]
             chunks = reader(one, cfg, stats)
-        yield from undirected_links(chunks, cfg, stats)
+        yield from undirected_links(chunks, cfg, stats, where=str(one))
 
 
-def undirected_links(chunks, cfg: ReadConfig, stats: ReadStats) -> Iterator[Links]:
-    """Chunks as `Links` (the reverse links added with cfg.undirected), counted in stats.links; empty
-    chunks dropped."""
+def undirected_links(chunks, cfg: ReadConfig, stats: ReadStats, where: str = "input") -> Iterator[Links]:
+    """Chunks as `Links`: id fields split at cfg.id_separator (`split_ids`), the reverse links added with
+    cfg.undirected, counted in stats.links; empty chunks dropped."""
     for chunk in chunks:
         sets, ids, order = chunk if len(chunk) == 3 else (*chunk, None)
+        if cfg.id_separator is not None:
+            sets, ids, order = split_ids(sets, ids, order, cfg, stats, where)
         if cfg.undirected:
             sets, ids = pa.concat_arrays([sets, ids]), pa.concat_arrays([ids, sets])
             order = None if order is None else np.concatenate([order, order])
         stats.links += len(ids)
         if len(ids):
             yield Links(sets, ids, order)
+
+
+def split_ids(sets: pa.Array, ids: pa.Array, order, cfg: ReadConfig, stats: ReadStats, where: str):
+    """Id fields holding several ids separated by cfg.id_separator (a path `A;B;C`) -> one link per id,
+    in the field's order, the set key (and order value) repeated. An empty id (`A;;B`, a trailing `;`)
+    is an InputError naming `where` and the set, or with skip_malformed dropped and counted."""
+    parts = pc.split_pattern(ids, cfg.id_separator)
+    parents = pc.list_parent_indices(parts).to_numpy()
+    flat = pc.list_flatten(parts)
+    empty = pc.equal(pc.binary_length(flat), 0).to_numpy(zero_copy_only=False)
+    if empty.any():
+        for row in np.flatnonzero(empty)[: None if cfg.skip_malformed else 1]:
+            field = ids[int(parents[row])].as_py()
+            stats.malformed_entry(f"{where}: set {sets[int(parents[row])].as_py()!r}: an empty id in {field[:60]!r} "
+                                  f"(ids separated by {cfg.id_separator!r})", cfg.skip_malformed)
+        parents, flat = parents[~empty], flat.filter(pa.array(~empty))
+    return sets.take(pa.array(parents)), flat, None if order is None else np.asarray(order)[parents]
 
 
 def input_files(path: str | Path, cfg: ReadConfig) -> list[Path]:
