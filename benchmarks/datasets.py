@@ -65,6 +65,9 @@ LINES = sb.ReadConfig("lines")  # `user id id ...`, one user a line
 # (checked for the sets and the leave-one-out split); only meta.json's recorded read settings differ.
 PAIRS = sb.ReadConfig("edges", delimiter=" ")
 JSON = sb.ReadConfig("json")  # one document {set: [ids]}
+# Wikispeedia's unfinished games: `ip<TAB>time<TAB>seconds<TAB>A;B;<;C<TAB>target<TAB>type`, a game per line
+# keyed by its start time (27 of 24,875 times repeat: those games are read as one history)
+PATHS = sb.ReadConfig("edges", set_column=1, id_column=3, id_separator=";")
 
 DATASETS = {
     "wikispeedia": Source("wikispeedia/links.tsv", "sets", EDGES,
@@ -100,6 +103,9 @@ DATASETS = {
                               "BERT4Rec repository (Apache-2.0)"),
     "video": Source("sasrec_video/Video.txt", "sequences", LINES,
                     "SASRec Amazon Video Games: a user's items in time order", "SASRec repository (Apache-2.0)"),
+    "wikispeedia-paths": Source("wikispeedia/paths_unfinished.tsv", "sequences", PATHS,
+                                "Wikispeedia unfinished games: the articles a player clicked through, in order "
+                                "('<' a back click)", "West & Leskovec (WWW 2012)"),
     "wikispeedia-articles": Source("wikispeedia/plaintext_articles.tar.xz", "text", None,
                                    "Wikispeedia: the plain text of 4,598 articles", "West, Pineau & Precup (IJCAI 2009)"),
     "gcide": Source("gcide/gcide.dict.dz", "text", None, "GNU Collaborative International Dictionary of English",

@@ -115,10 +115,39 @@ def test_eval_transition_equals_the_trained_hybrids_term_alone(loo):
     """Through evaluate (query batches, the protocol's contexts and exclusions): the baseline's ranks
     are the term-alone variant's, at the baseline's decay."""
     data, pred = sb.Dataset(loo / "data"), sb.load(loo / "model", threads=1)
-    pred.model.head.mix.fill_(3.0), pred.model.head.decay.fill_(TRANSITION_DECAY)  # as if a validation chose them
+    base = evaluate(pred, data, EvalConfig(baselines=("transition",)), progress=False)
+    chosen = base.baselines["transition"]["chosen"]["decay"]  # on the validation targets
+    pred.model.head.mix.fill_(3.0), pred.model.head.decay.fill_(chosen)  # as if the head's validation chose it
+    r = evaluate(pred, data, EvalConfig(), progress=False)
+    assert np.array_equal(r.ranks["term_only"], base.ranks["transition"])
+    assert (base.ranks["transition"] > 0).mean() > 0.3  # it finds targets, not only ties
+
+
+def test_the_transition_baseline_chooses_its_decay_on_the_validation_targets(loo, capsys):
+    """Leave-one-out: each decay of DECAYS ranked on the validation targets, the best by NDCG@10 kept
+    (what the hybrid head does for its own term), recorded and named in the report; the test ranking
+    is the fixed-decay term's at that decay. The sets protocol has no validation targets: the default."""
+    from superbloom.evaluation.protocols import LeaveOneOut
+    from superbloom.evaluation.metrics import sequence_summary, target_ranks
+    from superbloom.heads.config import DECAYS
+
+    data, pred = sb.Dataset(loo / "data"), sb.load(loo / "model", threads=1)
     r = evaluate(pred, data, EvalConfig(baselines=("transition",)), progress=False)
-    assert np.array_equal(r.ranks["term_only"], r.ranks["transition"])
-    assert (r.ranks["transition"] > 0).mean() > 0.3  # it finds targets, not only ties
+    chosen = r.baselines["transition"]["chosen"]
+    val = LeaveOneOut("valid", 15).examples(data)
+    term = ItemItemTerm(data.train, data.n_ids, "transition")
+    ndcg = {}
+    for decay in DECAYS:
+        term.decay = decay
+        ndcg[decay] = sequence_summary(target_ranks(term.rank(val.contexts, val.excluded, 20), val.targets))["ndcg@10"]
+    assert chosen["tried"] == {d: round(v, 4) for d, v in ndcg.items()}
+    assert chosen["decay"] == max(ndcg, key=ndcg.get) and "validation targets by ndcg@10" in chosen["how"]
+    term.decay = chosen["decay"]
+    test = LeaveOneOut("test", 15).examples(data)
+    assert np.array_equal(target_ranks(term.rank(test.contexts, test.excluded, 20), test.targets),
+                          r.ranks["transition"])
+    assert main(["eval", str(loo / "model"), str(loo / "data"), "--baselines", "transition", "--threads", "1"]) == 0
+    assert f"transition (decay {chosen['decay']:g})" in capsys.readouterr().out
 
 
 def test_cli_eval_runs_the_term_baselines_on_both_protocols(loo, tmp_path, capsys):

@@ -160,7 +160,8 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
             continue
         bar.set_postfix_str(name)  # one may take minutes (a fit over every pair of ids, ALS, item2vec)
         t0 = time.time()
-        r = target_ranks(entry.rank_baseline(name, data, ex, cfg), targets)
-        result.baselines[name] = entry.summarize(r, ex) | {"seconds": round(time.time() - t0, 2)}
+        chosen: dict = {}  # a setting the baseline chose on validation examples (BaselineEntry.choose)
+        r = target_ranks(entry.rank_baseline(name, data, ex, cfg, chosen), targets)
+        result.baselines[name] = entry.summarize(r, ex) | chosen | {"seconds": round(time.time() - t0, 2)}
         ranks[name] = r
     return result

@@ -39,7 +39,7 @@ from .baselines import baseline_entry, fit_baseline
 from ..model.batches import sample_segments
 from ..data.dataset import history_matrix, last_known
 from ..data.dataset import Dataset, SetArray
-from .metrics import hits_at, mean_ci, sequence_summary, summarize
+from .metrics import hits_at, mean_ci, sequence_summary, summarize, target_ranks
 
 
 @dataclass
@@ -162,7 +162,8 @@ class EvalProtocol(_Interface):
     def rank_model(self, predictor, ex, cfg, progress: bool): ...  # -> Ranking (E, cfg.depth)
     def baselines(self, cfg) -> tuple[str, ...]: ...  # the baselines it ranks for cfg
     def baseline_skipped(self, name: str, data: Dataset) -> str | None: ...
-    def rank_baseline(self, name: str, data: Dataset, ex, cfg) -> np.ndarray: ...  # (E, cfg.depth) ids
+    def rank_baseline(self, name: str, data: Dataset, ex, cfg, chosen: dict | None = None) -> np.ndarray: ...
+    # (E, cfg.depth) ids; a setting the baseline chose on validation examples goes into `chosen`
     def summarize(self, ranks: np.ndarray, ex) -> dict: ...  # one method's metrics
     def counts(self, ex) -> dict: ...  # the examples' counts for the report
     def settings(self, cfg, model_config: dict) -> dict: ...  # the protocol settings ("protocol" in the JSON)
@@ -195,8 +196,32 @@ class _ContextRanking:
         """The context columns a baseline scores from (default: all)."""
         return ex.contexts
 
-    def rank_baseline(self, name: str, data: Dataset, ex: Examples, cfg) -> np.ndarray:
+    select = "ndcg@10"  # what a baseline's setting is chosen by on the validation examples
+
+    def validation(self, data: Dataset, cfg, ex: Examples) -> Examples | None:
+        """The examples a baseline's setting is chosen on (BaselineEntry.choose); None: it keeps its default."""
+        return None
+
+    def rank_baseline(self, name: str, data: Dataset, ex: Examples, cfg, chosen: dict | None = None) -> np.ndarray:
+        """(E, cfg.depth) ids of baseline `name` fitted on the training sets; a setting it chooses
+        (BaselineEntry.choose) is chosen on `validation` first, and recorded in `chosen`."""
+        entry = baseline_entry(name)
         base = fit_baseline(name, data.train, data.n_ids)
+        if entry.choose:
+            setting, values = entry.choose
+            val = self.validation(data, cfg, ex)
+            if val is not None:
+                tried = {}
+                for value in values:  # the fitted baseline is reused: a setting only weights its ranking
+                    setattr(base, setting, value)
+                    ranks = target_ranks(base.rank(self.scored(name, val, cfg), val.excluded, cfg.depth), val.targets)
+                    tried[value] = round(self.summarize(ranks, val)[self.select], 4)
+                setattr(base, setting, max(tried, key=tried.get))  # the first best on a tie
+                how = f"chosen on {len(val.targets):,} validation targets by {self.select}"
+            else:
+                tried, how = {}, "its default (no validation examples)"
+            if chosen is not None:
+                chosen["chosen"] = {setting: getattr(base, setting), "how": how} | ({"tried": tried} if tried else {})
         return base.rank(self.scored(name, ex, cfg), ex.excluded, cfg.depth)
 
 
@@ -284,6 +309,15 @@ class LeaveOneOutProtocol(_ContextRanking):
     def groups(self, ex: Examples) -> None:
         return None  # one example per user
 
+    def validation(self, data: Dataset, cfg, ex: Examples) -> Examples | None:
+        """The validation targets (each user's id before the test target) with contexts as long as `ex`'s:
+        `ex` itself when it is the validation split."""
+        if cfg.split == "valid":
+            return ex
+        val = LeaveOneOut("valid", max(ex.contexts.shape[1], 1), cfg.exclude_history, cfg.max_sets,
+                          cfg.seed).examples(data)
+        return val if len(val.targets) else None
+
     def scored(self, name: str, ex: Examples, cfg) -> np.ndarray:
         last = cfg.cooc_last if baseline_entry(name).last_context else 0
         return ex.contexts[:, -last:] if last and ex.contexts.shape[1] > last else ex.contexts
@@ -331,7 +365,13 @@ def method_rows(result, head_label: Callable[[dict], str]) -> list[tuple[str, di
     baselines; with variants the model's row is named by head_label(result.head)."""
     rows = [(head_label(result.head) if result.variants else "superbloom model", result.model)]
     rows += [(key.replace("_", " "), m) for key, m in result.variants.items()]
-    return rows + list(result.baselines.items())
+    return rows + [(_with_setting(name, m), m) for name, m in result.baselines.items()]
+
+
+def _with_setting(name: str, m: dict) -> str:
+    """A baseline's row name, with the setting it chose on validation examples: `transition (decay 0.15)`."""
+    setting = next((k for k in m.get("chosen", {}) if k not in ("how", "tried")), None)
+    return f"{name} ({setting} {m['chosen'][setting]:g})" if setting else name
 
 
 def method_table(result, cols: list[str], width: int, head_label: Callable[[dict], str]) -> list[str]:

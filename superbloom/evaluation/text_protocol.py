@@ -227,7 +227,7 @@ class TextProtocol:
     def baseline_skipped(self, name: str, data: Dataset) -> str | None:
         return None
 
-    def rank_baseline(self, name: str, data: Dataset, ex: TextExamples, cfg) -> np.ndarray:
+    def rank_baseline(self, name: str, data: Dataset, ex: TextExamples, cfg, chosen: dict | None = None) -> np.ndarray:
         return TEXT_BASELINES[name](data, ex, cfg.depth)
 
     def summarize(self, ranks: np.ndarray, ex: TextExamples) -> dict:

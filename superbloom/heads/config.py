@@ -117,6 +117,9 @@ class HybridConfig:
 
 
 MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the hybrids' term weights tried at validation
+# the recency weights of a hybrid's item-item term (decay ** age) the sequence objectives' validation tries,
+# and the `transition` baseline chooses from on the validation targets (evaluation/protocols.py)
+DECAYS = (1.0, 0.7, 0.4, 0.15)
 TERMS = ("auto", "ease", "cooccurrence", "transition", "bigram")  # bigram: text, the hashed-hybrid head only
 
 

@@ -51,7 +51,7 @@ network alone) the term alone, once built.
 Ordered contexts (issue 12): the sum can weight a context id by `decay` ** age, age 0 for the
 newest id of the row (the ids are in the row's order, oldest first), so that the last items of a
 history count most. decay 1 (every id alike) is the set model's; the sequence objectives' validation
-chooses decay with mix, from DECAYS (sequence.py). Decoding scores every id: top-k is exact. The
+chooses decay with mix, from DECAYS (config.py). Decoding scores every id: top-k is exact. The
 scores it returns are these sums, not log-probabilities (they can be > 0).
 
 Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,), mix () and decay () are buffers
