@@ -332,6 +332,24 @@ def test_a_wrong_id_column_is_named_in_the_summary(tmp_path, capsys):
     assert "columns read" not in out and "warning" not in out
 
 
+def test_swapped_columns_most_sets_of_one_id_are_named(tmp_path, capsys):
+    """An item's groups read as its set (`article<TAB>category`, as Wikispeedia's categories.tsv): most
+    sets hold one id; the summary warns and names the swap. Read the other way, no such warning."""
+    rng = np.random.default_rng(0)
+    groups = [f"g{k}" for k in range(8)]
+    rows = [(f"a{i}", groups[int(g)]) for i in range(400) for g in rng.choice(8, 1 + (rng.random() < 0.1), False)]
+    (tmp_path / "cats.tsv").write_text("".join(f"{a}\t{g}\n" for a, g in rows))
+    assert main(["prepare", str(tmp_path / "cats.tsv"), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: the training sets hold 1.1 ids on average (more than half hold one)" in out
+    assert "is column 0 the set column? --set-column 1 --id-column 0 reads the sets the other way" in out
+    assert main(["prepare", str(tmp_path / "cats.tsv"), "--out", str(tmp_path / "b"), "--set-column", "1",
+                 "--id-column", "0", "--quiet"]) == 0
+    assert "more than half hold one" not in capsys.readouterr().out
+    df_warn = sb.prepare(sb.PrepareConfig([[1], [2], [3, 4]], str(tmp_path / "c")), progress=False)["warnings"]
+    assert df_warn[0].endswith("to learn or evaluate from")  # no columns to name
+
+
 def test_order_column_reads_as_if_sorted(tmp_path):
     rows = history(400, seed=3)
     shuffled = [rows[k] for k in np.random.default_rng(1).permutation(len(rows))]

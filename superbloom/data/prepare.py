@@ -145,7 +145,8 @@ def input_warnings(s: dict) -> list[str]:
     """What in a finished summary says the input may have been read from the wrong column, as when
     the id column holds timestamps or a triple's relation (an edge list of more than two fields is
     read from its columns 0 and 1 unless told otherwise): most held-out ids never occur in training,
-    or most links repeat an id already in their set."""
+    or most links repeat an id already in their set; or as when the columns are swapped (an item's
+    groups read as its set: Wikispeedia's `article<TAB>category`): most sets hold one id."""
     read = s.get("read", {})
     fields = f" (the lines have {s['fields_per_line']} fields)" if s.get("fields_per_line", 0) > 2 else ""
     ask = (f": is column {read.get('id_column', '?')!r} the id column{fields}? --id-column and --set-column choose "
@@ -162,6 +163,13 @@ def input_warnings(s: dict) -> list[str]:
     if read_links and s["duplicates_removed"] / read_links > MOSTLY_UNSEEN:
         found.append(f"{s['duplicates_removed'] / read_links:.0%} of the links ({s['duplicates_removed']:,}) repeat "
                      f"an id already in their set and were removed (a set holds each id once){ask}")
+    mean = s.get("train", {}).get("mean_set_size", 2.0)
+    if not found and s.get("split") == "sets" and mean < 1.5:  # below 1.5, more than half the sets hold one id
+        swap = (f": is column {read.get('set_column', '?')!r} the set column? --set-column "
+                f"{read.get('id_column', '?')} --id-column {read.get('set_column', '?')} reads the sets the other way"
+                if ask else "")
+        found.append(f"the training sets hold {mean:g} ids on average (more than half hold one): a set needs two or "
+                     f"more ids to learn or evaluate from{swap}")
     return found
 
 
