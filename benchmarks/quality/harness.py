@@ -123,6 +123,9 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         if not (folder / "done.json").exists():
             raise SystemExit(f"recipe teacher {recipe.teacher!r}: train it first on this dataset and split ({folder})")
         teaching = taught_by(folder)
+    elif recipe.exclude_shown:  # a probe: the shown ids out of the training softmax (benchmarks/quality/shown.py)
+        from benchmarks.quality.shown import shown_excluded
+        teaching = shown_excluded()
     with teaching:
         if recipe.members > 1:
             from superbloom.training.members import train_members

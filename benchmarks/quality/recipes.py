@@ -49,6 +49,7 @@ class Recipe:
     seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
     members: int = 1  # > 1: the library's `train --members` (training/members.py): that many seeds as one ensemble
     teacher: str = ""  # distill: the trained recipe (same dataset, split, steps) that teaches instead of the term (teacher.py)
+    exclude_shown: bool = False  # a probe: the training softmax leaves out the ids the row shows (shown.py)
 
 
 def auto_alpha(n_ids: int, alpha: int, m: int) -> tuple[int, int]:
@@ -180,3 +181,8 @@ RECIPES.update({f"kd3_x{k}": replace(RECIPES["net_kd3"], members=k) for k in (3,
 # a probe: one network taught by the trained kd3_x6 ensemble with its term (teacher.py) instead of by EASE's term
 RECIPES.update({"teach3": replace(RECIPES["net_kd3"], teacher="kd3_x6"),
                 "teach6": replace(RECIPES["net_kd3"], distill=0.6, teacher="kd3_x6")})
+
+# a probe: the training softmax without the ids the row shows (shown.py), as every ranking excludes them and
+# EASE's diagonal is 0; the network alone and the hybrid
+RECIPES.update({"net_xs": replace(RECIPES["net"], exclude_shown=True),
+                "hybrid_xs": replace(RECIPES["hybrid"], exclude_shown=True)})
