@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from .columns import chosen_columns, table_links
 from .read_config import InputError, Links, ReadConfig, ReadStats
-from .readers import CHUNK_LINKS, check_input, read_chunks, sets_chunks, undirected_links
+from .readers import CHUNK_LINKS, as_links, check_input, read_chunks, sets_chunks
 
 _CHUNK_LINKS = CHUNK_LINKS  # links per chunk from the table and sparse adapters (the sets adapter: sets_chunks)
 
@@ -199,7 +199,7 @@ def read_source(source, cfg: ReadConfig, stats: ReadStats) -> Iterator[Links]:
         return read_chunks(source, cfg, stats)
     check_source(source, cfg)
     name, adapter = adapter_of(source)
-    return undirected_links(adapter.chunks(source, cfg, stats), cfg, stats, where=f"the {name} input")
+    return as_links(adapter.chunks(source, cfg, stats), cfg, stats, where=f"the {name} input")
 
 
 def recorded(source, cfg: ReadConfig) -> dict:

@@ -51,8 +51,8 @@ from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig
 from .textcheck import read_failed, scan_text
 
 __all__ = ["COLUMNAR", "FORMATS", "Chunk", "InputError", "Links", "ReadConfig", "ReadStats", "check_input",
-           "chosen_columns", "format_from_name", "header_line", "input_files", "read_chunks", "read_links",
-           "split_ids", "table_links", "undirected_links"]
+           "as_links", "chosen_columns", "format_from_name", "header_line", "input_files", "read_chunks",
+           "read_links", "split_ids", "table_links"]
 
 HEAD_BYTES = 1 << 20  # checked by `check_input`, and where edges look for their column count
 
@@ -81,12 +81,13 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
         else:
             reader = {"lines": _read_lines, "jsonl": _read_jsonl, "json": _read_json, "parquet": read_parquet}[cfg.format]
             chunks = reader(one, cfg, stats)
-        yield from undirected_links(chunks, cfg, stats, where=str(one))
+        yield from as_links(chunks, cfg, stats, where=str(one))
 
 
-def undirected_links(chunks, cfg: ReadConfig, stats: ReadStats, where: str = "input") -> Iterator[Links]:
-    """Chunks as `Links`: id fields split at cfg.id_separator (`split_ids`), the reverse links added with
-    cfg.undirected, counted in stats.links; empty chunks dropped."""
+def as_links(chunks, cfg: ReadConfig, stats: ReadStats, where: str = "input") -> Iterator[Links]:
+    """A reader's chunks as the `Links` every input ends as (files and in-memory inputs alike): id fields
+    split at cfg.id_separator (`split_ids`), the reverse links added with cfg.undirected, counted in
+    stats.links; empty chunks dropped. `where` names the input in an error."""
     for chunk in chunks:
         sets, ids, order = chunk if len(chunk) == 3 else (*chunk, None)
         if cfg.id_separator is not None:
