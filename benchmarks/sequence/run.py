@@ -16,8 +16,9 @@ the term alone (the chosen term and decay, no network) and the paired 95% interv
 hybrid - network alone, hybrid - term alone and hybrid - each baseline (`paired_hr@10`).
 
 `--terms-only` trains nothing (issue 33, the term at mix -> infinity): the transition term alone,
-its decay chosen from DECAYS on the validation targets by NDCG@10 (as the hybrid chooses it), then
-ranked once on the test targets beside popularity, co-occurrence and EASE (where it fits), with
+its decay chosen from DECAYS on the validation targets by NDCG@10 (as the hybrid chooses it; the
+`transition` baseline of `eval --baselines` makes that choice, protocols.rank_baseline), then ranked once
+on the test targets beside popularity, co-occurrence and EASE (where it fits), with
 paired intervals of transition - each; written to results/sequence_decomposition.{json,md}.
 
 Published HR@10 (leave-one-out, full ranking; S3-Rec table, arXiv 2508.06450 for eSASRec,
@@ -39,7 +40,6 @@ from superbloom.evaluation.compare import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import target_ranks
 from superbloom.evaluation.protocols import resolve as resolve_protocol
-from superbloom.evaluation.term_baselines import ItemItemTerm
 from superbloom.hashing.bloom import HashConfig
 from superbloom.heads import head_config
 from superbloom.heads.hybrid import TERMS as HYBRID_TERMS
@@ -170,33 +170,23 @@ def terms_only(name: str, args) -> dict:
     entry = resolve_protocol("leave-one-out", data)
     t0 = time.time()
     load_before = load_average()
-    validation = []
-    term = ItemItemTerm(data.train, data.n_ids, "transition")  # fitted once; the decay only weights the sum
-    cfg = EvalConfig(protocol="leave-one-out", split="valid", context_len=args.window, baselines=())
-    ex = entry.examples(data, cfg, model_config)
-    for decay in DECAYS:
-        term.decay = float(decay)
-        ranks = target_ranks(term.rank(ex.contexts, ex.excluded, cfg.depth), ex.targets)
-        summary = entry.summarize(ranks, ex)
-        validation.append({"decay": decay, "val_hr@10": round(summary["hr@10"], 4),
-                           "val_ndcg@10": round(summary["ndcg@10"], 4)})
-    best = max(validation, key=lambda v: v["val_ndcg@10"])  # first best: DECAYS order on a tie
     cfg = EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
-                     baselines=tuple(b for b in args.baselines.split(",") if b))
+                     baselines=("transition", *(b for b in args.baselines.split(",") if b and b != "transition")))
     ex = entry.examples(data, cfg, model_config)
-    term.decay = float(best["decay"])
-    ranks = {"transition": target_ranks(term.rank(ex.contexts, ex.excluded, cfg.depth), ex.targets)}
-    skipped = {}
-    for b in cfg.baselines:
+    ranks, skipped, chosen = {}, {}, {}
+    for b in cfg.baselines:  # transition: its decay chosen on the validation targets (BaselineEntry.choose)
         why = entry.baseline_skipped(b, data)
         if why:
             skipped[b] = why
         else:
-            ranks[b] = target_ranks(entry.rank_baseline(b, data, ex, cfg), ex.targets)
+            ranks[b] = target_ranks(entry.rank_baseline(b, data, ex, cfg, chosen if b == "transition" else None),
+                                    ex.targets)
+    best = chosen["chosen"]
+    validation = [{"decay": d, "val_ndcg@10": v} for d, v in best["tried"].items()]
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@10", "mrr", "hr@10_lo", "hr@10_hi")
     return {"dataset": name, "file": DATASETS[resolve(name, FAMILY)].path, "users": int(len(ex.targets)),
             "ids": data.n_ids, "targets_unseen": int((ex.targets < 0).sum()), "context_len": ex.contexts.shape[1],
-            "transition_decay": best["decay"], "validation": validation,
+            "transition_decay": best["decay"], "validation": validation, "how": best["how"],
             "methods": {m: {k: round(v, 4) for k, v in entry.summarize(r, ex).items() if k in keys}
                         for m, r in ranks.items()},
             "skipped": skipped, "paired_hr@10": paired_hr10(ranks, "transition"),
