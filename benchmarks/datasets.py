@@ -13,12 +13,19 @@ Kinds: `sets` (a set per key, order meaningless: links, knowledge-graph neighbou
 leave-one-out split), sets made from text (`corpora`: prepared by `prepare-text --as-sets`), `text` (documents, for `superbloom prepare-text`), `archive` (a tarball of
 triples or a dictionary database: no reader setting, unpack or parse it first).
 
+Your own data: where a benchmark takes dataset names (`--datasets`), a path with a `/` in it
+(`./mine`, `/data/clicks`) names a folder `superbloom prepare` wrote instead, split as that benchmark
+needs (held-out sets, or `--split leave-one-out` for the sequence benchmark). Its cached models and
+baselines go under `key(name)`: the folder's name and a hash of its path and meta.json, so two
+folders of one name, or a folder prepared again, never share them.
+
 Names: older scripts called two different files "beauty" (the S3-Rec file in quality/ and
 sequence/, the BERT4Rec file in paper/). Their committed results keep those names, so each family
 of scripts keeps its old names as ALIASES; `resolve(name, family)` maps them to the registry's.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -147,6 +154,29 @@ def resolve(name: str, family: str | None = None) -> str:
                      + (f" (or {family}'s older names {sorted(aliases)})" if aliases else ""))
 
 
+def own_folder(name: str) -> Path | None:
+    """The folder `name` names when it is a path (it holds a `/`): a dataset `superbloom prepare`
+    wrote, outside the registry (module docstring); None for a registry name. Exits naming the
+    folder when it holds no prepared dataset."""
+    if "/" not in name and os.sep not in name:
+        return None
+    folder = Path(name).expanduser()
+    if not (folder / "meta.json").is_file():
+        raise SystemExit(f"{name}: no prepared dataset there (no meta.json): a path given as a dataset names a "
+                         f"folder written by `superbloom prepare FILE --out {name}`")
+    return folder
+
+
+def key(name: str) -> str:
+    """The name a benchmark files `name`'s prepared data, models and baselines under: the registry name
+    itself, or for your own folder (own_folder) its name and 8 hex digits of its path and meta.json."""
+    folder = own_folder(name)
+    if folder is None:
+        return name
+    digest = hashlib.sha1(str(folder.resolve()).encode() + b"\0" + (folder / "meta.json").read_bytes())
+    return f"{folder.resolve().name}-{digest.hexdigest()[:8]}"
+
+
 def source_file(name: str, family: str | None = None) -> Path:
     """The raw file of dataset `name` under DATA_ROOT, or exit with what is missing and where."""
     path = DATA_ROOT / DATASETS[resolve(name, family)].path
@@ -160,7 +190,16 @@ def source_file(name: str, family: str | None = None) -> Path:
 def prepare(name: str, out: Path, family: str | None = None, split: str = "sets") -> sb.Dataset:
     """Dataset `name` prepared once into `out` (seed 0; split "sets": 10% of the sets held out,
     "leave-one-out": the last ids of each sequence). A header line is dropped first (into
-    out/../../sources/NAME.tsv, reused) and recorded as meta.json's `conversion`."""
+    out/../../sources/NAME.tsv, reused) and recorded as meta.json's `conversion`. A path `name` (your
+    own prepared folder, own_folder) is read where it is, once its split is the one asked for."""
+    folder = own_folder(name)
+    if folder is not None:
+        data = sb.Dataset(folder)
+        if data.split != split:
+            how = "--split leave-one-out" if split == "leave-one-out" else "the default split (held-out sets)"
+            raise SystemExit(f"{name}: prepared with the {data.split} split; this benchmark needs {split}: "
+                             f"prepare it again with {how}")
+        return data
     if (out / "meta.json").exists():
         return sb.Dataset(out)
     spec = DATASETS[resolve(name, family)]

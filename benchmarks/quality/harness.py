@@ -8,7 +8,8 @@ train a named recipe for a number of steps, rank the evaluation examples with th
 baseline (the very same examples: superbloom.evaluation.protocols.make_examples, 5 held-out ids per set, context
 ids excluded), and report rec@1/10/20 with 95% set-bootstrap intervals (benchmarks/paper/report.py).
 Dataset names: those of benchmarks/datasets.py; here `beauty` is S3-Rec's Beauty and `bert4rec_beauty`
-BERT4Rec's, as in results/quality.json.
+BERT4Rec's, as in results/quality.json. A name with a `/` is your own folder from `superbloom prepare`
+(held-out sets, its default split), e.g. `--datasets ./clicks`: run on data outside the registry.
 
 Splits:
   val   the held-out sets are carved from the *training* sets (10% of them, seed 1); the model and
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.datasets import REPO
+from benchmarks.datasets import REPO, key
 from benchmarks.datasets import prepare as prepare_dataset
 from benchmarks.paper.report import paired
 from benchmarks.quality.recipes import RECIPES, Recipe, auto_alpha  # harness.RECIPES / Recipe: the tests use them
@@ -85,6 +86,7 @@ def split_dataset(name: str, split: str) -> sb.Dataset:
     if split not in ("val", "test"):
         raise SystemExit(f"--split must be val or test, got {split!r}")
     data = dataset(name)
+    name = key(name)  # your own folder: under its key (benchmarks/datasets.py)
     return data if split == "test" else hold_out(data, WORK / "data" / f"{name}-val", 0.1, VAL_SEED, name)
 
 
@@ -212,7 +214,7 @@ def run(datasets: list[str], recipes: list[str], steps: int, split: str, baselin
     rows = []
     for name in datasets:
         data = split_dataset(name, split)
-        rows += run_on(name, split, data, examples(data), recipes, steps, baselines)
+        rows += run_on(key(name), split, data, examples(data), recipes, steps, baselines)
     return rows
 
 
@@ -320,10 +322,13 @@ def table(rows: list[dict]) -> list[str]:
 def main(argv=None) -> None:
     global THREADS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="wikispeedia,fb15k237,beauty")
-    p.add_argument("--recipes", default="default")
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--split", default="val", choices=("val", "test"))
+    p.add_argument("--datasets", default="wikispeedia,fb15k237,beauty",
+                   help="comma-separated: names of benchmarks/datasets.py, or a path with a / to a folder "
+                        "`superbloom prepare` wrote (your own data)")
+    p.add_argument("--recipes", default="default", help=f"comma-separated, of {', '.join(sorted(RECIPES))}")
+    p.add_argument("--steps", type=int, default=2000, help="training steps of each recipe")
+    p.add_argument("--split", default="val", choices=("val", "test"),
+                   help="val: 10%% of the training sets held out (choose here); test: the prepared test sets")
     p.add_argument("--baselines", default=",".join(BASELINES), help=f"of {', '.join(BASELINES)}")
     p.add_argument("--name", default="quality", help="results file stem in benchmarks/results/ (NAME.json, "
                    "NAME_table.md)")

@@ -49,7 +49,7 @@ from superbloom.training.optim import OptimConfig
 from superbloom.training.sequence import DECAYS
 from superbloom.training.train import LoopConfig, TrainConfig, train
 
-from ..datasets import DATASETS, resolve
+from ..datasets import DATASETS, key, own_folder, resolve
 from ..datasets import prepare as prepare_dataset
 from ..machine import machine_info, machine_line
 
@@ -70,10 +70,16 @@ def load_average() -> list[float]:
 
 
 def prepared(name: str) -> Path:
-    """Dataset `name` (the registry's, benchmarks/datasets.py) split leave-one-out under runs/sequence/data/."""
-    out = WORK / "data" / name
+    """Dataset `name` (the registry's, benchmarks/datasets.py) split leave-one-out under runs/sequence/data/;
+    a path: your own folder prepared with --split leave-one-out, where it is."""
+    out = own_folder(name) or WORK / "data" / name
     prepare_dataset(name, out, FAMILY, split="leave-one-out")
     return out
+
+
+def source(name: str) -> str:
+    """The raw file a result row names: the registry's, or your own prepared folder."""
+    return name if own_folder(name) else DATASETS[resolve(name, FAMILY)].path
 
 
 def config(name: str, data: Path, out: Path, args) -> TrainConfig:
@@ -117,7 +123,7 @@ def run_one(name: str, args) -> dict:
     data_dir = prepared(name)
     setting = (f"{args.objective}-{args.head}-a{args.alpha}m{args.m}-d{args.d}L{args.layers}-lr{args.lr:g}"
                f"-drop{args.dropout:g}-b{args.batch_size}-{args.steps}steps" + extras(args))
-    out = WORK / "models" / name / setting
+    out = WORK / "models" / key(name) / setting
     cfg = config(name, data_dir, out, args)
     load_before = load_average()
     t0 = time.time()
@@ -136,7 +142,7 @@ def run_one(name: str, args) -> dict:
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi")
     pick = lambda d: {k: round(d[k], 4) for k in keys}  # noqa: E731
     return {
-        "dataset": name, "setting": setting, "file": DATASETS[resolve(name, FAMILY)].path, "users": r["examples"],
+        "dataset": name, "setting": setting, "file": source(name), "users": r["examples"],
         "ids": data.n_ids, "targets_unseen": r["targets_unseen"], "targets_in_history": r["targets_in_history"],
         "model": pick(r), "model_no_exclusion": pick(free),
         "baselines": {b: pick(v) for b, v in r["baselines"].items() if "skipped" not in v},
@@ -184,7 +190,7 @@ def terms_only(name: str, args) -> dict:
     best = chosen["chosen"]
     validation = [{"decay": d, "val_ndcg@10": v} for d, v in best["tried"].items()]
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@10", "mrr", "hr@10_lo", "hr@10_hi")
-    return {"dataset": name, "file": DATASETS[resolve(name, FAMILY)].path, "users": int(len(ex.targets)),
+    return {"dataset": name, "file": source(name), "users": int(len(ex.targets)),
             "ids": data.n_ids, "targets_unseen": int((ex.targets < 0).sum()), "context_len": ex.contexts.shape[1],
             "transition_decay": best["decay"], "validation": validation, "how": best["how"],
             "methods": {m: {k: round(v, 4) for k, v in entry.summarize(r, ex).items() if k in keys}
@@ -269,7 +275,9 @@ def table(entries: list[dict]) -> list[str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="beauty,toys,lastfm,bert4rec_beauty")
+    p.add_argument("--datasets", default="beauty,toys,lastfm,bert4rec_beauty",
+                   help="comma-separated: names of benchmarks/datasets.py, or a path with a / to a folder "
+                        "`superbloom prepare --split leave-one-out` wrote (your own data)")
     p.add_argument("--objective", default="next-item", choices=["next-item", "masked-sequence"])
     p.add_argument("--head", default="sampled")
     p.add_argument("--samples", type=int, default=1024, help="sampled / hybrid: negatives per step (hybrid 0: full)")
