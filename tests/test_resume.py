@@ -185,7 +185,7 @@ def test_train_ends_with_where_its_time_went(wiki_data, tmp_path, capsys, monkey
     with phases("the start"):  # 0.4 s: left out of the line
         pass
     assert phases.line(60.0) == ("100 s in all: training 60 s, fitting the head 3 s, the rest 37 s "
-                                 "(reading the data, the last validation, checkpoints)")
+                                 "(the last validation, checkpoints)")
     monkeypatch.undo()
     loud = [a for a in TINY if a != "--quiet"]
     out = tmp_path / "m"

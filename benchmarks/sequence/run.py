@@ -312,7 +312,7 @@ def main() -> None:
     p.add_argument("--baselines", default="popularity,cooccurrence")
     p.add_argument("--name", default="sequence", help="results file stem in benchmarks/results/")
     p.add_argument("--tag", default="", help="appended to the setting name (a re-run kept beside an earlier row)")
-    p.add_argument("--session", default="7", help="recorded with each row (which working session ran it)")
+    p.add_argument("--session", default="-", help="a label recorded with each row (which study or round ran it)")
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     p.add_argument("--terms-only", action="store_true",
                    help="no training: the transition term alone beside the baselines (results/NAME.json, NAME "

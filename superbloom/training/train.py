@@ -110,7 +110,7 @@ class Phases:
         rest = total - trained - sum(self.seconds.values())
         parts = [f"training {trained:.0f} s"] + [f"{name} {s:.0f} s" for name, s in self.seconds.items() if s >= 1]
         return (f"{total:.0f} s in all: " + ", ".join(parts)
-                + f", the rest {max(rest, 0):.0f} s (reading the data, the last validation, checkpoints)")
+                + f", the rest {max(rest, 0):.0f} s (the last validation, checkpoints)")
 
 
 # ------------------------------------------------------------------------------ the masked id model
@@ -132,7 +132,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         torch.set_num_threads(cfg.loop.threads)
     out = check_out(cfg.out)
     entry = objective_entry(cfg.objective)
-    data = Dataset(cfg.data)
+    with phases("reading the data"):
+        data = Dataset(cfg.data)
     if not (data.train.lengths >= 2).any():  # before the hash maps, the head's fit and the start use them
         raise ValueError(f"{cfg.data}: no training sets with at least 2 ids ({len(data.train)} sets of one id or "
                          "none): a set is learned by predicting one of its ids from the others")
