@@ -27,11 +27,13 @@ Klenitskiy & Vasilev 2023 for BERT4Rec's Beauty) are in PUBLISHED below.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import superbloom as sb
@@ -115,7 +117,7 @@ def extras(args) -> str:
              f"-ema{args.ema:g}" if args.ema != 0.999 else "", f"-warm{args.warmup}" if args.warmup != 200 else "",
              f"-{args.time_budget:g}s" if args.time_budget else "", f"-seed{args.seed}" if args.seed else "",
              f"-t{args.threads}" if args.threads != 1 else "", f"-init{args.init}" if args.init != "auto" else "",
-             f"-{args.tag}" if args.tag else ""]
+             "-xh" if args.exclude_history else "", f"-{args.tag}" if args.tag else ""]
     return "".join(parts)
 
 
@@ -127,7 +129,12 @@ def run_one(name: str, args) -> dict:
     cfg = config(name, data_dir, out, args)
     load_before = load_average()
     t0 = time.time()
-    train(cfg, progress=False, overwrite=True)
+    probe = contextlib.nullcontext()
+    if args.exclude_history:  # a probe: each position's seen ids out of its negatives (history.py)
+        from .history import history_excluded
+        probe = history_excluded()
+    with probe:
+        train(cfg, progress=False, overwrite=True)
     train_s = time.time() - t0
     vals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     model, data = sb.load(out, threads=args.threads, device="cpu"), sb.Dataset(data_dir)
@@ -139,6 +146,7 @@ def run_one(name: str, args) -> dict:
     free = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                             exclude_history=False, baselines=()), progress=False).to_dict()
     eval_s = time.time() - t0
+    np.savez(out / "ranks.test.npz", **res.ranks)  # every method's rank per test user: paired comparisons later
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi")
     pick = lambda d: {k: round(d[k], 4) for k in keys}  # noqa: E731
     return {
@@ -314,6 +322,8 @@ def main() -> None:
     p.add_argument("--tag", default="", help="appended to the setting name (a re-run kept beside an earlier row)")
     p.add_argument("--session", default="-", help="a label recorded with each row (which study or round ran it)")
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
+    p.add_argument("--exclude-history", action="store_true",
+                   help="a probe: each position's seen ids out of its sampled negatives (benchmarks/sequence/history.py)")
     p.add_argument("--terms-only", action="store_true",
                    help="no training: the transition term alone beside the baselines (results/NAME.json, NAME "
                         "defaulting to sequence_decomposition)")

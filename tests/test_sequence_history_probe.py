@@ -1,0 +1,61 @@
+"""The sequence probe (benchmarks/sequence/history.py): each position's seen ids out of its sampled
+negatives; with none of them drawn, the loss is the head's own sampled loss."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import superbloom as sb
+from benchmarks.sequence import history
+from superbloom.heads import head_config
+from superbloom.model.batches import MaskConfig
+from superbloom.model.sequence_batches import next_item_batch
+
+from conftest import walking_sequences
+
+
+def test_a_drawn_id_is_masked_for_the_positions_that_have_seen_it():
+    context = torch.tensor([[-2, 5, 7, 9], [-2, 7, -1, -1]])  # BOS, then the row's ids; -1 padding
+    neg = torch.tensor([9, 7, 3])
+    mask = history.seen_mask(context[[0, 0, 0, 1]], torch.tensor([0, 2, 3, 1]), neg, 10)
+    assert mask.tolist() == [[False, False, False],  # at BOS: nothing seen
+                             [False, True, False],  # 5, 7 seen
+                             [True, True, False],  # 5, 7, 9 seen
+                             [False, True, False]]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hist")
+    data = walking_sequences(root, 80)
+    cfg = sb.TrainConfig(data=str(data), out=str(root / "m"), objective="next-item",
+                         head=head_config("hybrid", samples=8, term="transition"),
+                         model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12, causal=True),
+                         mask=MaskConfig(n=12), loop=sb.LoopConfig(batch_size=8, steps=2, eval_every=0,
+                                                                     checkpoint_every=1e9))
+    sb.train(cfg, progress=False)
+    return sb.load(root / "m"), sb.Dataset(data)
+
+
+def test_with_nothing_seen_drawn_the_loss_is_the_heads_sampled_loss(trained, monkeypatch):
+    predictor, data = trained
+    model = predictor.model.train()
+    batch = next_item_batch(data.train, np.arange(8), predictor.hashing, 12, np.random.default_rng(0))
+    monkeypatch.setattr(history, "seen_mask", lambda c, p, neg, n: torch.zeros(len(c), len(neg), dtype=torch.bool))
+    torch.manual_seed(3)
+    ours = history.loss_without_history(model, batch)
+    torch.manual_seed(3)
+    theirs = model(batch)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)
+    monkeypatch.undo()
+    torch.manual_seed(3)
+    assert history.loss_without_history(model, batch).item() <= ours.item() + 1e-6  # fewer negatives, lower loss
+
+
+def test_the_block_swaps_the_training_loss_and_restores_it(trained):
+    model = trained[0].model
+    before = type(model).forward
+    with history.history_excluded():
+        assert type(model).forward is not before
+    assert type(model).forward is before
