@@ -59,3 +59,13 @@ def test_the_block_swaps_the_training_loss_and_restores_it(trained):
     with history.history_excluded():
         assert type(model).forward is not before
     assert type(model).forward is before
+
+
+def test_the_comparison_table_has_a_row_per_split_with_the_paired_difference():
+    from benchmarks.sequence.history_compare import PARTS, table
+    cell = {"base": 0.1, "xh": 0.12, "diff": {"diff": 0.02, "lo": 0.01, "hi": 0.03}}
+    entry = {"dataset": "d", "users_valid": 1200, "users_test": 1300,
+             **{f"{s}_{p}": cell for s in ("valid", "test") for p in PARTS}}
+    rows = table([entry])[2:]
+    assert [r.split(" | ")[1:3] for r in rows] == [["valid", "1,200"], ["test", "1,300"]]
+    assert "| 0.1000 / 0.1200 | +0.0200 [+0.0100, +0.0300] |" in rows[0]

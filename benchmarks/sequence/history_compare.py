@@ -1,0 +1,89 @@
+"""The history probe (history.py) against the same run without it, paired, on every validation user
+and on the test users -> results/sequence_history.{json,md}.
+
+    python -m benchmarks.sequence.run --datasets beauty,toys --head hybrid --item-term auto --samples 2048 \\
+        --lr 5e-3 --dropout 0.2 --batch-size 128 --steps 8000 --time-budget 1500 --eval-every 1000 \\
+        --init cooccurrence --baselines popularity,cooccurrence,ease [--exclude-history] --name sequence_history_{base,xh}
+    python -m benchmarks.sequence.history_compare --datasets beauty,toys
+
+The runs' own validation (at most 5,000 users) chose their BEST checkpoints; here every user's
+validation target (the second-to-last id) is ranked by both kept models, the hybrid and its network
+alone, then the test ranks each run kept (ranks.test.npz). Differences: probe minus plain, HR@10, 95%
+bootstrap intervals (users resampled).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import superbloom as sb
+from benchmarks.machine import machine_info, machine_line
+from benchmarks.paper.report import paired
+from superbloom.evaluation.evaluate import EvalConfig, evaluate
+from superbloom.evaluation.metrics import hits_at
+
+from .run import RESULTS, WORK
+
+PARTS = ("model", "network_only", "term_only")
+
+
+def run_entry(name: str, dataset: str) -> dict:
+    entries = json.loads((RESULTS / f"{name}.json").read_text())["entries"]
+    return next(e for e in entries if e["dataset"] == dataset)
+
+
+def compare(dataset: str) -> dict:
+    data = sb.Dataset(WORK / "data" / dataset)
+    val, test, settings = {}, {}, {}
+    for v in ("base", "xh"):
+        e = run_entry(f"sequence_history_{v}", dataset)
+        folder = WORK / "models" / dataset / e["setting"]
+        model = sb.load(folder, threads=1, device="cpu")
+        res = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="valid", context_len=50, baselines=()),
+                       progress=False)
+        val[v], test[v] = res.ranks, dict(np.load(folder / "ranks.test.npz"))
+        settings[v] = e["setting"]
+    out = {"dataset": dataset, "settings": settings, "users_valid": len(val["base"]["model"]),
+           "users_test": len(test["base"]["model"])}
+    for split, ranks in (("valid", val), ("test", test)):
+        for part in PARTS:
+            a, b = hits_at(ranks["xh"][part], 10), hits_at(ranks["base"][part], 10)
+            out[f"{split}_{part}"] = {"base": round(float(b.mean()), 4), "xh": round(float(a.mean()), 4),
+                                      "diff": {k: round(x, 4) for k, x in paired(a, b, None).items()}}
+    return out
+
+
+def table(entries: list[dict]) -> list[str]:
+    lines = ["| dataset | split | users | hybrid: plain / probe | probe - plain [95% CI] | network alone: plain / probe | "
+             "probe - plain [95% CI] | term alone: plain / probe |", "|" + "---|" * 8]
+    for e in entries:
+        for split in ("valid", "test"):
+            cell = lambda p: e[f"{split}_{p}"]  # noqa: E731
+            ci = lambda p: "{diff:+.4f} [{lo:+.4f}, {hi:+.4f}]".format(**cell(p)["diff"])  # noqa: E731
+            lines.append(f"| {e['dataset']} | {split} | {e['users_' + split]:,} | {cell('model')['base']:.4f} / "
+                         f"{cell('model')['xh']:.4f} | {ci('model')} | {cell('network_only')['base']:.4f} / "
+                         f"{cell('network_only')['xh']:.4f} | {ci('network_only')} | {cell('term_only')['base']:.4f} / "
+                         f"{cell('term_only')['xh']:.4f} |")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default="beauty,toys")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    entries = [compare(d) for d in a.datasets.split(",") if d]
+    machine = machine_info()
+    (RESULTS / "sequence_history.json").write_text(json.dumps({"entries": entries, "machine": machine}, indent=2) + "\n")
+    md = ["# The history probe: each position's seen ids out of its sampled negatives (issue 33)", "",
+          __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(entries), "", machine_line(machine), ""]
+    (RESULTS / "sequence_history.md").write_text("\n".join(md))
+    print("\n".join(table(entries)))
+
+
+if __name__ == "__main__":
+    main()
