@@ -69,3 +69,25 @@ def test_the_comparison_table_has_a_row_per_split_with_the_paired_difference():
     rows = table([entry])[2:]
     assert [r.split(" | ")[1:3] for r in rows] == [["valid", "1,200"], ["test", "1,300"]]
     assert "| 0.1000 / 0.1200 | +0.0200 [+0.0100, +0.0300] |" in rows[0]
+
+
+def test_the_proposal_probe_builds_the_hybrids_negatives_from_another_proposal():
+    from superbloom.heads import hybrid
+    from superbloom.heads.sampled import Proposal
+    with history.proposal("uniform"):
+        assert hybrid.Proposal("log_uniform", 50).kind == "uniform"
+    with history.proposal("mixed"):  # Q the mean of uniform and log-uniform
+        q = hybrid.Proposal("log_uniform", 50)
+    plain = Proposal("log_uniform", 50)
+    assert q.kind == "mixed" and torch.allclose(q.q, 0.5 * plain.q + 0.01) and float(q.cdf[-1]) == pytest.approx(1.0)
+    assert hybrid.Proposal is Proposal and hybrid.Proposal("log_uniform", 50).kind == "log_uniform"
+
+
+def test_the_pair_table_names_the_second_member_and_each_difference():
+    from benchmarks.sequence.pair_ensemble import PLAIN, table
+    d = {"diff": 0.01, "lo": 0.005, "hi": 0.015}
+    entry = {"dataset": "beauty", "split": "valid", "first": PLAIN, "second": PLAIN + "-quniform", "users": 22363,
+             "hr@10": {f"{w} {p}": 0.1 for w in ("first", "pair") for p in ("model", "network_only", "term_only")},
+             "pair_minus_first": {"model": d, "network_only": d}, "pair_network_minus_its_term": d}
+    row = table([entry])[2]
+    assert row.startswith("| beauty | valid | `-quniform` | 22,363 | 0.1000 / 0.1000 | +0.0100 [+0.0050, +0.0150] |")

@@ -63,3 +63,28 @@ def history_excluded():
         yield
     finally:
         SetModel.forward = original
+
+
+@contextlib.contextmanager
+def proposal(kind: str):
+    """A second probe: inside the block a hybrid head draws its sampled negatives from `kind`
+    (heads/sampled.py: uniform, log_uniform, unigram; or "mixed", Q the mean of uniform and log-uniform)
+    instead of the log-uniform proposal it is built with."""
+    from superbloom.heads import hybrid
+    from superbloom.heads.sampled import Proposal
+
+    def built(_kind: str, n: int, counts=None):
+        if kind != "mixed":
+            return Proposal(kind, n, counts)
+        q = Proposal("log_uniform", n)  # "mixed": half uniform, half log-uniform draws (one Q, its own pi)
+        q.kind = "mixed"
+        q.q = 0.5 * q.q + 0.5 / n
+        q.cdf = torch.cumsum(q.q, 0)
+        return q
+
+    hybrid.Proposal = built
+    try:
+        yield
+    finally:
+        hybrid.Proposal = Proposal
+

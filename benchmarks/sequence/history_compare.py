@@ -1,10 +1,12 @@
-"""The history probe (history.py) against the same run without it, paired, on every validation user
-and on the test users -> results/sequence_history.{json,md}.
+"""A probe of history.py against the same run without it, paired, on every validation user and on
+the test users -> results/NAME.{json,md} (default: the history probe, sequence_history).
 
     python -m benchmarks.sequence.run --datasets beauty,toys --head hybrid --item-term auto --samples 2048 \\
         --lr 5e-3 --dropout 0.2 --batch-size 128 --steps 8000 --time-budget 1500 --eval-every 1000 \\
         --init cooccurrence --baselines popularity,cooccurrence,ease [--exclude-history] --name sequence_history_{base,xh}
     python -m benchmarks.sequence.history_compare --datasets beauty,toys
+    python -m benchmarks.sequence.history_compare --datasets beauty,toys --probe 'sequence_proposal_uniform_{dataset}' \
+        --name sequence_proposal_uniform      # the runs of --proposal uniform, one results file per dataset
 
 The runs' own validation (at most 5,000 users) chose their BEST checkpoints; here every user's
 validation target (the second-to-last id) is ranked by both kept models, the hybrid and its network
@@ -36,11 +38,11 @@ def run_entry(name: str, dataset: str) -> dict:
     return next(e for e in entries if e["dataset"] == dataset)
 
 
-def compare(dataset: str) -> dict:
+def compare(dataset: str, plain: str = "sequence_history_base", probe: str = "sequence_history_xh") -> dict:
     data = sb.Dataset(WORK / "data" / dataset)
     val, test, settings = {}, {}, {}
-    for v in ("base", "xh"):
-        e = run_entry(f"sequence_history_{v}", dataset)
+    for v, name in (("base", plain), ("xh", probe)):
+        e = run_entry(name.format(dataset=dataset), dataset)
         folder = WORK / "models" / dataset / e["setting"]
         model = sb.load(folder, threads=1, device="cpu")
         res = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="valid", context_len=50, baselines=()),
@@ -74,14 +76,18 @@ def table(entries: list[dict]) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="beauty,toys")
+    p.add_argument("--plain", default="sequence_history_base", help="results stem of the plain runs ({dataset}: each's)")
+    p.add_argument("--probe", default="sequence_history_xh", help="results stem of the probe's runs ({dataset}: each's)")
+    p.add_argument("--name", default="sequence_history", help="results file stem of the comparison")
     a = p.parse_args()
     torch.set_num_threads(1)
-    entries = [compare(d) for d in a.datasets.split(",") if d]
+    entries = [compare(d, a.plain, a.probe) for d in a.datasets.split(",") if d]
     machine = machine_info()
-    (RESULTS / "sequence_history.json").write_text(json.dumps({"entries": entries, "machine": machine}, indent=2) + "\n")
-    md = ["# The history probe: each position's seen ids out of its sampled negatives (issue 33)", "",
+    (RESULTS / f"{a.name}.json").write_text(json.dumps({"entries": entries, "machine": machine, "plain": a.plain,
+                                                         "probe": a.probe}, indent=2) + "\n")
+    md = [f"# A probe against the plain run: {a.probe} against {a.plain} (issue 33)", "",
           __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(entries), "", machine_line(machine), ""]
-    (RESULTS / "sequence_history.md").write_text("\n".join(md))
+    (RESULTS / f"{a.name}.md").write_text("\n".join(md))
     print("\n".join(table(entries)))
 
 

@@ -117,7 +117,7 @@ def extras(args) -> str:
              f"-ema{args.ema:g}" if args.ema != 0.999 else "", f"-warm{args.warmup}" if args.warmup != 200 else "",
              f"-{args.time_budget:g}s" if args.time_budget else "", f"-seed{args.seed}" if args.seed else "",
              f"-t{args.threads}" if args.threads != 1 else "", f"-init{args.init}" if args.init != "auto" else "",
-             "-xh" if args.exclude_history else "", f"-{args.tag}" if args.tag else ""]
+             "-xh" if args.exclude_history else "", f"-q{args.proposal}" if args.proposal else "", f"-{args.tag}" if args.tag else ""]
     return "".join(parts)
 
 
@@ -133,6 +133,9 @@ def run_one(name: str, args) -> dict:
     if args.exclude_history:  # a probe: each position's seen ids out of its negatives (history.py)
         from .history import history_excluded
         probe = history_excluded()
+    elif args.proposal:  # a probe: the hybrid's negatives from another proposal (history.py)
+        from .history import proposal
+        probe = proposal(args.proposal)
     with probe:
         train(cfg, progress=False, overwrite=True)
     train_s = time.time() - t0
@@ -324,6 +327,8 @@ def main() -> None:
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     p.add_argument("--exclude-history", action="store_true",
                    help="a probe: each position's seen ids out of its sampled negatives (benchmarks/sequence/history.py)")
+    p.add_argument("--proposal", default="", choices=("", "uniform", "log_uniform", "unigram", "mixed"),
+                   help="a probe: the hybrid head's sampled negatives from this proposal (history.py)")
     p.add_argument("--terms-only", action="store_true",
                    help="no training: the transition term alone beside the baselines (results/NAME.json, NAME "
                         "defaulting to sequence_decomposition)")

@@ -1,0 +1,91 @@
+"""Two sequence hybrids of one dataset as one model (sb.Ensemble: the mean of their network log p, plus
+the term at the members' median weight), against the first alone, paired -> results/NAME.{json,md}.
+
+    python -m benchmarks.sequence.pair_ensemble --dataset beauty --first RUN_SUFFIX --second RUN_SUFFIX \\
+        --split valid|test --name sequence_pair_ensemble
+
+The members are model folders under runs/sequence/models/DATASET/ named by the sequence benchmark's
+setting; `--first ''` is the plain hybrid run of benchmarks/sequence/history_compare.py and `--second`
+the suffix its probe added (`-xh`: the history out of the negatives; `-quniform`, `-qmixed`: another
+proposal for the sampled negatives, history.py). Each ranks the split's targets (leave-one-out, full
+ranking, history excluded) as the ensemble's hybrid, its networks alone and its term alone, and the
+first member the same way; HR@10 differences with 95% bootstrap intervals (users resampled). Choose
+on `valid`; `test` once.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import torch
+
+import superbloom as sb
+from benchmarks.machine import machine_info, machine_line
+from benchmarks.paper.report import paired
+from superbloom.evaluation.evaluate import EvalConfig, evaluate
+from superbloom.evaluation.metrics import hits_at
+from superbloom.inference.ensemble import Ensemble
+
+from .run import RESULTS, WORK
+
+PLAIN = "next-item-hybrid-a1m1-d64L2-lr0.005-drop0.2-b128-8000steps-neg2048-nb200-auto-1500s-initcooccurrence"
+PARTS = ("model", "network_only", "term_only")
+
+
+def compare(dataset: str, first: str, second: str, split: str) -> dict:
+    data = sb.Dataset(WORK / "data" / dataset)
+    a = sb.load(WORK / "models" / dataset / (PLAIN + first), threads=1, device="cpu")
+    b = sb.load(WORK / "models" / dataset / (PLAIN + second), threads=1, device="cpu")
+    cfg = EvalConfig(protocol="leave-one-out", split=split, context_len=50, baselines=())
+    alone = evaluate(a, data, cfg, progress=False).ranks
+    pair = Ensemble([a, b])
+    both = evaluate(pair, data, cfg, progress=False).ranks
+    hits = {(who, p): hits_at(r[p], 10) for who, r in (("first", alone), ("pair", both)) for p in PARTS if p in r}
+    return {"dataset": dataset, "split": split, "first": PLAIN + first, "second": PLAIN + second,
+            "mix": pair.mix, "users": int(len(alone["model"])),
+            "hr@10": {f"{who} {p}": round(float(h.mean()), 4) for (who, p), h in hits.items()},
+            "pair_minus_first": {p: {k: round(v, 4) for k, v in paired(hits["pair", p], hits["first", p], None).items()}
+                                 for p in PARTS if ("pair", p) in hits},
+            "pair_network_minus_its_term": {k: round(v, 4) for k, v in paired(hits["pair", "network_only"],
+                                                                             hits["pair", "term_only"], None).items()}}
+
+
+def table(entries: list[dict]) -> list[str]:
+    lines = ["| dataset | split | second member | users | hybrid: first / pair | pair - first [95% CI] | "
+             "networks alone: first / pair | pair - first [95% CI] | term alone | pair's networks - term [95% CI] |",
+             "|" + "---|" * 10]
+    ci = lambda d: "{diff:+.4f} [{lo:+.4f}, {hi:+.4f}]".format(**d)  # noqa: E731
+    for e in entries:
+        h, d = e["hr@10"], e["pair_minus_first"]
+        lines.append(f"| {e['dataset']} | {e['split']} | `{e['second'][len(PLAIN):] or '(plain)'}` | {e['users']:,} | "
+                     f"{h['first model']:.4f} / {h['pair model']:.4f} | {ci(d['model'])} | "
+                     f"{h['first network_only']:.4f} / {h['pair network_only']:.4f} | {ci(d['network_only'])} | "
+                     f"{h['pair term_only']:.4f} | {ci(e['pair_network_minus_its_term'])} |")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--first", default="", help="the first member's suffix after the plain setting ('' : plain)")
+    p.add_argument("--second", required=True, help="the second member's suffix (-xh, -quniform, -qmixed)")
+    p.add_argument("--split", default="valid", choices=("valid", "test"))
+    p.add_argument("--name", default="sequence_pair_ensemble", help="results file stem (entries accumulate)")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    e = compare(a.dataset, a.first, a.second, a.split)
+    path = RESULTS / f"{a.name}.json"
+    saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+    key = (e["dataset"], e["split"], e["first"], e["second"])
+    saved["entries"] = [x for x in saved["entries"] if (x["dataset"], x["split"], x["first"], x["second"]) != key] + [e]
+    saved["machine"] = machine_info()
+    path.write_text(json.dumps(saved, indent=2, default=float) + "\n")
+    md = ["# Two sequence hybrids as one model, against the first alone (issue 33)", "",
+          __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
+    (RESULTS / f"{a.name}.md").write_text("\n".join(md))
+    print("\n".join(table([e])))
+
+
+if __name__ == "__main__":
+    main()
