@@ -145,26 +145,28 @@ def diagnose(name: str, dataset: str, split: str = "test", recipe: str = "hybrid
     popularity = np.where(ex.targets >= 0, counts[np.maximum(ex.targets, 0)], 0)  # (E,)
     context = (ex.contexts >= 0).sum(1)  # (E,) ids in the context (unseen ids are -1)
     hits = {m: hits_at(r, 10) for m, r in ranks.items()}
-    groups = ex.set_rows
-
-    def rows(split_by):
-        out = []
-        for label, mask in split_by:
-            if mask.sum() == 0:
-                continue
-            g = groups[mask]
-            out.append({"bucket": label, "examples": int(mask.sum()),
-                        **{m: round(float(h[mask].mean()), 4) for m, h in hits.items()},
-                        "network_vs_term": paired(hits["network"][mask], hits["term"][mask], g),
-                        "hybrid_vs_term": paired(hits["hybrid"][mask], hits["term"][mask], g),
-                        "net_only_hits": int((hits["network"][mask] > hits["term"][mask]).sum()),
-                        "term_only_hits": int((hits["term"][mask] > hits["network"][mask]).sum())})
-        return out
-
     return {"dataset": dataset, "split": split, "model": str(run_dir.relative_to(harness.REPO)),
             "examples": int(len(ex.targets)), "popularity": "training sets holding the target",
-            "by_target_popularity": rows(deciles(popularity)),
-            "by_context_size": rows(buckets(context, list(CONTEXT_BUCKETS))), "machine": machine_info()}
+            "by_target_popularity": bucket_rows(hits, deciles(popularity), ex.set_rows),
+            "by_context_size": bucket_rows(hits, buckets(context, list(CONTEXT_BUCKETS)), ex.set_rows),
+            "machine": machine_info()}
+
+
+def bucket_rows(hits: dict, split_by: list[tuple[str, np.ndarray]], groups: np.ndarray | None) -> list[dict]:
+    """Per bucket of examples: rec@10 of the hybrid, its network and its term (`hits`: (E,) 0/1 each), and
+    the paired differences network - term and hybrid - term (`groups`: the bootstrap's units; None: each example)."""
+    out = []
+    for label, mask in split_by:
+        if mask.sum() == 0:
+            continue
+        g = groups[mask] if groups is not None else None
+        out.append({"bucket": label, "examples": int(mask.sum()),
+                    **{m: round(float(h[mask].mean()), 4) for m, h in hits.items()},
+                    "network_vs_term": paired(hits["network"][mask], hits["term"][mask], g),
+                    "hybrid_vs_term": paired(hits["hybrid"][mask], hits["term"][mask], g),
+                    "net_only_hits": int((hits["network"][mask] > hits["term"][mask]).sum()),
+                    "term_only_hits": int((hits["term"][mask] > hits["network"][mask]).sum())})
+    return out
 
 
 def diagnosis_table(rows: list[dict], what: str) -> list[str]:

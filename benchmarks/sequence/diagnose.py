@@ -22,8 +22,7 @@ import torch
 
 import superbloom as sb
 from benchmarks.machine import machine_info, machine_line
-from benchmarks.paper.report import paired
-from benchmarks.quality.decomposition import buckets, deciles, diagnosis_table
+from benchmarks.quality.decomposition import bucket_rows, buckets, deciles, diagnosis_table
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
 from superbloom.evaluation.protocols import resolve as resolve_protocol
@@ -50,24 +49,11 @@ def diagnose(dataset: str, model_dir: Path) -> dict:
     hits = {"hybrid": hits_at(res.ranks["model"], 10), "network": hits_at(res.ranks["network_only"], 10),
             "term": hits_at(res.ranks["term_only"], 10)}
 
-    def rows(split_by):
-        out = []
-        for label, mask in split_by:
-            if mask.sum() == 0:
-                continue
-            out.append({"bucket": label, "examples": int(mask.sum()),
-                        **{m: round(float(h[mask].mean()), 4) for m, h in hits.items()},
-                        "network_vs_term": paired(hits["network"][mask], hits["term"][mask], None),
-                        "hybrid_vs_term": paired(hits["hybrid"][mask], hits["term"][mask], None),
-                        "net_only_hits": int((hits["network"][mask] > hits["term"][mask]).sum()),
-                        "term_only_hits": int((hits["term"][mask] > hits["network"][mask]).sum())})
-        return out
-
     return {"dataset": dataset, "model": str(model_dir), "users": int(len(ex.targets)), "head": res.head,
             "all": {m: round(float(h.mean()), 4) for m, h in hits.items()},
             "popularity": "occurrences of the target in the training prefixes",
-            "by_target_popularity": rows(deciles(popularity)),
-            "by_history_length": rows(buckets(history, list(HISTORY_BUCKETS)))}
+            "by_target_popularity": bucket_rows(hits, deciles(popularity), None),
+            "by_history_length": bucket_rows(hits, buckets(history, list(HISTORY_BUCKETS)), None)}
 
 
 def render(entries: list[dict], machine: dict) -> list[str]:
