@@ -78,7 +78,7 @@ def main() -> None:
     torch.set_num_threads(1)
     pairs = [x.split("=", 1) for x in a.models.split(",") if x]
     if any(len(x) != 2 for x in pairs):
-        raise SystemExit(f"--models: expected DATASET=MODEL_FOLDER pairs, got {a.models!r}")
+        p.error(f"--models: expected DATASET=MODEL_FOLDER pairs, got {a.models!r}")
     entries = [diagnose(d, Path(m)) for d, m in pairs]
     machine = machine_info()
     (RESULTS / f"{a.name}.json").write_text(json.dumps({"entries": entries, "machine": machine}, indent=2) + "\n")
