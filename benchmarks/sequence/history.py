@@ -68,7 +68,7 @@ def history_excluded():
 @contextlib.contextmanager
 def proposal(kind: str):
     """A second probe: inside the block a hybrid head draws its sampled negatives from `kind`
-    (heads/sampled.py: uniform, log_uniform, unigram; or "mixed", Q the mean of uniform and log-uniform)
+    (heads/sampled.py: uniform or log_uniform; or "mixed", Q the mean of uniform and log-uniform)
     instead of the log-uniform proposal it is built with."""
     from superbloom.heads import hybrid
     from superbloom.heads.sampled import Proposal

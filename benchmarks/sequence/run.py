@@ -327,7 +327,7 @@ def main() -> None:
     p.add_argument("--render", action="store_true", help="only rewrite results/NAME.md from results/NAME.json")
     p.add_argument("--exclude-history", action="store_true",
                    help="a probe: each position's seen ids out of its sampled negatives (benchmarks/sequence/history.py)")
-    p.add_argument("--proposal", default="", choices=("", "uniform", "log_uniform", "unigram", "mixed"),
+    p.add_argument("--proposal", default="", choices=("", "uniform", "mixed"),
                    help="a probe: the hybrid head's sampled negatives from this proposal (history.py)")
     p.add_argument("--terms-only", action="store_true",
                    help="no training: the transition term alone beside the baselines (results/NAME.json, NAME "
