@@ -66,3 +66,31 @@ def test_the_harness_runs_on_your_folder_under_its_key(wiki_data, tmp_path, monk
 def test_the_sequence_benchmark_reads_your_folder_where_it_is(tmp_path):
     seq = walking_sequences(tmp_path, 60)
     assert sequence_run.prepared(str(seq)) == seq and sequence_run.source(str(seq)) == str(seq)
+
+
+def test_the_sequence_benchmark_trains_an_ensemble_of_two_proposals(tmp_path, monkeypatch):
+    """`--members 2 --member-proposals log_uniform,uniform`: one ensemble folder (train --members), its row
+    with the networks alone and the term alone on the same users, each member's proposal in its config."""
+    from superbloom.storage.files import load_json
+
+    monkeypatch.setattr(sequence_run, "WORK", tmp_path / "work")
+    monkeypatch.setattr(sequence_run, "RESULTS", tmp_path / "results")
+    import superbloom as sb
+
+    def weight_3(self, *a, **k):  # these walks are too easy to need the term: a weight > 0, as on real data
+        self.mix = 3.0
+        return {3.0: 1.0}
+    monkeypatch.setattr(sb.Ensemble, "choose_mix", weight_3)
+    seq = walking_sequences(tmp_path, 60)
+    sequence_run.main(["--datasets", str(seq), "--head", "hybrid", "--samples", "8", "--d", "16", "--layers", "1",
+                       "--window", "12", "--batch-size", "16", "--steps", "4", "--eval-every", "2", "--ema", "0",
+                       "--members", "2", "--member-proposals", "log_uniform,uniform", "--baselines", "popularity",
+                       "--name", "pair"])
+    (row,) = json.loads((tmp_path / "results" / "pair.json").read_text())["entries"]
+    assert row["setting"].endswith("-x2-plog_uniform+uniform")
+    assert {"model_network_only", "model_term_only", "item_decay"} <= set(row) and row["item_mix"] == 3.0
+    assert set(row["paired_hr@10"]) == {"network_only", "term_only", "popularity"}
+    out = tmp_path / "work" / "models" / datasets.key(str(seq)) / row["setting"]
+    assert [load_json(out / f"member-{i}" / "config.json")["train"]["head"]["proposal"] for i in (0, 1)] == \
+        ["log_uniform", "uniform"]
+    assert load_json(out / "config.json")["kind"] == "ensemble"

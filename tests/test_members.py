@@ -188,3 +188,33 @@ def test_the_members_build_their_item_item_term_once(wiki_data, tmp_path, monkey
     for head in terms:
         for name in ("indptr", "cols", "values"):
             assert torch.equal(getattr(head, name), getattr(lone, name))
+
+
+def test_member_proposals_give_each_member_its_sampled_negatives(wiki_data, tmp_path, capsys):
+    """`--member-proposals log_uniform,uniform`: member i draws its negatives from the i-th proposal
+    (cycled), saved in its own config and in the ensemble's runs; a proposal without sampled negatives,
+    or without --members, is refused before anything is written."""
+    from superbloom.cli import main
+
+    cfg = config(wiki_data, tmp_path / "ens", head=head_config("hybrid", neighbours=20, term="cooccurrence",
+                                                               samples=16), steps=4)
+    assert [member_config(cfg, i, ("log_uniform", "uniform")).head.proposal for i in range(3)] == \
+        ["log_uniform", "uniform", "log_uniform"]
+    out = train_members(cfg, 2, progress=False, proposals=("log_uniform", "uniform"))
+    saved = load_json(out / "config.json")
+    assert [r["proposal"] for r in saved["runs"]] == ["log_uniform", "uniform"]
+    heads = [sb.load(out / m, mmap=False).model.head for m in saved["members"]]
+    assert [h.cfg.proposal for h in heads] == [h.proposal.kind for h in heads] == ["log_uniform", "uniform"]
+    assert "sampled negatives from the proposals log_uniform, uniform" in (out / "README.md").read_text()  # the card
+    with pytest.raises(ValueError, match="full softmax"):
+        train_members(config(wiki_data, tmp_path / "a"), 2, proposals=("uniform",))
+    with pytest.raises(ValueError, match="3 proposals for 2 members"):
+        train_members(dataclasses.replace(cfg, out=str(tmp_path / "b")), 2, proposals=("uniform",) * 3)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    args = ["train", str(wiki_data.path), "--out", str(tmp_path / "c"), "--head", "hybrid", "--samples", "16",
+            "--alpha", "1", "--m", "1", "--steps", "2", "--quiet", "--member-proposals", "uniform"]
+    assert main(args) == 2 and "give --members K" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:  # argparse: exit 2, the flag and the names it takes
+        main(args[:-1] + ["zipf", "--members", "2"])
+    assert bad.value.code == 2 and "'zipf' is not a proposal" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

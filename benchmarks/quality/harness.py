@@ -103,7 +103,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         model=sb.ModelConfig(d=recipe.d, heads=recipe.heads, d_ff=recipe.d_ff, layers=recipe.layers,
                              dropout=recipe.dropout),
         head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
-                          label_smoothing=recipe.label_smoothing, samples=recipe.samples,
+                          label_smoothing=recipe.label_smoothing, samples=recipe.samples, proposal=recipe.proposal,
                           residual=recipe.residual, distill=recipe.distill, distill_scale=recipe.distill_scale,
                           term_folds=recipe.term_folds, mix=recipe.mix) if recipe.head == "hybrid"
               else head_config("mixture", components=recipe.components, label_smoothing=recipe.label_smoothing)
@@ -131,7 +131,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
     with teaching:
         if recipe.members > 1:
             from superbloom.training.members import train_members
-            train_members(cfg, recipe.members, progress=False, overwrite=True)
+            train_members(cfg, recipe.members, progress=False, overwrite=True, proposals=recipe.member_proposals)
         else:
             sb.train(cfg, progress=False, overwrite=True)
 

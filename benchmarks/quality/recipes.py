@@ -39,6 +39,7 @@ class Recipe:
     neighbours: int = 200  # hybrid: item-item values per id
     item_term: str = "auto"  # hybrid: ease | cooccurrence | auto (HybridConfig.term)
     samples: int = 0  # hybrid: > 0 trains the network with sampled softmax (HybridConfig.samples)
+    proposal: str = "log_uniform"  # hybrid, samples > 0: where the negatives are drawn from (HybridConfig.proposal)
     residual: float = 0.0  # hybrid: > 0 puts the term x this inside the training loss (HybridConfig.residual)
     distill: float = 0.0  # hybrid: the loss's share of the cross-entropy to the term's softmax (HybridConfig.distill)
     distill_scale: float = 30.0  # hybrid, distill: the term's logit scale (HybridConfig.distill_scale)
@@ -48,6 +49,7 @@ class Recipe:
     components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
     seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
     members: int = 1  # > 1: the library's `train --members` (training/members.py): that many seeds as one ensemble
+    member_proposals: tuple = ()  # members, samples > 0: member i's proposal (train --member-proposals), cycled
     teacher: str = ""  # distill: the trained recipe (same dataset, split, steps) that teaches instead of the term (teacher.py)
     exclude_shown: bool = False  # a probe: the training softmax leaves out the ids the row shows (shown.py)
 
@@ -186,3 +188,13 @@ RECIPES.update({"teach3": replace(RECIPES["net_kd3"], teacher="kd3_x6"),
 # EASE's diagonal is 0; the network alone and the hybrid
 RECIPES.update({"net_xs": replace(RECIPES["net"], exclude_shown=True),
                 "hybrid_xs": replace(RECIPES["hybrid"], exclude_shown=True)})
+
+# the sequence finding on sets (issue 33): two networks whose sampled negatives come from different proposals
+# err apart (benchmarks/results/sequence_decomposition.md); S sampled negatives per step, members log-uniform and
+# uniform (train --member-proposals), against two seeds of one recipe and the single networks
+RECIPES.update({"hybrid_x2": replace(RECIPES["hybrid"], members=2),
+                "hybrid_s512": replace(RECIPES["hybrid"], samples=512),
+                "hybrid_s512u": replace(RECIPES["hybrid"], samples=512, proposal="uniform"),
+                "hybrid_s512_x2": replace(RECIPES["hybrid"], samples=512, members=2),
+                "hybrid_s512_q2": replace(RECIPES["hybrid"], samples=512, members=2,
+                                          member_proposals=("log_uniform", "uniform"))})

@@ -43,12 +43,14 @@ from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import target_ranks
 from superbloom.evaluation.protocols import resolve as resolve_protocol
 from superbloom.hashing.bloom import HashConfig
-from superbloom.heads import head_config
+from superbloom.heads import PROPOSALS, head_config
 from superbloom.heads.hybrid import TERMS as HYBRID_TERMS
 from superbloom.model.encoder import ModelConfig
 from superbloom.model.config import INIT_NAMES
 from superbloom.training.optim import OptimConfig
 from superbloom.training.sequence import DECAYS
+from superbloom.inference.ensemble import Ensemble
+from superbloom.training.members import train_members
 from superbloom.training.train import LoopConfig, TrainConfig, train
 
 from ..datasets import DATASETS, key, own_folder, resolve
@@ -89,6 +91,8 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
     settings = {"samples": args.samples} if args.head in ("sampled", "hybrid") else {}
     if args.head == "hybrid":
         settings.update(neighbours=args.neighbours, term=args.item_term)
+    if args.proposal in PROPOSALS:  # a library setting (heads/config.py); "mixed" stays a probe (history.py)
+        settings["proposal"] = args.proposal
     if args.label_smoothing:
         settings["label_smoothing"] = args.label_smoothing
     head = head_config(args.head, **settings)
@@ -117,7 +121,9 @@ def extras(args) -> str:
              f"-ema{args.ema:g}" if args.ema != 0.999 else "", f"-warm{args.warmup}" if args.warmup != 200 else "",
              f"-{args.time_budget:g}s" if args.time_budget else "", f"-seed{args.seed}" if args.seed else "",
              f"-t{args.threads}" if args.threads != 1 else "", f"-init{args.init}" if args.init != "auto" else "",
-             "-xh" if args.exclude_history else "", f"-q{args.proposal}" if args.proposal else "", f"-{args.tag}" if args.tag else ""]
+             "-xh" if args.exclude_history else "", f"-q{args.proposal}" if args.proposal else "",
+             f"-x{args.members}" if args.members > 1 else "",
+             f"-p{'+'.join(args.member_proposals)}" if args.member_proposals else "", f"-{args.tag}" if args.tag else ""]
     return "".join(parts)
 
 
@@ -133,14 +139,20 @@ def run_one(name: str, args) -> dict:
     if args.exclude_history:  # a probe: each position's seen ids out of its negatives (history.py)
         from .history import history_excluded
         probe = history_excluded()
-    elif args.proposal:  # a probe: the hybrid's negatives from another proposal (history.py)
+    elif args.proposal == "mixed":  # a probe: the hybrid's negatives from a mixed proposal (history.py)
         from .history import proposal
         probe = proposal(args.proposal)
     with probe:
-        train(cfg, progress=False, overwrite=True)
+        if args.members > 1:  # one ensemble folder (training/members.py): its weight chosen on held-out users
+            train_members(cfg, args.members, progress=False, overwrite=True, proposals=args.member_proposals)
+        else:
+            train(cfg, progress=False, overwrite=True)
     train_s = time.time() - t0
-    vals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
+    first = out / "member-0" if args.members > 1 else out  # an ensemble's validation curve: its first member's
+    vals = [json.loads(x) for x in (first / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     model, data = sb.load(out, threads=args.threads, device="cpu"), sb.Dataset(data_dir)
+    head = model.term_member.model.head if isinstance(model, Ensemble) and model.term_member else \
+        None if isinstance(model, Ensemble) else model.model.head  # whose term and decay the row reports
     t0 = time.time()
     res = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                            baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
@@ -161,8 +173,9 @@ def run_one(name: str, args) -> dict:
         "beats_bar": r["hr@10"] > PUBLISHED[name][BAR[name]] if name in BAR else None,
         "validation": [{k: v[k] for k in ("step", "val_hr@10", "val_ndcg@10")} for v in vals],
         "best_step": max(vals, key=lambda v: v["val_ndcg@10"])["step"] if vals else None,
-        **({"item_mix": float(model.model.head.mix), "item_decay": round(float(model.model.head.decay), 3),
-            "item_term": r["head"]["item_term"], "model_network_only": pick(r["network_only"]),
+        **({"item_mix": float(model.mix if isinstance(model, Ensemble) else head.mix),
+            "item_decay": round(float(head.decay), 3),
+            "item_term": r["head"].get("item_term") or r["head"]["term"]["item_term"], "model_network_only": pick(r["network_only"]),
             "model_term_only": pick(r["term_only"])}
            if "network_only" in r else {}),
         "paired_hr@10": paired_hr10(res.ranks, "model", res.groups),
@@ -284,7 +297,7 @@ def table(entries: list[dict]) -> list[str]:
     return lines
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="beauty,toys,lastfm,bert4rec_beauty",
                    help="comma-separated: names of benchmarks/datasets.py, or a path with a / to a folder "
@@ -328,11 +341,17 @@ def main() -> None:
     p.add_argument("--exclude-history", action="store_true",
                    help="a probe: each position's seen ids out of its sampled negatives (benchmarks/sequence/history.py)")
     p.add_argument("--proposal", default="", choices=("", "uniform", "mixed"),
-                   help="a probe: the hybrid head's sampled negatives from this proposal (history.py)")
+                   help="the hybrid head's sampled negatives from this proposal (uniform: the head's setting; "
+                        "mixed, half uniform and half log-uniform: a probe, history.py)")
+    p.add_argument("--members", type=int, default=1,
+                   help=">= 2: train this many models as one ensemble folder (superbloom train --members)")
+    p.add_argument("--member-proposals", type=lambda t: tuple(t.split(",")), default=(),
+                   help="with --members: member i's sampled negatives from the i-th proposal, cycled "
+                        "(superbloom train --member-proposals), e.g. log_uniform,uniform")
     p.add_argument("--terms-only", action="store_true",
                    help="no training: the transition term alone beside the baselines (results/NAME.json, NAME "
                         "defaulting to sequence_decomposition)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.terms_only and args.name == "sequence":
         args.name = "sequence_decomposition"

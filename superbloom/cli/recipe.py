@@ -63,6 +63,7 @@ NOT_SETTINGS = {
     "log_to": "output only (where the metrics also go)",
     "memory_limit": "a check before the run (cli/checks.py), not what to train",
     "members": "how many models of the recipe to train as one ensemble (training/members.py), not the recipe",
+    "member_proposals": "the ensemble's members' proposals (training/members.py), each saved in its member's config",
 }
 
 # the sections of config.json's "train" (TrainConfig's nested configs); the rest are top-level fields

@@ -130,7 +130,8 @@ def _add_train(sub):
                         "hybrid: train its network with this many sampled negatives instead of the full softmax "
                         "(default: full softmax)")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
-                   help=f"sampled: proposal distribution (default {default_of(SampledConfig, 'proposal')})")
+                   help=f"sampled, hybrid with --samples: where the sampled negatives are drawn from "
+                        f"(default {default_of(SampledConfig, 'proposal')})")
     g.add_argument("--components", type=POS_INT, default=None,
                    help=f"mixture: softmaxes mixed (a mixture of softmaxes: log p is no longer a rank-d matrix) "
                         f"(default {default_of(MixtureConfig, 'components')})")
@@ -185,6 +186,10 @@ def _add_train(sub):
                         "into --out/member-i and save them as one ensemble (the mean of their log p + the chosen "
                         "weight x the first hybrid's item-item term); load, eval, predict and serve --out as one "
                         "model (default %(default)s: one model)")
+    g.add_argument("--member-proposals", type=proposal_list, default=(), metavar="P[,P...]",
+                   help="with --members and sampled negatives (--samples): member i draws them from the i-th "
+                        f"proposal, cycled ({', '.join(PROPOSALS)}); log_uniform,uniform: two networks that err apart "
+                        "(default: every member the recipe's --proposal)")
     g.add_argument("--threads", type=checks.THREADS, default=lp("threads"),
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
@@ -360,6 +365,15 @@ def resolved_options(args) -> tuple[dict, list[str]]:
     return recipe_flags(cfg.to_dict()), line.getvalue().splitlines()
 
 
+def proposal_list(text: str) -> tuple[str, ...]:
+    """--member-proposals: comma-separated proposal names (PROPOSALS)."""
+    names = tuple(p.strip() for p in text.split(","))
+    wrong = [p for p in names if p not in PROPOSALS]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"{wrong[0]!r} is not a proposal; choose from {', '.join(PROPOSALS)}")
+    return names
+
+
 def cmd_train(args):
     import json
 
@@ -371,11 +385,13 @@ def cmd_train(args):
         checks.refuse_training_memory("train", cfg.data, cfg.hash, cfg.model, cfg.loop.batch_size, cfg.mask.n,
                                       args.samples, args.memory_limit)
         run = train
+        if args.member_proposals and args.members == 1:
+            raise ValueError("--member-proposals: the proposals of an ensemble's members; give --members K (K >= 2)")
         if args.members != 1:
             from functools import partial
 
             from ..training.members import train_members
-            run = partial(train_members, members=args.members)
+            run = partial(train_members, members=args.members, proposals=args.member_proposals)
         out = run(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
                   record={"preset": record} if record else None, callbacks=log_to_callbacks(args))
     if args.json:

@@ -81,7 +81,9 @@ class HybridConfig:
     window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
     gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
     label_smoothing: float = 0.0
-    samples: int = 0  # > 0: train the network with sampled softmax, this many log-uniform negatives per step
+    samples: int = 0  # > 0: train the network with sampled softmax, this many negatives per step
+    proposal: str = "log_uniform"  # samples > 0: where the negatives are drawn from (sampled.py: uniform | unigram |
+    # log_uniform); two networks of other proposals err apart (benchmarks/results/sequence_decomposition.md)
     residual: float = 0.0  # > 0: the term x this weight inside the training loss, the network learns a residual
     distill: float = 0.0  # in [0, 1): the training loss's share of the cross-entropy to the term's softmax
     distill_scale: float = 30.0  # distill: the term's softmax is softmax(distill_scale x term)
@@ -96,6 +98,11 @@ class HybridConfig:
             raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
         if not (0.0 <= self.residual < float("inf")):
             raise ValueError(f"residual must be a finite weight >= 0 (0: off), got {self.residual}")
+        if self.proposal not in PROPOSALS:
+            raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
+        if self.proposal != "log_uniform" and not self.samples:
+            raise ValueError(f"proposal {self.proposal!r} is where sampled negatives are drawn from; the hybrid's "
+                             "network trains with the full softmax unless samples > 0 (--samples)")
         if self.residual and self.samples:
             raise ValueError("residual training scores every id with the term: it needs the full softmax (samples 0)")
         if not 0.0 <= self.distill < 1.0:

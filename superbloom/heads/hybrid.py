@@ -3,8 +3,8 @@
     score(j | context) = log softmax(v W^T + b)_j  +  mix * sum_{c in context} A[c, j]
 
 The network is trained exactly as with the full head (full.py: same loss, same fused kernel), or
-with `samples` > 0 as with the sampled head (sampled.py: that many log-uniform negatives per step,
-full softmax at evaluation): the item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
+with `samples` > 0 as with the sampled head (sampled.py: that many negatives per step from `proposal`,
+log-uniform by default; full softmax at evaluation): the item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
 training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, itemitem.ease_weights; up
 to 60,000 ids, dense to fit, float32 above 25,000), the `neighbours` of largest magnitude in every row;
 or, beyond (term auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
@@ -120,7 +120,7 @@ class HybridHead(FullHead):
         super().__init__(embedding, hashing, cfg, counts)
         if self.first is None:
             raise ValueError("the hybrid head needs the ids' tokens to be contiguous (identity hashing)")
-        self.proposal = Proposal("log_uniform", self.n_ids) if cfg.samples else None
+        self.proposal = Proposal(cfg.proposal, self.n_ids, counts) if cfg.samples else None
         self.register_buffer("indptr", torch.zeros(self.n_ids + 1, dtype=torch.long))
         self.register_buffer("cols", torch.zeros(0, dtype=torch.long))
         self.register_buffer("values", torch.zeros(0))

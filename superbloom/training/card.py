@@ -148,14 +148,16 @@ def _recipe(config: dict) -> list[str]:
 
 
 def _ensemble(d: Path, config: dict) -> tuple[dict, list[str]]:
-    """An ensemble folder (members.py): the recipe of its first member (every member's but the seed), and
-    its members and chosen weight as the training record."""
+    """An ensemble folder (members.py): the recipe of its first member (every member's but the seed and
+    the proposal), and its members and chosen weight as the training record."""
     members = config["members"]
     first = read_json_object(d / members[0] / "config.json", "the first member's settings")
     runs = config.get("runs") or []
+    drawn = [r["proposal"] for r in runs if "proposal" in r]  # train --member-proposals
     lines = [f"- {len(members)} members ({', '.join(members)}), seeds "
-             f"{', '.join(str(r.get('seed')) for r in runs) or '?'}, the same validation sets; "
-             f"{config.get('seconds', 0):,.0f} s in all",
+             f"{', '.join(str(r.get('seed')) for r in runs) or '?'}"
+             + (f", sampled negatives from the proposals {', '.join(drawn)}" if drawn else "")
+             + f", the same validation sets; {config.get('seconds', 0):,.0f} s in all",
              f"- item-item weight {config.get('item_mix', 0):g}"
              + (" (validation rec@10 " + ", ".join(f"{w}: {r:.4f}" for w, r in sorted(config["mix_validation"].items(), key=lambda x: float(x[0])))
                 + ")"

@@ -1,12 +1,17 @@
 """Train an ensemble: K models of one recipe and other seeds, saved as one model folder (issue 33).
 
     superbloom train data/toys --out runs/toys6 --members 6      # six hybrids; load / eval / predict / serve runs/toys6
+    superbloom train data/beauty --objective next-item --samples 2048 --out runs/pair \
+        --members 2 --member-proposals log_uniform,uniform       # two networks whose negatives differ
 
     from superbloom.training.members import train_members
     train_members(cfg, 6)                                        # -> cfg.out, an "ensemble" folder
 
 Member i is trained by train() into OUT/member-i with the seed cfg.loop.seed + i and the validation
-sets of cfg.validation_seed (the first member's): every member holds out the same training sets,
+sets of cfg.validation_seed (the first member's); with `proposals` (a head trained on sampled
+negatives) member i draws them from proposals[i % len(proposals)]: on Beauty and Toys a log-uniform
+and a uniform network err apart, and their mean gains more than a second seed's
+(benchmarks/results/sequence_decomposition.md). Every member holds out the same training sets,
 so the ensemble's term weight is chosen on sets none of them trained on. Then the members are
 ranked as one (inference/ensemble.py: the mean of their networks' log p + mix x the first hybrid
 member's item-item term) on those validation examples, the weight is chosen from MIXES (recall@10,
@@ -50,17 +55,27 @@ log = logging.getLogger(__name__)
 DONE = "done.json"  # in a member's folder once its training has ended (what --resume skips)
 
 
-def member_config(cfg: TrainConfig, i: int) -> TrainConfig:
+def member_config(cfg: TrainConfig, i: int, proposals: Sequence[str] = ()) -> TrainConfig:
     """Member i: the recipe of `cfg` with the seed cfg.loop.seed + i, the validation sets of the first
-    member, written to OUT/member-i."""
-    return dataclasses.replace(cfg, out=str(Path(cfg.out) / f"member-{i}"), val_seed=cfg.validation_seed,
+    member, the sampled negatives' proposal proposals[i % len(proposals)] if any, written to OUT/member-i."""
+    head = dataclasses.replace(cfg.head, proposal=proposals[i % len(proposals)]) if proposals else cfg.head
+    return dataclasses.replace(cfg, out=str(Path(cfg.out) / f"member-{i}"), val_seed=cfg.validation_seed, head=head,
                                loop=dataclasses.replace(cfg.loop, seed=cfg.loop.seed + i))
 
 
-def check_members(cfg: TrainConfig, members: int) -> None:
+def check_members(cfg: TrainConfig, members: int, proposals: Sequence[str] = ()) -> None:
     """Refuse, before anything is trained, what an ensemble cannot be made of (one line each)."""
     if members < 2:
         raise ValueError(f"--members {members}: an ensemble has at least 2 members (1 is `train` itself)")
+    if proposals:
+        settings = dataclasses.asdict(cfg.head)
+        if "proposal" not in settings or not settings.get("samples"):
+            raise ValueError(f"--member-proposals: the members' sampled negatives come from them; the {cfg.head.name} "
+                             "head here trains with the full softmax (a hybrid head with --samples N, or --head sampled)")
+        if len(proposals) > members:
+            raise ValueError(f"--member-proposals: {len(proposals)} proposals for {members} members (--members)")
+        for i in range(members):
+            member_config(cfg, i, proposals)  # an unknown proposal: the head config's own error
     if not scores_every_id(cfg.head.name):
         raise ValueError(f"--members: the {cfg.head.name} head does not score every id; an ensemble's members "
                          "are full, mixture or hybrid heads (--head)")
@@ -73,14 +88,17 @@ def check_members(cfg: TrainConfig, members: int) -> None:
 
 
 def train_members(cfg: TrainConfig, members: int, progress: bool = True, resume: bool = False,
-                  overwrite: bool = False, record: dict | None = None, callbacks: Sequence[Callback] = ()) -> Path:
-    """Train `members` models of `cfg` and save them as one ensemble folder at cfg.out (module docstring)."""
-    check_members(cfg, members)
+                  overwrite: bool = False, record: dict | None = None, callbacks: Sequence[Callback] = (),
+                  proposals: Sequence[str] = ()) -> Path:
+    """Train `members` models of `cfg` and save them as one ensemble folder at cfg.out (module docstring);
+    `proposals`: the members' proposals for sampled negatives, cycled (empty: the recipe's)."""
+    proposals = tuple(proposals)
+    check_members(cfg, members, proposals)
     data = Dataset(cfg.data)
     if id_model_kind(data.meta) == "text-model":
         raise ValueError(f"--members: {cfg.data} is text; ensembles are built of set and sequence models")
     target = claim(cfg.out, "ensemble")
-    started = [i for i in range(members) if Path(member_config(cfg, i).out).exists()]
+    started = [i for i in range(members) if Path(member_config(cfg, i, proposals).out).exists()]
     if (target.holds_output() or started) and not (resume or overwrite):
         raise ValueError(f"{cfg.out} already holds an ensemble (or its first members); pass --resume to finish it "
                          "(its complete members are kept) or --overwrite to train it again")
@@ -89,18 +107,20 @@ def train_members(cfg: TrainConfig, members: int, progress: bool = True, resume:
     dirs, runs = [], []
     with shared_terms():  # the members train on the same sets: an item-item term is built once
         for i in range(members):
-            mcfg = member_config(cfg, i)
+            mcfg = member_config(cfg, i, proposals)
             mdir = Path(mcfg.out)
+            drawn = {"proposal": mcfg.head.proposal} if proposals else {}
             if resume and (mdir / DONE).is_file():
                 log.info(f"member {i + 1} of {members}: complete ({mdir}), kept")
             else:
-                log.info(f"member {i + 1} of {members}: seed {mcfg.loop.seed} -> {mdir}")
+                log.info(f"member {i + 1} of {members}: seed {mcfg.loop.seed}"
+                         + (f", {mcfg.head.proposal} negatives" if proposals else "") + f" -> {mdir}")
                 s0 = time.time()
                 train(mcfg, progress, resume=resume and mdir.exists(), overwrite=overwrite, record=record,
                       callbacks=callbacks)
                 save_json(mdir / DONE, {"seconds": round(time.time() - s0, 1)})
             dirs.append(mdir)
-            runs.append({"dir": mdir.name, "seed": mcfg.loop.seed, **load_json(mdir / DONE)})
+            runs.append({"dir": mdir.name, "seed": mcfg.loop.seed, **drawn, **load_json(mdir / DONE)})
     ens = Ensemble.load(dirs, threads=cfg.loop.threads, device=cfg.loop.device)
     chosen = {}
     if ens.term_member is not None:  # the term's weight, on the validation sets every member held out
