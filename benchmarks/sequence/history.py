@@ -69,7 +69,8 @@ def history_excluded():
 def proposal(kind: str):
     """A second probe: inside the block a hybrid head draws its sampled negatives from `kind`
     (heads/sampled.py: uniform or log_uniform; or "mixed", Q the mean of uniform and log-uniform)
-    instead of the log-uniform proposal it is built with."""
+    instead of the proposal it is built with. Uniform and log-uniform are now the head's own setting
+    (HybridConfig.proposal, what run.py --proposal uniform sets); "mixed" is only here."""
     from superbloom.heads import hybrid
     from superbloom.heads.sampled import Proposal
 

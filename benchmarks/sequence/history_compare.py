@@ -7,6 +7,8 @@ the test users -> results/NAME.{json,md} (default: the history probe, sequence_h
     python -m benchmarks.sequence.history_compare --datasets beauty,toys
     python -m benchmarks.sequence.history_compare --datasets beauty,toys --probe 'sequence_proposal_uniform_{dataset}' \
         --name sequence_proposal_uniform      # the runs of --proposal uniform, one results file per dataset
+    python -m benchmarks.sequence.history_compare --datasets beauty,toys --probe sequence_members \
+        --name sequence_members_compare       # the runs of --members 2 --member-proposals log_uniform,uniform
 
 The runs' own validation (at most 5,000 users) chose their BEST checkpoints; here every user's
 validation target (the second-to-last id) is ranked by both kept models, the hybrid and its network
@@ -56,12 +58,20 @@ def compare(dataset: str, plain: str = "sequence_history_base", probe: str = "se
             a, b = hits_at(ranks["xh"][part], 10), hits_at(ranks["base"][part], 10)
             out[f"{split}_{part}"] = {"base": round(float(b.mean()), 4), "xh": round(float(a.mean()), 4),
                                       "diff": {k: round(x, 4) for k, x in paired(a, b, None).items()}}
+        net, term = (hits_at(ranks["xh"][p], 10) for p in ("network_only", "term_only"))
+        out[f"{split}_probe_network_minus_term"] = {k: round(x, 4) for k, x in paired(net, term, None).items()}
     return out
+
+
+def vs_term(entry: dict, split: str) -> str:
+    d = entry.get(f"{split}_probe_network_minus_term")  # (absent from files written before it was added)
+    return "{diff:+.4f} [{lo:+.4f}, {hi:+.4f}]".format(**d) if d else "-"
 
 
 def table(entries: list[dict]) -> list[str]:
     lines = ["| dataset | split | users | hybrid: plain / probe | probe - plain [95% CI] | network alone: plain / probe | "
-             "probe - plain [95% CI] | term alone: plain / probe |", "|" + "---|" * 8]
+             "probe - plain [95% CI] | term alone: plain / probe | probe's network alone - its term alone [95% CI] |",
+             "|" + "---|" * 9]
     for e in entries:
         for split in ("valid", "test"):
             cell = lambda p: e[f"{split}_{p}"]  # noqa: E731
@@ -69,7 +79,7 @@ def table(entries: list[dict]) -> list[str]:
             lines.append(f"| {e['dataset']} | {split} | {e['users_' + split]:,} | {cell('model')['base']:.4f} / "
                          f"{cell('model')['xh']:.4f} | {ci('model')} | {cell('network_only')['base']:.4f} / "
                          f"{cell('network_only')['xh']:.4f} | {ci('network_only')} | {cell('term_only')['base']:.4f} / "
-                         f"{cell('term_only')['xh']:.4f} |")
+                         f"{cell('term_only')['xh']:.4f} | {vs_term(e, split)} |")
     return lines
 
 
