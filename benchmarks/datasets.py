@@ -75,6 +75,7 @@ JSON = sb.ReadConfig("json")  # one document {set: [ids]}
 # Wikispeedia's unfinished games: `ip<TAB>time<TAB>seconds<TAB>A;B;<;C<TAB>target<TAB>type`, a game per line
 # keyed by its start time (27 of 24,875 times repeat: those games are read as one history)
 PATHS = sb.ReadConfig("edges", set_column=1, id_column=3, id_separator=";")
+PATHS_BACK = sb.ReadConfig("edges", set_column=1, id_column=3, id_separator=";", back_id="<")  # `<`: the page returned to
 
 DATASETS = {
     "wikispeedia": Source("wikispeedia/links.tsv", "sets", EDGES,
@@ -113,6 +114,9 @@ DATASETS = {
     "wikispeedia-paths": Source("wikispeedia/paths_unfinished.tsv", "sequences", PATHS,
                                 "Wikispeedia unfinished games: the articles a player clicked through, in order "
                                 "('<' a back click)", "West & Leskovec (WWW 2012)"),
+    "wikispeedia-paths-back": Source("wikispeedia/paths_unfinished.tsv", "sequences", PATHS_BACK,
+                                     "Wikispeedia unfinished games: the articles a player visited, in order (each "
+                                     "back click '<' read as the article it returns to)", "West & Leskovec (WWW 2012)"),
     "wikispeedia-articles": Source("wikispeedia/plaintext_articles.tar.xz", "text", None,
                                    "Wikispeedia: the plain text of 4,598 articles", "West, Pineau & Precup (IJCAI 2009)"),
     "gcide": Source("gcide/gcide.dict.dz", "text", None, "GNU Collaborative International Dictionary of English",

@@ -1,4 +1,4 @@
-"""benchmarks/datasets.py: one registry of the shared datasets, one name per file, and the older
+"""benchmarks/datasets.py: one registry of the shared datasets, one name per file and reading, and the older
 names each family of benchmark scripts wrote into its committed results."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from tests.conftest import shared_file
 
 
 def test_one_name_per_file_and_every_entry_complete():
-    paths = [(s.path, s.corpora) for s in reg.DATASETS.values()]
-    assert len(paths) == len(set(paths))  # one name per file (or per list of corpora made into sets)
+    paths = [(s.path, s.corpora, s.read) for s in reg.DATASETS.values()]
+    assert len(paths) == len(set(paths))  # one name per file and way of reading it (or list of corpora made into sets)
     for name, s in reg.DATASETS.items():
         assert s.kind in reg.KINDS and s.about and s.origin, name
         assert (s.read is None) == (s.kind in ("text", "archive") or bool(s.corpora)), name

@@ -470,3 +470,27 @@ def test_id_separator_one_field_per_history_gives_the_edge_lists_dataset(tmp_pat
     assert stats.malformed == 2 and stats.links == 5
     with pytest.raises(ValueError, match="id_separator must be one character"):
         ReadConfig(id_separator="\t")
+
+
+def test_back_ids_are_resolved_to_the_id_they_return_to(tmp_path, capsys):
+    """--back-id '<' (Wikispeedia's back click): a path is a stack, each back visits the id below again;
+    a back with nothing below is dropped; both counted in meta.json and the summary."""
+    (tmp_path / "p.tsv").write_text("u1\tx\tA;B;C;<;<;D\nu2\tx\t<;A;B\nu3\tx\tA;B;<;C;<;<;E\nu4\tx\tA;B;C\n")
+    stats = ReadStats()
+    got = [(s, i) for c in read_links(tmp_path / "p.tsv", ReadConfig(id_column=2, id_separator=";", back_id="<"),
+                                      stats) for s, i in zip(c[0].to_pylist(), c[1].to_pylist())]
+    by_set = {u: [i for s, i in got if s == u] for u in ("u1", "u2", "u3", "u4")}
+    assert by_set == {"u1": list("ABCBAD"), "u2": list("AB"), "u3": list("ABACA") + ["E"], "u4": list("ABC")}
+    # u3: A B, back to A, C, back to A, then nothing below A: that back is dropped, E follows A
+    assert stats.backs == {"back_ids_resolved": 4, "back_ids_dropped": 2} and stats.links == len(got)
+    assert main(["prepare", str(tmp_path / "p.tsv"), "--id-column", "2", "--id-separator", ";", "--back-id", "<",
+                 "--split", "leave-one-out", "--out", str(tmp_path / "out")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "back ids" in x)
+    assert line.split() == ["back", "ids", "'<'", "4", "replaced", "by", "the", "id", "they", "return", "to,", "2",
+                            "dropped", "(nothing", "to", "return", "to)"]
+    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    assert meta["read"]["back_id"] == "<" and (meta["back_ids_resolved"], meta["back_ids_dropped"]) == (4, 2)
+    with pytest.raises(ValueError, match="needs id_separator"):
+        ReadConfig(back_id="<")
+    with pytest.raises(ValueError, match="without the id separator"):
+        ReadConfig(id_separator=";", back_id="a;b")

@@ -62,6 +62,10 @@ def _add_prepare(sub):
                    help="the id field holds several ids separated by CHAR (e.g. ';' for a path 'A;B;C' in one "
                         "column): one link per id, in the field's order (with --split leave-one-out, a history); "
                         "an empty id ('A;;B') is malformed")
+    p.add_argument("--back-id", default=None, metavar="ID",
+                   help="with --id-separator: the id that means 'back' in a path (a browser's back click, e.g. "
+                        "'<' in Wikispeedia's 'A;B;<;C'): each is replaced by the id it returns to (A;B;C;<;<;D "
+                        "reads as A B C B A D); one with nothing to return to is dropped; both counted")
     p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
                                                              "(neighbour sets of a graph)")
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
@@ -196,7 +200,8 @@ def cmd_prepare(args):
                 print(f"format auto -> {fmt} ({why}); --format names another", file=sys.stderr)
     read = ReadConfig(format=fmt, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=delimiter,
-                      order_column=args.order_column, id_separator=args.id_separator)
+                      order_column=args.order_column, id_separator=args.id_separator,
+                      back_id=args.back_id)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split, memory_limit=args.memory_limit),
                       progress=not args.quiet, overwrite=args.overwrite)

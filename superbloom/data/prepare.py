@@ -354,6 +354,14 @@ def _columns_row(s: dict) -> list[tuple[str, str]]:
                              "(--set-column, --id-column)")]
 
 
+def _backs_row(s: dict) -> list[tuple[str, str]]:
+    """The summary row of the back ids resolved (--back-id), when they were."""
+    if "back_ids_resolved" not in s:
+        return []
+    return [(f"back ids {s['read'].get('back_id')!r}", f"{s['back_ids_resolved']:,} replaced by the id they return to, "
+                                                       f"{s['back_ids_dropped']:,} dropped (nothing to return to)")]
+
+
 def _warning_lines(s: dict) -> list[str]:
     return [f"  warning: {w}" for w in s.get("warnings", [])]
 
@@ -361,7 +369,7 @@ def _warning_lines(s: dict) -> list[str]:
 def format_summary(s: dict) -> str:
     if s.get("split") == "leave-one-out":
         return _format_loo_summary(s)
-    rows = _columns_row(s) + [
+    rows = _columns_row(s) + _backs_row(s) + [
         ("sets", f"{s['sets']:,} ({s['train']['sets']:,} train / {s['test']['sets']:,} test)"),
         ("ids (vocabulary, from train)", f"{s['ids']:,}"),
         ("links", f"{s['links']:,} ({s['train']['links']:,} train / {s['test']['links']:,} test)"),
@@ -378,7 +386,7 @@ def format_summary(s: dict) -> str:
 
 def _format_loo_summary(s: dict) -> str:
     v, t = s["valid"], s["test"]
-    rows = _columns_row(s) + [
+    rows = _columns_row(s) + _backs_row(s) + [
         ("sequences", f"{s['sets']:,} ({t['sets']:,} with a validation and a test target)"),
         (f"sequences of < {s['min_sequence']} ids", f"{s['too_short_kept_for_training']:,} (kept whole for training "
                                                     "only, no target)"),

@@ -52,6 +52,7 @@ class ReadConfig:
     delimiter: str = "\t"  # edges: the one character between fields
     order_column: int | str | None = None  # columnar formats, tables: links are read sorted by it (stable)
     id_separator: str | None = None  # an id field holding several ids (`a;b;c`): one link per id, in order
+    back_id: str | None = None  # with id_separator: an id meaning "back" (`a;b;<;c`): the id it returns to
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -71,12 +72,18 @@ class ReadConfig:
                                               or self.id_separator == self.delimiter):
             raise ValueError(f"id_separator must be one character, not a newline, 0x1f or the delimiter, "
                              f"got {self.id_separator!r}")
+        if self.back_id is not None:
+            if self.id_separator is None:
+                raise ValueError("back_id (--back-id) is resolved within a path held in one field: it needs "
+                                 "id_separator (--id-separator)")
+            if not self.back_id or self.id_separator in self.back_id:
+                raise ValueError(f"back_id must be a non-empty id without the id separator, got {self.back_id!r}")
 
     def summary(self) -> dict:
-        """The settings as recorded in meta.json; `order_column` and `id_separator` only when set, so that
-        datasets prepared without them keep their meta.json byte for byte."""
+        """The settings as recorded in meta.json; `order_column`, `id_separator` and `back_id` only when
+        set, so that datasets prepared without them keep their meta.json byte for byte."""
         d = asdict(self)
-        for name in ("order_column", "id_separator"):
+        for name in ("order_column", "id_separator", "back_id"):
             if d[name] is None:
                 del d[name]
         return d
@@ -97,11 +104,13 @@ class ReadStats:
     links: int = 0  # (set, id) pairs yielded
     examples: list = field(default_factory=list)  # first malformed lines, "file:line: why"
     columns: int = 0  # edges: fields on the first data line (0: not an edge list)
+    backs: dict = field(default_factory=dict)  # with back_id: {"back_ids_resolved": n, "back_ids_dropped": n}
 
     def shape(self) -> dict:
         """What the summary records of the lines' shape: an edge list's fields per line where it has
-        more than the two it reads (meta.json keeps its earlier bytes for other inputs)."""
-        return {"fields_per_line": self.columns} if self.columns > 2 else {}
+        more than the two it reads, the back ids resolved with back_id (meta.json keeps its earlier bytes
+        for other inputs)."""
+        return {**({"fields_per_line": self.columns} if self.columns > 2 else {}), **self.backs}
 
     def malformed_line(self, path, line: int, why: str, skip: bool):
         self.malformed_entry(f"{path}:{line}: {why}", skip)

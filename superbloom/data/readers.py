@@ -114,7 +114,37 @@ def split_ids(sets: pa.Array, ids: pa.Array, order, cfg: ReadConfig, stats: Read
             stats.malformed_entry(f"{where}: set {sets[int(parents[row])].as_py()!r}: an empty id in {field[:60]!r} "
                                   f"(ids separated by {cfg.id_separator!r})", cfg.skip_malformed)
         parents, flat = parents[~empty], flat.filter(pa.array(~empty))
+    if cfg.back_id is not None:
+        parents, flat = resolve_backs(parents, flat, cfg.back_id, stats)
     return sets.take(pa.array(parents)), flat, None if order is None else np.asarray(order)[parents]
+
+
+def resolve_backs(parents: np.ndarray, flat: pa.Array, back: str, stats: ReadStats) -> tuple[np.ndarray, pa.Array]:
+    """The ids of split fields (flat, each field's ids contiguous, `parents` its field) with every `back`
+    id replaced by the id it returns to, as a browser's back button does: the path is a stack, a back
+    pops the current id and the id below is visited again (`A;B;C;<;<;D` -> A B C B A D). A back with
+    nothing below (at a path's first id) is dropped. Both counted in stats.backs; only the fields that
+    hold a back are read into Python."""
+    is_back = pc.equal(flat, back).to_numpy(zero_copy_only=False)
+    counts = stats.backs.setdefault("back_ids_resolved", 0), stats.backs.setdefault("back_ids_dropped", 0)
+    if not is_back.any():
+        return parents, flat
+    values = flat.to_numpy(zero_copy_only=False).astype(object)
+    keep = np.ones(len(values), bool)
+    resolved = dropped = 0
+    for field_ in np.unique(parents[is_back]):
+        lo, hi = np.searchsorted(parents, field_, "left"), np.searchsorted(parents, field_, "right")
+        stack = []
+        for at in range(lo, hi):
+            if values[at] != back:
+                stack.append(values[at])
+            elif len(stack) >= 2:
+                stack.pop()
+                values[at], resolved = stack[-1], resolved + 1
+            else:
+                keep[at], dropped = False, dropped + 1
+    stats.backs.update(back_ids_resolved=counts[0] + resolved, back_ids_dropped=counts[1] + dropped)
+    return parents[keep], pa.array(values[keep], type=flat.type)
 
 
 def input_files(path: str | Path, cfg: ReadConfig) -> list[Path]:
