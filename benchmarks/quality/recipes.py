@@ -198,3 +198,6 @@ RECIPES.update({"hybrid_x2": replace(RECIPES["hybrid"], members=2),
                 "hybrid_s512_x2": replace(RECIPES["hybrid"], samples=512, members=2),
                 "hybrid_s512_q2": replace(RECIPES["hybrid"], samples=512, members=2,
                                           member_proposals=("log_uniform", "uniform"))})
+# the uniform proposal alone on sets: cheaper steps than the full softmax (Toys 72 s against 192 s for 2,000 steps)
+RECIPES.update({"hybrid_s512u_x2": replace(RECIPES["hybrid_s512u"], members=2),
+                "hybrid_s2048u": replace(RECIPES["hybrid"], samples=2048, proposal="uniform")})
