@@ -201,3 +201,6 @@ RECIPES.update({"hybrid_x2": replace(RECIPES["hybrid"], members=2),
 # the uniform proposal alone on sets: cheaper steps than the full softmax (Toys 72 s against 192 s for 2,000 steps)
 RECIPES.update({"hybrid_s512u_x2": replace(RECIPES["hybrid_s512u"], members=2),
                 "hybrid_s2048u": replace(RECIPES["hybrid"], samples=2048, proposal="uniform")})
+# ... and at 277,910 ids (Epinions): the `large` preset's recipe (4,096 log-uniform negatives, 10 minutes) with
+# uniform ones
+RECIPES.update({"hybrid_sampled_u": replace(RECIPES["hybrid_sampled"], proposal="uniform")})
