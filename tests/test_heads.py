@@ -392,3 +392,11 @@ def test_full_head_takes_the_fused_path_only_where_it_is_exact(monkeypatch):
     rows = torch.tensor([0, 0, 1, 2, 4])
     want = -F.log_softmax(model.head.logits(hidden), -1)[rows, t].mean()
     assert torch.allclose(model.head.loss(hidden, t, rows), want, atol=1e-6) and calls == [1]
+
+
+def test_a_proposal_without_sampled_negatives_is_refused():
+    with pytest.raises(ValueError, match="samples > 0"):
+        head_config("hybrid", proposal="uniform")
+    with pytest.raises(ValueError, match="proposal must be one of"):
+        head_config("hybrid", samples=8, proposal="zipf")
+    assert head_config("hybrid").proposal == "log_uniform"  # the default: no sampled negatives, nothing to draw

@@ -210,14 +210,6 @@ def test_the_sampled_negatives_come_from_the_configured_proposal(proposal):
     assert head.proposal.kind == proposal
     assert np.allclose(head.proposal.q.numpy(), proposal_probs(proposal, h.n_ids, counts))
 
-
-def test_a_proposal_without_sampled_negatives_is_refused():
-    with pytest.raises(ValueError, match="samples > 0"):
-        head_config("hybrid", proposal="uniform")
-    with pytest.raises(ValueError, match="proposal must be one of"):
-        head_config("hybrid", samples=8, proposal="zipf")
-    assert head_config("hybrid").proposal == "log_uniform"  # the default: no sampled negatives, nothing to draw
-
 @pytest.mark.parametrize("term", ["ease", "cooccurrence"])
 def test_the_item_item_values_are_the_closed_forms_on_the_pattern(term):
     from superbloom.evaluation.baselines import Cooccurrence, Ease  # the baselines: the same closed forms (itemitem.py)
