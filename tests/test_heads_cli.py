@@ -13,7 +13,8 @@ HEADS = {
     "full": ["--alpha", "1", "--m", "1"],
     "sampled": ["--alpha", "1", "--m", "1", "--samples", "64", "--proposal", "unigram"],
     "hierarchical": ["--tree", "fano"],  # hashed input (alpha 4, m 2), tree over the ids
-    "hybrid": ["--alpha", "1", "--m", "1", "--neighbours", "20", "--item-term", "cooccurrence", "--samples", "16"],
+    "hybrid": ["--alpha", "1", "--m", "1", "--neighbours", "20", "--item-term", "cooccurrence", "--samples", "16",
+               "--proposal", "uniform"],
 }
 DECODING = [[], ["--exact"], ["--beam", "3", "--score", "min"], ["--exhaustive", "--score", "max"]]
 
@@ -43,7 +44,7 @@ def test_head_flags_are_saved_with_the_model(trained):
                    "sampled": {"name": "sampled", "samples": 64, "proposal": "unigram"},
                    "hierarchical": {"name": "hierarchical", "tree": "fano"},
                    "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "window": 10,
-                              "gap_decay": 0.8, "label_smoothing": 0.0, "samples": 16,
+                              "gap_decay": 0.8, "label_smoothing": 0.0, "samples": 16, "proposal": "uniform",
                               "residual": 0.0, "distill": 0.0,
                               "distill_scale": 30.0, "term_folds": 2, "mix": None}}[head]
 

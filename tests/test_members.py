@@ -218,3 +218,10 @@ def test_member_proposals_give_each_member_its_sampled_negatives(wiki_data, tmp_
         main(args[:-1] + ["zipf", "--members", "2"])
     assert bad.value.code == 2 and "'zipf' is not a proposal" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+    # --print-config writes the list as one string, which --config reads back
+    assert main(args[:-1] + ["log_uniform,uniform", "--members", "2", "--print-config"]) == 0
+    toml = capsys.readouterr().out
+    assert 'member-proposals = "log_uniform,uniform"' in toml
+    (tmp_path / "run.toml").write_text(toml)
+    assert main(["train", str(wiki_data.path), "--config", str(tmp_path / "run.toml"), "--print-config"]) == 0
+    assert capsys.readouterr().out == toml  # read back as written

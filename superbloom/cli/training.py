@@ -186,7 +186,7 @@ def _add_train(sub):
                         "into --out/member-i and save them as one ensemble (the mean of their log p + the chosen "
                         "weight x the first hybrid's item-item term); load, eval, predict and serve --out as one "
                         "model (default %(default)s: one model)")
-    g.add_argument("--member-proposals", type=proposal_list, default=(), metavar="P[,P...]",
+    g.add_argument("--member-proposals", type=proposal_list, default=None, metavar="P[,P...]",
                    help="with --members and sampled negatives (--samples): member i draws them from the i-th "
                         f"proposal, cycled ({', '.join(PROPOSALS)}); log_uniform,uniform: two networks that err apart "
                         "(default: every member the recipe's --proposal)")
@@ -365,13 +365,14 @@ def resolved_options(args) -> tuple[dict, list[str]]:
     return recipe_flags(cfg.to_dict()), line.getvalue().splitlines()
 
 
-def proposal_list(text: str) -> tuple[str, ...]:
-    """--member-proposals: comma-separated proposal names (PROPOSALS)."""
-    names = tuple(p.strip() for p in text.split(","))
+def proposal_list(text: str) -> str:
+    """--member-proposals: comma-separated proposal names (PROPOSALS), checked and kept as one string
+    (--print-config writes it as one TOML string, which --config reads back)."""
+    names = [p.strip() for p in text.split(",")]
     wrong = [p for p in names if p not in PROPOSALS]
     if wrong:
         raise argparse.ArgumentTypeError(f"{wrong[0]!r} is not a proposal; choose from {', '.join(PROPOSALS)}")
-    return names
+    return ",".join(names)
 
 
 def cmd_train(args):
@@ -391,7 +392,7 @@ def cmd_train(args):
             from functools import partial
 
             from ..training.members import train_members
-            run = partial(train_members, members=args.members, proposals=args.member_proposals)
+            run = partial(train_members, members=args.members, proposals=tuple((args.member_proposals or "").split(",")) if args.member_proposals else ())
         out = run(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,
                   record={"preset": record} if record else None, callbacks=log_to_callbacks(args))
     if args.json:
