@@ -28,7 +28,7 @@ from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
 from superbloom.evaluation.protocols import resolve as resolve_protocol
 
-from .run import RESULTS, WORK
+from .run import RESULTS, WORK, save_ranks
 
 SETTING = "next-item-hybrid-a1m1-d64L2-lr0.005-drop0.2-b128-3000steps-neg2048-nb200-auto-initcooccurrence"
 PARTS = ("model", "network_only", "term_only")
@@ -43,7 +43,8 @@ def test_targets(name: str) -> tuple[np.ndarray, dict]:
     folder = WORK / "models" / name / SETTING
     kept = folder / "ranks.test.npz"
     if not kept.exists():  # a run from before the ranks were kept: its model ranks the same users again
-        np.savez(kept, **evaluate(sb.load(folder, threads=1, device="cpu"), data, CONFIG, progress=False).ranks)
+        ranks = evaluate(sb.load(folder, threads=1, device="cpu"), data, CONFIG, progress=False).ranks
+        save_ranks(kept, ranks)
     targets = np.where(ex.targets >= 0, strings[np.maximum(ex.targets, 0)], None)
     return targets, dict(np.load(kept))
 

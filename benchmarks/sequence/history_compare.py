@@ -30,7 +30,7 @@ from benchmarks.paper.report import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
 
-from .run import RESULTS, WORK
+from .run import RESULTS, WORK, interval
 
 PARTS = ("model", "network_only", "term_only")
 
@@ -65,7 +65,7 @@ def compare(dataset: str, plain: str = "sequence_history_base", probe: str = "se
 
 def vs_term(entry: dict, split: str) -> str:
     d = entry.get(f"{split}_probe_network_minus_term")  # (absent from files written before it was added)
-    return "{diff:+.4f} [{lo:+.4f}, {hi:+.4f}]".format(**d) if d else "-"
+    return interval(d)
 
 
 def table(entries: list[dict]) -> list[str]:
@@ -75,7 +75,7 @@ def table(entries: list[dict]) -> list[str]:
     for e in entries:
         for split in ("valid", "test"):
             cell = lambda p: e[f"{split}_{p}"]  # noqa: E731
-            ci = lambda p: "{diff:+.4f} [{lo:+.4f}, {hi:+.4f}]".format(**cell(p)["diff"])  # noqa: E731
+            ci = lambda p: interval(cell(p)["diff"])  # noqa: E731
             lines.append(f"| {e['dataset']} | {split} | {e['users_' + split]:,} | {cell('model')['base']:.4f} / "
                          f"{cell('model')['xh']:.4f} | {ci('model')} | {cell('network_only')['base']:.4f} / "
                          f"{cell('network_only')['xh']:.4f} | {ci('network_only')} | {cell('term_only')['base']:.4f} / "

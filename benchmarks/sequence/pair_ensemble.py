@@ -27,7 +27,7 @@ from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
 from superbloom.inference.ensemble import Ensemble
 
-from .run import RESULTS, WORK
+from .run import RESULTS, WORK, interval
 
 PLAIN = "next-item-hybrid-a1m1-d64L2-lr0.005-drop0.2-b128-8000steps-neg2048-nb200-auto-1500s-initcooccurrence"
 PARTS = ("model", "network_only", "term_only")
@@ -55,13 +55,12 @@ def table(entries: list[dict]) -> list[str]:
     lines = ["| dataset | split | second member | users | hybrid: first / pair | pair - first [95% CI] | "
              "networks alone: first / pair | pair - first [95% CI] | term alone | pair's networks - term [95% CI] |",
              "|" + "---|" * 10]
-    ci = lambda d: "{diff:+.4f} [{lo:+.4f}, {hi:+.4f}]".format(**d)  # noqa: E731
     for e in entries:
         h, d = e["hr@10"], e["pair_minus_first"]
         lines.append(f"| {e['dataset']} | {e['split']} | `{e['second'][len(PLAIN):] or '(plain)'}` | {e['users']:,} | "
-                     f"{h['first model']:.4f} / {h['pair model']:.4f} | {ci(d['model'])} | "
-                     f"{h['first network_only']:.4f} / {h['pair network_only']:.4f} | {ci(d['network_only'])} | "
-                     f"{h['pair term_only']:.4f} | {ci(e['pair_network_minus_its_term'])} |")
+                     f"{h['first model']:.4f} / {h['pair model']:.4f} | {interval(d['model'])} | "
+                     f"{h['first network_only']:.4f} / {h['pair network_only']:.4f} | {interval(d['network_only'])} | "
+                     f"{h['pair term_only']:.4f} | {interval(e['pair_network_minus_its_term'])} |")
     return lines
 
 

@@ -50,6 +50,7 @@ from superbloom.model.config import INIT_NAMES
 from superbloom.training.optim import OptimConfig
 from superbloom.training.sequence import DECAYS
 from superbloom.inference.ensemble import Ensemble
+from superbloom.storage.files import atomic_path
 from superbloom.training.members import train_members
 from superbloom.training.train import LoopConfig, TrainConfig, train
 
@@ -151,8 +152,8 @@ def run_one(name: str, args) -> dict:
     first = out / "member-0" if args.members > 1 else out  # an ensemble's validation curve: its first member's
     vals = [json.loads(x) for x in (first / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     model, data = sb.load(out, threads=args.threads, device="cpu"), sb.Dataset(data_dir)
-    head = model.term_member.model.head if isinstance(model, Ensemble) and model.term_member else \
-        None if isinstance(model, Ensemble) else model.model.head  # whose term and decay the row reports
+    # whose term and decay the row reports: an ensemble's term member (training/members.py: a hybrid head)
+    head = model.term_member.model.head if isinstance(model, Ensemble) else model.model.head
     t0 = time.time()
     res = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                            baselines=tuple(args.baselines.split(",")) if args.baselines else ()),
@@ -161,7 +162,7 @@ def run_one(name: str, args) -> dict:
     free = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="test", context_len=args.window,
                                             exclude_history=False, baselines=()), progress=False).to_dict()
     eval_s = time.time() - t0
-    np.savez(out / "ranks.test.npz", **res.ranks)  # every method's rank per test user: paired comparisons later
+    save_ranks(out / "ranks.test.npz", res.ranks)  # every method's rank per test user: paired comparisons later
     keys = ("hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr", "hr@10_lo", "hr@10_hi")
     pick = lambda d: {k: round(d[k], 4) for k in keys}  # noqa: E731
     return {
@@ -183,6 +184,17 @@ def run_one(name: str, args) -> dict:
         "load_average_before": load_before, "load_average_after": load_average(),
         "train_config": cfg.to_dict(), "protocol": r["protocol"],
     }
+
+
+def save_ranks(path: Path, ranks: dict) -> None:
+    """{method: (E,) ranks} as one .npz, whole or not at all (a kill leaves no half-written file)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **ranks)
+
+
+def interval(d: dict | None, missing: str = "-") -> str:
+    """A paired difference {diff, lo, hi} as `+0.0123 [+0.0045, +0.0201]` (`missing` where there is none)."""
+    return f"{d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if d else missing
 
 
 def paired_hr10(ranks: dict, first: str, groups=None) -> dict:
@@ -233,7 +245,7 @@ def terms_table(entries: list[dict]) -> list[str]:
 
     def diff(e, b):
         d = e["paired_hr@10"].get(b)
-        return f"{d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if d else e["skipped"].get(b, "-")
+        return interval(d, e["skipped"].get(b, "-"))
 
     for e in entries:
         m, t = e["methods"], e["methods"]["transition"]
@@ -282,8 +294,7 @@ def table(entries: list[dict]) -> list[str]:
                  f"{e['item_decay']:g})"
                  if "model_network_only" in e else "-")
         term = f"{e['model_term_only']['hr@10']:.4f}" if "model_term_only" in e else "-"
-        vs = lambda k: (lambda d: f"{d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if d else "-")(  # noqa: E731
-            e.get("paired_hr@10", {}).get(k))
+        vs = lambda k: interval(e.get("paired_hr@10", {}).get(k))  # noqa: E731
         lines.append(
             f"| {e['dataset']} | {e['setting']} | {session} | {e['users']:,} | "
             f"{steps} | {e['train_seconds']:.0f} | {m['hr@1']:.4f} | {m['hr@5']:.4f} | "

@@ -126,12 +126,12 @@ def resolve_backs(parents: np.ndarray, flat: pa.Array, back: str, stats: ReadSta
     nothing below (at a path's first id) is dropped. Both counted in stats.backs; only the fields that
     hold a back are read into Python."""
     is_back = pc.equal(flat, back).to_numpy(zero_copy_only=False)
-    counts = stats.backs.setdefault("back_ids_resolved", 0), stats.backs.setdefault("back_ids_dropped", 0)
+    for count in ("back_ids_resolved", "back_ids_dropped"):  # recorded even when no back id was read
+        stats.backs.setdefault(count, 0)
     if not is_back.any():
         return parents, flat
     values = flat.to_numpy(zero_copy_only=False).astype(object)
     keep = np.ones(len(values), bool)
-    resolved = dropped = 0
     for field_ in np.unique(parents[is_back]):
         lo, hi = np.searchsorted(parents, field_, "left"), np.searchsorted(parents, field_, "right")
         stack = []
@@ -140,10 +140,11 @@ def resolve_backs(parents: np.ndarray, flat: pa.Array, back: str, stats: ReadSta
                 stack.append(values[at])
             elif len(stack) >= 2:
                 stack.pop()
-                values[at], resolved = stack[-1], resolved + 1
+                values[at] = stack[-1]
+                stats.backs["back_ids_resolved"] += 1
             else:
-                keep[at], dropped = False, dropped + 1
-    stats.backs.update(back_ids_resolved=counts[0] + resolved, back_ids_dropped=counts[1] + dropped)
+                keep[at] = False
+                stats.backs["back_ids_dropped"] += 1
     return parents[keep], pa.array(values[keep], type=flat.type)
 
 
