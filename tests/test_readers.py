@@ -186,3 +186,36 @@ def test_text_check_across_pieces(tmp_path, monkeypatch, piece):
     with pytest.raises(InputError, match=r"e\.tsv:26: not a UTF-8 text file in the edges format \(invalid UTF-8 "
                                          r"byte 0xe6 at byte 10 of the line"):
         links(p, ReadConfig("edges"))
+
+
+def test_sets_with_no_ids_are_counted_not_silently_lost(tmp_path):
+    """A record that names a set and no ids makes no set; each format counts it (ReadStats.no_ids), and
+    prepare's summary and meta.json say how many, only where there were any."""
+    import numpy as np
+    import scipy.sparse as spm
+
+    from superbloom.data.inputs import read_source
+    from superbloom.data.prepare import format_summary
+    (tmp_path / "l.txt").write_text("a x y\nb\nc z\n")
+    (tmp_path / "j.jsonl").write_text('{"set": "a", "ids": ["x"]}\n{"set": "b", "ids": []}\n')
+    (tmp_path / "d.json").write_text('{"a": ["x"], "b": [], "c": []}')
+    pq.write_table(pa.table({"s": ["a", "b", "c"], "i": pa.array([["x"], [], None], pa.list_(pa.string()))}),
+                   tmp_path / "p.parquet")
+    for name, fmt, want in [("l.txt", "lines", 1), ("j.jsonl", "jsonl", 1), ("d.json", "json", 2),
+                            ("p.parquet", "parquet", 2)]:
+        got, stats = links(tmp_path / name, ReadConfig(fmt))
+        assert got and stats.no_ids == want and stats.shape() == {"sets_without_ids": want}, name
+    stats = ReadStats()
+    matrix = spm.csr_matrix(np.array([[1, 0], [0, 0], [0, 1], [0, 0]], np.float32))
+    assert sum(len(chunk[0]) for chunk in read_source(matrix, ReadConfig(), stats)) == 2 and stats.no_ids == 2
+    stats = ReadStats()
+    assert list(read_source([["x", "y"], []], ReadConfig(), stats)) and stats.no_ids == 1
+    _, plain = links(tmp_path / "l.txt", ReadConfig("edges", delimiter=" ", skip_malformed=True))
+    assert "sets_without_ids" not in plain.shape() and plain.malformed == 2  # the lone key (and "c z", 2 of 3 fields): malformed
+    summary = {"sets": 2, "ids": 3, "links": 3, "train": {"sets": 2, "links": 3, "mean_set_size": 1.5},
+               "test": {"sets": 0, "links": 0}, "test_links_unseen_in_train": 0, "test_ids_unseen_in_train": 0,
+               "duplicates_removed": 0, "lines": 3, "comment_lines": 0, "blank_lines": 0, "malformed_skipped": 0,
+               "seconds": 0.1}
+    assert "sets with no ids" not in format_summary(summary)
+    row = [line.split() for line in format_summary(dict(summary, sets_without_ids=1)).splitlines() if "no ids" in line]
+    assert row == [["sets", "with", "no", "ids", "(none", "made)", "1"]]

@@ -119,6 +119,7 @@ def table_links(batches, cols: tuple[str, ...], cfg: ReadConfig, stats: ReadStat
         order = batch.column(cols[2]) if len(cols) > 2 else None
         stats.lines += len(sets)
         if pa.types.is_list(ids.type) or pa.types.is_large_list(ids.type):
+            stats.no_ids += len(ids) - (pc.sum(pc.greater(pc.list_value_length(ids), 0)).as_py() or 0)  # [] or null
             parents = pc.list_parent_indices(ids)
             sets = sets.take(parents)
             order = None if order is None else order.take(parents)

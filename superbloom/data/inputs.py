@@ -129,6 +129,7 @@ def _sparse_chunks(obj, cfg: ReadConfig, stats: ReadStats):
         rows = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(indptr[a:b + 1]))  # (links,)
         keep = np.asarray(m.data[lo:hi]) != 0
         rows, cols = rows[keep], cols[keep]
+        stats.no_ids += (b - a) - len(np.unique(rows))  # rows with no stored non-zero: no set is made of them
         sets = pc.cast(pa.array(rows), pa.string()) if set_keys is None else set_keys.take(pa.array(rows))
         ids = pc.cast(pa.array(cols), pa.string()) if id_keys is None else id_keys.take(pa.array(cols))
         yield sets, ids

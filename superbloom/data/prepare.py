@@ -362,6 +362,12 @@ def _backs_row(s: dict) -> list[tuple[str, str]]:
                                                        f"{s['back_ids_dropped']:,} dropped (nothing to return to)")]
 
 
+def _no_ids_row(s: dict) -> list[tuple[str, str]]:
+    """The summary row of the records that named a set and no ids, when there were any."""
+    n = s.get("sets_without_ids", 0)
+    return [("sets with no ids (none made)", f"{n:,}")] if n else []
+
+
 def _warning_lines(s: dict) -> list[str]:
     return [f"  warning: {w}" for w in s.get("warnings", [])]
 
@@ -379,6 +385,7 @@ def format_summary(s: dict) -> str:
         ("repeated ids within a set removed", f"{s['duplicates_removed']:,}"),
         ("lines read", f"{s['lines']:,} ({s['comment_lines']:,} comments, {s['blank_lines']:,} blank)"),
         ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
+        *_no_ids_row(s),
         ("time", f"{s['seconds']} s"),
     ]
     return "\n".join([_aligned(rows, s.get("malformed_examples", []))] + _warning_lines(s))
@@ -397,6 +404,7 @@ def _format_loo_summary(s: dict) -> str:
                                     "test (misses for every method)"),
         ("lines read", f"{s['lines']:,} ({s['comment_lines']:,} comments, {s['blank_lines']:,} blank)"),
         ("malformed lines skipped", f"{s['malformed_skipped']:,}"),
+        *_no_ids_row(s),
         ("time", f"{s['seconds']} s"),
     ]
     return "\n".join([_aligned(rows, s.get("malformed_examples", []))] + _warning_lines(s))

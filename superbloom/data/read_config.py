@@ -105,12 +105,14 @@ class ReadStats:
     examples: list = field(default_factory=list)  # first malformed lines, "file:line: why"
     columns: int = 0  # edges: fields on the first data line (0: not an edge list)
     backs: dict = field(default_factory=dict)  # with back_id: {"back_ids_resolved": n, "back_ids_dropped": n}
+    no_ids: int = 0  # lines, rows or entries with a set key and no ids (`b7` alone, "ids": [], an empty list)
 
     def shape(self) -> dict:
         """What the summary records of the lines' shape: an edge list's fields per line where it has
-        more than the two it reads, the back ids resolved with back_id (meta.json keeps its earlier bytes
-        for other inputs)."""
-        return {**({"fields_per_line": self.columns} if self.columns > 2 else {}), **self.backs}
+        more than the two it reads, the back ids resolved with back_id, the records with no ids (they make
+        no set) where there were any (meta.json keeps its earlier bytes for other inputs)."""
+        return {**({"fields_per_line": self.columns} if self.columns > 2 else {}), **self.backs,
+                **({"sets_without_ids": self.no_ids} if self.no_ids else {})}
 
     def malformed_line(self, path, line: int, why: str, skip: bool):
         self.malformed_entry(f"{path}:{line}: {why}", skip)

@@ -386,6 +386,7 @@ def _read_lines(path: Path, cfg: ReadConfig, stats: ReadStats):
             col = col.filter(pc.invert(blank))
         parts = pc.utf8_split_whitespace(col)  # [set, id, id, ...]
         counts = pc.list_value_length(parts).to_numpy()
+        stats.no_ids += int((counts == 1).sum())  # a set key alone: no set is made of it
         sets_per_line = pc.list_element(parts, 0)
         ids = pc.list_flatten(pc.list_slice(parts, 1))
         owner = np.repeat(np.arange(len(counts)), np.maximum(counts - 1, 0))
@@ -413,6 +414,7 @@ def _read_jsonl(path: Path, cfg: ReadConfig, stats: ReadStats):
             if why is not None:
                 stats.malformed_line(path, ln, why, cfg.skip_malformed)
                 continue
+            stats.no_ids += not obj[cfg.ids_field]
             sets.append(str(obj[cfg.set_field]))
             ids.extend(obj[cfg.ids_field])
             owners.append(len(obj[cfg.ids_field]))
@@ -477,6 +479,7 @@ def sets_chunks(items: Iterable, stats: ReadStats, where: str = "", skip: bool =
             stats.malformed_entry(f"{where}set {key!r}: ids must be strings, numbers or other scalar values", skip)
             continue
         strings = [str(x) for x in values]
+        stats.no_ids += not strings
         if isinstance(members, (set, frozenset)):
             strings.sort()
         sets.append(str(key))
