@@ -103,6 +103,15 @@ def test_computing_flags(command):
     assert not stale, f"superbloom {command} has {stale}: drop the exemption"
 
 
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_flag_and_argument_says_what_it_is(command):
+    """`superbloom CMD --help` gives each flag and positional a line of its own (argparse prints a bare
+    name for one without help)."""
+    bare = [a.option_strings[-1] if a.option_strings else a.dest for a in command_parser(command)._actions
+            if not a.help and not isinstance(a, argparse._SubParsersAction)]
+    assert not bare, f"superbloom {command}: no help text for {bare}"
+
+
 def _signature(a: argparse.Action):
     return (a.dest, type(a).__name__, tuple(sorted(map(str, a.choices))) if a.choices else None, a.nargs,
             getattr(a.type, "__name__", None))

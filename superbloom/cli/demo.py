@@ -24,7 +24,7 @@ def _add_demo(sub):
                    help="torch CPU threads, 0: torch's default (default 0; 1 is faster when other jobs share the cores)")
     p.add_argument("--pure", action="store_true",
                    help="train the library's default head (the pure model) instead of the hybrid head")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--quick", action="store_true",
                    help=f"a first prediction in about a minute ({QUICK_MEASURED}): a smaller network "
                         f"({QUICK_MODEL['layers']} layer, d={QUICK_MODEL['d']}) trained for {QUICK_BUDGET:g} s unless "

@@ -81,7 +81,7 @@ def _add_predict(sub):
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="*", help="context ids (without --input)")
     p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/predict's answer)")
     p.add_argument("--allow", metavar="FILE", help="only return ids of this file (one id per line); exact decoding "
                    "is exact among them")
     p.add_argument("--deny", metavar="FILE", help="never return ids of this file (one id per line)")
@@ -152,7 +152,7 @@ def _add_expand(sub):
                    help="sample: temperature (default %(default)s)")
     p.add_argument("-k", "--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
     p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/expand's answer)")
     add_part_arg(p)
     add_device_arg(p)
     add_decode_args(p)
@@ -166,7 +166,7 @@ def _add_similar(sub):
                                       "(inference/vectors.py).")
     p.add_argument("id", help="an id of the vocabulary")
     p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
-    finish_model_command(p, cmd_similar)
+    finish_model_command(p, cmd_similar, 'print a JSON list: [{"id": ..., "cosine": ...}], most similar first')
 
 
 def _add_vectors(sub):
