@@ -91,3 +91,15 @@ def test_the_pair_table_names_the_second_member_and_each_difference():
              "pair_minus_first": {"model": d, "network_only": d}, "pair_network_minus_its_term": d}
     row = table([entry])[2]
     assert row.startswith("| beauty | valid | `-quniform` | 22,363 | 0.1000 / 0.1000 | +0.0100 [+0.0050, +0.0150] |")
+
+
+def test_the_ensemble_script_takes_lists_full_names_and_members():
+    from benchmarks.sequence.pair_ensemble import PLAIN, settings, short
+    seeded = PLAIN.replace("-1500s-", "-1500s-seed2-")
+    assert settings("") == [PLAIN] and settings("-x2-plog_uniform+uniform/member-1,-quniform") == [
+        PLAIN + "-x2-plog_uniform+uniform/member-1", PLAIN + "-quniform"]
+    assert settings(seeded) == [seeded]
+    assert short(PLAIN) == "(plain)" and short(PLAIN + "-quniform") == "-quniform"
+    assert short(seeded + "-quniform") == "-seed2-quniform"
+    assert short(",".join(settings("-x2-plog_uniform+uniform/member-0,-x2-plog_uniform+uniform/member-1"))) == \
+        "-x2-plog_uniform+uniform/member-0 + -x2-plog_uniform+uniform/member-1"
