@@ -189,8 +189,8 @@ def test_text_check_across_pieces(tmp_path, monkeypatch, piece):
 
 
 def test_sets_with_no_ids_are_counted_not_silently_lost(tmp_path):
-    """A record that names a set and no ids makes no set; each format counts it (ReadStats.no_ids), and
-    prepare's summary and meta.json say how many, only where there were any."""
+    """A record (line, row, entry) that names a set and no ids adds nothing; each format counts it
+    (ReadStats.no_ids), and prepare's summary and meta.json say how many, only where there were any."""
     import numpy as np
     import scipy.sparse as spm
 
@@ -204,18 +204,18 @@ def test_sets_with_no_ids_are_counted_not_silently_lost(tmp_path):
     for name, fmt, want in [("l.txt", "lines", 1), ("j.jsonl", "jsonl", 1), ("d.json", "json", 2),
                             ("p.parquet", "parquet", 2)]:
         got, stats = links(tmp_path / name, ReadConfig(fmt))
-        assert got and stats.no_ids == want and stats.shape() == {"sets_without_ids": want}, name
+        assert got and stats.no_ids == want and stats.shape() == {"records_without_ids": want}, name
     stats = ReadStats()
     matrix = spm.csr_matrix(np.array([[1, 0], [0, 0], [0, 1], [0, 0]], np.float32))
     assert sum(len(chunk[0]) for chunk in read_source(matrix, ReadConfig(), stats)) == 2 and stats.no_ids == 2
     stats = ReadStats()
     assert list(read_source([["x", "y"], []], ReadConfig(), stats)) and stats.no_ids == 1
     _, plain = links(tmp_path / "l.txt", ReadConfig("edges", delimiter=" ", skip_malformed=True))
-    assert "sets_without_ids" not in plain.shape() and plain.malformed == 2  # the lone key (and "c z", 2 of 3 fields): malformed
+    assert "records_without_ids" not in plain.shape() and plain.malformed == 2  # "b" and "c z": malformed lines
     summary = {"sets": 2, "ids": 3, "links": 3, "train": {"sets": 2, "links": 3, "mean_set_size": 1.5},
                "test": {"sets": 0, "links": 0}, "test_links_unseen_in_train": 0, "test_ids_unseen_in_train": 0,
                "duplicates_removed": 0, "lines": 3, "comment_lines": 0, "blank_lines": 0, "malformed_skipped": 0,
                "seconds": 0.1}
-    assert "sets with no ids" not in format_summary(summary)
-    row = [line.split() for line in format_summary(dict(summary, sets_without_ids=1)).splitlines() if "no ids" in line]
-    assert row == [["sets", "with", "no", "ids", "(none", "made)", "1"]]
+    assert "no ids" not in format_summary(summary)
+    row = [line.split() for line in format_summary(dict(summary, records_without_ids=1)).splitlines() if "no ids" in line]
+    assert row == [["records", "with", "a", "set", "key,", "no", "ids", "1"]]

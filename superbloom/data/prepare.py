@@ -363,9 +363,9 @@ def _backs_row(s: dict) -> list[tuple[str, str]]:
 
 
 def _no_ids_row(s: dict) -> list[tuple[str, str]]:
-    """The summary row of the records that named a set and no ids, when there were any."""
-    n = s.get("sets_without_ids", 0)
-    return [("sets with no ids (none made)", f"{n:,}")] if n else []
+    """The summary row of the records (lines, rows, entries) that named a set and no ids, when there were any."""
+    n = s.get("records_without_ids", 0)
+    return [("records with a set key, no ids", f"{n:,}")] if n else []
 
 
 def _warning_lines(s: dict) -> list[str]:

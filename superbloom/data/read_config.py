@@ -112,7 +112,7 @@ class ReadStats:
         more than the two it reads, the back ids resolved with back_id, the records with no ids (they make
         no set) where there were any (meta.json keeps its earlier bytes for other inputs)."""
         return {**({"fields_per_line": self.columns} if self.columns > 2 else {}), **self.backs,
-                **({"sets_without_ids": self.no_ids} if self.no_ids else {})}
+                **({"records_without_ids": self.no_ids} if self.no_ids else {})}
 
     def malformed_line(self, path, line: int, why: str, skip: bool):
         self.malformed_entry(f"{path}:{line}: {why}", skip)
