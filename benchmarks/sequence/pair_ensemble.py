@@ -93,9 +93,10 @@ def main() -> None:
     p.add_argument("--split", default="valid", choices=("valid", "test"))
     p.add_argument("--name", default="sequence_pair_ensemble", help="results file stem (entries accumulate)")
     a = p.parse_args()
-    missing = [s for s in settings(a.first) + settings(a.second) if not (WORK / "models" / a.dataset / s / "config.json").exists()]
+    folders = [WORK / "models" / a.dataset / s for s in settings(a.first) + settings(a.second)]
+    missing = [f for f in folders if not (f / "config.json").exists()]
     if missing:
-        p.error(f"no model folder {WORK / 'models' / a.dataset / missing[0]} (config.json); train it with "
+        p.error(f"no model folder {missing[0]} (config.json); train it with "
                 "benchmarks.sequence.run and that setting first")
     torch.set_num_threads(1)
     e = compare(a.dataset, a.first, a.second, a.split)
