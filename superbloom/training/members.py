@@ -15,7 +15,9 @@ and a uniform network err apart, and their mean gains more than a second seed's
 so the ensemble's term weight is chosen on sets none of them trained on. Then the members are
 ranked as one (inference/ensemble.py: the mean of their networks' log p + mix x the first hybrid
 member's item-item term) on those validation examples, the weight is chosen from MIXES (recall@10,
-as the hybrid's validation chooses it for one network), and OUT/config.json records the members,
+as one set hybrid's validation chooses it; one sequence hybrid chooses by NDCG@10, and on Toys the
+recall@10 choice gave the term too little weight for the test users: sequence_decomposition.md, the
+trio in one command), and OUT/config.json records the members,
 the weight and every candidate's score. `superbloom.load(OUT)` returns the sb.Ensemble.
 
 The members train on the same sets, so an item-item term (EASE's: minutes at tens of thousands of
