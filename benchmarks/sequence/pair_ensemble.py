@@ -28,6 +28,7 @@ from benchmarks.paper.report import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
 from superbloom.inference.ensemble import Ensemble
+from superbloom.storage.files import atomic_path
 
 from .run import RESULTS, WORK, interval
 
@@ -105,10 +106,12 @@ def main() -> None:
     key = (e["dataset"], e["split"], e["first"], e["second"])
     saved["entries"] = [x for x in saved["entries"] if (x["dataset"], x["split"], x["first"], x["second"]) != key] + [e]
     saved["machine"] = machine_info()
-    path.write_text(json.dumps(saved, indent=2, default=float) + "\n")
+    with atomic_path(path) as tmp:  # the entries accumulate: a kill must not leave half a file
+        tmp.write_text(json.dumps(saved, indent=2, default=float) + "\n")
     md = ["# Sequence hybrids as one model, against the first alone (issue 33)", "",
           __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
-    (RESULTS / f"{a.name}.md").write_text("\n".join(md))
+    with atomic_path(RESULTS / f"{a.name}.md") as tmp:
+        tmp.write_text("\n".join(md))
     print("\n".join(table([e])))
 
 
