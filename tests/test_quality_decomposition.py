@@ -46,17 +46,17 @@ def test_a_hybrid_row_has_its_network_alone_and_its_term_alone_beside_it(harness
 
 def test_the_summary_table_has_one_row_per_hybrid_with_the_bar(harness_rows):
     _, work = harness_rows
-    (work / "results" / "decomposition_test.md").write_text("old table\n\n## Written up\n\nkept.\n")
+    assert "term alone" in (work / "results" / "decomposition_test.md").read_text()  # the harness's table
     decomposition.render("decomposition_test")
-    text = (work / "results" / "decomposition_test.md").read_text()
+    text = (work / "results" / "decomposition_test_summary.md").read_text()
     table = [x for x in text.splitlines() if x.startswith("| wikispeedia |")]
     assert len(table) == 1 and "tiny (cooccurrence," in table[0]
-    assert text.endswith("## Written up\n\nkept.\n") and "old table" not in text
-    assert "term alone" in (work / "results" / "decomposition_test_table.md").read_text()
+    assert text.splitlines()[-1].startswith("Machine: ")  # the one writer's machine line
     cooc = next(r["rec@10"] for r in harness_rows[0] if r["method"] == "cooccurrence")
     assert f"| {cooc:.4f} |" in table[0]  # co-occurrence beside the hybrid, same examples
-    summary = json.loads((work / "results" / "decomposition_test_summary.json").read_text())["entries"]
-    assert [(e["dataset"], e["recipe"], e["cooccurrence"]) for e in summary] == [("wikispeedia", "tiny", cooc)]
+    summary = json.loads((work / "results" / "decomposition_test_summary.json").read_text())
+    assert [(e["dataset"], e["recipe"], e["cooccurrence"]) for e in summary["entries"]] == [("wikispeedia", "tiny", cooc)]
+    assert summary["machine"]["load_average"] and summary["machine"]["date"]
 
 
 def test_paired_hr10_of_the_sequence_benchmark():

@@ -6,11 +6,9 @@ and where the network beats the term, from the harness's saved ranks.
     python -m benchmarks.quality.decomposition --terms lastfm,wikispeedia   # the term alone, no training
 
 Reads benchmarks/results/NAME.json (rows of `benchmarks.quality.harness --name NAME`, default
-quality_decomposition) and writes NAME.md: one row per hybrid (dataset x split x recipe x steps) with
-rec@10 of the hybrid, its network alone and its term alone, EASE, and the paired 95% intervals of
-hybrid - term alone, hybrid - EASE and network alone - EASE (the bar of issue 33), co-occurrence beside
-them, then the written sections of an existing NAME.md (from its first `## ` heading on) kept; the same
-rows as NAME_summary.json.
+quality_decomposition) and writes NAME_summary.md and .json: one row per hybrid (dataset x split x
+recipe x steps) with rec@10 of the hybrid, its network alone and its term alone, EASE, and the paired
+95% intervals of hybrid - term alone, hybrid - EASE and network alone - EASE, co-occurrence beside them.
 
 The diagnosis (`--diagnose DATASET`) re-draws the harness's examples (a function of the dataset and
 seed only) and reads the model's saved ranks (runs/quality/models/, ranks.npy and
@@ -18,7 +16,7 @@ ranks.<variant>.npy) to split the examples by the target's training popularity (
 examples, by how many training sets hold the target) and by the context size (ids in the example's
 context), and gives, per bucket, rec@10 of each part and the paired interval of network alone -
 term alone and of hybrid - term alone, whole held-out sets resampled. It is printed and written to
-NAME_diagnosis_DATASET.json; the written section of NAME.md says what it shows.
+NAME_diagnosis_DATASET.json.
 
 `--terms A,B` trains nothing: on the harness's test examples it ranks with the hybrid's set term
 alone (`ease-term`: EASE's 200 largest weights per id, decay 1, as the hybrid's term auto up to
@@ -30,11 +28,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 import numpy as np
 
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import load_average, machine_info, read_results, write_results
 from benchmarks.paper.report import paired
 from benchmarks.quality import harness
 from superbloom.evaluation.metrics import hits_at
@@ -92,27 +89,17 @@ def summary_table(entries: list[dict]) -> list[str]:
 
 
 def render(name: str) -> None:
-    """NAME.md from NAME.json: the summary table, the machine, the kept written sections; the table's
-    entries also as NAME_summary.json."""
-    saved = json.loads((RESULTS / f"{name}.json").read_text())
+    """NAME_summary.json and NAME_summary.md from NAME.json: one entry (a table row) per hybrid."""
+    saved = read_results(RESULTS, name)
     entries = summary_rows(saved["rows"])
-    (RESULTS / f"{name}_summary.json").write_text(json.dumps({"protocol": saved.get("protocol"), "entries": entries},
-                                                             indent=2) + "\n")
-    machines = sorted({machine_line(r["machine"]).split(";")[0] for r in saved["rows"] if "machine" in r})
-    md = ["# What the network adds: the hybrid, its network alone and its term alone (issue 33)", "",
-          "`benchmarks/quality/harness.py --recipes hybrid --steps 2000 --split test --threads 1 --name "
-          f"{name}` (the harness's standard hybrid recipe, chosen on val in earlier sessions; nothing tuned "
-          "here), then `python -m benchmarks.quality.decomposition`. Every column on the same examples "
-          "(5 held-out ids per test set, segments of <= 32 ids, context ids excluded, seed 0). 'network alone': "
-          "the trained hybrid at mix 0; 'term alone': its item-item term with the chosen decay, no network. "
-          "Intervals: paired 95% bootstrap of the difference of rec@10, whole held-out sets resampled. "
-          "All rows: raw in " + f"`{name}.json`, every method in `{name}_table.md`.", "",
-          *summary_table(entries), "", *(m + "." for m in machines), ""]
-    path = RESULTS / f"{name}.md"
-    text = path.read_text() if path.exists() else ""
-    at = text.find("\n## ")
-    kept = text[at:].lstrip("\n") if at >= 0 else ""
-    path.write_text("\n".join(md) + ("\n" + kept if kept else ""))
+    md = ["# What the network adds: the hybrid, its network alone and its term alone", "",
+          f"`python -m benchmarks.quality.decomposition --name {name}` from the rows of `{name}.json` (the "
+          "harness's). Every column on the same examples (5 held-out ids per set, segments of <= 32 ids, "
+          "context ids excluded, seed 0). 'network alone': the trained hybrid at mix 0; 'term alone': its "
+          "item-item term with the chosen decay, no network. Intervals: paired 95% bootstrap of the "
+          f"difference of rec@10, whole held-out sets resampled. Every method: `{name}.md`.", "",
+          *summary_table(entries), ""]
+    write_results(RESULTS, f"{name}_summary", {"protocol": saved.get("protocol"), "entries": entries}, md)
 
 
 # ------------------------------------------------------------------------------------ diagnosis
@@ -197,7 +184,7 @@ def terms(dataset: str) -> dict:
             "skipped": {b: v["skipped"] for b, v in base.items() if "skipped" in v},
             "paired": {f"{term} - {b}": paired(hits_at(ranks[term], 10), hits_at(r, 10), ex.set_rows)
                        for b, r in ranks.items() if b != term},
-            "committed_hybrid_rec@10": committed, "load_avg": [round(x, 2) for x in os.getloadavg()],
+            "committed_hybrid_rec@10": committed, "load_avg": load_average(),
             "machine": machine_info()}
 
 
@@ -226,17 +213,18 @@ def main(argv=None) -> None:
     p.add_argument("--terms", default="", help="datasets (comma-separated): the term alone, no training")
     a = p.parse_args(argv)
     for dataset in [d for d in a.terms.split(",") if d]:
-        path = RESULTS / f"{a.name}_terms.json"
-        saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
-        saved["entries"] = [e for e in saved["entries"] if e["dataset"] != dataset] + [terms(dataset)]
-        path.write_text(json.dumps(saved, indent=2) + "\n")
+        saved = read_results(RESULTS, f"{a.name}_terms") or {"entries": []}
+        saved = {"entries": [e for e in saved["entries"] if e["dataset"] != dataset] + [terms(dataset)]}
+        write_results(RESULTS, f"{a.name}_terms", saved, terms_table(saved["entries"]))
         print("\n".join(terms_table(saved["entries"])))
     if not (RESULTS / f"{a.name}.json").exists():
         return
     render(a.name)
     if a.diagnose:
         d = diagnose(a.name, a.diagnose, a.split, a.recipe, a.steps)
-        (RESULTS / f"{a.name}_diagnosis_{a.diagnose}.json").write_text(json.dumps(d, indent=2) + "\n")
+        write_results(RESULTS, f"{a.name}_diagnosis_{a.diagnose}", d,
+                      diagnosis_table(d["by_target_popularity"], "target popularity decile (sets)") + [""]
+                      + diagnosis_table(d["by_context_size"], "context ids"))
         print("\n".join(diagnosis_table(d["by_target_popularity"], "target popularity decile (sets)")))
         print()
         print("\n".join(diagnosis_table(d["by_context_size"], "context ids")))

@@ -17,8 +17,8 @@ Splits:
   test  the prepared test sets; the model and baselines are fitted on all training sets.
 
 Results accumulate in benchmarks/results/quality.json (one row per dataset x split x method x
-recipe x steps, the newest run of a row replaces an older one) and quality_table.md (`--name`: another
-file stem, e.g. quality_decomposition).
+recipe x steps, the newest run of a row replaces an older one) and quality.md, its table (`--name`:
+another file stem, e.g. quality_decomposition).
 
 A model whose head has variants (the hybrid: heads/base.py `variants()`) gets a row per variant on the
 same examples (issue 33): "<recipe> network only" (mix 0) and "<recipe> term only" (the chosen
@@ -48,7 +48,7 @@ from benchmarks.paper.report import paired
 from benchmarks.quality.recipes import RECIPES, Recipe, auto_alpha  # harness.RECIPES / Recipe: the tests use them
 from benchmarks.paper.report import rec_metrics as metrics
 from superbloom.evaluation.metrics import hits_at
-from benchmarks.machine import machine_info, machine_line, numpy_json
+from benchmarks.machine import load_average, machine_info, read_results, write_results
 
 import superbloom as sb
 from superbloom.evaluation.baselines import baseline_entry, fit_baseline
@@ -278,11 +278,9 @@ def row_key(r: dict) -> tuple:
 
 
 def save(rows: list[dict], name: str = "quality") -> None:
-    """Merge `rows` into NAME.json (newer rows replace rows with the same key) and rewrite NAME_table.md."""
-    path = RESULTS / f"{name}.json"
-    old = json.loads(path.read_text()) if path.exists() else {"rows": []}
-    machine = machine_info()
-    stamp = {"machine": machine, "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    """Merge `rows` into NAME.json (newer rows replace rows with the same key) and rewrite NAME.md."""
+    old = read_results(RESULTS, name) or {"rows": []}
+    stamp = {"machine": machine_info(), "load_avg": load_average()}
     merged = {row_key(r): r for r in old["rows"]}
     for r in rows:
         merged[row_key(r)] = dict(r, **stamp)
@@ -290,10 +288,14 @@ def save(rows: list[dict], name: str = "quality") -> None:
                         "val": "10% of the training sets (seed 1) held out, models and baselines fitted on the rest",
                         "test": "the prepared 10% test sets (seed 0)", "ci": "95% bootstrap over held-out sets",
                         "torch_threads": THREADS},
-           "rows": sorted(merged.values(), key=lambda r: (r["dataset"], r["split"], r["method"] != "superbloom",
-                                                           r["method"], str(r.get("recipe")), r.get("steps") or 0))}
-    path.write_text(json.dumps(out, indent=2, default=numpy_json) + "\n")
-    (RESULTS / f"{name}_table.md").write_text("\n".join(table(out["rows"]) + ["", machine_line(machine), ""]))
+           "rows": sorted_rows(merged.values()), "machine": stamp["machine"]}
+    write_results(RESULTS, name, out, table(out["rows"]))
+
+
+def sorted_rows(rows) -> list[dict]:
+    """Rows in the files' order: by dataset and split, the model rows first."""
+    return sorted(rows, key=lambda r: (r["dataset"], r["split"], r["method"] != "superbloom", r["method"],
+                                       str(r.get("recipe")), r.get("steps") or 0))
 
 
 def table(rows: list[dict]) -> list[str]:
