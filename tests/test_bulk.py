@@ -44,7 +44,7 @@ def test_recommend_equals_predict_on_every_row(tiny_predictor, decode):
     allow = list(tiny_predictor.vocab.strings[::3])
     deny = list(tiny_predictor.vocab.strings[:40])
     for lists in [{}, {"allow": allow}, {"deny": deny}, {"allow": allow, "deny": deny}]:
-        got = [p for batch in tiny_predictor.recommend(iter(contexts), 7, decode, batch_size=4, skip_empty=True,
+        got = [p for batch in tiny_predictor.predict_batches(iter(contexts), 7, decode, batch_size=4, skip_empty=True,
                                                           **lists) for p in batch]
         refs = one_by_one(tiny_predictor, contexts, 7, decode, **lists)
         assert len(got) == len(contexts)
@@ -60,7 +60,7 @@ def test_recommend_equals_predict_on_every_row(tiny_predictor, decode):
                 if "deny" in lists:
                     assert not ids & set(deny)
     with pytest.raises(ValueError, match="context 5: none of the 2 ids"):
-        list(tiny_predictor.recommend(contexts, 7, batch_size=4))
+        list(tiny_predictor.predict_batches(contexts, 7, batch_size=4))
 
 
 def test_allow_list_is_exact_among_the_allowed(tiny_predictor):

@@ -68,6 +68,9 @@ MEANINGS = {
     "--item-mix": "the item-item term's weight beside the network's log p (a hybrid's, an ensemble's)",
     "--with": "another model of the same data, ranked with MODEL as one (an ensemble)",
     "--part": "what ranks: the whole model, or a hybrid's network or term alone",
+    "--allow": "a file of the only ids returned", "--allow-ids": "the only ids returned, inline",
+    "--deny": "a file of ids never returned", "--deny-ids": "ids never returned, inline",
+    "--include-seen": "a query's own ids may be returned",
 }
 
 # shared flag names whose parsers differ on purpose (the meaning is MEANINGS'; the values are the command's)

@@ -159,3 +159,34 @@ def test_escape_then_enter_takes_the_typed_text(browser, server):
     page.keyboard.press("Enter")
     expect(page.locator(".chip.unknown[data-id='Mil']")).to_have_count(1)
     page.close()
+
+
+def test_page_shows_similar_items_and_adds_one(browser, server):
+    """The similar-items card: the newest id's nearest ids (POST /v1/similar-items, the set's ids left
+    out) with their cosines; a clicked chip's instead; clicking one adds it to the set."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
+    page.goto(server + "/")
+    expect(page.locator("#simcard")).to_be_hidden()
+    for typed, id_ in (("copenh", "Copenhagen"), ("jazz", "Jazz")):
+        page.fill("#entity", typed)
+        page.wait_for_selector(f"#suggest li:has-text('{id_}')")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(f".chip[data-id='{id_}']")
+    expect(page.locator("#simof")).to_have_text("Jazz")  # the newest id of the set
+    expect(page.locator("#sims li")).to_have_count(10)
+    shown = page.eval_on_selector_all("#sims li", "lis => lis.map(li => li.dataset.id)")
+    assert not {"Jazz", "Copenhagen"} & set(shown)
+    page.click(".chip[data-id='Copenhagen'] .name")  # a chip's own similar items
+    expect(page.locator("#simof")).to_have_text("Copenhagen")
+    picked = page.locator("#sims li").first.get_attribute("data-id")
+    page.locator("#sims li").first.click()
+    page.wait_for_selector(f".chip[data-id={json.dumps(picked)}]")
+    expect(page.locator(".chip")).to_have_count(3)
+    expect(page.locator(f"#sims li[data-id={json.dumps(picked)}]")).to_have_count(0)
+    assert not errors, errors
+    page.close()

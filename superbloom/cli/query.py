@@ -82,9 +82,7 @@ def _add_predict(sub):
     p.add_argument("ids", nargs="*", help="context ids (without --input)")
     p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/predict's answer)")
-    p.add_argument("--allow", metavar="FILE", help="only return ids of this file (one id per line); exact decoding "
-                   "is exact among them")
-    p.add_argument("--deny", metavar="FILE", help="never return ids of this file (one id per line)")
+    add_filter_args(p, "a context's own ids")
     g = p.add_argument_group("bulk (a file of contexts)")
     g.add_argument("--input", metavar="FILE", help='contexts: .jsonl ({"context": [ids], "id": key}, key optional) '
                    "or .parquet (a list column, --context-column, and an optional key column, --key-column)")
@@ -100,6 +98,50 @@ def _add_predict(sub):
     add_threads_arg(p)
     add_quiet_arg(p)
     p.set_defaults(func=cmd_predict)
+
+
+def add_filter_args(p, seen: str) -> None:
+    """--allow / --deny (a file of ids, one per line), --allow-ids / --deny-ids (the ids inline, comma
+    separated; with the file, their union) and --include-seen: the filters of predict and similar-ids."""
+    g = p.add_argument_group("filters (the same in Python: allow=, deny=, exclude_seen=; over HTTP: allow, deny, "
+                             "include_seen)")
+    g.add_argument("--allow", metavar="FILE", help="only return ids of this file (one id per line); exact decoding "
+                   "is exact among them")
+    g.add_argument("--allow-ids", metavar="ID,ID", help="only return these ids (comma separated), with --allow's")
+    g.add_argument("--deny", metavar="FILE", help="never return ids of this file (one id per line)")
+    g.add_argument("--deny-ids", metavar="ID,ID", help="never return these ids (comma separated), with --deny's")
+    g.add_argument("--include-seen", action="store_true",
+                   help=f"{seen} may be returned too (re-purchase; default: never)")
+
+
+def filter_lists(args, model) -> dict[str, list[str]]:
+    """The allow- and deny-lists of --allow/--allow-ids and --deny/--deny-ids -> {"allow": ids, "deny": ids}
+    (those given), with a note on stderr for the ids not in the model's vocabulary."""
+    from ..inference.bulk import read_ids
+
+    lists = {}
+    for name in ("allow", "deny"):
+        path, inline = getattr(args, name), getattr(args, f"{name}_ids")
+        if path is None and inline is None:
+            continue
+        ids = (read_ids(path) if path else []) + [x.strip() for x in (inline or "").split(",") if x.strip()]
+        where = " and ".join(([f"--{name} {path}"] if path else []) + ([f"--{name}-ids"] if inline else []))
+        if not ids:
+            raise ValueError(f"{where}: no id given")
+        unknown = model.resolve(ids, name)[1]
+        if unknown:
+            print(f"note: {len(unknown):,} of the {len(ids):,} ids of {where} are not in the model's "
+                  f"vocabulary (ignored; first: {', '.join(unknown[:5])})", file=sys.stderr)
+        lists[name] = ids
+    return lists
+
+
+def check_filter_files(args) -> None:
+    """--allow / --deny files exist (checked before the model loads and before any output)."""
+    for flag in ("allow", "deny"):
+        path = getattr(args, flag)
+        if path and not Path(path).is_file():
+            raise ValueError(f"--{flag} {path}: no such file")
 
 
 def add_ensemble_args(p) -> None:
@@ -164,9 +206,11 @@ def _add_similar(sub):
     p = add_model_command(sub, "similar-ids", help="the ids whose item vectors are most similar to an id's (cosine)",
                           description="Item vectors are the mean of each id's m input token embeddings "
                                       "(inference/vectors.py).")
-    p.add_argument("id", help="an id of the vocabulary")
-    p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
-    finish_model_command(p, cmd_similar, 'print a JSON list: [{"id": ..., "cosine": ...}], most similar first')
+    p.add_argument("ids", nargs="+", metavar="id", help="ids of the vocabulary (each answered in turn)")
+    p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return per id (default %(default)s)")
+    add_filter_args(p, "the queried id itself")
+    finish_model_command(p, cmd_similar, 'print JSON: for one id a list [{"id": ..., "cosine": ...}], most similar '
+                                         'first; for several, POST /v1/similar-items\' answer {"results": [...]}')
 
 
 def _add_vectors(sub):
@@ -241,14 +285,13 @@ def cmd_eval(args):
 
 
 def cmd_predict(args):
-    from ..inference.bulk import bulk_predict, read_ids
+    from ..inference.bulk import bulk_predict
 
     if bool(args.input) == bool(args.ids) or bool(args.input) != bool(args.output):
         raise ValueError("predict: give context ids, or --input FILE with --output FILE (not both)")
-    for flag in ("input", "allow", "deny"):  # checked before the model loads and before any output
-        path = getattr(args, flag)
-        if path and not Path(path).is_file():
-            raise ValueError(f"--{flag} {path}: no such file")
+    if args.input and not Path(args.input).is_file():  # checked before the model loads and before any output
+        raise ValueError(f"--input {args.input}: no such file")
+    check_filter_files(args)
     if args.output:  # before the model loads: a user's file, a folder or a device is refused (storage/guarded.py)
         from ..inference.bulk import claim_output
         claim_output(args.output)
@@ -256,23 +299,15 @@ def cmd_predict(args):
     if args.k > len(model.vocab):
         print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
               f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
-    lists = {}
-    for name in ("allow", "deny"):
-        path = getattr(args, name)
-        if path:
-            ids = read_ids(path)
-            unknown = model.resolve(ids, name)[1]
-            if unknown:
-                print(f"note: {len(unknown):,} of the {len(ids):,} ids of --{name} {path} are not in the model's "
-                      f"vocabulary (ignored; first: {', '.join(unknown[:5])})", file=sys.stderr)
-            lists[name] = ids
+    lists = filter_lists(args, model)
     if args.input:
         stats = bulk_predict(model, args.input, args.output, args.k, decode_config(args), lists.get("allow"),
                              lists.get("deny"), args.context_column, args.key_column, args.batch_size,
-                             progress=not args.quiet)
+                             progress=not args.quiet, exclude_seen=not args.include_seen)
         print(stats.summary(), file=sys.stderr)
         return
-    pred = model.predict(args.ids, args.k, decode_config(args), lists.get("allow"), lists.get("deny"))
+    pred = model.predict(args.ids, args.k, decode_config(args), lists.get("allow"), lists.get("deny"),
+                         exclude_seen=not args.include_seen)
     # no known id: a ValueError, like the API's 422
     if args.json:  # the shape of POST /v1/predict's answer
         print(json.dumps(model.prediction_json(pred), indent=2))
@@ -310,13 +345,25 @@ def cmd_expand(args):
 def cmd_similar(args):
     from ..inference.loader import load
 
+    check_filter_files(args)
     model = load(args.model, args.threads, device=args.device)
-    items = model.similar(args.id, args.k)
+    lists = filter_lists(args, model)
+    got = model.similar_items(args.ids, args.k, exclude_seen=not args.include_seen, **lists)  # an unknown id: exit 2
+    shown = lambda i: model.vocab.display(i)  # noqa: E731
     if args.json:
-        print(json.dumps([{"id": i, "cosine": c} for i, c in items], indent=2))
+        rows = [[{"id": i, "cosine": float(c)} for i, c in got.items(q)] for q in range(len(got))]
+        if len(args.ids) == 1:
+            print(json.dumps(rows[0], indent=2))
+            return
+        print(json.dumps({"results": [{"id": x, "display": shown(model.vocab.get(x)), "similar": [
+            dict(r, display=shown(model.vocab.get(r["id"]))) for r in row]} for x, row in zip(args.ids, rows)]},
+            indent=2))
         return
-    for r, (i, c) in enumerate(items, 1):
-        print(f"  {r:>3}. {model.vocab.display(model.vocab.get(i)):<40} {c:7.3f}")
+    for q, x in enumerate(args.ids):
+        if len(args.ids) > 1:
+            print(f"{shown(model.vocab.get(x))}:")
+        for r, (i, c) in enumerate(got.items(q), 1):
+            print(f"  {r:>3}. {shown(model.vocab.get(i)):<40} {c:7.3f}")
 
 
 def cmd_vectors(args):

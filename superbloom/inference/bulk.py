@@ -11,7 +11,7 @@ A row without a key is keyed by its row number (0-based). Output: one row per re
 columns key (string), rank (int32, 1 = best), id (string), score (float64, gamma), exact (bool:
 the row's top-k is certified exact). A context with none of its ids in the vocabulary gets no rows;
 it is counted (`BulkStats.skipped`) and its first keys named. Memory: one batch of contexts and
-of answers at a time (Predictor.recommend).
+of answers at a time (Predictor.predict_batches).
 
 The output goes through the guarded writer (storage/guarded.py): it must be a new file or one of ours
 (a user's file, a folder or a device is refused before any work), is written beside its name and
@@ -163,14 +163,14 @@ class RecommendationWriter:
 def bulk_predict(predictor, contexts_path: str | Path, output: str | Path, k: int = 10,
                  decode: DecodeConfig = DecodeConfig(), allow: Iterable[str] | None = None,
                  deny: Iterable[str] | None = None, context_column: str = "context", key_column: str = "id",
-                 batch_size: int = 256, progress: bool = False) -> BulkStats:
+                 batch_size: int = 256, progress: bool = False, exclude_seen: bool = True) -> BulkStats:
     """Top-k ids for every context of `contexts_path`, written to the Parquet file `output`
     (module docstring; OutputError before any work if `output` may not be written); `predictor` is an
-    inference.Predictor. -> BulkStats."""
+    inference.Predictor; exclude_seen=False lets a context's own ids be recommended. -> BulkStats."""
     target = claim_output(output)
     with target.writing() as tmp:
         stats = _predict_into(predictor, contexts_path, tmp, k, decode, allow, deny, context_column, key_column,
-                              batch_size, progress)
+                              batch_size, progress, exclude_seen)
     return stats
 
 
@@ -181,7 +181,7 @@ def claim_output(output: str | Path, flag: str = "--output"):
 
 
 def _predict_into(predictor, contexts_path, output: Path, k, decode, allow, deny, context_column, key_column,
-                  batch_size, progress) -> BulkStats:
+                  batch_size, progress, exclude_seen) -> BulkStats:
     stats, start = BulkStats(), time.perf_counter()
     keys: list[str] = []
 
@@ -193,7 +193,8 @@ def _predict_into(predictor, contexts_path, output: Path, k, decode, allow, deny
     writer = RecommendationWriter(output)
     try:
         bar = progress_bar(total=count_rows(contexts_path), unit="contexts", desc="predict", progress=progress)
-        for preds in predictor.recommend(contexts(), k, decode, allow, deny, batch_size, skip_empty=True):
+        for preds in predictor.predict_batches(contexts(), k, decode, allow, deny, batch_size, skip_empty=True,
+                                               exclude_seen=exclude_seen):
             batch_keys, keys[:] = keys[:len(preds)], keys[len(preds):]
             stats.rows += writer.write(batch_keys, preds)
             stats.contexts += len(preds)

@@ -4,13 +4,15 @@
     model = load("runs/wiki/model")
     model.predict(["Miles_Davis", "Jazz"], k=10)   # -> Prediction(items=[("John_Coltrane", -3.1), ...])
     model.predict(["Jazz"], allow=["Miles_Davis", "Paris"], deny=["Copenhagen"])   # candidate lists
-    for batch in model.recommend(contexts, k=10):   # any iterable of contexts, streamed in batches
-        ...                                         # -> list[Prediction], in input order
+    recs = model.recommend(contexts, k=10)          # every context at once -> arrays (recommend.py)
+    sims = model.similar_items(["Jazz", "Paris"], k=5)   # cosine of item vectors, exact, batched
+    for batch in model.predict_batches(contexts, k=10):  # any iterable of contexts, streamed in batches
+        ...                                              # -> list[Prediction], in input order
 
 Allow- and deny-lists are string ids, one list for every context of a call: a deny-list is added to
 each context's excluded ids; an allow-list restricts the answer to its ids, exact among them when
 the decoding certifies (heads/base.py: topk_allowed). Their ids not in the vocabulary are ignored
-(`resolve` says which).
+(`resolve` says which). A context's own ids are never returned unless exclude_seen=False (re-purchase).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 
 from .rank import rank_contexts
+from .recommend import Recommendations, recommend, resolved, similar_items
 from .vectors import item_vectors, nearest, normalized
 from ..storage.loading import LoadError, expect_kind, read_config, typed_section
 from ..storage.checkpoint import load_weights, require_inference_checkpoint
@@ -127,39 +130,57 @@ class Predictor:
         return known, list(unknown)
 
     def predict(self, ids: Sequence[str], k: int = 10, decode: DecodeConfig = DecodeConfig(),
-                allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Prediction:
+                allow: Iterable[str] | None = None, deny: Iterable[str] | None = None,
+                exclude_seen: bool = True) -> Prediction:
         """Top-k ids for one context of string ids (stored or display form)."""
-        return self.predict_many([ids], k, decode, allow, deny)[0]
+        return self.predict_many([ids], k, decode, allow, deny, exclude_seen)[0]
 
     def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10, decode: DecodeConfig = DecodeConfig(),
-                     allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> list[Prediction]:
+                     allow: Iterable[str] | None = None, deny: Iterable[str] | None = None,
+                     exclude_seen: bool = True) -> list[Prediction]:
         """Top-k ids for each context. A context with no id in the vocabulary is a ValueError (the
-        same answer as the HTTP API's 422): a prediction from an empty context would be a guess."""
-        allow_ids = None if allow is None else self.resolve(allow, "allow")[0]
-        deny_ids = None if deny is None else self.resolve(deny, "deny")[0]
-        return self._predict(contexts, k, decode, allow_ids, deny_ids)
+        same answer as the HTTP API's 422): a prediction from an empty context would be a guess.
+        allow / deny: lists of ids, or a pathlib.Path to a file of them (recommend.py)."""
+        allow_ids, deny_ids = self._lists(allow, deny)
+        return self._predict(contexts, k, decode, allow_ids, deny_ids, exclude_seen=exclude_seen)
 
-    def recommend(self, contexts: Iterable[Sequence[str]], k: int = 10, decode: DecodeConfig = DecodeConfig(),
-                  allow: Iterable[str] | None = None, deny: Iterable[str] | None = None, batch_size: int = 256,
-                  skip_empty: bool = False) -> Iterator[list[Prediction]]:
+    def recommend(self, contexts: Iterable[Sequence[str]], k: int = 10, allow=None, deny=None,
+                  exclude_seen: bool = True, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
+                  skip_empty: bool = False, progress: bool = False) -> Recommendations:
+        """Top-k ids for every context at once -> Recommendations: ids, scores, exact flags as NumPy
+        arrays, .to_arrow() / .to_pandas() (recommend.py); ranked `batch_size` contexts at a time."""
+        return recommend(self, contexts, k, allow, deny, exclude_seen, decode, batch_size, skip_empty, progress)
+
+    def similar_items(self, ids: Sequence[str], k: int = 10, allow=None, deny=None, exclude_seen: bool = True,
+                      skip_empty: bool = False) -> Recommendations:
+        """For each id, the k ids whose item vectors have the largest cosine with its own, among the
+        allowed ids less the denied (recommend.py): exact, every id a row of the answer."""
+        return similar_items(self, ids, k, allow, deny, exclude_seen, skip_empty)
+
+    def predict_batches(self, contexts: Iterable[Sequence[str]], k: int = 10, decode: DecodeConfig = DecodeConfig(),
+                        allow: Iterable[str] | None = None, deny: Iterable[str] | None = None, batch_size: int = 256,
+                        skip_empty: bool = False, exclude_seen: bool = True) -> Iterator[list[Prediction]]:
         """Bulk predict_many over any iterable of contexts (a file's rows, a generator), `batch_size`
         at a time: yields one list of Predictions per batch, in input order; the allow- and deny-lists
         are resolved once. skip_empty=True: a context with no known id gets an empty, non-exact
         Prediction (its unknown ids listed) instead of a ValueError naming its row."""
-        allow_ids = None if allow is None else self.resolve(allow, "allow")[0]
-        deny_ids = None if deny is None else self.resolve(deny, "deny")[0]
+        allow_ids, deny_ids = self._lists(allow, deny)
         batch: list[Sequence[str]] = []
         start = 0
         for ctx in contexts:
             batch.append(ctx)
             if len(batch) == batch_size:
-                yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start)
+                yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start, exclude_seen)
                 start, batch = start + len(batch), []
         if batch:
-            yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start)
+            yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start, exclude_seen)
+
+    def _lists(self, allow, deny) -> tuple[np.ndarray | None, np.ndarray | None]:
+        return resolved(self, allow, "allow"), resolved(self, deny, "deny")
 
     def _predict(self, contexts: Sequence[Sequence[str]], k: int, decode: DecodeConfig, allow: np.ndarray | None,
-                 deny: np.ndarray | None, skip_empty: bool = False, start: int = 0) -> list[Prediction]:
+                 deny: np.ndarray | None, skip_empty: bool = False, start: int = 0,
+                 exclude_seen: bool = True) -> list[Prediction]:
         """predict_many on resolved allow / deny ids; `start` numbers the rows in error messages."""
         known, unknown = zip(*(self.vocab.lookup(c) for c in contexts)) if contexts else ((), ())
         for i, (kn, un) in enumerate(zip(known, unknown)):
@@ -173,9 +194,9 @@ class Predictor:
         mat = np.full((len(rows), width), -1, np.int64)  # (Q, c) the known contexts, -1 padded
         for r, i in enumerate(rows):
             mat[r, :len(known[i])] = known[i]
-        exclude = None
-        if deny is not None and len(deny):  # (Q, c + D): the context and the deny-list
-            exclude = np.concatenate([mat, np.broadcast_to(deny, (len(rows), len(deny)))], 1)
+        exclude = None if exclude_seen else np.zeros((len(rows), 0), np.int64)  # None: the contexts
+        if deny is not None and len(deny):  # (Q, c + D): the context (unless seen ids may come back) and the deny-list
+            exclude = np.concatenate([mat if exclude_seen else exclude, np.broadcast_to(deny, (len(rows), len(deny)))], 1)
         r = self.rank(mat, k, decode, exclude=exclude, allow=allow)
         out = [Prediction([], False, 0, [], list(un)) for un in unknown]
         for q, i in enumerate(rows):

@@ -5,7 +5,10 @@
     POST /v1/predict   {"context": ["Copenhagen"], "k": 10, "exact": false}
                        optional "allow": [ids] (only these are returned; exact among them) and
                        "deny": [ids] (never returned); their ids not in the vocabulary are ignored.
-                       "context": [[...], [...]] (a list of contexts) answers a list, in order
+                       "context": [[...], [...]] (a list of contexts) answers a list, in order;
+                       "include_seen": true lets a context's own ids be returned (re-purchase)
+    POST /v1/similar-items {"ids": ["Jazz"], "k": 10, "allow", "deny", "include_seen"}: the ids whose
+                       item vectors are most similar (cosine, exact; similar_route.py)
     POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
                         "random_seed": 0}
     POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
@@ -102,6 +105,7 @@ def request_models(cfg: ServeConfig):
         allow: IdList | None = Field(None, description="only these ids are returned (exact decoding is exact "
                                                        "among them); ids not in the vocabulary are ignored")
         deny: IdList | None = Field(None, description="these ids are never returned")
+        include_seen: bool = Field(False, description="the context's own ids may be returned (re-purchase)")
 
     class ExpandRequest(BaseModel):
         model_config = strict
@@ -259,7 +263,8 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         knowns = [known_or_422(c, f"context.{i}" if many else "context") for i, c in enumerate(contexts)]
         allow, deny = id_list(req.allow, "allow"), id_list(req.deny, "deny")
         decode = DecodeConfig(exact=req.exact)
-        futures = [asyncio.wrap_future(batcher.submit(known, req.k, decode, allow, deny)) for known, _ in knowns]
+        futures = [asyncio.wrap_future(batcher.submit(known, req.k, decode, allow, deny, req.include_seen))
+                   for known, _ in knowns]
         answers = []
         for (known, unknown), r in zip(knowns, await asyncio.gather(*futures)):
             preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
@@ -298,6 +303,8 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     if "text" in predictor.config.get("data", {}):  # a text model: POST /v1/fill (text/routes.py)
         from .fill_route import fill_router
         app.include_router(fill_router(predictor, config, heavy))
+    from .similar_route import similar_items_router
+    app.include_router(similar_items_router(predictor, config, heavy))  # /v1/similar-items: item vectors
     app.include_router(setembed_router(config))  # /v1/similar, /v1/classify: app.state.embedder (serve --embed)
 
     @app.get("/health", summary="liveness, with batching counters")

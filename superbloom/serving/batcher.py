@@ -25,6 +25,7 @@ class _Query:
     future: Future
     deny: np.ndarray  # (D,) int64 ids never returned, besides the context
     allow: np.ndarray | None  # (A,) sorted int64: the only ids returned (None: all)
+    include_seen: bool = False  # the context's own ids may be returned
 
 
 class Batcher:
@@ -42,12 +43,12 @@ class Batcher:
         self.thread.start()
 
     def submit(self, context: np.ndarray, k: int, decode: DecodeConfig, allow: np.ndarray | None = None,
-               deny: np.ndarray | None = None) -> Future:
-        """Queue one context (known int ids), with an optional allow-list (sorted unique ids) and deny-list;
-        the future's result is a one-row Ranking."""
+               deny: np.ndarray | None = None, include_seen: bool = False) -> Future:
+        """Queue one context (known int ids), with an optional allow-list (sorted unique ids) and deny-list,
+        its own ids excluded unless include_seen; the future's result is a one-row Ranking."""
         fut: Future = Future()
         deny = np.zeros(0, np.int64) if deny is None else np.asarray(deny, np.int64)
-        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow))
+        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow, include_seen))
         return fut
 
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
@@ -99,11 +100,12 @@ class Batcher:
         for i, q in enumerate(qs):
             mat[i, :len(q.context)] = q.context
         exclude = None
-        if any(len(q.deny) for q in qs):  # (Q, c + D): each query's context and deny-list
+        if any(len(q.deny) or q.include_seen for q in qs):  # (Q, c + D): each query's context and deny-list
             exclude = np.full((len(qs), mat.shape[1] + max(len(q.deny) for q in qs)), -1, np.int64)
             for i, q in enumerate(qs):
-                exclude[i, :len(q.context)] = q.context
-                exclude[i, len(q.context):len(q.context) + len(q.deny)] = q.deny
+                seen = 0 if q.include_seen else len(q.context)
+                exclude[i, :seen] = q.context[:seen]
+                exclude[i, seen:seen + len(q.deny)] = q.deny
         try:
             lists = {n: v for n, v in (("exclude", exclude), ("allow", allow)) if v is not None}
             r = self.predictor.rank(mat, k, decode, **lists)  # a plain query calls rank(mat, k, decode)
