@@ -12,6 +12,8 @@ import datetime
 import json
 import os
 import platform
+import shlex
+import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -70,6 +72,14 @@ def numpy_json(o):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def command_line() -> str:
+    """The command that is running, as one would type it (`python -m benchmarks.NAME ARGS` for a module)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    head = ["python", "-m", spec.name] if spec is not None and spec.name else ["python", sys.argv[0]]
+    return shlex.join(head + sys.argv[1:])
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file beside it: a kill leaves the old file whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,15 +94,21 @@ def read_results(directory: Path, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def write_results(directory: Path, name: str, result: dict, markdown: list[str], *, indent: int = 2) -> Path:
+def write_results(directory: Path, name: str, result: dict, markdown: list[str] | None, *,
+                  indent: int = 2) -> Path:
     """Write DIRECTORY/NAME.json and DIRECTORY/NAME.md (NAME may hold a sub-folder: "scale/e2e").
 
     `result` gets a "machine" entry (machine_info(), so the load average and the date) unless it
-    has one; the markdown lines get the machine line appended. Returns the JSON path."""
+    has one, and a "command" entry (the command line that ran) unless it has one; the markdown lines
+    get the machine line appended. `markdown` None: the JSON only (a page draws the table from it).
+    Returns the JSON path."""
     directory = Path(directory)
     result = result if "machine" in result else dict(result, machine=machine_info())
+    result = result if "command" in result else dict(result, command=command_line())
     path = directory / f"{name}.json"
     write_atomic(path, json.dumps(result, indent=indent, default=numpy_json) + "\n")
+    if markdown is None:
+        return path
     info = result["machine"] if isinstance(result["machine"], dict) else None
     tail = [machine_line(info)] if info and {"cpu", "cores", "date"} <= set(info) else []
     write_atomic(directory / f"{name}.md", "\n".join(list(markdown) + tail + [""]))

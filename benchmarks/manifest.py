@@ -49,8 +49,11 @@ RESULT_FILES: list[Result] = [
            "their term alone and EASE"),
     Result(("quality_decomposition.json",),
            f"{HARNESS} --datasets {SETS},epinions --recipes hybrid --steps 2000 --split test --threads 1 "
-           "--baselines popularity,cooccurrence,ease --name quality_decomposition",
-           "which part of one network's hybrid does the work: hybrid, network alone and term alone, paired"),
+           "--baselines popularity,cooccurrence,ease --name quality_decomposition && "
+           f"{HARNESS} --datasets wn18rr,bert4rec_beauty --recipes hybrid_ease --steps 2000 --split test --threads 1 "
+           "--baselines ease,cooccurrence --name quality_decomposition",
+           "one network's hybrid on every set dataset: the hybrid, its network alone and its term alone beside "
+           "the baselines, paired (WN18RR and BERT4Rec Beauty also with EASE's term, which fits there now)"),
     Result(("quality_attributes_test.json",),
            f"{HARNESS} --datasets beauty-attributes,toys-attributes,lastfm-attributes --recipes hybrid --steps 2000 "
            "--split test --threads 1 --baselines popularity,cooccurrence,ease --name quality_attributes_test",
@@ -71,35 +74,33 @@ RESULT_FILES: list[Result] = [
            f"{SEQUENCE} --datasets beauty,toys {SEQ_RECIPE} --time-budget 1500 --members 2 "
            "--member-proposals log_uniform,uniform --name sequence_members",
            "two networks of two proposals (log-uniform, uniform) in one model"),
-    Result(("sequence_third_member.json",),
-           f"{SEQUENCE} --datasets beauty,toys {SEQ_RECIPE} --time-budget 1500 --seed 2 --proposal uniform "
-           "--name sequence_third_member",
-           "a third network beside the pair"),
-    Result(("sequence_wikispeedia_paths.json", "sequence_wikispeedia_paths_back.json"),
+    Result(("sequence_wikispeedia_paths.json", "sequence_wikispeedia_paths_back.json",
+            "sequence_wikispeedia_paths_terms.json"),
            f"{SEQUENCE} --datasets wikispeedia-paths,wikispeedia-paths-back --head hybrid --item-term auto --samples 2048 "
            "--init cooccurrence --steps 3000 --eval-every 500 --baselines popularity,cooccurrence,ease "
-           f"--name sequence_wikispeedia_paths && {PY} benchmarks.sequence.back_clicks",
+           f"--name sequence_wikispeedia_paths && {PY} benchmarks.sequence.back_clicks && {SEQUENCE} --terms-only "
+           "--datasets wikispeedia-paths --baselines popularity,cooccurrence,ease --name sequence_wikispeedia_paths_terms",
            "Wikispeedia's navigation paths, with the back click as an id and resolved to its page"),
     # ---------------------------------------------------------------- millions of ids
     Result(("scale/text_sets_time_to_quality.json", "scale/text_sets_time_to_quality.md",
             "scale/text_sets_time_to_quality.png"),
            f"{PY} benchmarks.scale.text_sets_prepare && {LOCK} {PY} benchmarks.scale.baselines /tmp/sb/textsets_data "
            "--eval-sets 1000 --baselines popularity,cooc-count,cooc-idf,cooc-cosine,item2vec,als --ranks-dir "
-           "/tmp/sb/tq/text/baselines --name text_sets_baselines && "
+           "/tmp/sb/tq/text/baselines --results /tmp/sb/tq/text --name text_sets_baselines && "
            f"{LOCK} {PY} benchmarks.scale.time_to_quality /tmp/sb/textsets_data --work /tmp/sb/tq/text "
-           "--budgets 1300,3200,5100 --threads 1 && "
+           "--budgets 900,2700,4500 --threads 1 && "
            f"{PY} benchmarks.scale.time_to_quality /tmp/sb/textsets_data --work /tmp/sb/tq/text --report "
-           "--name text_sets_time_to_quality --baselines-json benchmarks/results/scale/text_sets_baselines.json",
+           "--name text_sets_time_to_quality --baselines-json /tmp/sb/tq/text/text_sets_baselines.json",
            "1,005,296 real ids (text paragraphs as sets): the `millions` preset's hybrid against counting, "
            "item2vec and ALS as training time grows"),
     Result(("scale/synth5m_time_to_quality_weightings.json", "scale/synth5m_time_to_quality_weightings.png"),
            f"{LOCK} {PY} benchmarks.scale.e2e --work /tmp/sb/e2e_tq --stages synth,prepare && "
            f"{LOCK} {PY} benchmarks.scale.baselines /tmp/sb/e2e_tq/data --eval-sets 1000 --baselines "
-           "popularity,cooc-count,cooc-idf,cooc-cosine,item2vec --ranks-dir /tmp/sb/tq/synth_w/baselines --name "
-           f"synth5m_baselines && {LOCK} {PY} benchmarks.scale.time_to_quality /tmp/sb/e2e_tq/data --work "
-           f"/tmp/sb/tq/synth_w --budgets 2900,4400 --threads 1 && {PY} benchmarks.scale.time_to_quality "
+           "popularity,cooc-count,cooc-idf,cooc-cosine,item2vec --ranks-dir /tmp/sb/tq/synth_w/baselines --results "
+           f"/tmp/sb/tq/synth_w --name synth5m_baselines && {LOCK} {PY} benchmarks.scale.time_to_quality /tmp/sb/e2e_tq/data --work "
+           f"/tmp/sb/tq/synth_w --budgets 1500,2700 --threads 1 && {PY} benchmarks.scale.time_to_quality "
            "/tmp/sb/e2e_tq/data --work /tmp/sb/tq/synth_w --report --name synth5m_time_to_quality_weightings "
-           "--baselines-json benchmarks/results/scale/synth5m_baselines.json",
+           "--baselines-json /tmp/sb/tq/synth_w/synth5m_baselines.json",
            "5,139,571 SYNTHETIC ids (planted topics): the same, the term's weighting chosen on validation"),
     Result(("scale/e2e7.json", "scale/e2e7.md", "scale/e2e7_ablation.json"),
            f"{LOCK} {PY} benchmarks.scale.e2e --work /tmp/e2e7 --stages synth,prepare,train,eval,oracle,serve "
@@ -140,23 +141,29 @@ RESULT_FILES: list[Result] = [
                           ("f3_frequency", "Figure 3: recall by target frequency"))],
     # ---------------------------------------------------------------- text (experimental)
     Result(("text/table5.json",),
-           f"{LOCK} {PY} benchmarks.text.table5_bench --configs hash8-d128,baseline-d32,hash40-d128,sampled-d32 "
-           "--steps 100 --time-cap 120 --name table5",
+           ".venv/bin/superbloom prepare-text ../shared/data/wikispeedia/plaintext_articles.tar.xz ../shared/data/gcide/gcide.dict.dz ../shared/data/brown_corpus/brown.tar.xz --out runs/data_text && "
+           f"{LOCK} {PY} benchmarks.text.table5_bench "
+           "--configs hash8-d128,baseline-d32,hash40-d128,sampled-d32 --steps 100 --time-cap 120 --name table5",
            "the text masked LM at 1,000,001 ids: step time and memory of hashed and unhashed heads"),
     Result(("text/table5_s8_hash40.json", "text/table5_s8_baseline_d6.json", "text/table5_s8_paired.json"),
-           f"{LOCK} {PY} benchmarks.text.table5_bench --configs hash40-d128,baseline-d6 --steps 100000 --time-cap 2400 "
-           f"--name table5_s8 && {PY} benchmarks.text.paired --models runs/table5_s8/hash40-d128,runs/table5_s8/baseline-d6 "
-           "--name table5_s8_paired",
+           f"{LOCK} {PY} benchmarks.text.table5_bench --workdir runs/table5_s8 --configs hash40-d128 --steps 100000 "
+           f"--time-cap 2400 --name table5_s8_hash40 && {LOCK} {PY} benchmarks.text.table5_bench --workdir "
+           "runs/table5_s8 --configs baseline-d6 --steps 100000 --time-cap 2400 --name table5_s8_baseline_d6 && "
+           f"{PY} benchmarks.text.paired --models runs/table5_s8/hash40-d128,runs/table5_s8/baseline-d6,"
+           "runs/table5_s8/sampled-d6 --name table5_s8_paired",
            "Tables 4/5 at equal parameters (~7M), 2,400 s each: hashed against unhashed, paired"),
     Result(("text/table5_s9_paired.json",),
-           f"{LOCK} {PY} benchmarks.text.table5_bench --configs hash40-d128,baseline-d6 --time-cap 9600 --name table5_s9 "
-           f"&& {PY} benchmarks.text.paired --models runs/table5_s9/hash40-d128,runs/table5_s9/baseline-d6 "
-           "--name table5_s9_paired",
-           "the same pair at 9,600 s each"),
-    Result(("text/table5_s11_paired.json",),
-           f"{LOCK} {PY} benchmarks.text.table5_bench --configs hash8-d128,baseline-d32 --time-cap 5400 --name table5_s11 "
-           f"&& {PY} benchmarks.text.paired --models runs/table5_s11/hash8-d128,runs/table5_s11/baseline-d32 "
-           "--name table5_s11_paired",
+           f"{LOCK} {PY} benchmarks.text.table5_bench --workdir runs/table5_s9 --configs hash40-d128,baseline-d6 "
+           "--steps 100000 --time-cap 9600 --resume --name table5_s9 && "
+           f"{PY} benchmarks.text.paired --models runs/table5_s9/hash40-d128,runs/table5_s9/baseline-d6,"
+           "runs/table5_s8/hash40-d128 --name table5_s9_paired",
+           "the same pair at 9,600 s each (resumed from the 2,400 s models, copied to runs/table5_s9)"),
+    Result(("text/table5_s11_hash8-d128.json", "text/table5_s11_baseline-d32.json", "text/table5_s11_paired.json"),
+           f"{LOCK} {PY} benchmarks.text.table5_bench --workdir runs/table5_s11 --configs hash8-d128 --steps 100000 "
+           f"--time-cap 5400 --name table5_s11_hash8-d128 && {LOCK} {PY} benchmarks.text.table5_bench --workdir "
+           "runs/table5_s11 --configs baseline-d32 --steps 100000 --time-cap 5400 --name table5_s11_baseline-d32 && "
+           f"{PY} benchmarks.text.paired --models runs/table5_s11/hash8-d128,runs/table5_s11/baseline-d32,"
+           "runs/table5_s10/hash40-d128 --name table5_s11_paired",
            "the larger pair (~33M parameters), 5,400 s each"),
     Result(("text/text_bigram_head_s17_1500.json", "text/text_bigram_head_s17_1500.md",
             "text/text_bigram_head_s17_4500.json"),

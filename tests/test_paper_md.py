@@ -1,5 +1,5 @@
-"""benchmarks/PAPER.md is generated from benchmarks/results/paper/: it must match those files, and so must
-the table fragments (NAME.md) that the scripts draw from their NAME.json."""
+"""benchmarks/PAPER.md is generated from the result files (its numbers and tables are drawn from their
+JSON): it must match them."""
 import subprocess
 import sys
 from pathlib import Path

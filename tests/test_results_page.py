@@ -1,6 +1,7 @@
 """docs/results.md is generated from docs/results.template.md and the result files that
 benchmarks/manifest.py lists (benchmarks/results_page.py): the page and benchmarks/README.md's table of
 result files must be current, and every listed file must exist."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,34 @@ def test_a_wrong_placeholder_says_what_is_wrong(body, error):
     data = {"rows": [{"dataset": "a", "rec@10": 0.3}]}
     with pytest.raises(SystemExit, match=error):
         results_page.value(body, loader=lambda name: data)
+
+
+def test_a_let_line_names_a_row_once():
+    data = {"rows": [{"dataset": "a", "rec@10": 0.34612, "n": 7}]}
+    text = "{{let:A=q|rows|[dataset=a]}}\n| {{A|rec@10|:.4f}} | {{A|n}} |\n"
+    assert results_page.fill(text, {}, loader=lambda name: data) == "| 0.3461 | 7 |\n"
+
+
+def test_every_result_file_is_listed_and_there_are_few():
+    """Each file under benchmarks/results/ is in a manifest entry (so docs/results.md and
+    benchmarks/README.md list it with its command), and there are at most MAX_FILES."""
+    assert not results_page.problems(), "\n".join(results_page.problems())
+
+
+def test_the_problems_check_sees_an_unlisted_file(tmp_path, monkeypatch):
+    (tmp_path / "old_probe.json").write_text("{}")
+    monkeypatch.setattr(results_page, "RESULTS", tmp_path)
+    found = results_page.problems()
+    assert any("old_probe.json is not in benchmarks/manifest.py" in p for p in found)
+    assert any("quality.json does not exist" in p for p in found)
+
+
+CITED = re.compile(r"\bresults/([\w./-]+\.(?:json|md|png))")
+
+
+@pytest.mark.parametrize("page", ["benchmarks/README.md", "benchmarks/PAPER.md", "benchmarks/paper/PAPER.template.md",
+                                  "benchmarks/sequence/README.md", "benchmarks/setembed/README.md"])
+def test_the_benchmark_pages_cite_only_kept_files(page):
+    text = (REPO / page).read_text()
+    missing = sorted({m.group(1) for m in CITED.finditer(text) if not (results_page.RESULTS / m.group(1)).exists()})
+    assert not missing, f"{page} cites result files that do not exist: {missing}"

@@ -16,5 +16,5 @@ shared by them:
     report.py     metric rows with confidence intervals, markdown tables, plots, result files
 
 Work files (prepared datasets, trained models, cached rankings) go to runs/paper/ (git-ignored);
-results (CSV, JSON, markdown fragments, PNG) to benchmarks/results/paper/.
+results (JSON, PNG) to benchmarks/results/paper/; PAPER.md draws their tables from the JSON.
 """

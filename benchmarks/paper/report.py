@@ -1,13 +1,12 @@
 """The reporting side of the paper benchmarks: metric rows with confidence intervals, markdown
-tables, plots, and the result files in benchmarks/results/paper/ (JSON, CSV, a markdown fragment
-for PAPER.md, PNG).
+tables, plots, and the result files in benchmarks/results/paper/ (JSON and PNG; PAPER.md draws the
+tables from the JSON).
 
 Intervals are 95% percentile bootstraps that resample held-out *sets* (examples of one set are not
 independent): superbloom.evaluation.metrics computes them, this module rounds them to 4 decimals for the files.
 """
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import time
@@ -17,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from benchmarks import machine
 from benchmarks.machine import machine_info, machine_line, numpy_json
 from superbloom.evaluation.metrics import mean_ci, paired_difference, summarize_ci
 
@@ -123,22 +123,15 @@ def result_path(filename: str) -> Path:
 
 
 def write_results(name: str, result: dict, markdown: Callable[[dict], list[str]]) -> None:
-    """RESULTS/name.json (`result` with the code version and machine), name.csv (result["rows"]) and
-    name.md (a fragment for PAPER.md: `markdown` of the result, then the machine line)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    result = {**result, "code": code_version(), "machine": machine_info()}
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, default=numpy_json) + "\n")
-    keys = list(dict.fromkeys(k for r in result["rows"] for k in r))
-    with open(RESULTS / f"{name}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, keys)
-        w.writeheader()
-        w.writerows(result["rows"])
-    (RESULTS / f"{name}.md").write_text(fragment(json.loads(json.dumps(result, default=numpy_json)), markdown))
-    print((RESULTS / f"{name}.md").read_text())
+    """RESULTS/name.json (`result` with the code version and the machine) through the one results writer;
+    its table goes into PAPER.md (make_paper_md draws `markdown` from the JSON), and is printed here."""
+    result = json.loads(json.dumps({**result, "code": code_version(), "machine": machine_info()}, default=numpy_json))
+    machine.write_results(RESULTS, name, result, None)
+    print(fragment(result, markdown))
 
 
 def fragment(result: dict, markdown: Callable[[dict], list[str]]) -> str:
-    """The markdown fragment of a result (as its JSON file holds it): the tables, then the machine."""
+    """The markdown of a result (as its JSON file holds it): the tables, then the machine."""
     return "\n".join(markdown(result) + ["", machine_line(result["machine"]), ""])
 
 

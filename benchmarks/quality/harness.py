@@ -289,7 +289,16 @@ def save(rows: list[dict], name: str = "quality") -> None:
                         "test": "the prepared 10% test sets (seed 0)", "ci": "95% bootstrap over held-out sets",
                         "torch_threads": THREADS},
            "rows": sorted_rows(merged.values()), "machine": stamp["machine"]}
-    write_results(RESULTS, name, out, table(out["rows"]))
+    write_results(RESULTS, name, out, markdown(name, out["rows"]))
+
+
+def markdown(name: str, rows: list[dict]) -> list[str]:
+    """NAME.md: a title, the protocol in one line, the table of every row."""
+    return [f"# The quality harness: every row of {name}.json", "",
+            f"`python -m benchmarks.quality.harness --name {name}` (see its --help). Every method of a dataset and "
+            "split on the same examples: 5 held-out ids per set, segments of <= 32 ids, context ids excluded, "
+            "seed 0; 95% bootstrap intervals over held-out sets. Each row's machine and load: the JSON.", "",
+            *table(rows)]
 
 
 def sorted_rows(rows) -> list[dict]:

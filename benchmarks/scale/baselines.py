@@ -140,6 +140,8 @@ def main():
     ap.add_argument("--als-confidence", choices=("bm25", "plain"), default="bm25",
                     help="als: BM25-weighted confidences (implicit's lastfm example) or the binary incidence")
     ap.add_argument("--name", default="baselines")
+    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "scale"),
+                    help="folder of NAME.json and NAME.md (default benchmarks/results/scale)")
     ap.add_argument("--ranks-dir", help="also write each baseline's per-example target ranks to DIR/NAME.npz "
                     "(targets, set_rows, ranks): time_to_quality.py pairs them with a model's on the same examples")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -188,7 +190,7 @@ def main():
     md.append("Each baseline in its own process: peak RSS is that process's (interpreter and examples included), "
               "fit RSS the growth of its peak from just before the fit to the fit's end, query RSS the further growth while ranking. " + machine_line(result["machine"]) +
               f" Load average before/after: {load0[0]:.2f} / {result['loadavg_after'][0]:.2f}.")
-    write_results(ROOT / "benchmarks" / "results" / "scale", args.name, result, md)
+    write_results(Path(args.results), args.name, result, md)
     print("\n".join(md))
 
 

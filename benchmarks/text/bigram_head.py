@@ -1,7 +1,7 @@
 """The text fusion as a model: a trained text model given the hashed-hybrid head with the bigram term
 (heads/bigram.py), its weight and eps chosen by the head's own validation, then the library's `eval`.
 
-    python benchmarks/text/bigram_head.py --model runs/table5_s16_b16_long/hash40-d128 --name NAME
+    python -m benchmarks.text.bigram_head --model runs/table5_s16_b16_long/hash40-d128 --name NAME
 
 The model keeps its network (the superbloom head's tied weights and hash maps are loaded into the
 hashed-hybrid head unchanged). The term is counted from the model's training rows (its validation rows
@@ -26,8 +26,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results  # noqa: E402
 
 import superbloom as sb  # noqa: E402
 from superbloom.evaluation.evaluate import EvalConfig, evaluate  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: what the text network adds to the bigram-context count (issue 33, item 4), measured.
 
-    python benchmarks/text/fusion_bench.py --model runs/table5_s16_b16/hash40-d128 --name text_fusion_b16
+    python -m benchmarks.text.fusion_bench --model runs/table5_s16_b16/hash40-d128 --name text_fusion_b16
 
 A model trained by `table5_bench.py ... --val-fraction F` (its validation rows never trained on) and
 the text protocol's masked test tokens (the same tokens as table5_bench: max-sets 300, seed 0). Three
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -31,8 +30,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results  # noqa: E402
 
 import superbloom as sb  # noqa: E402
 from superbloom.data.dataset import SetArray  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: paired intervals for trained text models (the Table 4/5 comparison of table5_bench.py).
 
-    .venv/bin/python benchmarks/text/paired.py --data runs/data_text \
+    .venv/bin/python -m benchmarks.text.paired --data runs/data_text \
         --models runs/table5_s8/hash40-d128,runs/table5_s8/baseline-d6,runs/table5_s8/sampled-d6 --name table5_s8_paired
 
 table5_bench.py gives each model its own bootstrap interval; two overlapping intervals do not say
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results  # noqa: E402
 
 KEYS = ("rec@1", "rec@10", "rec@20", "mrr")
 

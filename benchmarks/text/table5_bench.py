@@ -1,7 +1,7 @@
 """Benchmark: the paper's Table 4/5 comparison at this machine's scale (Superbloom sec. 4), on the real
 1,000,001-entry unigram+bigram vocabulary of the three corpora, and appendix E's fill-in-the-blank.
 
-    /work/tools/benchlock .venv/bin/python benchmarks/text/table5_bench.py --data runs/data_text --steps 150
+    /work/tools/benchlock .venv/bin/python -m benchmarks.text.table5_bench --data runs/data_text --steps 150
 
 DATA is `superbloom prepare-text` of Wikispeedia's articles, GCIDE and Brown (default settings:
 1M vocabulary, segments of 128, lower-case). Each configuration trains in a child process (its own
@@ -37,8 +37,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_info, write_results  # noqa: E402
+from benchmarks.machine import machine_info, write_results  # noqa: E402
 
 CONFIGS = {
     "baseline-d32": {"alpha": 1, "m": 1, "head": "full", "d": 32, "heads": 2, "d_ff": 128},
