@@ -30,3 +30,20 @@ def test_the_site_builds_strict(tmp_path):
     assert "serving/" in pages["architecture/index.html"] and "launch.py" in pages["architecture/index.html"]
     refs = [f"{name}: {m.group(0)}" for name, html in pages.items() for m in re.finditer(r"\bissues? \d+", html)]
     assert not refs, "issue references in the site's pages:\n" + "\n".join(refs)
+
+
+def test_the_cli_reference_is_current():
+    """docs/cli.md is what the parsers say (regenerate: python docs/cli_reference.py); argparse's layout
+    differs between Python versions, so it is compared under the version that wrote it."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    import cli_reference
+
+    page = cli_reference.PAGE.read_text()
+    wrote = re.search(r"Generated with Python (\d+)\.(\d+)", page)
+    assert wrote, "docs/cli.md does not say which Python wrote it: python docs/cli_reference.py"
+    if tuple(map(int, wrote.groups())) != sys.version_info[:2]:
+        pytest.skip(f"docs/cli.md was generated with Python {wrote.group(1)}.{wrote.group(2)}")
+    assert page == cli_reference.render(), "docs/cli.md is stale: run python docs/cli_reference.py"
+    from superbloom.cli import COMMANDS
+
+    assert all(f"## superbloom {name}\n" in page for name in COMMANDS)

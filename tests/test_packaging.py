@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_missing_extra_names_its_pip_command(extra, monkeypatch):
     require_extra(extra, "this test")  # installed here (the test extra pulls every one)
     monkeypatch.setitem(sys.modules, EXTRAS[extra][0], None)  # as if not installed
-    with pytest.raises(MissingExtra, match=rf"this test needs {EXTRAS[extra][0]} .*pip install 'superbloom\[{extra}\]'"):
+    with pytest.raises(MissingExtra, match=rf"this test needs {EXTRAS[extra][0]} .*pip install -e '\.\[{extra}\]' "
+                                           rf"from a clone, pip install 'superbloom\[{extra}\]' from a wheel"):
         require_extra(extra, "this test")
 
 
@@ -52,14 +53,14 @@ def test_the_base_install_imports_all_but_the_server_and_says_how_to_install_ext
     out = json.loads(r.stdout.strip().splitlines()[-1])
     server = {"superbloom.serving.app", "superbloom.serving.fill_route", "superbloom.serving.guards",
               "superbloom.serving.launch", "superbloom.serving.telemetry", "superbloom.serving.lanes",
-              "superbloom.setembed.http"}
+              "superbloom.serving.similar_route", "superbloom.setembed.http"}
     assert set(out["failed"]) == server, out["failed"]
     assert all("MissingExtra" in e and "pip install 'superbloom[serve]'" in e for e in out["failed"].values())
     assert out["codes"] == [2, 2]
     errors = r.stderr.strip().splitlines()
     assert "superbloom serve: error: the HTTP server (superbloom serve) needs fastapi" in errors[0]
     assert errors[1].startswith("superbloom prepare: error: prepare --memory-limit (out-of-core prepare) needs duckdb")
-    assert errors[1].endswith("pip install 'superbloom[outofcore]'") and len(errors) == 2
+    assert errors[1].endswith("pip install 'superbloom[outofcore]' from a wheel") and len(errors) == 2
     assert not (tmp_path / "data").exists()  # nothing written
 
 

@@ -151,12 +151,13 @@ def main(argv=None) -> int:
     configure_logging(args.log_level)
     from .._extras import MissingExtra
     from ..data.readers import InputError
-    from .checks import check_paths
+    from .checks import check_extras, check_paths
 
     try:
         check_paths(args)  # before any work: "" (the current folder) or a device (/dev/zero: endless) refused
         if getattr(args, "print_config", False):
             return _print_config(command, args)
+        check_extras(args)  # before any work: a missing optional extra is one line naming it
         return args.func(args) or 0
     except (InputError, ValueError, FloatingPointError, OSError, MissingExtra) as e:  # bad input, a diverged run, a file, an extra
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)

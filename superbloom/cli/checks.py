@@ -275,3 +275,48 @@ def regular_input(path: str | os.PathLike, flag: str = "input") -> None:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
         raise ValueError(f"{flag} {path}: a device or socket, not a file (it may never end); give a file, "
                          "a directory or a pipe")
+
+
+def check_extras(args) -> None:
+    """MissingExtra (one line: what needs which extra, and the commands that install it) before any work,
+    for every optional dependency the command line asks for (EXTRA_GATES)."""
+    for command, dest, check in EXTRA_GATES:
+        if command in (None, args.command):
+            value = True if dest is None else getattr(args, dest, None)
+            if value:
+                check(value)
+
+
+def _serve(_) -> None:
+    from .._extras import require_extra
+
+    require_extra("serve", "the HTTP server (superbloom serve)")
+
+
+def _log_to(specs) -> None:
+    from ..training.callbacks import check_spec
+
+    for spec in specs:
+        check_spec(spec)
+
+
+def _outofcore(_) -> None:
+    from .._extras import require_extra
+
+    require_extra("outofcore", "prepare --memory-limit (out-of-core prepare)")
+
+
+def _baselines(value) -> None:
+    from ..evaluation.config import require_baselines
+
+    require_baselines(tuple(b for b in str(value).split(",") if b and b != "none"))
+
+
+# (command, or None: every command; the flag's destination, or None: the command itself; the check of the
+# extra it needs, given the flag's value): every path of the command line that needs an optional extra
+EXTRA_GATES = [
+    ("serve", None, _serve),
+    (None, "log_to", _log_to),  # train, embed-train, textclass-train --log-to tensorboard:/mlflow:
+    ("eval", "baselines", _baselines),  # --baselines item2vec, als
+    ("prepare", "memory_limit", _outofcore),
+]

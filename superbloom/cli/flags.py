@@ -49,7 +49,7 @@ def add_log_to_arg(p):
     """--log-to SCHEME:TARGET (repeatable): training callbacks (training/callbacks.py), built by log_to_callbacks."""
     p.add_argument("--log-to", action="append", default=[], metavar="SCHEME:TARGET",
                    help="also send the metrics.jsonl records to tensorboard:DIR (event files) or mlflow:URI (a "
-                        "tracking URI); repeatable; needs pip install 'superbloom[track]'")
+                        "tracking URI such as sqlite:///mlruns.db); repeatable; needs the [track] extra")
 
 
 def log_to_callbacks(args) -> list:

@@ -1,6 +1,7 @@
 """Implicit-feedback ALS (Hu, Koren & Volinsky, ICDM 2008) on the sets x ids incidence matrix, with
 the `implicit` library, as a baseline at millions of ids. Optional dependency implicit:
-`pip install 'superbloom[baselines]'`.
+the [baselines] extra
+(`pip install -e '.[baselines]'` from a clone, `pip install 'superbloom[baselines]'` from a wheel).
 
     base = ALS(data.train, data.n_ids)           # 64 factors, BM25 confidences, 15 iterations
     top = base.rank(contexts, exclude, k)        # (Q, k) ids
@@ -27,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._extras import require_extra
 from ..data.dataset import SetArray
 from ..heads.dot_topk import excluded_rows, id_counts, popularity_table, table_topk
 
-INSTALL = "pip install 'superbloom[baselines]'"
 QUERY_BATCH = 4096  # queries folded in at a time
 
 
@@ -57,10 +58,8 @@ class ALS:
     name = "als"
 
     def __init__(self, train: SetArray, n_ids: int, config: ALSConfig = ALSConfig()):
-        try:
-            from implicit.cpu.als import AlternatingLeastSquares
-        except ImportError as e:
-            raise ImportError(f"the ALS baseline needs implicit: {INSTALL}") from e
+        require_extra("baselines", "the als baseline", ("implicit",))
+        from implicit.cpu.als import AlternatingLeastSquares
         from threadpoolctl import threadpool_limits
 
         self.config, self.n_ids = config, n_ids

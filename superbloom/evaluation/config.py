@@ -15,6 +15,19 @@ PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in 
 BASELINE_NAMES = ("popularity", "cooccurrence", "ease", "puresvd", "cooc-count", "cooc-idf", "cooc-cosine", "item2vec",
                   "als", "transition", "ease-term", "cooc-term")  # baselines.BASELINES
 
+# the baselines whose package is an optional extra (the [baselines] extra): name -> the modules it imports
+BASELINE_EXTRAS = {"item2vec": ("gensim",), "als": ("implicit",)}
+
+
+def require_baselines(names) -> None:
+    """MissingExtra, before any work, for the first of `names` whose package is not installed: one line
+    naming the extra and how to install it (evaluate and compare call it first; so does the CLI)."""
+    from .._extras import require_extra
+
+    for name in names:
+        if name in BASELINE_EXTRAS:
+            require_extra("baselines", f"the {name} baseline (--baselines {name})", BASELINE_EXTRAS[name])
+
 
 @dataclass(frozen=True)
 class EvalConfig:

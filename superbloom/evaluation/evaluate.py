@@ -41,7 +41,7 @@ from ..data.dataset import Dataset
 from .metrics import target_ranks
 from .protocols import Examples, LeaveOneOut, SetHoldout, make_examples  # noqa: F401 (train.py, benchmarks)
 from .protocols import EvalProtocol, protocol, resolve
-from .config import PROTOCOLS, EvalConfig  # noqa: F401 (re-exported: callers import them here)
+from .config import PROTOCOLS, EvalConfig, require_baselines  # noqa: F401 (re-exported: callers import them here)
 
 
 def variant_key(name: str) -> str:
@@ -127,8 +127,10 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     check_vocabulary(predictor.vocab, data)
     entry = resolve(cfg.protocol, data)
     model_config = getattr(predictor, "config", None) or {}
-    # every baseline named is checked before any ranking (an unknown name is refused here, one line)
+    # every baseline named is checked before any ranking (an unknown name is refused here, one line; a
+    # missing optional package is one line naming its extra)
     skipped = {name: entry.baseline_skipped(name, data) for name in entry.baselines(cfg)}
+    require_baselines([name for name, why in skipped.items() if not why])
     ex = entry.examples(data, cfg, model_config)
     targets = entry.targets(ex)
     if progress and not cfg.max_sets and len(targets) * data.n_ids > SAMPLE_HINT_SCORES:

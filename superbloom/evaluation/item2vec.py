@@ -1,6 +1,7 @@
 """item2vec (Barkan & Koenigstein, 2016): word2vec over the training sets, each set a sentence whose
 ids are shuffled (a set has no order), as a baseline at millions of ids. Optional dependency gensim:
-`pip install 'superbloom[baselines]'`.
+the [baselines] extra
+(`pip install -e '.[baselines]'` from a clone, `pip install 'superbloom[baselines]'` from a wheel).
 
     base = Item2Vec(data.train, data.n_ids)                 # CBOW, d 64, window 50, 10 negatives, 5 epochs
     top = base.rank(contexts, exclude, k)                   # (Q, k) ids
@@ -28,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._extras import require_extra
 from ..data.dataset import SetArray
 from ..heads.dot_topk import excluded_rows, id_counts, popularity_table, table_topk
 
-INSTALL = "pip install 'superbloom[baselines]'"
 CHUNK_LINKS = 1 << 20  # links shuffled and handed to gensim at a time
 
 
@@ -77,10 +78,8 @@ class Item2Vec:
     name = "item2vec"
 
     def __init__(self, train: SetArray, n_ids: int, config: Item2VecConfig = Item2VecConfig()):
-        try:
-            from gensim.models import Word2Vec
-        except ImportError as e:
-            raise ImportError(f"the item2vec baseline needs gensim: {INSTALL}") from e
+        require_extra("baselines", "the item2vec baseline", ("gensim",))
+        from gensim.models import Word2Vec
         self.config, self.n_ids = config, n_ids
         window = config.window or int(max(1, train.lengths.max(initial=1)))
         w2v = Word2Vec(sentences=ShuffledSets(train, config.seed), vector_size=config.dim, window=window,

@@ -1,6 +1,6 @@
 """Training callbacks: where a run's metrics go besides metrics.jsonl (TensorBoard, MLflow, your own).
 
-    superbloom train DATA --out MODEL --steps 2000 --log-to tensorboard:runs/tb --log-to mlflow:file:./mlruns
+    superbloom train DATA --out MODEL --steps 2000 --log-to tensorboard:runs/tb --log-to mlflow:sqlite:///mlruns.db
     sb.train(cfg, callbacks=[MyCallback()])            # any object with record(record) and close()
 
 loop.fit hands every record it writes to metrics.jsonl, as the same dict, to each callback: the
@@ -13,14 +13,18 @@ Adapters are built from a spec `SCHEME:TARGET` by the registry ADAPTERS (scheme 
 extra it needs and its builder), so a new destination is one entry, not an `if` in the loop:
 
     tensorboard:DIR     torch.utils.tensorboard's SummaryWriter writing event files in DIR (the [track] extra)
-    mlflow:URI          an MLflow run at tracking URI (a directory, file:..., http://...) (the [track] extra)
+    mlflow:URI          an MLflow run at tracking URI (sqlite:///mlruns.db, http://...) (the [track] extra);
+                        MLflow 3 refuses a file store (a directory, file:...) unless MLFLOW_ALLOW_FILE_STORE=true,
+                        so such a URI is refused before the run, saying so
 
 The packages are imported when the first record arrives, so building a callback (e.g. on every rank
 under torchrun) costs nothing and only rank 0 opens a writer.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, runtime_checkable
@@ -64,8 +68,9 @@ class TensorBoard:
 
 
 class MLflow:
-    """Each record's scalars as MLflow metrics (same names as metrics.jsonl) at its step, in one run
-    started at the first record on tracking URI `uri` and ended by close()."""
+    """Each record's scalars as MLflow metrics at its step, in one run started at the first record on
+    tracking URI `uri` and ended by close(). Names are metrics.jsonl's with '@' written '_at_'
+    (`val_rec@10` -> `val_rec_at_10`): MLflow's stores refuse '@' in a metric name."""
 
     def __init__(self, uri: str):
         self.uri, self.client, self.run_id = uri, None, None
@@ -81,7 +86,7 @@ class MLflow:
                              else self.client.create_experiment("superbloom"))
             self.run_id = self.client.create_run(experiment_id).info.run_id
         now = int(time.time() * 1000)  # ms
-        metrics = [Metric(k, v, now, int(record["step"])) for k, v in scalars(record).items()]
+        metrics = [Metric(k.replace("@", "_at_"), v, now, int(record["step"])) for k, v in scalars(record).items()]
         self.client.log_batch(self.run_id, metrics=metrics)
 
     def close(self) -> None:
@@ -103,15 +108,38 @@ ADAPTERS: dict[str, Adapter] = {
 }
 
 
-def from_spec(spec: str, flag: str = "--log-to") -> Callback:
-    """`SCHEME:TARGET` -> its adapter's callback. ValueError naming `flag` for an unknown scheme or an
-    empty target; MissingExtra (naming the pip command) when the adapter's package is not installed."""
+def check_spec(spec: str, flag: str = "--log-to") -> tuple[Adapter, str]:
+    """`SCHEME:TARGET` checked without building anything -> (its adapter, the target). ValueError naming
+    `flag` for an unknown scheme, an empty target or a target the package will refuse; MissingExtra
+    (naming the extra and how to install it) when the adapter's package is not installed."""
     scheme, sep, target = spec.partition(":")
     adapter = ADAPTERS.get(scheme)
     if adapter is None or not sep or not target:
         schemes = ", ".join(f"{s}:TARGET ({a.target})" for s, a in ADAPTERS.items())
         raise ValueError(f"{flag} {spec!r}: expected one of {schemes}")
     require_extra(adapter.extra, f"{flag} {scheme}:", modules=(adapter.module,))
+    if scheme == "mlflow" and _refused_file_store(target):
+        raise ValueError(f"{flag} {spec!r}: MLflow {importlib.metadata.version('mlflow')} refuses a file store; "
+                         "give a database URI such as mlflow:sqlite:///mlruns.db (or an http:// server), or set "
+                         "MLFLOW_ALLOW_FILE_STORE=true to use the directory anyway")
+    return adapter, target
+
+
+def _refused_file_store(uri: str) -> bool:
+    """A tracking URI of MLflow's file store (file:..., or a path) that MLflow 3 refuses unless
+    MLFLOW_ALLOW_FILE_STORE is true (the package's version and the variable, read without importing it)."""
+    scheme = uri.split(":", 1)[0] if "://" in uri or uri.startswith("file:") else ""
+    if scheme not in ("", "file") or os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() in ("true", "1"):
+        return False
+    try:
+        return int(importlib.metadata.version("mlflow").split(".")[0]) >= 3
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+
+
+def from_spec(spec: str, flag: str = "--log-to") -> Callback:
+    """`SCHEME:TARGET` -> its adapter's callback (check_spec's errors first)."""
+    adapter, target = check_spec(spec, flag)
     return adapter.build(target)
 
 
