@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -36,7 +35,7 @@ import numpy as np
 import torch
 
 from benchmarks.heads_study import documents, run, splits
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import load_average, machine_info, read_results, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -97,8 +96,8 @@ def setembed_runs(steps: int = SETEMBED_STEPS) -> list[dict]:
     return out
 
 
-def report(path: Path = RESULTS / f"{NAME}.json") -> None:
-    data = json.loads(path.read_text())
+def report(data: dict) -> list[str]:
+    """The markdown of a result (its JSON as written): the two tables and what they show."""
     text, sets = data.get("text", []), data.get("setembed", [])
     lines = ["# AdapSGD vs AdamW at their defaults; dynamic vs table word embeddings (issue 15)", "",
              "`benchmarks/adapsgd_text_setembed.py` (settings in its docstring). Nothing was tuned: each optimizer "
@@ -131,9 +130,8 @@ def report(path: Path = RESULTS / f"{NAME}.json") -> None:
                          f"{r['seconds_per_step']:.3f} |")
         lines.append("")
     lines += ["## What it shows", "", data.get("conclusion", "(not written yet)"), "",
-              machine_line(data["machine"]) + f" Uptime at start: {data['uptime']}; at end: {data.get('uptime_end')}.",
-              ""]
-    path.with_suffix(".md").write_text("\n".join(lines))
+              f"Load average at the end: {data.get('load_average_end')}."]
+    return lines
 
 
 def main() -> None:
@@ -141,17 +139,16 @@ def main() -> None:
     ap.add_argument("--part", choices=["all", "text", "setembed"], default="all")
     ap.add_argument("--report", action="store_true")
     a = ap.parse_args()
-    path = RESULTS / f"{NAME}.json"
+    data = read_results(RESULTS, NAME) or {}
     if a.report:
-        report(path)
+        write_results(RESULTS, NAME, data, report(data), indent=1)
         return
     torch.set_num_threads(1)
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.update(machine=machine_info(), uptime=subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    data["machine"] = machine_info()  # at the start: its load average is the start's
+
     def save():
-        data["uptime_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        report(path)
+        data["load_average_end"] = load_average()
+        write_results(RESULTS, NAME, data, report(data), indent=1)
 
     if a.part in ("all", "text"):
         data["text"] = text_runs()

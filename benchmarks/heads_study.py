@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import numpy as np
 import torch
 
 from benchmarks.datasets import DATA_ROOT
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import load_average, machine_info, machine_line, read_results, write_results
 from superbloom.training.optim import OptimConfig
 from superbloom.textclass.docs import LabelledDocs, load_wikispeedia, split_rows
 from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, train_classifier
@@ -109,14 +108,14 @@ def run(docs: LabelledDocs, train: np.ndarray, test: np.ndarray, attention: str,
             "load_average_start": load0, "load_average_end": load_average()}
 
 
-def merge(records: list[dict], info: dict, data_stats: dict, path: Path = RESULTS / f"{NAME}.json") -> dict:
-    data = json.loads(path.read_text()) if path.exists() else {"runs": {}, "sessions": []}
+def merge(records: list[dict], info: dict, data_stats: dict) -> dict:
+    """The result so far (runs of earlier sessions kept, one record per run name) with these runs."""
+    data = read_results(RESULTS, NAME) or {"runs": {}, "sessions": []}
     for r in records:
         data["runs"][r["name"]] = dict(r, machine=info["machine"]["date"])
     data["sessions"].append(info)
     data["data"] = data_stats
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    data["machine"] = info["machine"]  # the latest session's
     return data
 
 
@@ -124,8 +123,8 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}"
 
 
-def report(path: Path = RESULTS / f"{NAME}.json") -> None:
-    data = json.loads(path.read_text())
+def report(data: dict) -> list[str]:
+    """The markdown of a result (its JSON as written): the tables, the runs, every session's machine."""
     runs, st = data["runs"], data["data"]
     sessions = data["sessions"]
     lines = [
@@ -187,9 +186,9 @@ def report(path: Path = RESULTS / f"{NAME}.json") -> None:
               for r in runs.values() if r["optimizer"] == "adapsgd" and r["embedding"] == "dynamic"]
     lines += ["", "Other runs of this model (optimizers, table embeddings): [adapsgd_text_setembed.md](adapsgd_text_setembed.md)."]
     lines += ["", "## What it shows", "", data.get("conclusion", "(not written yet)"), ""]
-    lines += [f"Session {i + 1}: " + machine_line(s["machine"]) + f" Uptime: {s['uptime']}" for i, s in
-              enumerate(sessions)]
-    (path.with_suffix(".md")).write_text("\n".join(lines) + "\n")
+    lines += [f"Session {i + 1}: " + machine_line(s["machine"]) + (f" Uptime: {s['uptime']}" if "uptime" in s else "")
+              for i, s in enumerate(sessions)]
+    return lines
 
 
 def main() -> None:
@@ -201,22 +200,23 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="only rewrite heads_study.md from the JSON")
     a = ap.parse_args()
     if a.report:
-        report()
+        data = read_results(RESULTS, NAME)
+        write_results(RESULTS, NAME, data, report(data), indent=1)
         return
     torch.set_num_threads(1)
-    info = {"machine": machine_info(), "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+    info = {"machine": machine_info()}
     docs = documents()
     train, test = splits(docs)
-    print(f"{len(docs)} articles, {len(train)} training, {len(test)} test; uptime: {info['uptime']}", flush=True)
+    print(f"{len(docs)} articles, {len(train)} training, {len(test)} test; load average "
+          f"{info['machine']['load_average']}", flush=True)
     t0 = time.time()
     records = [run(docs, train, test, a.attention, int(h), epochs=a.epochs, seed=a.seed) for h in a.heads.split(",")]
     info["wall_seconds"] = round(time.time() - t0, 1)
-    info["uptime_end"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    info["load_average_end"] = load_average()
     data = merge(records, info, docs.stats)
     majority = np.bincount(docs.labels[train]).argmax()
     data["majority_test"] = float((docs.labels[test] == majority).mean())
-    (RESULTS / f"{NAME}.json").write_text(json.dumps(data, indent=1) + "\n")
-    report()
+    write_results(RESULTS, NAME, data, report(data), indent=1)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import superbloom as sb
-from benchmarks.machine import machine_info
 from benchmarks.sequence import diagnose
 from superbloom.heads import head_config
 from superbloom.model.batches import MaskConfig
@@ -47,7 +46,7 @@ def test_every_user_is_in_one_bucket_and_the_buckets_add_up(diagnosis):
 
 def test_the_report_has_both_tables_per_dataset(diagnosis):
     e, _ = diagnosis
-    md = "\n".join(diagnose.render([e], machine_info()))
+    md = "\n".join(diagnose.render([e]))
     assert "## walk" in md and "| target popularity (decile) |" in md and "| history ids seen |" in md
     assert md.count("| D") == len(e["by_target_popularity"])
     assert np.isfinite(e["all"]["hybrid"])

@@ -27,8 +27,6 @@ go to benchmarks/results/NAME.json and NAME.md.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import sys
 import time
@@ -36,7 +34,7 @@ import time
 import numpy as np
 import torch
 
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import write_results
 from benchmarks.paper.report import paired
 from benchmarks.paper.report import rec_metrics as metrics
 from benchmarks.quality.harness import RESULTS, WORK, baseline_ranks, examples, split_dataset
@@ -256,17 +254,14 @@ def main(argv=None) -> None:
             new = ensemble(name, a.split, a.recipes.split(","), a.steps, keeps, a.views, a.last, mixes)
         rows += new
         print("\n".join(table(new)), flush=True)
-    load = f"load average {os.getloadavg()[0]:.1f} at the end"
-    (RESULTS / f"{a.name}.json").write_text(json.dumps({"command": command, "machine": machine_line(machine_info()),
-                                                        "load": load, "rows": rows}, indent=1) + "\n")
-    (RESULTS / f"{a.name}.md").write_text(
-        f"# Seed ensembles of the network alone ({a.split} split)\n\n`{command}`\n\n{machine_line(machine_info())} "
-        f"{load}. The members were trained by the harness (one thread, {a.steps:,} steps each; their training times and "
-        f"loads: {a.members}). "
-        + ("Rows of the library's sb.Ensemble: the '- EASE' column is minus its term alone (the first hybrid "
-           "member's own term). " if a.library else "")
-        + "Last column: the ensemble minus its best member; a `last average` "
-        "row minus the member at BEST; a `subsets` row minus the member itself.\n\n" + "\n".join(table(rows)) + "\n")
+    md = [f"# Seed ensembles of the network alone ({a.split} split)", "", f"`{command}`", "",
+          f"The members were trained by the harness (one thread, {a.steps:,} steps each; their training times and "
+          f"loads: {a.members}). "
+          + ("Rows of the library's sb.Ensemble: the '- EASE' column is minus its term alone (the first hybrid "
+             "member's own term). " if a.library else "")
+          + "Last column: the ensemble minus its best member; a `last average` row minus the member at BEST; "
+          "a `subsets` row minus the member itself.", "", *table(rows)]
+    write_results(RESULTS, a.name, {"command": command, "rows": rows}, md, indent=1)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ of hybrid_x6 - it and of the networks alone - it. Results: benchmarks/results/NA
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict
 
 import numpy as np
 
-from benchmarks.machine import machine_info, machine_line, numpy_json
+from benchmarks.machine import write_results
 from benchmarks.paper.report import paired
 from benchmarks.paper.report import rec_metrics as metrics
 from benchmarks.quality.harness import RESULTS, baseline_ranks, examples, model_ranks, split_dataset
@@ -108,11 +107,10 @@ def main(argv=None) -> None:
     rows = []
     for name in a.datasets.split(","):
         rows += dataset_rows(name)
-    result = {"machine": machine_info(), "recipe": RECIPE, "steps": STEPS,
+    result = {"recipe": RECIPE, "steps": STEPS,
               "grid": {f: [asdict(c) for c in g] for f, (_, g) in GRID.items()}, "rows": rows}
-    (RESULTS / f"{a.name}.json").write_text(json.dumps(result, indent=1, default=numpy_json) + "\n")
-    md = [f"# {__doc__.splitlines()[0]}", "", *table(rows), "", machine_line(result["machine"])]
-    (RESULTS / f"{a.name}.md").write_text("\n".join(md) + "\n")
+    md = [f"# {__doc__.splitlines()[0]}", "", *table(rows)]
+    write_results(RESULTS, a.name, result, md, indent=1)
     print("\n".join(md))
 
 

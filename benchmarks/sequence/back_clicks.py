@@ -22,7 +22,7 @@ import json
 import numpy as np
 
 import superbloom as sb
-from benchmarks.machine import machine_info
+from benchmarks.machine import write_results
 from benchmarks.paper.report import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
@@ -59,13 +59,13 @@ def main() -> None:
     if len(as_id) != len(back) or not (as_id[articles] == back[articles]).all():
         raise SystemExit("the two readings' test users differ: prepare both from the same paths_unfinished.tsv")
     out = {"users": int(len(as_id)), "back_click_targets": int((~articles).sum()),
-           "article_targets": int(articles.sum()), "hr@10_on_article_targets": {}, "machine": machine_info()}
+           "article_targets": int(articles.sum()), "hr@10_on_article_targets": {}}
     for part in PARTS:
         h0, h1 = hits_at(as_id_ranks[part][articles], 10), hits_at(back_ranks[part][articles], 10)
         out["hr@10_on_article_targets"][part] = {
             "as_id": round(float(h0.mean()), 4), "resolved": round(float(h1.mean()), 4),
             "resolved_minus_as_id": {k: round(v, 4) for k, v in paired(h1, h0, None).items()}}
-    (RESULTS / f"{a.name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    write_results(RESULTS, a.name, out, None)
     print(json.dumps(out["hr@10_on_article_targets"], indent=1))
 
 

@@ -14,14 +14,13 @@ network - term and hybrid - term (users resampled). The set datasets' counterpar
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import superbloom as sb
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import write_results
 from benchmarks.quality.decomposition import bucket_rows, buckets, deciles, diagnosis_table
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
@@ -56,7 +55,7 @@ def diagnose(dataset: str, model_dir: Path) -> dict:
             "by_history_length": bucket_rows(hits, buckets(history, list(HISTORY_BUCKETS)), None)}
 
 
-def render(entries: list[dict], machine: dict) -> list[str]:
+def render(entries: list[dict]) -> list[str]:
     md = ["# Where the network beats the transition term on sequences (issue 33)", "",
           __doc__.split("\n\n", 1)[1].strip("\n"), ""]
     for e in entries:
@@ -67,7 +66,7 @@ def render(entries: list[dict], machine: dict) -> list[str]:
                f"{h.get('item_mix'):g}, decay {h.get('item_decay'):g}).", "",
                *diagnosis_table(e["by_target_popularity"], "target popularity (decile)"), "",
                *diagnosis_table(e["by_history_length"], "history ids seen"), ""]
-    return md + [machine_line(machine), ""]
+    return md
 
 
 def main() -> None:
@@ -80,10 +79,8 @@ def main() -> None:
     if any(len(x) != 2 for x in pairs):
         p.error(f"--models: expected DATASET=MODEL_FOLDER pairs, got {a.models!r}")
     entries = [diagnose(d, Path(m)) for d, m in pairs]
-    machine = machine_info()
-    (RESULTS / f"{a.name}.json").write_text(json.dumps({"entries": entries, "machine": machine}, indent=2) + "\n")
-    (RESULTS / f"{a.name}.md").write_text("\n".join(render(entries, machine)))
-    print("\n".join(render(entries, machine)))
+    write_results(RESULTS, a.name, {"entries": entries}, render(entries))
+    print("\n".join(render(entries)))
 
 
 if __name__ == "__main__":

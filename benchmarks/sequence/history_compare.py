@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 import superbloom as sb
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import write_results
 from benchmarks.paper.report import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
@@ -92,12 +92,9 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(1)
     entries = [compare(d, a.plain, a.probe) for d in a.datasets.split(",") if d]
-    machine = machine_info()
-    (RESULTS / f"{a.name}.json").write_text(json.dumps({"entries": entries, "machine": machine, "plain": a.plain,
-                                                         "probe": a.probe}, indent=2) + "\n")
-    md = [f"# A probe against the plain run: {a.probe} against {a.plain} (issue 33)", "",
-          __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(entries), "", machine_line(machine), ""]
-    (RESULTS / f"{a.name}.md").write_text("\n".join(md))
+    md = [f"# A probe against the plain run: {a.probe} against {a.plain}", "",
+          __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(entries)]
+    write_results(RESULTS, a.name, {"entries": entries, "plain": a.plain, "probe": a.probe}, md)
     print("\n".join(table(entries)))
 
 

@@ -17,18 +17,16 @@ with `--seed 2` names its setting in the middle) or a member of an ensemble fold
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 import torch
 
 import superbloom as sb
-from benchmarks.machine import machine_info, machine_line
+from benchmarks.machine import machine_info, read_results, write_results
 from benchmarks.paper.report import paired
 from superbloom.evaluation.evaluate import EvalConfig, evaluate
 from superbloom.evaluation.metrics import hits_at
 from superbloom.inference.ensemble import Ensemble
-from superbloom.storage.files import atomic_path
 
 from .run import RESULTS, WORK, interval
 
@@ -101,17 +99,13 @@ def main() -> None:
                 "benchmarks.sequence.run and that setting first")
     torch.set_num_threads(1)
     e = compare(a.dataset, a.first, a.second, a.split)
-    path = RESULTS / f"{a.name}.json"
-    saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+    saved = read_results(RESULTS, a.name) or {"entries": []}
     key = (e["dataset"], e["split"], e["first"], e["second"])
     saved["entries"] = [x for x in saved["entries"] if (x["dataset"], x["split"], x["first"], x["second"]) != key] + [e]
     saved["machine"] = machine_info()
-    with atomic_path(path) as tmp:  # the entries accumulate: a kill must not leave half a file
-        tmp.write_text(json.dumps(saved, indent=2, default=float) + "\n")
-    md = ["# Sequence hybrids as one model, against the first alone (issue 33)", "",
-          __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
-    with atomic_path(RESULTS / f"{a.name}.md") as tmp:
-        tmp.write_text("\n".join(md))
+    md = ["# Sequence hybrids as one model, against the first alone", "",
+          __doc__.split("\n\n", 1)[1].strip("\n"), "", *table(saved["entries"])]
+    write_results(RESULTS, a.name, saved, md)  # atomic: the entries accumulate, a kill leaves them whole
     print("\n".join(table([e])))
 
 

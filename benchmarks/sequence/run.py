@@ -56,7 +56,7 @@ from superbloom.training.train import LoopConfig, TrainConfig, train
 
 from ..datasets import DATASETS, key, own_folder, resolve
 from ..datasets import prepare as prepare_dataset
-from ..machine import machine_info, machine_line
+from ..machine import machine_info, read_results, write_results
 
 WORK = Path("runs/sequence")
 RESULTS = Path("benchmarks/results")
@@ -258,7 +258,8 @@ def terms_table(entries: list[dict]) -> list[str]:
     return lines
 
 
-def write_terms_markdown(saved: dict, name: str) -> None:
+def write_terms(saved: dict, name: str) -> None:
+    """results/NAME.json and NAME.md of --terms-only: every entry, the machine."""
     md = ["# The transition term alone on the sequence datasets (issue 33)", "",
           "No training: the hybrid head's directed transition term (log(1 + how often, gap-discounted, an id "
           "follows another within 10 ids), 200 values per id, fitted on the training prefixes) ranks every id "
@@ -267,10 +268,8 @@ def write_terms_markdown(saved: dict, name: str) -> None:
           "test targets (leave-one-out, full ranking, history excluded: the sequence benchmark's protocol and "
           "users). The baselines on the same users; paired 95% bootstrap intervals (users resampled). "
           "`python -m benchmarks.sequence.run --terms-only --baselines popularity,cooccurrence,ease`.",
-          "", *terms_table(saved["entries"]), "", machine_line(saved["machine"]), ""]
-    md_path = RESULTS / f"{name}.md"
-    kept = kept_sections(md_path)
-    md_path.write_text("\n".join(md) + ("\n" + kept if kept else ""))
+          "", *terms_table(saved["entries"])]
+    write_results(RESULTS, name, saved, md)
 
 
 def table(entries: list[dict]) -> list[str]:
@@ -366,35 +365,31 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     if args.terms_only and args.name == "sequence":
         args.name = "sequence_decomposition"
-    path = RESULTS / f"{args.name}.json"
-    render = write_terms_markdown if args.terms_only else write_markdown
+    render = write_terms if args.terms_only else write
     if args.render:
-        render(json.loads(path.read_text()), args.name)
+        render(read_results(RESULTS, args.name), args.name)
         return
     for name in args.datasets.split(","):
         if args.terms_only:
             e = terms_only(name, args)
             print(json.dumps({k: e[k] for k in ("dataset", "transition_decay", "methods", "paired_hr@10", "seconds")}))
-            saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+            saved = read_results(RESULTS, args.name) or {"entries": []}
             saved["entries"] = [x for x in saved["entries"] if x["dataset"] != name] + [e]
             saved["machine"] = machine_info()
-            path.write_text(json.dumps(saved, indent=2) + "\n")
-            write_terms_markdown(saved, args.name)
+            write_terms(saved, args.name)
             continue
         e = run_one(name, args)
         print(json.dumps({k: e[k] for k in ("dataset", "setting", "model", "baselines", "train_seconds",
                                             "eval_seconds", "load_average_before", "load_average_after")}))
         # read just before writing: runs in the two benchmark slots finish in any order
-        saved = json.loads(path.read_text()) if path.exists() else {"entries": []}
+        saved = read_results(RESULTS, args.name) or {"entries": []}
         saved["entries"] = [x for x in saved["entries"] if (x["dataset"], x["setting"]) != (name, e["setting"])] + [e]
         saved["machine"] = machine_info()
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(saved, indent=2) + "\n")
-        write_markdown(saved, args.name)
+        write(saved, args.name)
 
 
-def write_markdown(saved: dict, name: str) -> None:
-    """results/NAME.md: the table of every entry, the machine, and the written-up sections kept."""
+def write(saved: dict, name: str) -> None:
+    """results/NAME.json and NAME.md: the table of every entry, the machine (what the runs found: docs/)."""
     md = ["# Sequence recommendation: leave-one-out, full ranking (issue 12)", "",
           "Test targets (the last id of each user), ranked against every id; the user's whole history "
           "excluded from the ranking (S3-Rec's convention; the model without exclusion in its own column). "
@@ -411,20 +406,8 @@ def write_markdown(saved: dict, name: str) -> None:
           "an id follows another within 10 ids)); others, EASE's largest weights (up to 25,000 ids; beyond, "
           "the co-occurrence cosine); fitted on the training prefixes, each history id weighted decay ** age (age 0 = newest); mix and decay chosen on the "
           "validation targets, the network alone (mix 0) in its own column.",
-          "", *table(saved["entries"]), "", machine_line(saved["machine"]), ""]
-    md_path = RESULTS / f"{name}.md"
-    kept = kept_sections(md_path)
-    md_path.write_text("\n".join(md) + ("\n" + kept if kept else ""))
-
-
-def kept_sections(md_path: Path) -> str:
-    """The written-up sections of an existing results file (from its first `## ` heading on):
-    kept when the table above them is rewritten."""
-    if not md_path.exists():
-        return ""
-    text = md_path.read_text()
-    at = text.find("\n## ")
-    return "" if at < 0 else text[at:].lstrip("\n") if text[at:].strip() else ""
+          "", *table(saved["entries"])]
+    write_results(RESULTS, name, saved, md)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 import torch
+from benchmarks.machine import load_average, read_results, write_results
 from benchmarks.setembed.common import (K, REJECT, RESULTS, THREADS, Pages, chance_agreement, classification_report,
                     evaluate_vectors, incidences, load_pages, machine, machine_text, plot_curves,
                     plot_projection)
@@ -186,10 +187,9 @@ def main() -> None:
     for view in ("links", "words"):
         res[view].pop("_vectors")
     res["seconds"] = round(time.time() - t0, 1)
-    info["load_average_end"] = [round(x, 2) for x in __import__("os").getloadavg()]
-    (RESULTS / "baselines.json").write_text(json.dumps(res, indent=1) + "\n")
-    md = markdown(res) + [machine_text(info) + f" Load average at end: {info['load_average_end']}.", ""]
-    (RESULTS / "baselines.md").write_text("\n".join(md))
+    info["load_average_end"] = load_average()
+    md = markdown(res) + [f"Load average at the end: {info['load_average_end']}."]
+    write_results(RESULTS, "baselines", res, md, indent=1)
     print("\n".join(md))
 
 

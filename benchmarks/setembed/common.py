@@ -120,14 +120,8 @@ def evaluate_vectors(train: np.ndarray | sp.spmatrix, test: np.ndarray | sp.spma
             "knn": classification_report(pred.numpy(), conf.numpy(), p.y_test)}
 
 
-def machine() -> dict:
-    info = machine_info()
-    info["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    return info
-
-
-def machine_text(info: dict) -> str:
-    return machine_line(info) + f" Load average at start (1/5/15 min): {info['load_average']}."
+machine = machine_info  # the one results writer's record: CPU, cores, memory, torch, load average, date
+machine_text = machine_line
 
 
 def plot_curves(curves: dict[str, dict], path: Path, title: str) -> None:

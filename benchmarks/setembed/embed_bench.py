@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import time
 
 import numpy as np
 import torch
 
+from benchmarks.machine import load_average, read_results, write_results
 from benchmarks.setembed.common import (K, REJECT, RESULTS, WORK, classification_report, evaluate_vectors, load_pages,
                                         machine, machine_text, plot_curves, plot_projection)
 from superbloom.hashing.bloom import HashConfig
@@ -38,7 +38,6 @@ from superbloom.training.optim import OptimConfig
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, embed_train, load_embedder
 from superbloom.training.train import LoopConfig
 
-OUT_JSON = RESULTS / "embed.json"
 MODELS = WORK / "models"
 
 
@@ -71,7 +70,7 @@ def run(view: str, objective: str, steps: int, d: int, alpha: int, layers: int, 
          "tokens": int(emb.hashing.n_tokens), "train_seconds": round(latest["seconds"], 1),
          "wall_seconds": round(wall, 1), "index_seconds": config["index"]["seconds"],
          "embed_test_seconds": round(embed_s, 1), "best_step": best.get("step"), "best_validation": best.get("best"),
-         "load_average": [round(x, 2) for x in os.getloadavg()], **evaluate_vectors(train_v, test, p)}
+         "load_average": load_average(), **evaluate_vectors(train_v, test, p)}
     if objective == "softmax":
         shares, _ = emb.shares(test, "head")
         r["head"] = classification_report(shares.argmax(1), shares.max(1), p.y_test)
@@ -92,13 +91,13 @@ def dumps(data) -> str:
 def save(records: list[dict], info: dict, session: bool = True) -> None:
     """Merge the records into embed.json (a run of the same name is replaced); a finished session's
     machine and load go to its "sessions" list."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    data = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {"runs": {}, "sessions": []}
+    data = read_results(RESULTS, "embed") or {"runs": {}, "sessions": []}
     for r in records:
         data["runs"][r["name"]] = dict(r, machine=info)
     if session:
         data["sessions"].append(info)
-    OUT_JSON.write_text(dumps(data))
+    data["machine"] = info
+    write_results(RESULTS, "embed", data, None, dumps=dumps)
 
 
 # ------------------------------------------------------------------------------ report
@@ -114,7 +113,7 @@ def pct(x) -> str:
 
 
 def report() -> None:
-    data = json.loads(OUT_JSON.read_text())
+    data = read_results(RESULTS, "embed")
     runs = data["runs"]
     base = json.loads((RESULTS / "baselines.json").read_text())
     lines = ["# Set embeddings on Wikispeedia: trained models vs the baselines", "",
@@ -195,14 +194,13 @@ def report() -> None:
     sessions = data["sessions"]
     lines += ["## Machine and load", ""] + [f"- {machine_text(s)} Load at end: {s.get('load_average_end')}; "
                                             f"runs: {', '.join(s.get('runs', []))}; {s.get('seconds')} s." for s in sessions]
-    lines.append("")
-    (RESULTS / "embed.md").write_text("\n".join(lines))
+    write_results(RESULTS, "embed", data, lines, dumps=dumps)
     print("\n".join(lines))
 
 
 def projection(name: str) -> None:
     """t-SNE of a run's page vectors (training index + held-out), coloured by category."""
-    r = json.loads(OUT_JSON.read_text())["runs"][name]
+    r = read_results(RESULTS, "embed")["runs"][name]
     p = load_pages(r["view"])
     emb = load_embedder(MODELS / name, device="cpu")
     test = np.load(MODELS / name / "test_vectors.npy")
@@ -246,7 +244,7 @@ def main() -> None:
     else:
         for objective in a.objectives.split(","):
             records.append(run(a.view, objective, a.steps, a.d, a.alpha, a.layers, max_len=a.max_len, evals=a.evals))
-    info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    info["load_average_end"] = load_average()
     info["seconds"] = round(time.time() - t0, 1)
     info["runs"] = [r["name"] for r in records]
     save(records, info)
