@@ -141,7 +141,7 @@ def main() -> None:
     a = ap.parse_args()
     data = read_results(RESULTS, NAME) or {}
     if a.report:
-        write_results(RESULTS, NAME, data, report(data), indent=1)
+        write_results(RESULTS, NAME, data, report(data), indent=1, rewrite=True)
         return
     torch.set_num_threads(1)
     data["machine"] = machine_info()  # at the start: its load average is the start's

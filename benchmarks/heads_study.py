@@ -201,7 +201,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.report:
         data = read_results(RESULTS, NAME)
-        write_results(RESULTS, NAME, data, report(data), indent=1)
+        write_results(RESULTS, NAME, data, report(data), indent=1, rewrite=True)
         return
     torch.set_num_threads(1)
     info = {"machine": machine_info()}

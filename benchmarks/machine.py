@@ -95,21 +95,24 @@ def read_results(directory: Path, name: str) -> dict | None:
 
 
 def write_results(directory: Path, name: str, result: dict, markdown: list[str] | None, *,
-                  indent: int = 2, dumps=None) -> Path:
+                  indent: int = 2, dumps=None, rewrite: bool = False) -> Path:
     """Write DIRECTORY/NAME.json and DIRECTORY/NAME.md (NAME may hold a sub-folder: "scale/e2e").
 
     `result` gets a "machine" entry (machine_info(), so the load average and the date) unless it
     has one, and a "command" entry (the command line that ran) unless it has one; the markdown lines
     get the machine line appended. `markdown` None: the JSON only (a page draws the table from it).
-    `dumps` (result -> text) replaces json.dumps for a compact layout. Returns the JSON path."""
+    `dumps` (result -> text) replaces json.dumps for a compact layout. `rewrite`: the result is an
+    earlier run's, written again (a new table from its JSON): no machine or command of this moment is
+    added. Returns the JSON path."""
     directory = Path(directory)
-    result = result if "machine" in result else dict(result, machine=machine_info())
-    result = result if "command" in result else dict(result, command=command_line())
+    if not rewrite:
+        result = result if "machine" in result else dict(result, machine=machine_info())
+        result = result if "command" in result else dict(result, command=command_line())
     path = directory / f"{name}.json"
     write_atomic(path, dumps(result) if dumps else json.dumps(result, indent=indent, default=numpy_json) + "\n")
     if markdown is None:
         return path
-    info = result["machine"] if isinstance(result["machine"], dict) else None
+    info = result.get("machine") if isinstance(result.get("machine"), dict) else None
     tail = [machine_line(info)] if info and {"cpu", "cores", "date"} <= set(info) else []
     write_atomic(directory / f"{name}.md", "\n".join(list(markdown) + tail + [""]))
     return path

@@ -258,7 +258,7 @@ def terms_table(entries: list[dict]) -> list[str]:
     return lines
 
 
-def write_terms(saved: dict, name: str) -> None:
+def write_terms(saved: dict, name: str, rewrite: bool = False) -> None:
     """results/NAME.json and NAME.md of --terms-only: every entry, the machine."""
     md = ["# The transition term alone on the sequence datasets (issue 33)", "",
           "No training: the hybrid head's directed transition term (log(1 + how often, gap-discounted, an id "
@@ -269,7 +269,7 @@ def write_terms(saved: dict, name: str) -> None:
           "users). The baselines on the same users; paired 95% bootstrap intervals (users resampled). "
           "`python -m benchmarks.sequence.run --terms-only --baselines popularity,cooccurrence,ease`.",
           "", *terms_table(saved["entries"])]
-    write_results(RESULTS, name, saved, md)
+    write_results(RESULTS, name, saved, md, rewrite=rewrite)
 
 
 def table(entries: list[dict]) -> list[str]:
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
         args.name = "sequence_decomposition"
     render = write_terms if args.terms_only else write
     if args.render:
-        render(read_results(RESULTS, args.name), args.name)
+        render(read_results(RESULTS, args.name), args.name, rewrite=True)
         return
     for name in args.datasets.split(","):
         if args.terms_only:
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
         write(saved, args.name)
 
 
-def write(saved: dict, name: str) -> None:
+def write(saved: dict, name: str, rewrite: bool = False) -> None:
     """results/NAME.json and NAME.md: the table of every entry, the machine (what the runs found: docs/)."""
     md = ["# Sequence recommendation: leave-one-out, full ranking (issue 12)", "",
           "Test targets (the last id of each user), ranked against every id; the user's whole history "
@@ -407,7 +407,7 @@ def write(saved: dict, name: str) -> None:
           "the co-occurrence cosine); fitted on the training prefixes, each history id weighted decay ** age (age 0 = newest); mix and decay chosen on the "
           "validation targets, the network alone (mix 0) in its own column.",
           "", *table(saved["entries"])]
-    write_results(RESULTS, name, saved, md)
+    write_results(RESULTS, name, saved, md, rewrite=rewrite)
 
 
 if __name__ == "__main__":

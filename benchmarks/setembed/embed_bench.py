@@ -194,7 +194,7 @@ def report() -> None:
     sessions = data["sessions"]
     lines += ["## Machine and load", ""] + [f"- {machine_text(s)} Load at end: {s.get('load_average_end')}; "
                                             f"runs: {', '.join(s.get('runs', []))}; {s.get('seconds')} s." for s in sessions]
-    write_results(RESULTS, "embed", data, lines, dumps=dumps)
+    write_results(RESULTS, "embed", data, lines, dumps=dumps, rewrite=True)
     print("\n".join(lines))
 
 
