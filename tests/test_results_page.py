@@ -79,3 +79,21 @@ def test_the_benchmark_pages_cite_only_kept_files(page):
     text = (REPO / page).read_text()
     missing = sorted({m.group(1) for m in CITED.finditer(text) if not (results_page.RESULTS / m.group(1)).exists()})
     assert not missing, f"{page} cites result files that do not exist: {missing}"
+
+
+def test_the_one_writer_stamps_the_machine_load_date_and_command(tmp_path):
+    from benchmarks.machine import read_results, write_results
+    path = write_results(tmp_path, "scale/x", {"rows": [1, 2]}, ["| a |", "|---|"])
+    saved = read_results(tmp_path / "scale", "x")
+    assert path == tmp_path / "scale" / "x.json" and saved["rows"] == [1, 2]
+    m = saved["machine"]
+    assert m["cores"] >= 1 and m["date"] and "load_average" in m and saved["command"].startswith("python")
+    md = (tmp_path / "scale" / "x.md").read_text().splitlines()
+    assert md[:2] == ["| a |", "|---|"] and md[-1].startswith("Machine: ") and "load average" in md[-1]
+    assert not list(tmp_path.rglob("*.tmp"))  # written through a temporary file, renamed
+    # written again from its JSON: its own machine and command stay, nothing of this moment is added
+    old = dict(saved, machine=dict(m, date="2020-01-01T00:00:00"), command="python -m old")
+    write_results(tmp_path, "y", old, None, rewrite=True)
+    again = read_results(tmp_path, "y")
+    assert again["machine"]["date"] == "2020-01-01T00:00:00" and again["command"] == "python -m old"
+    assert not (tmp_path / "y.md").exists()  # markdown None: the JSON only
