@@ -24,6 +24,7 @@ from superbloom.heads.parts import term_alone
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.heads.neighbours import cooccurrence_neighbours
+from superbloom.heads.local_ease import local_ease
 from superbloom.inference.rank import rank_contexts
 from superbloom.heads.ranking import NEG_INF, combine
 
@@ -38,8 +39,9 @@ def sets_of(seed=0, n_sets=60, n=N):
     return SetArray.from_lists([rng.choice(n, rng.integers(1, 9), replace=True) for _ in range(n_sets)])
 
 
-def random_head(rng, alpha, m, neighbours=6, d=8):
-    """A head with random weights and a random term (values of both signs) over N ids."""
+def random_head(rng, alpha, m, neighbours=6, d=8, term="random"):
+    """A head with random weights and a random term (values of both signs) over N ids; term
+    "local-ease": the neighbourhood EASE term (heads/local_ease.py) of random sets instead."""
     h = BloomHash.build(N, HashConfig(alpha, m, int(rng.integers(1000))))
     emb = nn.Embedding(h.n_tokens, d)
     with torch.no_grad():
@@ -52,6 +54,12 @@ def random_head(rng, alpha, m, neighbours=6, d=8):
     head.indptr = torch.from_numpy(np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
     head.cols = torch.from_numpy(cols)
     head.values = torch.from_numpy(rng.normal(0, 2, len(cols))).float()
+    if term == "local-ease":
+        indptr, cols, values = local_ease(sets_of(int(rng.integers(1000))), N, k=int(rng.integers(2, 12)),
+                                          lam=float(rng.choice([0.5, 5.0])), keep=neighbours)
+        head.indptr = torch.from_numpy(indptr)
+        head.cols = torch.from_numpy(cols.astype(np.int32))
+        head.values = torch.from_numpy(values * 10)  # weights of both signs, on the network's scale
     return head
 
 
@@ -108,10 +116,11 @@ CASES = st.sampled_from([(1, 1), (2, 2), (3, 2), (4, 3), (2, 3)])
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10**6), CASES, st.integers(1, 8), st.sampled_from([0.5, 1.0, 3.0, 30.0]),
        st.sampled_from([1.0, 0.5]), st.sampled_from(["sum_log", "min", "max"]), st.booleans(),
-       st.sampled_from([None, 1, 2, 4]), st.booleans())
-def test_the_merge_is_the_exhaustive_top_k(device, seed, hashing, k, mix, decay, score, exact, beam, exclude_more):
+       st.sampled_from([None, 1, 2, 4]), st.booleans(), st.sampled_from(["random", "local-ease"]))
+def test_the_merge_is_the_exhaustive_top_k(device, seed, hashing, k, mix, decay, score, exact, beam, exclude_more,
+                                           term):
     rng = np.random.default_rng(seed)
-    head = random_head(rng, *hashing).to(device)
+    head = random_head(rng, *hashing, term=term).to(device)
     q = 5
     context = torch.from_numpy(rng.integers(-1, N, (q, 4))).long()
     context[0] = -1  # an empty context: nothing touched

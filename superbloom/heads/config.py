@@ -127,7 +127,7 @@ MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the hybrids' term w
 # the recency weights of a hybrid's item-item term (decay ** age) the sequence objectives' validation tries,
 # and the `transition` baseline chooses from on the validation targets (evaluation/protocols.py)
 DECAYS = (1.0, 0.7, 0.4, 0.15)
-TERMS = ("auto", "ease", "cooccurrence", "transition", "bigram")  # bigram: text, the hashed-hybrid head only
+TERMS = ("auto", "ease", "local-ease", "cooccurrence", "transition", "bigram")  # heads/terms.py; bigram: the hashed hybrid only
 
 
 def check_term_settings(cfg) -> None:

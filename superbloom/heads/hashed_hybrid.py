@@ -72,30 +72,27 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .itemitem import EASE_MAX_IDS, ease_weights
 from .beam import DecodeConfig, decode_topk
 from ..hashing.bloom import BloomHash
 from ..storage.fixed import declare_fixed
-from .neighbours import cooccurrence_neighbours, memberships
+from .neighbours import memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
-from .itemitem import largest_pattern, transition_pattern
+from .terms import auto_term, build_term, term_entry
 from .hybrid import MIXES, age_weights  # recency weights
 from .parts import first_best, mixed, parts_note, ranked_alongside, term_alone  # the variants (any head with mix), the choice, the note
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
-from .bigram import EPS as BIGRAM_EPS, bigram_pattern, neighbour_context
+from .bigram import EPS as BIGRAM_EPS, neighbour_context
 
 TERM_ALONE = float("inf")  # a candidate of choose's grid: the term alone at its (decay, weighting)
 
 
 def resolve_term(term: str, n_ids: int) -> str:
-    """auto -> EASE where it fits (dense N x N), else the co-occurrence cosine."""
+    """auto -> EASE where it fits (dense N x N), else local EASE (the registry, terms.py)."""
     if term == "auto":
-        return "ease" if n_ids <= EASE_MAX_IDS else "cooccurrence"
-    if term == "ease" and n_ids > EASE_MAX_IDS:
-        raise ValueError(f"hashed-hybrid term ease: EASE is dense (N x N); {n_ids:,} ids exceed the "
-                         f"{EASE_MAX_IDS:,} limit (use --item-term cooccurrence or auto)")
+        return auto_term(n_ids)
+    term_entry(term, n_ids, "hashed-hybrid")  # refused here, before any work, where it cannot serve
     return term
 
 
@@ -270,16 +267,7 @@ class HashedHybridHead(SuperbloomHead):
         return (int(self.weighting),)
 
     def _build_term(self, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n, k = self.n_ids, self.cfg.neighbours
-        if self.term_name == "ease":
-            b = ease_weights(sets, n)  # (N, N) float32, zero diagonal
-            indptr, cols = largest_pattern(b, k)
-            return indptr, cols, b[np.repeat(np.arange(n), np.diff(indptr)), cols]
-        if self.term_name == "transition":
-            return transition_pattern(sets, n, k, self.cfg.window, self.cfg.gap_decay)
-        if self.bigram:
-            return bigram_pattern(sets, n, k)
-        return cooccurrence_neighbours(sets, n, k)
+        return build_term(self.term_name, sets, self.n_ids, self.cfg, "hashed-hybrid")
 
     def query_context(self, batch, elements: torch.Tensor) -> torch.Tensor:
         """The bigram term reads each blank's two neighbours (heads/bigram.py); the others, the row."""

@@ -78,8 +78,7 @@ import torch.nn.functional as F
 from .beam import DecodeConfig
 from ..hashing.bloom import BloomHash
 from ..storage.fixed import declare_fixed
-from .itemitem import EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
-from .neighbours import cooccurrence_neighbours
+from .terms import auto_term, build_term as registry_build, term_entry
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
 from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead, target_rows
@@ -93,15 +92,13 @@ log = logging.getLogger(__name__)
 
 
 def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
-    """The terms a head builds: auto -> EASE where it fits, else the co-occurrence cosine; with
-    ordered training data (a sequence objective) the transition term first and that one beside it,
-    the validation choosing between them."""
+    """The terms a head builds (the registry, terms.py): auto -> EASE where it fits, else local EASE;
+    with ordered training data (a sequence objective) the transition term first and that one beside
+    it, the validation choosing between them."""
     if term == "auto":
-        unordered = "ease" if n_ids <= EASE_MAX_IDS else "cooccurrence"
+        unordered = auto_term(n_ids)
         return ("transition", unordered) if ordered else (unordered,)
-    if term == "ease" and n_ids > EASE_MAX_IDS:
-        raise ValueError(f"hybrid term ease: EASE is dense (N x N); {n_ids:,} ids exceed the {EASE_MAX_IDS:,} "
-                         "limit (use --item-term cooccurrence or auto)")
+    term_entry(term, n_ids, "hybrid")  # refused here, before any work, where it cannot serve
     return (term,)
 
 
@@ -439,16 +436,5 @@ def build_term(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarr
 
 
 def _build(term: str, sets, n_ids: int, cfg: HybridConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if term == "ease":
-        b = ease_weights(sets, n_ids)  # (N, N) float32, zero diagonal
-        indptr, cols = largest_pattern(b, cfg.neighbours)
-        values = b[np.repeat(np.arange(n_ids), np.diff(indptr)), cols]
-        del b
-    elif term == "transition":
-        indptr, cols, values = transition_pattern(sets, n_ids, cfg.neighbours, cfg.window, cfg.gap_decay)
-    else:
-        # in blocks of ids, never the (N, N) co-occurrence (neighbours.py): the same term, bit for bit, as
-        # neighbour_pattern + cooccurrence_cosine, which held two X^T X (287,851 ids: 14 GB at the peak)
-        indptr, cols, values = cooccurrence_neighbours(sets, n_ids, cfg.neighbours)
-        cols = cols.astype(np.int64)
-    return indptr, cols, values
+    indptr, cols, values = registry_build(term, sets, n_ids, cfg, "hybrid")
+    return indptr, np.asarray(cols, np.int64), values

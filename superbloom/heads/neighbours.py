@@ -62,10 +62,11 @@ def memberships(sets, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
     return key // n_ids, (key % n_ids).astype(np.int32)
 
 
-def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20, progress: bool = False
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20, progress: bool = False,
+                            counts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The `k` most frequent co-occurring ids of every id (ties by the smaller id, no diagonal) and
-    their co-occurrence cosine, without the (N, N) co-occurrence matrix (see the module docstring).
+    their co-occurrence cosine (`counts`: the number of sets holding both, the entry of X^T X), without
+    the (N, N) co-occurrence matrix (see the module docstring).
     -> (indptr (N + 1,) int64, cols (nnz,) int32, values (nnz,) float32), each row sorted by id."""
     if k < 1:
         raise ValueError(f"k (neighbours) must be >= 1, got {k}")
@@ -108,7 +109,8 @@ def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20
         for a, b, (c, count, row_lens) in pool.map(block, range(len(edges) - 1)):
             r = np.repeat(np.arange(a, b), row_lens)
             cols[used:used + len(c)] = c
-            values[used:used + len(c)] = (norm[r] * count.astype(np.float32)) * norm[c]  # as diag(norm) @ C @ diag(norm)
+            values[used:used + len(c)] = (count if counts else  # the cosine as diag(norm) @ C @ diag(norm):
+                                          (norm[r] * count.astype(np.float32)) * norm[c])
             lens[a:b] = row_lens
             used += len(c)
             bar.update(b - a)
