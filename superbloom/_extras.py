@@ -21,6 +21,7 @@ EXTRAS = {
     # `modules`): the [test] extra installs tensorboard, not the large mlflow
     "track": ("tensorboard",),
     "baselines": ("gensim", "implicit"),  # evaluation/item2vec.py, als.py (each asks for its own)
+    "sansa": ("sansa", "sksparse"),  # the sansa baseline (evaluation/sansa.py); scikit-sparse needs SuiteSparse
 }
 
 

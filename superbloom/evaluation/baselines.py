@@ -13,10 +13,13 @@ model (evaluate.py):
   puresvd       PureSVD (Cremonesi et al., RecSys 2010): score = x V V^T with V the top-r right
                 singular vectors of the set-incidence matrix; N x r parameters, the linear model with
                 about as many parameters as ours (r = 128, the default d), where EASE has N^2
-  transition, ease-term, cooc-term
+  transition, ease-term, cooc-term, local-ease-term
                 the hybrid head's item-item term alone (term_baselines.py): the directed transition
-                term, EASE's 200 largest weights per id, the cosine on 200 neighbours per id; ranked
-                as the head's "term alone" variant ranks, with no network trained
+                term, EASE's 200 largest weights per id, the cosine on 200 neighbours per id, EASE on
+                each id's neighbourhood (heads/local_ease.py); ranked as the head's "term alone"
+                variant ranks, with no network trained
+  sansa         SANSA (Spisak et al., RecSys 2023), a sparse approximate EASE (sansa.py; the [sansa]
+                extra, which needs scikit-sparse and SuiteSparse)
 
 The registry `BASELINES` maps a name to a `BaselineEntry`; a new baseline is one entry (and its
 name in config.BASELINE_NAMES, which `eval --help` lists without torch). The interface:
@@ -55,7 +58,7 @@ from ..heads.cooccur_index import CoocCosine, CoocCount, CoocIdf
 from ..data.dataset import SetArray
 from ..heads.itemitem import EASE_MAX_IDS, cooccurrence_cosine, ease_weights, spd_inverse  # noqa: F401 (re-exported)
 from .item2vec import Item2Vec
-from .term_baselines import cooc_term, ease_term, transition
+from .term_baselines import cooc_term, ease_term, local_ease_term, transition
 
 SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
 
@@ -192,6 +195,19 @@ class PureSVD(Baseline):
         return (_context_matrix(contexts, self.n_ids) @ self.v) @ self.v.T
 
 
+class Sansa(Baseline):
+    """SANSA's sparse approximate EASE (sansa.py): score = (x A) B with its two sparse factors."""
+    name = "sansa"
+
+    def __init__(self, train: SetArray, n_ids: int, **settings):
+        super().__init__(train, n_ids)
+        from .sansa import fit_sansa  # the [sansa] extra, checked there before any work
+        self.a, self.b = fit_sansa(train, n_ids, **settings)
+
+    def scores(self, contexts):
+        return ((_context_matrix(contexts, self.n_ids) @ self.a) @ self.b).toarray()
+
+
 @dataclass(frozen=True)
 class BaselineEntry:
     """One baseline of the registry (module docstring)."""
@@ -223,6 +239,8 @@ BASELINES: dict[str, BaselineEntry] = {
     "transition": BaselineEntry(transition, choose=("decay", DECAYS)),
     "ease-term": BaselineEntry(ease_term, max_ids=EASE_MAX_IDS, too_big="dense EASE"),
     "cooc-term": BaselineEntry(cooc_term),
+    "local-ease-term": BaselineEntry(local_ease_term),  # EASE on each id's neighbourhood (heads/local_ease.py)
+    "sansa": BaselineEntry(Sansa),  # sansa.py: a sparse approximate EASE (the [sansa] extra)
 }
 
 

@@ -13,10 +13,11 @@ from ..heads.decode_config import DecodeConfig
 
 PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in place (evaluation/text_protocol.py)
 BASELINE_NAMES = ("popularity", "cooccurrence", "ease", "puresvd", "cooc-count", "cooc-idf", "cooc-cosine", "item2vec",
-                  "als", "transition", "ease-term", "cooc-term")  # baselines.BASELINES
+                  "als", "transition", "ease-term", "cooc-term", "local-ease-term", "sansa")  # baselines.BASELINES
 
-# the baselines whose package is an optional extra (the [baselines] extra): name -> the modules it imports
-BASELINE_EXTRAS = {"item2vec": ("gensim",), "als": ("implicit",)}
+# the baselines whose package is an optional extra (the [baselines] extra; sansa: its own [sansa] extra,
+# which needs SuiteSparse): name -> the modules it imports
+BASELINE_EXTRAS = {"item2vec": ("gensim",), "als": ("implicit",), "sansa": ("sansa", "sksparse")}
 
 
 def require_baselines(names) -> None:
@@ -25,7 +26,10 @@ def require_baselines(names) -> None:
     from .._extras import require_extra
 
     for name in names:
-        if name in BASELINE_EXTRAS:
+        if name == "sansa":
+            from .sansa import require_sansa  # numpy only: its message names the apt and pip commands
+            require_sansa()
+        elif name in BASELINE_EXTRAS:
             require_extra("baselines", f"the {name} baseline (--baselines {name})", BASELINE_EXTRAS[name])
 
 
