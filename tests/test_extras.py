@@ -33,6 +33,7 @@ GATED = [
     ("eval --baselines item2vec", ("gensim",), "baselines",
      ["eval", "{model}", "{data}", "--baselines", "popularity,cooccurrence,item2vec"]),
     ("eval --baselines als", ("implicit",), "baselines", ["eval", "{model}", "{data}", "--baselines", "ease,als"]),
+    ("eval --baselines sansa", ("sansa",), "sansa", ["eval", "{model}", "{data}", "--baselines", "popularity,sansa"]),
     ("prepare --memory-limit", ("duckdb",), "outofcore",
      ["prepare", "{links}", "--out", "{new}", "--memory-limit", "1GB"]),
     ("train --log-to tensorboard", ("tensorboard",), "track",
