@@ -111,7 +111,8 @@ def test_bad_settings_are_refused():
 
 def test_the_registry_of_terms():
     assert set(TERMS) | {"auto"} == set(head_configs.TERMS)  # the names the configs check (no torch)
-    assert auto_term(1000) == "ease" and auto_term(EASE_MAX_IDS + 1) == "local-ease"
+    from superbloom.heads.terms import AUTO_ABOVE
+    assert auto_term(1000) == "ease" and auto_term(EASE_MAX_IDS + 1) == AUTO_ABOVE
     with pytest.raises(ValueError, match="exceed the"):
         term_entry("ease", EASE_MAX_IDS + 1)
     with pytest.raises(ValueError, match="hashed-hybrid head's"):
@@ -128,8 +129,9 @@ def test_the_registry_of_terms():
 def test_the_hybrid_heads_build_the_new_term():
     from superbloom.heads.hashed_hybrid import resolve_term as hashed_resolve
     from superbloom.heads.hybrid import resolve_term
-    assert resolve_term("auto", EASE_MAX_IDS + 1) == ("local-ease",)
-    assert resolve_term("auto", EASE_MAX_IDS + 1, ordered=True) == ("transition", "local-ease")
+    assert resolve_term("auto", EASE_MAX_IDS + 1) == (auto_term(EASE_MAX_IDS + 1),)
+    assert resolve_term("auto", EASE_MAX_IDS + 1, ordered=True) == ("transition", auto_term(EASE_MAX_IDS + 1))
+    assert resolve_term("local-ease", 10**6) == ("local-ease",)
     assert hashed_resolve("local-ease", 10**6) == "local-ease"
     with pytest.raises(ValueError, match="exceed"):
         resolve_term("ease", EASE_MAX_IDS + 1)

@@ -13,7 +13,7 @@ model (evaluate.py):
   puresvd       PureSVD (Cremonesi et al., RecSys 2010): score = x V V^T with V the top-r right
                 singular vectors of the set-incidence matrix; N x r parameters, the linear model with
                 about as many parameters as ours (r = 128, the default d), where EASE has N^2
-  transition, ease-term, cooc-term, local-ease-term
+  transition, ease-term, cooc-term, local-ease
                 the hybrid head's item-item term alone (term_baselines.py): the directed transition
                 term, EASE's 200 largest weights per id, the cosine on 200 neighbours per id, EASE on
                 each id's neighbourhood (heads/local_ease.py); ranked as the head's "term alone"
@@ -239,7 +239,7 @@ BASELINES: dict[str, BaselineEntry] = {
     "transition": BaselineEntry(transition, choose=("decay", DECAYS)),
     "ease-term": BaselineEntry(ease_term, max_ids=EASE_MAX_IDS, too_big="dense EASE"),
     "cooc-term": BaselineEntry(cooc_term),
-    "local-ease-term": BaselineEntry(local_ease_term),  # EASE on each id's neighbourhood (heads/local_ease.py)
+    "local-ease": BaselineEntry(local_ease_term),  # EASE on each id's neighbourhood (heads/local_ease.py)
     "sansa": BaselineEntry(Sansa),  # sansa.py: a sparse approximate EASE (the [sansa] extra)
 }
 

@@ -10,8 +10,7 @@ baselines.BASELINES give the same ranking without training anything (issue 33):
   ease-term   EASE's weights (itemitem.ease_weights), the `neighbours` of largest magnitude per row
               (dense to fit: up to EASE_MAX_IDS ids)
   cooc-term   the co-occurrence cosine on each id's `neighbours` most frequent co-occurring ids
-  local-ease-term
-              EASE on each id's neighbourhood (heads/local_ease.py), its `neighbours` largest per row
+  local-ease  EASE on each id's neighbourhood (heads/local_ease.py), its `neighbours` largest per row
 
 The term is built by hybrid.build_term and ranked by hybrid.term_topk, the functions the head's
 "term alone" variant uses, with HybridConfig's defaults (neighbours 200, window 10, gap_decay 0.8):

@@ -89,7 +89,7 @@ TERM_ALONE = float("inf")  # a candidate of choose's grid: the term alone at its
 
 
 def resolve_term(term: str, n_ids: int) -> str:
-    """auto -> EASE where it fits (dense N x N), else local EASE (the registry, terms.py)."""
+    """auto -> EASE where it fits (dense N x N), else the registry's choice above (terms.auto_term)."""
     if term == "auto":
         return auto_term(n_ids)
     term_entry(term, n_ids, "hashed-hybrid")  # refused here, before any work, where it cannot serve

@@ -92,7 +92,8 @@ log = logging.getLogger(__name__)
 
 
 def resolve_term(term: str, n_ids: int, ordered: bool = False) -> tuple[str, ...]:
-    """The terms a head builds (the registry, terms.py): auto -> EASE where it fits, else local EASE;
+    """The terms a head builds (the registry, terms.py): auto -> EASE where it fits, else the
+    registry's choice above (terms.auto_term);
     with ordered training data (a sequence objective) the transition term first and that one beside
     it, the validation choosing between them."""
     if term == "auto":

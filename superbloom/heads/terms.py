@@ -12,9 +12,8 @@ heads it serves, whether it is for ordered data only, and an estimate of its pea
   transition    ordered data: log(1 + how often j follows c within `window` ids) (itemitem.py)
   bigram        text, the hashed hybrid only: p(b | left a), p(b | right c) (bigram.py)
 
-auto: EASE up to AUTO_EASE_MAX_IDS ids, local EASE above (benchmarks/results/scale/terms_*.md: on the
-shared sets where dense EASE fits, and at 278K and 1M ids where it does not); with ordered training
-data the hybrid builds the transition term beside it and the validation chooses.
+auto: EASE up to AUTO_EASE_MAX_IDS ids, AUTO_ABOVE above; with ordered training data the hybrid
+builds the transition term beside it and the validation chooses.
 """
 from __future__ import annotations
 
@@ -29,7 +28,8 @@ from .itemitem import EASE_FLOAT64_MAX_IDS, EASE_MAX_IDS, ease_weights, largest_
 LOCAL_K = 64  # the neighbourhood of each target: its 64 most co-occurring ids
 LOCAL_LAM = 50.0  # the ridge
 LOCAL_BY = "count"  # neighbourhoods by count
-AUTO_EASE_MAX_IDS = EASE_MAX_IDS  # term auto: dense EASE up to here, local EASE above
+AUTO_EASE_MAX_IDS = EASE_MAX_IDS  # term auto: dense EASE up to here, AUTO_ABOVE above
+AUTO_ABOVE = "cooccurrence"
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ TERMS: dict[str, Term] = {
 
 def auto_term(n_ids: int) -> str:
     """The unordered term `term auto` builds for `n_ids` ids (module docstring)."""
-    return "ease" if n_ids <= AUTO_EASE_MAX_IDS else "local-ease"
+    return "ease" if n_ids <= AUTO_EASE_MAX_IDS else AUTO_ABOVE
 
 
 def term_entry(term: str, n_ids: int, head: str = "hybrid") -> Term:
