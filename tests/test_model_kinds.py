@@ -216,3 +216,98 @@ def test_card_command_puts_an_evaluation_beside_its_baselines(models, wiki_data,
     assert f"| cooccurrence | {res['baselines']['cooccurrence']['rec@1']:.4f} |" in card
     assert main(["card", str(tmp_path / "nothing")]) == 2
     assert "not a model directory (no config.json" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sharing: model.save(dir) / sb.load(dir)
+
+
+def same_answers(kind, a, b):
+    """Two loaded models of `kind` answer identically (the kind's own calls)."""
+    if kind in ("set-model", "ensemble", "sequence-model", "text-model"):
+        ctx = {"sequence-model": ["i1", "i2"], "text-model": ["jazz"]}.get(kind, ["Jazz", "Miles_Davis"])
+        assert a.predict(ctx, k=8).items == b.predict(ctx, k=8).items
+        one = ctx[:1]
+        assert np.array_equal(a.similar_items(one, 5).index, b.similar_items(one, 5).index)
+    elif kind == "set-embedding":
+        assert a.similar(["Jazz", "Paris"], k=4).items == b.similar(["Jazz", "Paris"], k=4).items
+    else:
+        assert a.predict("the cat and the horse", k=2).scores == b.predict("the cat and the horse", k=2).scores
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_round_trips_through_save_and_load(models, kind, tmp_path):
+    model = sb.load(models[kind], threads=1)
+    out = model.save(tmp_path / "shared")
+    again = sb.load(out, threads=1)
+    assert type(again) is OBJECTS[kind] and again.info()["kind"] == kind
+    assert again.info()["parameters"] == model.info()["parameters"]
+    same_answers(kind, model, again)
+    assert not list(out.rglob("optimizer.*"))  # the training state stays behind
+    assert (out / "README.md").read_text() == (models[kind] / "README.md").read_text()
+    assert model.save(out) == out  # a model of ours there: replaced whole
+    same_answers(kind, model, sb.load(out, threads=1))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")
+    with pytest.raises(ValueError, match="holds files that superbloom did not write"):
+        model.save(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "the user's"
+    with pytest.raises(ValueError, match="the model's own folder"):
+        again.save(out)
+
+
+def test_an_ensemble_assembled_in_memory_saves_as_a_folder(models, tmp_path):
+    members = json.loads((models["ensemble"] / "config.json").read_text())["members"]
+    ens = Ensemble.load([models["ensemble"] / m for m in members], mix=0.5)
+    out = ens.save(tmp_path / "ens")
+    again = sb.load(out, threads=1)
+    assert type(again) is Ensemble and again.mix == 0.5 and len(again.members) == len(members)
+    same_answers("ensemble", ens, again)
+
+
+def _front(card: str) -> dict:
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the metadata block here (the [docs] extra has it)")
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("\n---\n", 1)[0][4:])
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_card_opens_with_a_metadata_block(models, kind):
+    from superbloom.training.card import card_metadata
+
+    meta = _front((models[kind] / "README.md").read_text())
+    assert meta == card_metadata(models[kind])  # what the block says is what the files say
+    assert meta["library_name"] == "superbloom" and meta["kind"] == kind and kind in meta["tags"]
+    config = json.loads((models[kind] / "config.json").read_text())
+    assert meta.get("parameters") == config.get("parameters")
+    if kind in ("set-model", "ensemble"):
+        assert meta["ids"] == 4093 and meta["dataset"] and meta["preset"] == "small"
+        assert "rec@10" in meta["validation"]
+
+
+def test_eval_puts_its_evaluation_with_intervals_on_the_card(models, wiki_data, tmp_path, capsys):
+    d = tmp_path / "m"
+    shutil.copytree(models["set-model"], d)
+    assert main(["eval", str(d), str(wiki_data.path), "--max-sets", "60", "--baselines", "popularity,cooccurrence",
+                 "--threads", "1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    printed = json.loads(out)  # stdout stays the one JSON object
+    assert "the model card now shows this evaluation" in err
+    saved = json.loads((d / "eval.json").read_text())
+    assert {k: v for k, v in saved.items() if k != "intervals"} == printed
+    meta = _front((d / "README.md").read_text())["evaluation"]
+    assert meta["protocol"] == "sets" and meta["metric"] == "rec@10" and meta["examples"] == printed["examples"]
+    assert set(meta["methods"]) == {"this model", "popularity", "cooccurrence"} == set(meta["paired"]) | {"this model"}
+    for name, r in meta["methods"].items():
+        value = printed["rec@10"] if name == "this model" else printed["baselines"][name]["rec@10"]
+        assert r["value"] == pytest.approx(value, abs=1e-4) and r["lo"] <= r["value"] <= r["hi"]
+    pop = meta["paired"]["popularity"]
+    assert pop["diff"] == pytest.approx(printed["rec@10"] - printed["baselines"]["popularity"]["rec@10"], abs=1e-4)
+    assert pop["lo"] <= pop["diff"] <= pop["hi"]
+    card = (d / "README.md").read_text()
+    assert "| method | rec@1 | rec@10 | rec@20 | mrr | ndcg@10 | rec@10 95% interval | this model - it |" in card
+    (d / "eval.json").unlink()
+    (d / "eval.json").mkdir()  # a place we cannot write (even as root): the evaluation is still printed, with a note
+    assert main(["eval", str(d), str(wiki_data.path), "--max-sets", "20", "--baselines", "none", "--quiet",
+                 "--threads", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "rec@10" in out and "note: the model card was not updated" in err

@@ -13,8 +13,8 @@ def register(sub):
 def cmd_card(args):
     """Render MODEL/README.md, the model card every trainer writes (data summary, recipe and preset,
     training summary, the evaluation beside its baselines when MODEL/eval.json holds one, how to load
-    and serve it, limitations), from the directory's files alone: after `superbloom eval MODEL DATA
-    --json > MODEL/eval.json`, this puts the evaluation on the card."""
+    and serve it, limitations), from the directory's files alone. `superbloom eval MODEL DATA` writes
+    MODEL/eval.json and the card itself; this writes the card again (after a copy, an edit)."""
     from ..storage.kinds import read_kind
     from ..training.card import render_card, write_card
 

@@ -1,7 +1,6 @@
 """The demo command: the main job on the embedded Wikispeedia links."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -63,7 +62,7 @@ def cmd_demo(args):
     from ..data.prepare import PrepareConfig, format_summary, prepare
     from ..data.readers import ReadConfig
     from ..model.encoder import ModelConfig
-    from ..training.card import write_card
+    from ..training.card import record_evaluation
     from ..training.train import LoopConfig, TrainConfig, train
 
     from ..storage.guarded import claim
@@ -95,8 +94,7 @@ def cmd_demo(args):
                                  baselines=QUICK_BASELINES if quick else ("popularity", "cooccurrence", "ease")),
                       progress=not args.quiet)
     print(result.report())
-    (out / "model" / "eval.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")  # on the model card
-    write_card(out / "model")
+    record_evaluation(out / "model", result)  # eval.json, with intervals, and the model card
     print("\n== 4/4 predictions (top-10; context ids excluded)")
     contexts = [c for c in DEMO_CONTEXTS if len(model.vocab.lookup(c)[0])]  # (another --input may lack them)
     for ctx, pred in zip(contexts, model.predict_many(contexts, k=10)):

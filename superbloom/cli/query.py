@@ -278,10 +278,23 @@ def cmd_eval(args):
             check_comparable(path, data)
         others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
         result = compare(model, others, data, cfg, progress=not (args.json or args.quiet))
-        print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
-        return
-    result = evaluate(model, data, cfg, progress=not (args.json or args.quiet))
+    else:
+        result = evaluate(model, data, cfg, progress=not (args.json or args.quiet))
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.report())
+    if not args.ensemble:  # MODEL's own evaluation: onto its card (an ensemble of --with models is no folder's)
+        _record(args.model, result)
+
+
+def _record(model_dir, result) -> None:
+    """eval.json and the model card of MODEL updated (training/card.py); a folder we cannot write: a note."""
+    from ..training.card import record_evaluation
+
+    try:
+        card = record_evaluation(model_dir, result)
+    except OSError as e:
+        print(f"note: the model card was not updated ({e})", file=sys.stderr)
+        return
+    print(f"{card}: the model card now shows this evaluation (eval.json beside it)", file=sys.stderr)
 
 
 def cmd_predict(args):

@@ -90,8 +90,21 @@ class Ensemble(Predictor):
         if not names or not all(isinstance(m, str) and m and "/" not in m and m not in (".", "..") for m in names):
             raise LoadError(f"{where}: field 'members' is {names!r}; expected the names of the member folders in "
                             f"{path}")
-        return cls([Predictor.load(path / m, threads, device, mmap) for m in names], float(mix),
-                   [str(path / m) for m in names])
+        out = cls([Predictor.load(path / m, threads, device, mmap) for m in names], float(mix),
+                  [str(path / m) for m in names])
+        out.path = path
+        return out
+
+    def save(self, out: str | Path) -> Path:
+        """The ensemble as a folder at `out` (storage/share.py): its own folder copied, or for one assembled
+        in memory (Ensemble.load, --with) its members' folders as member-0, member-1, ... at its weight."""
+        from ..storage.share import copy_model, copy_members
+
+        if self.path is not None:
+            return copy_model(self.path, out, "ensemble")
+        if any(m.path is None for m in self.members):
+            raise ValueError("save: a member of this ensemble was not loaded from a folder")
+        return copy_members([m.path for m in self.members], out, {"kind": "ensemble", "item_mix": self.mix})
 
     @property
     def n_parameters(self) -> int:

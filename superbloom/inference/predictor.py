@@ -55,6 +55,7 @@ class Predictor:
     def __init__(self, model: SetModel, hashing: BloomHash, vocab: Vocab, config: dict):
         self.model, self.hashing, self.vocab, self.config = model.eval(), hashing, vocab, config
         self._vectors = self._unit = None  # item_vectors(), on first use
+        self.path: Path | None = None  # the folder it was loaded from (save copies it)
 
     @classmethod
     def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> "Predictor":
@@ -85,7 +86,18 @@ class Predictor:
         else:
             load_weights(model, ckpt)
         config["checkpoint"] = ckpt.name
-        return cls(model, hashing, vocab, config)
+        out = cls(model, hashing, vocab, config)
+        out.path = model_dir
+        return out
+
+    def save(self, out: str | Path) -> Path:
+        """This model's folder copied to `out` for sharing (storage/share.py: the inference checkpoint, no
+        optimizer state); `sb.load(out)` ranks exactly as this model."""
+        from ..storage.share import copy_model
+
+        if self.path is None:
+            raise ValueError("save: this model was not loaded from a folder (sb.load or sb.fit make one)")
+        return copy_model(self.path, out, "model")
 
     @property
     def n_parameters(self) -> int:

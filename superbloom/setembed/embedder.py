@@ -65,6 +65,7 @@ class Embedder:
         self.labels = torch.from_numpy(labels.astype(bool))  # (S, L)
         self.set_keys = set_keys
         self.label_names: list[str] = list(config.get("labels", []))
+        self.path: Path | None = None  # the folder it was loaded from (save copies it)
 
     @classmethod
     def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Embedder":
@@ -93,8 +94,18 @@ class Embedder:
         load_weights(EmbedLoss(net), ckpt)  # the bank's labels come back with the weights
         net.to(resolve_device(device))
         config["checkpoint"] = ckpt.name
-        return cls(net, hashing, vocab, config, index["vectors"].numpy(), labels,
-                   read_lines(model_dir / "index.sets.txt"))
+        out = cls(net, hashing, vocab, config, index["vectors"].numpy(), labels, read_lines(model_dir / "index.sets.txt"))
+        out.path = model_dir
+        return out
+
+    def save(self, out: str | Path) -> Path:
+        """This embedding's folder copied to `out` (storage/share.py: its index and inference checkpoint, no
+        optimizer state); `sb.load(out)` answers the same."""
+        from ..storage.share import copy_model
+
+        if self.path is None:
+            raise ValueError("save: this set embedding was not loaded from a folder")
+        return copy_model(self.path, out, "set-embedding")
 
     @property
     def n_parameters(self) -> int:

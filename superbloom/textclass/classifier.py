@@ -30,11 +30,22 @@ class Labelled:
 class Classifier:
     def __init__(self, model: TextClassifier, labels: list[str], config: dict):
         self.model, self.labels, self.config = model, labels, config
+        self.path: Path | None = None  # the folder it was loaded from (save copies it)
 
     @classmethod
     def load(cls, model_dir: str | Path, threads: int = 0, device: str = "cpu") -> "Classifier":
         """A directory written by `superbloom textclass-train` (or save_classifier), on `device`."""
-        return cls(*load_classifier(model_dir, threads, device))
+        out = cls(*load_classifier(model_dir, threads, device))
+        out.path = Path(model_dir)
+        return out
+
+    def save(self, out: str | Path) -> Path:
+        """This classifier's folder copied to `out` (storage/share.py); `sb.load(out)` classifies the same."""
+        from ..storage.share import copy_model
+
+        if self.path is None:
+            raise ValueError("save: this classifier was not loaded from a folder")
+        return copy_model(self.path, out, "text-classifier")
 
     def info(self) -> dict:
         """What this model is (the same keys for every kind sb.load returns: kind, parameters, checkpoint)."""

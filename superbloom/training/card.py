@@ -1,14 +1,20 @@
 """The model card: a README.md in a model directory, rendered from its JSON files alone.
 
     write_card("runs/wiki/model")     # every trainer calls it at the end; `superbloom card MODEL` again
+    record_evaluation("runs/wiki/model", result)   # `superbloom eval` calls it: eval.json, then the card
 
 What it says, from what the directory holds (nothing else is read, so it can be regenerated at any
 time and says the same): the kind (storage/kinds.py), the data summary (config.json's "data": ids,
 sets, mean set size, the dataset folder's name, never a path), the recipe and its preset
 (config.json), the training summary (metrics.jsonl's last record, the BEST checkpoint's
 validation), the evaluation beside its baselines when MODEL/eval.json holds one (the JSON of
-`superbloom eval MODEL DATA --json`; `superbloom demo` writes it), the parameter count, how to load
-and serve it, and its limitations.
+`superbloom eval MODEL DATA --json`; `superbloom eval` and `superbloom demo` write it), the parameter
+count, how to load and serve it, and its limitations.
+
+The card opens with a metadata block (YAML front matter, as model hubs read it: `card_metadata`): the
+library, the kind, the data (name, ids, sets), the preset and head, the parameter count, the best
+validation, and the evaluation's recall@10 of every method (the model, its parts, the baselines) with
+its 95% bootstrap interval and the paired difference of the model minus each, with its interval.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import json
 from pathlib import Path
 
 from ..storage.checkpoint import inference_checkpoint
-from ..storage.files import load_json
+from ..storage.files import atomic_path, load_json
 from ..storage.kinds import ID_MODELS, KINDS, infer_kind
 from ..storage.loading import LoadError, read_json_object, text_lines
 
@@ -47,10 +53,93 @@ COMMON_LIMITS = ["Trained on one dataset only: it knows that data's ids and patt
 
 
 def write_card(model_dir: str | Path) -> Path:
-    """MODEL_DIR/README.md from the directory's files (replaced if there)."""
+    """MODEL_DIR/README.md from the directory's files (replaced if there, in one step)."""
     path = Path(model_dir) / CARD
-    path.write_text(render_card(model_dir), encoding="utf-8")
+    text = render_card(model_dir)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
+
+
+def record_evaluation(model_dir: str | Path, result) -> Path:
+    """An evaluation (evaluate.EvalResult, or compare.Comparison) into MODEL_DIR/eval.json, as `eval --json`
+    prints it plus "intervals": recall@10 of every method with its 95% bootstrap interval and, under
+    "paired", the model minus each (the protocol's groups resampled) -> the card, written again."""
+    from ..evaluation.compare import paired
+    from ..evaluation.metrics import hits_at, mean_ci
+
+    res = getattr(result, "result", result)  # a Comparison's own evaluation
+    name = f"{res.entry.recall}@10"
+    names = {"model": "this model", **{k: k.replace("_", " ") for k in res.variants}}
+    intervals, diffs = {}, {}
+    for method, ranks in res.ranks.items():
+        value, lo, hi = mean_ci(hits_at(ranks, 10), res.groups)
+        label = names.get(method, method)
+        intervals[label] = {"value": value, "lo": lo, "hi": hi}
+        if method != "model":
+            diffs[label] = paired(res.ranks["model"], ranks, res.groups, res.entry.recall)[name]
+    record = result.to_dict() | {"intervals": {"protocol": res.protocol, "metric": name, "methods": intervals,
+                                               "paired": diffs}}
+    with atomic_path(Path(model_dir) / EVAL) as tmp:  # in the order `eval --json` prints it
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return write_card(model_dir)
+
+
+def card_metadata(model_dir: str | Path) -> dict:
+    """The card's metadata block (module docstring), from the directory's files."""
+    d = Path(model_dir)
+    config = read_json_object(d / "config.json", "the model's settings")
+    kind = infer_kind(config, str(d / "config.json"))
+    data = (config.get("data") or {}) if kind != "ensemble" else \
+        (read_json_object(d / config["members"][0] / "config.json", "the first member's settings").get("data") or {})
+    train = config.get("train") or {}
+    meta = {"library_name": "superbloom", "tags": ["superbloom", kind], "kind": kind,
+            "superbloom_version": (config.get("versions") or {}).get("superbloom"),
+            "dataset": (config.get("dataset") or {}).get("name") or (Path(train["data"]).name if train.get("data")
+                                                                      else None),
+            "ids": data.get("ids"), "sets": data.get("sets"), "split": data.get("split"),
+            "preset": (config.get("preset") or {}).get("name"), "head": (config.get("head") or {}).get("name"),
+            "parameters": config.get("parameters")}
+    meta = {k: v for k, v in meta.items() if v is not None}
+    first = d / config["members"][0] if kind == "ensemble" else d
+    ckpt = inference_checkpoint(first) if (first / "checkpoints").is_dir() else None
+    best = load_json(ckpt / "state.json").get("best") if ckpt and (ckpt / "state.json").is_file() else None
+    if best:
+        meta["validation"] = {k: _num(x) for k, x in best.items() if isinstance(x, (int, float))
+                              and not isinstance(x, bool)}
+    if (d / EVAL).is_file():
+        res = read_json_object(d / EVAL, "an evaluation (superbloom eval MODEL DATA --json)")
+        iv = res.get("intervals")
+        ev = {"protocol": iv.get("protocol") if isinstance(iv, dict) else None, "examples": res.get("examples")}
+        if isinstance(iv, dict):
+            ev["metric"] = iv.get("metric")
+            ev["methods"] = {m: {k: _num(x) for k, x in v.items()} for m, v in (iv.get("methods") or {}).items()}
+            ev["paired"] = {m: {k: _num(x) for k, x in v.items()} for m, v in (iv.get("paired") or {}).items()}
+        meta["evaluation"] = {k: v for k, v in ev.items() if v is not None}
+    return meta
+
+
+def _num(x):
+    return round(float(x), 4) if isinstance(x, float) else x
+
+
+def front_matter(meta: dict) -> str:
+    """`meta` as a YAML block between --- lines: mappings in block style, a mapping of scalars and
+    every list in flow style, every scalar as JSON writes it (a JSON value is a YAML one)."""
+    def lines(obj: dict, indent: str) -> list[str]:
+        out = []
+        for key, value in obj.items():
+            k = key if key.replace("_", "").isalnum() else json.dumps(key)
+            if isinstance(value, dict) and any(isinstance(v, (dict, list)) for v in value.values()):
+                out += [f"{indent}{k}:", *lines(value, indent + "  ")]
+            elif isinstance(value, dict):
+                out.append(f"{indent}{k}: {{" + ", ".join(f"{json.dumps(a)}: {json.dumps(b)}"
+                                                          for a, b in value.items()) + "}")
+            else:
+                out.append(f"{indent}{k}: {json.dumps(value)}")
+        return out
+
+    return "\n".join(["---", *lines(meta, ""), "---"])
 
 
 def render_card(model_dir: str | Path) -> str:
@@ -72,7 +161,7 @@ def _render(d: Path, config: dict) -> str:
             or ", ".join(Path(c).name for c in train.get("corpus") or ()) or "its data")
     v = config.get("versions") or {}
     recipe, training = (config, _training(d)) if kind.name != "ensemble" else _ensemble(d, config)
-    lines = [f"# Model card: {kind.what}", "",
+    lines = [front_matter(card_metadata(d)), "", f"# Model card: {kind.what}", "",
              f"Kind `{kind.name}`, trained on `{name}` by `{kind.trainer}`"
              + (f" (superbloom {v['superbloom']}, torch {v['torch']})" if "superbloom" in v else "")
              + ". Written from this directory's files; `superbloom card MODEL` writes it again.", "",
@@ -219,8 +308,8 @@ def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
         return [f"On its {held[-1].get('examples', 0):,} held-out documents after the last epoch: "
                 + ", ".join(f"{k} {x:.4f}" for k, x in held[-1].items() if k != "examples" and isinstance(x, float))]
     if not (d / EVAL).is_file():
-        return ["Not evaluated here. `superbloom eval MODEL DATA --json > MODEL/eval.json` then "
-                "`superbloom card MODEL` puts the evaluation, beside its baselines, on this card."
+        return ["Not evaluated here. `superbloom eval MODEL DATA` puts the evaluation, beside its baselines, "
+                "on this card (MODEL/eval.json)."
                 if kind in ID_MODELS else "Its validation above is its evaluation."]
     res = read_json_object(d / EVAL, "an evaluation (superbloom eval MODEL DATA --json)")
     baselines = res.get("baselines") or {}
@@ -231,10 +320,22 @@ def _evaluation(d: Path, config: dict, kind: str) -> list[str]:
                                      if isinstance(x, dict) and k not in ("baselines", "protocol", "head", "decode")
                                      and all(m in x for m in metrics)] + list(baselines.items())
     n = res.get("examples")
+    iv = res.get("intervals") if isinstance(res.get("intervals"), dict) else {}
+    ci, diff = iv.get("methods") or {}, iv.get("paired") or {}
+    extra = [f"{iv['metric']} 95% interval", "this model - it"] if ci else []
     out = [f"On {f'{n:,}' if isinstance(n, int) else 'its'} held-out examples (`superbloom eval`; the protocol's "
            "settings in eval.json):", "",
-           "| method | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
-    out += [f"| {name} | " + " | ".join(f"{r[m]:.4f}" for m in metrics) + " |" for name, r in rows]
+           "| method | " + " | ".join(metrics + extra) + " |", "|---" * (len(metrics) + len(extra) + 1) + "|"]
+    for name, r in rows:
+        cells = [f"{r[m]:.4f}" for m in metrics]
+        if ci:
+            c, p = ci.get(name), diff.get(name)
+            cells += [f"[{c['lo']:.4f}, {c['hi']:.4f}]" if c else "",
+                      f"{p['diff']:+.4f} [{p['lo']:+.4f}, {p['hi']:+.4f}]" if p else ""]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    if ci:
+        out += ["", "Intervals: 95% bootstrap over the protocol's groups (held-out sets, users); the difference "
+                "is paired: both methods on the same resampled examples."]
     return out
 
 
