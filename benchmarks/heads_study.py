@@ -37,7 +37,7 @@ from benchmarks.datasets import DATA_ROOT
 from benchmarks.machine import load_average, machine_info, machine_line, read_results, write_results
 from superbloom.training.optim import OptimConfig
 from superbloom.textclass.docs import LabelledDocs, load_wikispeedia, split_rows
-from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, train_classifier
+from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, fit_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = DATA_ROOT / "wikispeedia"  # links.tsv, categories.tsv, plaintext_articles.tar.xz (benchmarks/datasets.py)
@@ -90,7 +90,7 @@ def run(docs: LabelledDocs, train: np.ndarray, test: np.ndarray, attention: str,
     model = TextClassifier(cfg, len(docs.label_names), vocab=list(docs.words[vocab]))  # table: training words
     name = name or f"{attention}-h{heads}-{embedding}-{optim}" + (f"-s{seed}" if seed != SEED else "")
     load0, t0 = load_average(), time.time()
-    hist = train_classifier(model, docs, train, TrainTextConfig(epochs=epochs, batch_size=BATCH, seed=seed,
+    hist = fit_classifier(model, docs, train, TrainTextConfig(epochs=epochs, batch_size=BATCH, seed=seed,
                                                                  optim=OptimConfig(name=optim)),
                             eval_rows=test,
                             on_epoch=lambda r: print(f"  {name} epoch {r['epoch']}: loss {r['loss']:.4f} "

@@ -63,8 +63,6 @@ CASES = {
     "superbloom-unhashed": Case(head_config("superbloom"), (1, 1)),
     "full-tied": Case(head_config("full"), (1, 1)),
     "full-hashed-input": Case(head_config("full", label_smoothing=0.1), (4, 2)),
-    "mixture-tied": Case(head_config("mixture", components=3), (1, 1)),
-    "mixture-hashed-input": Case(head_config("mixture", components=2, label_smoothing=0.1), (4, 2)),
     "sampled-log-uniform": Case(head_config("sampled", samples=32), (1, 1)),
     "sampled-unigram-hashed": Case(head_config("sampled", samples=32, proposal="unigram"), (4, 2)),
     "sampled-uniform": Case(head_config("sampled", samples=32, proposal="uniform"), (1, 1)),
@@ -313,6 +311,12 @@ def test_head_configs_round_trip_and_read_older_model_directories():
     assert head_config_from_dict(old) == head_config("sampled", samples=64, proposal="unigram")
     with pytest.raises(ValueError, match="colour is not a setting"):
         head_config_from_dict({"name": "full", "colour": "red"})
+    # the removed training options of the hybrid (the term inside the loss) read as absent
+    hybrid = {"name": "hybrid", "neighbours": 20, "residual": 10.0, "distill": 0.0, "distill_scale": 30.0,
+              "term_folds": 2}
+    assert head_config_from_dict(hybrid) == head_config("hybrid", neighbours=20)
+    with pytest.raises(ValueError, match="mixture head was removed.*--head full"):
+        head_config_from_dict({"name": "mixture", "components": 4})
 
 
 def test_sampled_head_trains_on_samples_and_evaluates_on_the_full_softmax():

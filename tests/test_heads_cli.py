@@ -45,8 +45,7 @@ def test_head_flags_are_saved_with_the_model(trained):
                    "hierarchical": {"name": "hierarchical", "tree": "fano"},
                    "hybrid": {"name": "hybrid", "neighbours": 20, "term": "cooccurrence", "window": 10,
                               "gap_decay": 0.8, "label_smoothing": 0.0, "samples": 16, "proposal": "uniform",
-                              "residual": 0.0, "distill": 0.0,
-                              "distill_scale": 30.0, "term_folds": 2, "mix": None}}[head]
+                              "mix": None}}[head]
 
 
 @pytest.mark.parametrize("decoding", DECODING, ids=["default", "exact", "beam-min", "exhaustive-max"])

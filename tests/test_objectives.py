@@ -25,7 +25,7 @@ from superbloom.training.optim import OptimConfig
 from superbloom.training.rundir import config_changes, resume_point
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, embed_train, load_embedder
 from superbloom.text import TextPrepareConfig, prepare_text
-from superbloom.textclass.model import TextClassConfig, TextClassifier, TextClassRunConfig, TrainTextConfig, load_classifier, train_classifier, train_textclass
+from superbloom.textclass.model import TextClassConfig, TextClassifier, TextClassRunConfig, TrainTextConfig, load_classifier, fit_classifier, train_textclass
 from superbloom.textclass.docs import label_table, read_labelled, split_rows
 from superbloom.model.warmstart import COOC_INIT_MAX_IDS, resolve_init
 
@@ -183,9 +183,9 @@ def test_contract(name, tmp_path, wiki_data, sequences, text_data, labels, docum
 # ------------------------------------------------------------------------------ the text classifier
 
 
-def test_train_textclass_gives_train_classifiers_weights(tmp_path, documents):
-    """The run (loop.fit, checkpoints, validation after every epoch) takes exactly train_classifier's
-    steps: the same weights and per-epoch figures, dropout and AdapSGD's random probes included."""
+def test_train_textclass_gives_fit_classifiers_weights(tmp_path, documents):
+    """The run (its folder, config files, checkpoints) takes exactly the in-memory fit's steps: the
+    same weights and per-epoch figures, dropout and AdapSGD's random probes included."""
     docs_dir, labels = documents
     tc = TrainTextConfig(epochs=3, batch_size=5, seed=2, threads=1, optim=OptimConfig(name="adapsgd"))
     mc = TextClassConfig(d=8, heads=2, attention="softmax", embedding="table", dropout=0.1)
@@ -196,7 +196,7 @@ def test_train_textclass_gives_train_classifiers_weights(tmp_path, documents):
     torch.manual_seed(2)
     vocab = np.unique(docs.ids[np.repeat(np.isin(np.arange(len(docs)), train), docs.lengths)])
     ref = TextClassifier(mc, 2, vocab=list(docs.words[vocab]))
-    hist = train_classifier(ref, docs, train, tc, eval_rows=test)
+    hist = fit_classifier(ref, docs, train, tc, eval_rows=test)
     model, _, config = load_classifier(out)
     assert all(torch.equal(x, y) for x, y in zip(ref.state_dict().values(), model.state_dict().values()))
     keep = ("epoch", "loss", "errors", "examples", "steps", "eval")

@@ -10,7 +10,7 @@ import torch
 from superbloom.training.optim import OptimConfig
 from superbloom.data.readers import InputError
 from superbloom.textclass.docs import LabelledDocs, first_words, load_wikispeedia, split_rows, strip_wikispeedia, top_level_categories
-from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, evaluate, text_batch, train_classifier
+from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, evaluate, text_batch, fit_classifier
 
 from conftest import shared_file
 
@@ -101,7 +101,7 @@ def test_learns_a_separable_toy_task(optim, attention):
     model = TextClassifier(TextClassConfig(d=20, heads=5, attention=attention), 2)
     before = evaluate(model, docs, np.arange(24))["loss"]
     cfg = TrainTextConfig(epochs=15, batch_size=8, optim=OptimConfig(name=optim, lr=1e-2, warmup=10))
-    hist = train_classifier(model, docs, np.arange(24), cfg, eval_rows=np.arange(24))
+    hist = fit_classifier(model, docs, np.arange(24), cfg, eval_rows=np.arange(24))
     assert len(hist) == 15 and hist[0]["steps"] == 3 and hist[0]["examples"] == 24
     assert hist[-1]["loss"] < before
     assert hist[-1]["eval"]["accuracy"] == 1.0, hist[-1]
@@ -114,7 +114,7 @@ def test_dynamic_embedding_classifies_words_never_seen_in_training():
     torch.manual_seed(0)
     docs = toy_docs(24)
     model = TextClassifier(TextClassConfig(d=20, heads=5, attention="softmax"), 2)
-    train_classifier(model, docs, np.arange(24), TrainTextConfig(epochs=15, batch_size=8,
+    fit_classifier(model, docs, np.arange(24), TrainTextConfig(epochs=15, batch_size=8,
                                                                  optim=OptimConfig(lr=1e-2, warmup=10)))
     p = model.predict([["cat", "dog", "the"], ["hammer", "saw"], ["xylophone", "qwerty"]])
     assert p.shape == (3, 2) and np.allclose(p.sum(1), 1, atol=1e-5)

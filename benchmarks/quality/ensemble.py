@@ -6,8 +6,7 @@
 The members are the harness's trained models (benchmarks/quality/harness.py, runs/quality/models/;
 train them there first: `harness --recipes net,net_s1,net_s2`), the same recipe with other seeds.
 Each is a full-softmax head over the ids (no item-item term), or a hybrid head's network alone (its
-log p without the term: e.g. `hybrid_kd3,hybrid_kd3_s1,hybrid_kd3_s2`, networks trained with the term
-as a teacher, which rank without it). On the harness's examples, every member's log p over all ids is
+log p without the term). On the harness's examples, every member's log p over all ids is
 computed, and the ensemble ranks by
 
     mean_logp   the mean of the members' log p (a product of experts), and

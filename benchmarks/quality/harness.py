@@ -96,7 +96,7 @@ def examples(data: sb.Dataset) -> Examples:
 
 def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: int = 0) -> None:
     """The ONE place that calls the library's training API (adapt here when TrainConfig changes)."""
-    alpha, m = (1, 1) if recipe.head in ("hybrid", "full", "mixture") else auto_alpha(data.n_ids, recipe.alpha, recipe.m)
+    alpha, m = (1, 1) if recipe.head in ("hybrid", "full") else auto_alpha(data.n_ids, recipe.alpha, recipe.m)
     cfg = sb.TrainConfig(
         data=str(data.path), out=str(out),
         hash=sb.HashConfig(alpha=alpha, m=m),
@@ -104,10 +104,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
                              dropout=recipe.dropout),
         head=(head_config("hybrid", neighbours=recipe.neighbours, term=recipe.item_term,
                           label_smoothing=recipe.label_smoothing, samples=recipe.samples, proposal=recipe.proposal,
-                          residual=recipe.residual, distill=recipe.distill, distill_scale=recipe.distill_scale,
-                          term_folds=recipe.term_folds, mix=recipe.mix) if recipe.head == "hybrid"
-              else head_config("mixture", components=recipe.components, label_smoothing=recipe.label_smoothing)
-              if recipe.head == "mixture"
+                          mix=recipe.mix) if recipe.head == "hybrid"
               else head_config("full", label_smoothing=recipe.label_smoothing) if recipe.head == "full"
               else sb.SuperbloomConfig(label_smoothing=recipe.label_smoothing)),
         mask=MaskConfig(n=recipe.segment, mask_rate=recipe.mask_rate, p_mask=recipe.p_mask, p_random=recipe.p_random,
@@ -119,13 +116,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
                            time_budget=recipe.time_budget),
         val_fraction=recipe.val_fraction, init=recipe.init)
     teaching = contextlib.nullcontext()
-    if recipe.teacher:  # a probe: a trained model teaches the distilled loss (benchmarks/quality/teacher.py)
-        from benchmarks.quality.teacher import taught_by
-        folder = out.parent / f"{recipe.teacher}-{steps}"
-        if not (folder / "done.json").exists():
-            raise SystemExit(f"recipe teacher {recipe.teacher!r}: train it first on this dataset and split ({folder})")
-        teaching = taught_by(folder)
-    elif recipe.exclude_shown:  # a probe: the shown ids out of the training softmax (benchmarks/quality/shown.py)
+    if recipe.exclude_shown:  # a probe: the shown ids out of the training softmax (benchmarks/quality/shown.py)
         from benchmarks.quality.shown import shown_excluded
         teaching = shown_excluded()
     with teaching:

@@ -40,17 +40,11 @@ class Recipe:
     item_term: str = "auto"  # hybrid: ease | cooccurrence | auto (HybridConfig.term)
     samples: int = 0  # hybrid: > 0 trains the network with sampled softmax (HybridConfig.samples)
     proposal: str = "log_uniform"  # hybrid, samples > 0: where the negatives are drawn from (HybridConfig.proposal)
-    residual: float = 0.0  # hybrid: > 0 puts the term x this inside the training loss (HybridConfig.residual)
-    distill: float = 0.0  # hybrid: the loss's share of the cross-entropy to the term's softmax (HybridConfig.distill)
-    distill_scale: float = 30.0  # hybrid, distill: the term's logit scale (HybridConfig.distill_scale)
-    term_folds: int = 2  # hybrid, residual / distill: the folds the training-time term is built on
     mix: float | None = None  # hybrid: a fixed term weight (HybridConfig.mix; 0: the network alone picks BEST)
     time_budget: float = 0.0  # > 0: training stops after this many seconds too (LoopConfig.time_budget)
-    components: int = 4  # mixture: the softmaxes mixed (MixtureConfig.components)
     seed: int = 0  # LoopConfig.seed: another seed, the same recipe (benchmarks/quality/ensemble.py)
     members: int = 1  # > 1: the library's `train --members` (training/members.py): that many seeds as one ensemble
     member_proposals: tuple = ()  # members, samples > 0: member i's proposal (train --member-proposals), cycled
-    teacher: str = ""  # distill: the trained recipe (same dataset, split, steps) that teaches instead of the term (teacher.py)
     exclude_shown: bool = False  # a probe: the training softmax leaves out the ids the row shows (shown.py)
 
 
@@ -114,23 +108,9 @@ RECIPES = {
                            val_fraction=0.02, eval_every=500, head="hybrid", neighbours=1000),
 }
 
-# session 15 (issue 33): the hybrid recipe with the term inside training. residual: the term x W inside the
-# training loss, built for each training set from the other fold's sets (2 folds) or from all (1 fold);
-# kd: the network alone also trained toward the term's softmax (a cross-fitted teacher), that share of the loss
+# (the term inside training, residual and distilled, and the mixture-of-softmaxes head were measured here and
+# removed from the library: docs/results.md)
 RECIPES.update({
-    "hybrid_res30": replace(RECIPES["hybrid"], residual=30.0),
-    "hybrid_res100": replace(RECIPES["hybrid"], residual=100.0),
-    "hybrid_res100_f1": replace(RECIPES["hybrid"], residual=100.0, term_folds=1),
-    "hybrid_kd3": replace(RECIPES["hybrid"], distill=0.3),
-    "hybrid_kd6": replace(RECIPES["hybrid"], distill=0.6),
-    "hybrid_kd3_t10": replace(RECIPES["hybrid"], distill=0.3, distill_scale=10.0),
-    "hybrid_kd3_s1": replace(RECIPES["hybrid"], distill=0.3, seed=1),  # seeds of hybrid_kd3 for ensemble.py
-    "hybrid_kd3_s2": replace(RECIPES["hybrid"], distill=0.3, seed=2),
-    # the distilled network alone, its BEST checkpoint chosen by its own validation (mix fixed at 0), not by the
-    # hybrid's (which kept the term's favourite checkpoint, e.g. step 500 on Toys)
-    "net_kd3": replace(RECIPES["hybrid"], distill=0.3, mix=0.0),
-    "net_kd3_s1": replace(RECIPES["hybrid"], distill=0.3, mix=0.0, seed=1),
-    "net_kd3_s2": replace(RECIPES["hybrid"], distill=0.3, mix=0.0, seed=2),
     # BEST chosen on 10% of the training sets instead of 2% (LastFM: ~98 sets, not ~20, whose BEST step was
     # anywhere from 500 to 2,000): is the seed noise the choice of checkpoint?
     "net_v10": replace(RECIPES["hybrid"], head="full", val_fraction=0.1),
@@ -138,13 +118,9 @@ RECIPES.update({
     "net_v10_s2": replace(RECIPES["hybrid"], head="full", val_fraction=0.1, seed=2),
 })
 
-# issue 33, the network alone against EASE: the hybrid recipe's network with no term (`full`), and the same
-# network with a mixture-of-softmaxes output (heads/mixture.py: log p no longer of rank <= d + 1)
+# the network alone against EASE: the hybrid recipe's network with no term (`full`)
 RECIPES.update({
     "net": replace(RECIPES["hybrid"], head="full"),
-    "mos2": replace(RECIPES["hybrid"], head="mixture", components=2),
-    "mos4": replace(RECIPES["hybrid"], head="mixture", components=4),
-    "mos8": replace(RECIPES["hybrid"], head="mixture", components=8),
     "net_wd01": replace(RECIPES["hybrid"], head="full", weight_decay=0.1),  # AdamW's decoupled weight decay
     "net_wd1": replace(RECIPES["hybrid"], head="full", weight_decay=1.0),
     "net_cos": replace(RECIPES["hybrid"], head="full", schedule="cosine"),  # the learning rate to 0 at the last step
@@ -177,13 +153,6 @@ RECIPES.update({
 # validation sets, ranked as one sb.Ensemble (mean network log p + the weight chosen on those sets x the term);
 # member 0 is the `hybrid` recipe itself
 RECIPES.update({f"hybrid_x{k}": replace(RECIPES["hybrid"], members=k) for k in (3, 6)})
-# the same with each member's BEST chosen by its network alone (--item-mix 0) and EASE's term as its teacher
-# (--item-distill 0.3): the net_kd3 recipe as members; the ensemble's weight is still chosen on the shared sets
-RECIPES.update({f"kd3_x{k}": replace(RECIPES["net_kd3"], members=k) for k in (3, 6)})
-# a probe: one network taught by the trained kd3_x6 ensemble with its term (teacher.py) instead of by EASE's term
-RECIPES.update({"teach3": replace(RECIPES["net_kd3"], teacher="kd3_x6"),
-                "teach6": replace(RECIPES["net_kd3"], distill=0.6, teacher="kd3_x6")})
-
 # a probe: the training softmax without the ids the row shows (shown.py), as every ranking excludes them and
 # EASE's diagonal is 0; the network alone and the hybrid
 RECIPES.update({"net_xs": replace(RECIPES["net"], exclude_shown=True),

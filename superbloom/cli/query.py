@@ -147,8 +147,8 @@ def check_filter_files(args) -> None:
 def add_ensemble_args(p) -> None:
     g = p.add_argument_group("ensemble (several models of the same data ranked as one)")
     g.add_argument("--with", dest="ensemble", action="append", default=[], metavar="MODEL_DIR",
-                   help="another model trained on the same dataset (repeatable; another seed or recipe; full, "
-                        "mixture or hybrid heads): MODEL and these rank by the mean of their networks' log p, plus "
+                   help="another model trained on the same dataset (repeatable; another seed or recipe; full or "
+                        "hybrid heads): MODEL and these rank by the mean of their networks' log p, plus "
                         "--item-mix x the first hybrid's item-item term (sb.Ensemble)")
     g.add_argument("--item-mix", dest="item_mix", type=NONNEG, default=None,
                    help="with --with: the term's weight (default: the median of the hybrid models' own "

@@ -30,11 +30,7 @@ ALIASES = {
     "head.term": "item_term",  # the hybrids' item-item term; --term would read as model-wide
     "head.weighting": "item_weighting",  # the hashed hybrid's co-occurrence weighting
     "head.window": "transition_window",  # of the transition term only
-    "head.residual": "item_residual",  # the hybrid's term inside the training loss
-    "head.distill": "item_distill",
-    "head.distill_scale": "item_distill_scale",
-    "head.term_folds": "item_term_folds",
-    "head.mix": "item_mix",  # the hybrids' term weight; --mix would read as the mixture head's
+    "head.mix": "item_mix",  # the hybrids' term weight
     "mask.n": "segment",  # the paper's segment length n
     "optim.name": "optimizer",
 }

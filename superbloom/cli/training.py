@@ -8,7 +8,7 @@ from pathlib import Path
 from ..hashing.config import AUTO_ALPHA, TREE_MIN_IDS, UNHASHED_MAX_IDS, HashConfig
 from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
 from ..model.device import DEVICE_CHOICES
-from ..heads.config import HEAD_CONFIGS, PROPOSALS, TREES, HierarchicalConfig, HybridConfig, MixtureConfig, SampledConfig
+from ..heads.config import HEAD_CONFIGS, PROPOSALS, TREES, HierarchicalConfig, HybridConfig, SampledConfig
 from ..heads.config import SuperbloomConfig, head_config, head_settings
 from ..heads.config import MIXES, TERMS as HYBRID_TERMS
 from ..heads.config import WEIGHTINGS
@@ -18,7 +18,7 @@ from ..training.presets import PRESETS, RULES
 from . import checks
 from .recipe import saved_recipe
 from .flags import json_stdout
-from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, UNIT, default_of, number
+from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, UNIT, default_of, number
 from .flags import add_log_to_arg, log_to_callbacks
 from .flags import add_trainer_tail
 
@@ -76,7 +76,7 @@ def _add_train(sub):
     g = p.add_argument_group("output head (each setting belongs to the heads named in its help)")
     g.add_argument("--head", choices=sorted(HEAD_CONFIGS), default=SuperbloomConfig.name,
                    help="output layer: superbloom (hashed softmax), full (one row per id), sampled (sampled "
-                        "softmax), hierarchical (tree softmax), mixture (a mixture of --components full softmaxes); full, sampled and hierarchical are the paper's baselines, unhashed "
+                        "softmax), hierarchical (tree softmax); full, sampled and hierarchical are the paper's baselines, unhashed "
                         "with --alpha 1 --m 1 (then full and sampled tie their output rows to the input embedding); "
                         "hybrid = full plus a sparse item-item term (--item-term) mixed in with a weight chosen on the "
                         "validation sets (needs --alpha 1 --m 1; the masked or a sequence objective) (default %(default)s; the presets "
@@ -84,7 +84,7 @@ def _add_train(sub):
     g.add_argument("--per-hash-softmax", action="store_const", const=True, default=None,
                    help="superbloom: softmax j over map j's tokens only")
     g.add_argument("--label-smoothing", type=FRACTION, default=None,
-                   help=f"superbloom, full, mixture, hybrid (default {default_of(SuperbloomConfig, 'label_smoothing')})")
+                   help=f"superbloom, full, hybrid (default {default_of(SuperbloomConfig, 'label_smoothing')})")
     g.add_argument("--neighbours", type=POS_INT, default=None,
                    help=f"hybrid: item-item values per id, its largest "
                         f"(default {default_of(HybridConfig, 'neighbours')})")
@@ -105,26 +105,10 @@ def _add_train(sub):
     g.add_argument("--gap-decay", dest="gap_decay", type=UNIT, default=None,
                    help=f"hybrid, --item-term transition: a pair g ids apart counts gap_decay ** (g - 1) "
                         f"(default {default_of(HybridConfig, 'gap_decay')})")
-    g.add_argument("--item-residual", dest="item_residual", type=NONNEG, default=None,
-                   help=f"hybrid: put the item-item term x this weight inside the training loss, so that the network "
-                        f"learns what the term misses (a residual; try the mix the validation chose for a plain "
-                        f"hybrid); 0 = off: the term is only mixed in after training "
-                        f"(default {default_of(HybridConfig, 'residual')})")
-    g.add_argument("--item-distill", dest="item_distill", type=FRACTION, default=None,
-                   help=f"hybrid: train the network alone toward the item-item term's softmax too: this share of "
-                        f"the training loss is the cross-entropy to softmax(--item-distill-scale x term) over the ids "
-                        f"the row does not show (a teacher); 0 = off (default {default_of(HybridConfig, 'distill')})")
-    g.add_argument("--item-distill-scale", dest="item_distill_scale", type=POSITIVE, default=None,
-                   help=f"hybrid, --item-distill: the term's logit scale "
-                        f"(default {default_of(HybridConfig, 'distill_scale')})")
     g.add_argument("--item-mix", dest="item_mix", type=NONNEG, default=None,
                    help="hybrid: fix the item-item term's weight instead of choosing it at every validation from "
                         f"{', '.join(f'{m:g}' for m in MIXES)}; 0 = the network alone (BEST is the network's own best "
-                        "checkpoint; with --item-distill the term still teaches it) (default: chosen)")
-    g.add_argument("--item-term-folds", dest="item_term_folds", type=POS_INT, default=None,
-                   help=f"hybrid, --item-residual / --item-distill: each training set meets a term built from the other "
-                        f"folds' sets (1: the model's own term, which has seen it) "
-                        f"(default {default_of(HybridConfig, 'term_folds')})")
+                        "checkpoint) (default: chosen)")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')}); "
                         "hybrid: train its network with this many sampled negatives instead of the full softmax "
@@ -132,9 +116,6 @@ def _add_train(sub):
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
                    help=f"sampled, hybrid with --samples: where the sampled negatives are drawn from "
                         f"(default {default_of(SampledConfig, 'proposal')})")
-    g.add_argument("--components", type=POS_INT, default=None,
-                   help=f"mixture: softmaxes mixed (a mixture of softmaxes: log p is no longer a rank-d matrix) "
-                        f"(default {default_of(MixtureConfig, 'components')})")
     g.add_argument("--tree", choices=TREES, default=None, help="hierarchical: tree built from the training counts "
                                                              f"(default {default_of(HierarchicalConfig, 'tree')})")
     mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
@@ -263,10 +244,9 @@ def _head_config(args):
 # the head settings' flags: argparse dest -> the head config's field (the hybrid's --item-* flags
 # would otherwise read like model-wide settings, and --init is the token embedding's start)
 HEAD_FLAGS = {"per_hash_softmax": "per_hash_softmax", "label_smoothing": "label_smoothing", "samples": "samples",
-              "proposal": "proposal", "tree": "tree", "components": "components", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
+              "proposal": "proposal", "tree": "tree", "neighbours": "neighbours", "item_term": "term", "item_weighting": "weighting",
               "transition_window": "window", "gap_decay": "gap_decay",
-              "item_residual": "residual", "item_distill": "distill", "item_distill_scale": "distill_scale",
-              "item_term_folds": "term_folds", "item_mix": "mix"}
+              "item_mix": "mix"}
 
 
 def _objective_mask_defaults(objective: str) -> dict:

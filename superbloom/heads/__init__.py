@@ -1,4 +1,4 @@
-"""Output heads: one interface (base.py), seven implementations, one factory.
+"""Output heads: one interface (base.py), six implementations, one factory.
 
 Every head is an nn.Module subclassing HeadBase (base.py: the interface and its default hooks) that
 maps the m output vectors of an element, hidden (M, m, d), to
@@ -15,12 +15,10 @@ choose, variants, describe, fixed_weights (base.py).
   superbloom    superbloom.py    the hashed softmax of the paper, tied to the token embedding,
                                  decoded by Algorithm 1 (approximate, or exact with a certificate)
   full          full.py          one output row per id and a full softmax (the paper's `baseline`)
-  mixture       mixture.py       a mixture of K full softmaxes over the full head's rows (Yang et al. 2018:
-                                 log p not of rank <= d + 1); no gain over full on three val splits
   sampled       sampled.py       the full head's output layer trained with sampled softmax
   hierarchical  hierarchical.py  a binary tree over the ids, top-k by A* (the hierarchical softmax notes)
   hybrid        hybrid.py        the full softmax plus a sparse learned item-item term over the context
-                                 (issue 16: a linear item-item term only as its own, named head); its
+                                 (a linear item-item term only as its own, named head); its
                                  topk scores with the context ids (`uses_context`); itemitem.py
   hashed-hybrid hashed_hybrid.py the superbloom head plus the same kind of item-item term, at any hashing
                                  (millions of ids): exact top-k by Algorithm 1 on the ids the term does
@@ -58,8 +56,6 @@ _EXPORTS = {
     "HierarchicalHead": ".hierarchical",
     "HybridConfig": ".config",
     "HybridHead": ".hybrid",
-    "MixtureConfig": ".config",
-    "MixtureHead": ".mixture",
     "SampledConfig": ".config",
     "SampledHead": ".sampled",
     "SuperbloomConfig": ".config",
@@ -72,4 +68,4 @@ _EXPORTS = {
 }
 lazy_exports(globals(), _EXPORTS)
 
-__all__ = ["FullConfig", "FullHead", "HEADS", "HEAD_CONFIGS", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig", "HierarchicalHead", "HybridConfig", "HybridHead", "MixtureConfig", "MixtureHead", "PROPOSALS", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "TREES", "build_head", "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]
+__all__ = ["FullConfig", "FullHead", "HEADS", "HEAD_CONFIGS", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig", "HierarchicalHead", "HybridConfig", "HybridHead", "PROPOSALS", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "TREES", "build_head", "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]

@@ -19,12 +19,6 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
                                           two neighbours of the blank)
   uses_context                            True for a head whose scores depend on the context ids, so
                                           that an objective that cannot give them refuses it early
-  trains_with_context                     True for a head whose training loss needs each target's
-                                          context: the model then calls loss(..., context=TrainContext)
-                                          on training batches of sets (default False)
-  prepare(sets, rows, ordered=False)      training-only structure from the training sets data.train
-                                          (rows: the training rows), built on every run, fresh or
-                                          resumed, and not saved (default: nothing)
   fit(sets, ordered=False) -> dict|None   structure fitted on the training sets before a fresh run
                                           (default: nothing); the dict is recorded in config.json
   choose(rank, summarize, select, decays) -> dict
@@ -52,7 +46,7 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -61,17 +55,10 @@ from .decode_config import DecodeConfig
 from .ranking import NEG_INF, Ranking, is_allowed
 
 
-class TrainContext(NamedTuple):
-    """What a head with `trains_with_context` gets beside its targets, one row per hidden row."""
-    ids: torch.Tensor  # (U, n) the ids the row's element sees (its batch row's elements), -1 at specials
-    set_rows: torch.Tensor  # (U,) the training set (row of data.train) the batch row was cut from
-
-
 class HeadBase(nn.Module):
     """Default hooks of every output head (see the module docstring)."""
 
     uses_context: bool = False
-    trains_with_context: bool = False
     fixed_buffers: tuple[str, ...] = ()
 
     def topk_allowed(self, hidden, k: int, allow: torch.Tensor, exclude=None, decode: DecodeConfig = DecodeConfig(),
@@ -116,9 +103,6 @@ class HeadBase(nn.Module):
         return None
 
     def fit(self, sets, ordered: bool = False) -> dict | None:
-        return None
-
-    def prepare(self, sets, rows, ordered: bool = False) -> dict | None:
         return None
 
     def choose(self, rank: Callable, summarize: Callable[..., dict], select: str,

@@ -38,19 +38,6 @@ class FullConfig:
 
 
 @dataclass(frozen=True)
-class MixtureConfig:
-    name: ClassVar[str] = "mixture"
-    components: int = 4  # softmaxes mixed (1: the full head's distribution, plus a tanh projection)
-    label_smoothing: float = 0.0
-
-    def __post_init__(self):
-        if self.components < 1:
-            raise ValueError(f"components must be >= 1, got {self.components}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-
-
-@dataclass(frozen=True)
 class SampledConfig:
     name: ClassVar[str] = "sampled"
     samples: int = 1024  # ids drawn per training step, shared by the batch
@@ -83,37 +70,20 @@ class HybridConfig:
     label_smoothing: float = 0.0
     samples: int = 0  # > 0: train the network with sampled softmax, this many negatives per step
     proposal: str = "log_uniform"  # samples > 0: where the negatives are drawn from (sampled.py: uniform | unigram |
-    # log_uniform); two networks of other proposals err apart (benchmarks/results/sequence_decomposition.md)
-    residual: float = 0.0  # > 0: the term x this weight inside the training loss, the network learns a residual
-    distill: float = 0.0  # in [0, 1): the training loss's share of the cross-entropy to the term's softmax
-    distill_scale: float = 30.0  # distill: the term's softmax is softmax(distill_scale x term)
-    term_folds: int = 2  # residual, distill: the term a training set meets is built from the other folds' sets
+    # log_uniform)
     mix: float | None = None  # the term's weight: None = chosen at every validation (MIXES); a number = fixed
-    # (0: the network alone, its BEST checkpoint chosen by its own scores; the term still teaches it with distill)
+    # (0: the network alone, its BEST checkpoint chosen by its own scores)
 
     def __post_init__(self):
         if self.mix is not None and not 0.0 <= self.mix < float("inf"):
             raise ValueError(f"mix must be a finite weight >= 0 (or None: chosen on validation), got {self.mix}")
         if self.samples < 0:
             raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
-        if not (0.0 <= self.residual < float("inf")):
-            raise ValueError(f"residual must be a finite weight >= 0 (0: off), got {self.residual}")
         if self.proposal not in PROPOSALS:
             raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
         if self.proposal != "log_uniform" and not self.samples:
             raise ValueError(f"proposal {self.proposal!r} is where sampled negatives are drawn from; the hybrid's "
                              "network trains with the full softmax unless samples > 0 (--samples)")
-        if self.residual and self.samples:
-            raise ValueError("residual training scores every id with the term: it needs the full softmax (samples 0)")
-        if not 0.0 <= self.distill < 1.0:
-            raise ValueError(f"distill must be in [0, 1) (0: off), got {self.distill}")
-        if not 0.0 < self.distill_scale < float("inf"):
-            raise ValueError(f"distill_scale must be a finite number > 0, got {self.distill_scale}")
-        if self.distill and (self.residual or self.samples):
-            raise ValueError("distill trains the network alone toward the term's softmax over every id: it goes "
-                             "with residual 0 and samples 0")
-        if self.term_folds < 1:
-            raise ValueError(f"term_folds must be >= 1, got {self.term_folds}")
         if self.samples and self.label_smoothing:
             raise ValueError("label_smoothing applies to the full softmax only (samples 0)")
         check_term_settings(self)
@@ -177,19 +147,25 @@ WEIGHTINGS = ("cosine", "count", "idf")
 HEAD_CONFIGS: dict[str, type] = {
     "superbloom": SuperbloomConfig,
     "full": FullConfig,
-    "mixture": MixtureConfig,
     "sampled": SampledConfig,
     "hierarchical": HierarchicalConfig,
     "hybrid": HybridConfig,
     "hashed-hybrid": HashedHybridConfig,
 }
-HeadConfig = Union[SuperbloomConfig, FullConfig, MixtureConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
+HeadConfig = Union[SuperbloomConfig, FullConfig, SampledConfig, HierarchicalConfig, HybridConfig, HashedHybridConfig]
 
 # settings of the single HeadConfig that config.json files written before the heads package carry
 _LEGACY_FIELDS = {"per_hash_softmax", "label_smoothing", "samples", "proposal", "tree"}
+# settings of removed training options that older config.json files carry; they changed only how the
+# network was trained, so the saved model reads without them (docs/results.md: what they measured)
+_RETIRED_FIELDS = {"hybrid": {"residual", "distill", "distill_scale", "term_folds"}}
+_RETIRED_HEADS = {"mixture": "the mixture head was removed (it gained nothing over the full head); "
+                             "train the model again with --head full"}
 
 
 def _config_class(name: str) -> type:
+    if name in _RETIRED_HEADS:
+        raise ValueError(f"head {name!r}: {_RETIRED_HEADS[name]}")
     if name not in HEAD_CONFIGS:
         raise ValueError(f"unknown head {name!r}; choose from {sorted(HEAD_CONFIGS)}")
     return HEAD_CONFIGS[name]
@@ -220,5 +196,6 @@ def head_config_from_dict(d: dict) -> HeadConfig:
     """Inverse of head_config_dict; also reads the single HeadConfig of older model directories."""
     d = dict(d)
     name = d.pop("name", "superbloom")
-    own = set(head_settings(name))
-    return head_config(name, **{k: v for k, v in d.items() if k in own or k not in _LEGACY_FIELDS})
+    own, retired = set(head_settings(name)), _RETIRED_FIELDS.get(name, set())
+    return head_config(name, **{k: v for k, v in d.items()
+                                if k not in retired and (k in own or k not in _LEGACY_FIELDS)})

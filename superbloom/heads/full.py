@@ -60,8 +60,6 @@ class FullHead(HeadBase):
     """One output embedding row per id, full softmax: p = softmax(v W^T + b), v = mean_j hidden_j."""
 
     label_smoothing = 0.0
-    fused_loss = True  # the loss may take fused_softmax_nll (one softmax over v W^T + b: not the mixture's)
-    score_blocks = 1  # (Q, N) score blocks log_probs holds at once (the chunk size of top-k divides by it)
 
     def __init__(self, embedding: nn.Embedding, hashing: BloomHash, cfg: FullConfig, counts=None):
         super().__init__()
@@ -104,7 +102,7 @@ class FullHead(HeadBase):
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
-        if self.fused_loss and not self.label_smoothing and len(hidden) == len(targets) and (
+        if not self.label_smoothing and len(hidden) == len(targets) and (
                 rows is None or bool((rows == torch.arange(len(rows), device=rows.device)).all())):
             return fused_softmax_nll(hidden.mean(1), self.rows(), self.bias, targets)  # own row per target
         logp = self.log_probs(hidden.mean(1))  # (U, N): each element's softmax once
@@ -120,7 +118,7 @@ class FullHead(HeadBase):
         """Exact top-k by the full softmax, chunked over queries; `beam` of the result is N (ids scored)."""
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         vals, ids = chunked_topk(lambda a, b: self.log_probs(v[a:b], w), len(v), n, k, exclude,
-                                 chunk_elems // self.score_blocks, like=v)
+                                 chunk_elems, like=v)
         return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), n))
 
     @torch.no_grad()
@@ -130,6 +128,6 @@ class FullHead(HeadBase):
         still normalises over every id, so scores equal topk's); `beam` is A (ids ranked)."""
         v, w, a = hidden.mean(1), self.rows(), allow.numel()
         vals, pos = chunked_topk(lambda s, e: self.log_probs(v[s:e], w)[:, allow], len(v), a, k,
-                                 positions_in(allow, exclude), chunk_elems // self.score_blocks, like=v)
+                                 positions_in(allow, exclude), chunk_elems, like=v)
         ids = torch.where(pos >= 0, allow[pos.clamp(min=0)], -1) if a else pos
         return exact_ranking(vals, ids, k, decode.score, torch.full((len(v),), a))

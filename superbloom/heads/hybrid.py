@@ -1,64 +1,30 @@
-"""The hybrid head: the pure model's full softmax plus a sparse linear item-item term (issue 16).
+"""The hybrid head: the full softmax plus a fixed sparse item-item term over the context.
 
-    score(j | context) = log softmax(v W^T + b)_j  +  mix * sum_{c in context} A[c, j]
+    score(j | context) = log softmax(v W^T + b)_j  +  mix * sum_{c in context} decay ** age(c) * A[c, j]
 
-The network is trained exactly as with the full head (full.py: same loss, same fused kernel), or
-with `samples` > 0 as with the sampled head (sampled.py: that many negatives per step from `proposal`,
-log-uniform by default; full softmax at evaluation): the item-item term never enters training. A is a sparse N x N matrix, fixed before training from the
-training sets (validation sets unseen): EASE's closed-form weights (Steck 2019, itemitem.ease_weights; up
-to 60,000 ids, dense to fit, float32 above 25,000), the `neighbours` of largest magnitude in every row;
-or, beyond (term auto) or when asked, the cosine co-occurrence of the co-occurrence baseline on every id's
-`neighbours` most frequent co-occurring ids (ties by id); or, for ordered data, when asked, the
-directed transition term: log(1 + how often, discounted by the gap, j follows c within `window` ids
-in a training sequence), its `neighbours` largest per row (transition_pattern). No diagonal in any.
-Term auto with a sequence objective builds two terms, the transition term and EASE (or the cosine),
-and the validation chooses between them with mix and decay (`alt` says which is used): with the same
-trained network the transition term scored higher on the validation ids of Beauty, Toys and
-BERT4Rec Beauty (NDCG@10 +0.006 to +0.008), all three terms within 0.0012 on LastFM
-(benchmarks/results/sequence_terms.md). `mix` is chosen at every validation, on the held-out training sets, from
-MIXES (ties: the smaller): so the BEST checkpoint carries the weight that was best for its weights,
-and mix = 0 (the pure model) is always a candidate. cfg.mix fixes it instead (0: the network alone,
-whose own validation scores pick BEST; reported beside its term alone). A late fusion whose weight
-is set on held-out data, not a jointly trained term: trained jointly (values learned from 0, or from
-EASE's with a fixed gain), the term helped less than this fusion on Beauty
-(benchmarks/results/quality.md).
+The network trains exactly as the full head (full.py), or with `samples` > 0 negatives per step as
+the sampled head (sampled.py); the term never enters training. A is a sparse N x N matrix fitted
+once from the training sets before training (`fit`; the validation sets unseen), at most
+`neighbours` values per row, no diagonal; itemitem.py and neighbours.py hold the math, shared with
+the baselines:
+  ease          EASE's closed-form weights (Steck 2019), the largest per row (up to EASE_MAX_IDS ids)
+  cooccurrence  the cosine co-occurrence on each id's most frequent co-occurring ids
+  transition    directed, for ordered data: log(1 + discounted count of j following c within `window`)
+  auto          ease where it fits, else cooccurrence; with a sequence objective the transition term
+                is built beside it (the `alt` slot) and the validation chooses between them.
 
-The term in training (issue 33; the masked set objective only), two ways, off by default:
-residual (cfg.residual > 0): the term x `residual` is added to the network's logits inside the
-training loss, so the network learns what the term misses; distill (cfg.distill > 0): a share of the
-loss is the network's cross-entropy to softmax(distill_scale x term) (the term as a teacher). The late
-fusion above is unchanged (the validation still chooses mix; the network alone and the term alone
-are reported as before). A term that has seen a training set leaks the set's masked ids (EASE fits
-its training sets), so the training sets are cut into `term_folds` folds by row and each meets a term
-built from the other folds' sets only (prepare: built on every run, fresh or resumed, not saved;
-1 fold: the model's own term). Measured: benchmarks/results/quality_residual.md.
+A late fusion: `choose` (run at every validation on the held-out training sets) sets mix from
+MIXES (0, the network alone, always a candidate), and for ordered contexts the recency `decay`
+(DECAYS, age 0 for the newest id) and the term, from one network pass scored for every candidate;
+so the BEST checkpoint carries the weight that was best for its weights. cfg.mix fixes it instead.
 
-Why a separate, named head: the issue asks for a linear item-item term only beside the pure model,
-never hidden inside it. The pure model's scores are this head's at mix 0 (the validation log has
-both), and A holds at most N x neighbours values where EASE's own matrix holds N^2.
+Variants reported beside the head on the same examples (`variants()`): "network alone" (mix 0) and
+"term alone" (the chosen term with its decay and no network; ties by the smaller id). Decoding
+scores every id, so top-k is exact; the scores are these sums, not log-probabilities.
 
-The head scores with the context ids of each query (`uses_context`, heads/base.py): every caller
-passes them to `topk` as `context` (Q, T), -1 padded, oldest first (the rank loop takes them from the
-query batch, Batch.context); ids outside [0, N) add nothing. The masked set objective and the two
-sequence objectives (sequence.py) train it. All the item-item math (EASE, the cosine, the patterns)
-is in itemitem.py, shared with the baselines.
-
-Variants (`variants()`, reported beside the head on the same examples): at a mix > 0 "network alone"
-(mix 0: the pure model) and "term alone" (the chosen term with its decay and no network at all:
-score = the weighted sum over the context, ties by the smaller id); at mix 0 (the head is its
-network alone) the term alone, once built.
-
-Ordered contexts (issue 12): the sum can weight a context id by `decay` ** age, age 0 for the
-newest id of the row (the ids are in the row's order, oldest first), so that the last items of a
-history count most. decay 1 (every id alike) is the set model's; the sequence objectives' validation
-chooses decay with mix, from DECAYS (config.py). Decoding scores every id: top-k is exact. The
-scores it returns are these sums, not log-probabilities (they can be > 0).
-
-Storage: the pattern (indptr (N + 1,), cols (nnz,)), the values (nnz,), mix () and decay () are buffers
-of the model (a second term in alt_indptr / alt_cols / alt_values, empty when there is one, and its
-switch alt ()). The fixed ones (`fixed_buffers`: the patterns and values) are written once per model
-folder (storage/fixed.py), mix, decay and alt with each checkpoint's model.safetensors; a model is built with an empty pattern and takes the saved one's
-size when its weights are loaded (`_load_from_state_dict`), so load, resume and serve need nothing new.
+Storage: the patterns and values (`fixed_buffers`) are written once per model folder
+(storage/fixed.py); mix, decay and alt go with each checkpoint. A model is built with an empty
+pattern and takes the saved one's size when its weights load (`_load_from_state_dict`).
 """
 from __future__ import annotations
 
@@ -81,10 +47,9 @@ from ..storage.fixed import declare_fixed
 from .terms import auto_term, build_term as registry_build, term_entry
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
 from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F401 (re-exported)
-from .full import FullHead, target_rows
+from .full import FullHead
 from .parts import mixed, parts_note, ranked_alongside, term_alone, term_alone_score
-from .base import HeadBase, TrainContext
-from .losses import smoothed_nll
+from .base import HeadBase
 from .sampled import Proposal, head_sampled_loss
 from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
 
@@ -133,75 +98,11 @@ class HybridHead(FullHead):
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
         self._alone_scores = weakref.WeakKeyDictionary()  # choose: a validation's rank() -> its term-alone scores
-        self.trains_with_context = bool(cfg.residual or cfg.distill)  # the term inside the training loss
-        self._folds = None  # residual / distill: the training-only terms (prepare), one per fold of the sets
 
-    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None,
-             context: TrainContext | None = None) -> torch.Tensor:
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
             return head_sampled_loss(self, self.proposal, self.cfg.samples, hidden, targets, rows)
-        if context is not None and self.training:
-            return self._term_loss(hidden, targets, rows, context)
         return super().loss(hidden, targets, rows)
-
-    def prepare(self, sets, rows, ordered: bool = False) -> dict | None:
-        """Residual or distilled training (cfg.residual > 0 or cfg.distill > 0): the terms the training
-        loss uses. With term_folds K > 1 the training sets are cut into K folds by row (row % K) and
-        fold k's sets meet a term built from the other folds' sets only, so that no training set sees
-        a term fitted on itself (EASE fits its training sets: a term that has seen the set leaks its
-        masked ids); K = 1: the model's own term. Not saved: a resumed run rebuilds them."""
-        if not self.trains_with_context:
-            return None
-        if ordered:
-            raise ValueError("residual and distilled training (head residual / distill > 0) are for the masked set "
-                             "objective: a sequence objective's rows would meet a term over their own later ids")
-        t0, k, term = time.time(), self.cfg.term_folds, resolve_term(self.cfg.term, self.n_ids)[0]
-        rows = np.asarray(rows, np.int64)
-        if k == 1:
-            self._folds = [None]
-        else:
-            dev = self.bias.device
-            self._folds = [tuple(torch.from_numpy(np.ascontiguousarray(a)).to(dev) for a in
-                                 build_term(term, sets.subset(rows[rows % k != f]), self.n_ids, self.cfg))
-                           for f in range(k)]
-        return {"residual": self.cfg.residual, "distill": self.cfg.distill, "term_folds": k, "term": term,
-                "seconds": round(time.time() - t0, 2)}
-
-    def _fold_term(self, context: TrainContext, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> (the term over each row's visible ids, from the fold of the row's set (U, N); those ids (U, n))."""
-        if self._folds is None:
-            raise RuntimeError("residual / distilled training: call head.prepare(sets, rows) before training "
-                               "(train() does)")
-        term = torch.zeros(len(like), self.n_ids, dtype=like.dtype, device=like.device)
-        ids = context.ids.masked_fill((context.ids < 0) | (context.ids >= self.n_ids), -1)
-        fold = context.set_rows % len(self._folds)
-        for f, arrays in enumerate(self._folds):
-            sel = (fold == f).nonzero().squeeze(1)
-            if sel.numel():
-                term[sel] = term_sum(*(self.term_arrays(0) if arrays is None else arrays), self.n_ids, ids[sel])
-        return term, ids
-
-    def _term_loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None,
-                   context: TrainContext) -> torch.Tensor:
-        """residual: the full softmax NLL of (network logits + residual x the fold's term over the row's
-        visible ids): the network learns what the term misses. distill: (1 - distill) x the network's
-        NLL + distill x its cross-entropy to softmax(distill_scale x the fold's term) over the ids the
-        row does not show (rows that show none are left out of it): the term as a teacher."""
-        term, ids = self._fold_term(context, hidden)
-        logits = self.logits(hidden)
-        logp = F.log_softmax(logits + self.cfg.residual * term if self.cfg.residual else logits, -1)  # (U, N)
-        rows = target_rows(rows, targets)
-        nll = -logp[rows, targets]
-        if self.label_smoothing:
-            nll = smoothed_nll(nll, logp.mean(-1)[rows], self.label_smoothing)
-        if not self.cfg.distill:
-            return nll.mean()
-        teacher = mask_excluded(self.cfg.distill_scale * term, ids)  # the shown ids are never targets
-        q = torch.softmax(teacher, -1)
-        ce = -(q * logp.masked_fill(q == 0, 0.0)).sum(-1)  # (U,)
-        shows = (ids >= 0).any(1)[rows].to(nll.dtype)  # (M,) a target whose row shows at least one id
-        kd = (ce[rows] * shows).sum() / shows.sum().clamp(min=1)
-        return (1 - self.cfg.distill) * nll.mean() + self.cfg.distill * kd
 
     def fit(self, sets, ordered: bool = False) -> dict:
         """The item-item term from the training sets (a fresh run, before training); mix 0. `ordered`:
@@ -296,11 +197,10 @@ class HybridHead(FullHead):
         (one network pass, not one per candidate): the first candidate's Ranking is returned, each
         candidate's kept for choose. Where the term reaches few of the ids (a large vocabulary),
         a candidate's top-k is taken over those ids and the network's best others
-        (term_sums.SparseSums, ranking.sparse_best), not over all N. Chunks hold 4M scores (16 MB): larger
-        ones came fresh from the OS at every allocation (glibc maps blocks over 32 MB), and the
-        page faults cost more than the scoring (benchmarks/results/large_vocab_validation_*.md);
-        but 32 queries at the least (ranking.chunk_queries), so that every id's output row is not
-        read again for every few queries."""
+        (term_sums.SparseSums, ranking.sparse_best), not over all N. Chunks hold 4M scores (16 MB):
+        glibc maps larger blocks fresh from the OS at every allocation, and the page faults cost
+        more than the scoring; but 32 queries at the least (ranking.chunk_queries), so that every
+        id's output row is not read again for every few queries."""
         if context is None:
             raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
@@ -391,14 +291,14 @@ class HybridHead(FullHead):
 
 
 _SHARED: dict | None = None  # inside shared_terms(): the terms built so far, by what they were built from
-SHARED_MAX = 3  # terms kept at once (a member's own term and its two training folds)
+SHARED_MAX = 3  # terms kept at once
 
 
 @contextlib.contextmanager
 def shared_terms():
     """Within the block, a term asked for again with the same sets and settings is built once
-    (train --members: every member fits the same term on the same training sets; EASE's took 26
-    minutes at 52,985 ids on one core). Callers get copies; the terms are dropped when the block ends."""
+    (train --members: every member fits the same term on the same training sets, and EASE's costs
+    minutes at 50,000 ids). Callers get copies; the terms are dropped when the block ends."""
     global _SHARED
     outer = _SHARED
     _SHARED = {} if outer is None else outer

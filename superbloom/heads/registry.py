@@ -13,7 +13,6 @@ from .full import FullConfig, FullHead
 from .hashed_hybrid import HashedHybridConfig, HashedHybridHead
 from .hierarchical import TREES, HierarchicalConfig, HierarchicalHead
 from .hybrid import HybridConfig, HybridHead
-from .mixture import MixtureConfig, MixtureHead
 from .sampled import PROPOSALS, SampledConfig, SampledHead
 from .superbloom import SuperbloomConfig, SuperbloomHead
 from .config import HeadConfig, head_config, head_config_dict, head_config_from_dict, head_settings  # noqa: F401
@@ -23,7 +22,6 @@ Head = HeadBase  # the interface every output head implements (base.py)
 HEADS: dict[str, tuple[type, type]] = {  # name -> (config class, head class)
     "superbloom": (SuperbloomConfig, SuperbloomHead),
     "full": (FullConfig, FullHead),
-    "mixture": (MixtureConfig, MixtureHead),
     "sampled": (SampledConfig, SampledHead),
     "hierarchical": (HierarchicalConfig, HierarchicalHead),
     "hybrid": (HybridConfig, HybridHead),
@@ -43,5 +41,5 @@ def build_head(cfg: HeadConfig, embedding: nn.Embedding, hashing: BloomHash, cou
 
 
 __all__ = ["HEADS", "PROPOSALS", "TREES", "FullConfig", "FullHead", "HashedHybridConfig", "HashedHybridHead", "Head", "HeadBase", "HeadConfig", "HierarchicalConfig",
-           "HierarchicalHead", "HybridConfig", "HybridHead", "MixtureConfig", "MixtureHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head", "scores_every_id",
+           "HierarchicalHead", "HybridConfig", "HybridHead", "SampledConfig", "SampledHead", "SuperbloomConfig", "SuperbloomHead", "build_head", "scores_every_id",
            "head_config", "head_config_dict", "head_config_from_dict", "head_settings"]

@@ -9,7 +9,7 @@ score(j | context) = mean over the members of their network's log p_j (a product
 of the log-probabilities ranks as the product of the probabilities) + mix x the item-item term of the
 first member with one (a hybrid head's chosen term and decay: heads/hybrid.py), summed over the context.
 Every id is scored, so every answer is exact. The members must be models of one vocabulary whose heads
-score every id (full, mixture, hybrid: HeadBase.network_scores); each reads the context through its own
+score every id (full, hybrid: HeadBase.network_scores); each reads the context through its own
 hashing and encoder. `mix` defaults to the median of the hybrid members' own validated weights (0
 without a hybrid member: the networks alone); `choose_mix` picks it from MIXES on held-out examples,
 as the hybrid's validation does for one network.
@@ -58,7 +58,7 @@ class Ensemble(Predictor):
         for i, m in enumerate(members):
             if m.model.head.network_scores(torch.zeros(1, 1, m.model.encoder.cfg.d, device=device_of(m))) is None:
                 raise ValueError(f"model {names[i] if names else i}: its head ({m.config['head']['name']}) does "
-                                 "not score every id; an ensemble needs full, mixture or hybrid heads")
+                                 "not score every id; an ensemble needs full or hybrid heads")
         super().__init__(first.model, first.hashing, first.vocab, dict(first.config))
         self.members = list(members)
         self.term_alone = False  # variants(): the term's ranking alone

@@ -38,7 +38,6 @@ class Batch:
     target_elem: torch.Tensor  # (M,) int64 flat element index b * n + i of each target
     target_ids: torch.Tensor  # (M,) int64 id to predict
     elems: torch.Tensor | None = None  # (B, n) int64 the element ids (special elements < 0); queries carry them
-    set_rows: torch.Tensor | None = None  # (B,) int64 the training set of each row (training batches of sets)
 
     def context(self, elements: torch.Tensor) -> torch.Tensor:
         """The ids (U, n) of the batch row of each flat element index b * n + i (U,), -1 at special
@@ -160,8 +159,7 @@ def training_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, cfg: Ma
     elems, targets = mask_segments(segs, hashing.n_ids, cfg, rng)
     if cfg.element_dropout:
         elems = drop_elements(elems, targets, cfg.element_dropout, rng)
-    return dataclasses.replace(to_batch(elems, targets, hashing, merge),
-                               set_rows=torch.from_numpy(np.asarray(rows, np.int64)))
+    return to_batch(elems, targets, hashing, merge)
 
 
 def drop_elements(elems: np.ndarray, targets: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from .embeddings import DynamicIdInput, build_embedding
 from ..hashing.bloom import BloomHash
 from ..heads import HeadConfig, build_head
-from ..heads.base import HeadBase, TrainContext
+from ..heads.base import HeadBase
 from .attention import ATTENTIONS
 from .config import ModelConfig  # noqa: F401 (re-exported: callers import it here)
 
@@ -151,9 +151,6 @@ class SetModel(nn.Module):
         (merged [MASK]s, batches.py) share its hidden row: the head scores each element once."""
         elements, rows = torch.unique(batch.target_elem, return_inverse=True)
         hidden = self.element_hidden(batch)[elements]
-        if self.head.trains_with_context and batch.set_rows is not None:  # heads/base.py: TrainContext
-            context = TrainContext(batch.context(elements), batch.set_rows[elements // batch.mult.shape[1]])
-            return self.head.loss(hidden, batch.target_ids, rows, context=context)
         return self.head.loss(hidden, batch.target_ids, rows)
 
 

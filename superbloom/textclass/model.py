@@ -28,22 +28,20 @@ O(T^2 dh) explicit form when that is cheaper (kernel_attention.py). With one hea
 linear form has F = 10,101 features per position and took 11 s per step at T = 256 (batch 32).
 
 Reused, not rewritten: model.Attention (both attentions, padding masked exactly),
-losses.smoothed_cross_entropy, dynamic.DynamicEmbedding, and loop.train_step (one optimizer
-step for every optimizer: AdamW with its warm-up schedule and clipping, or AdapSGD with its
-Hessian steps, clipping at 1 inside the optimizer).
+losses.smoothed_cross_entropy, dynamic.DynamicEmbedding, and loop.fit (one loop for every
+trainer: AdamW with its warm-up schedule and clipping, or AdapSGD with its Hessian steps).
 
     model = TextClassifier(TextClassConfig(d=100, heads=10), n_classes=15)
-    history = train_classifier(model, docs, train_rows, TrainTextConfig(epochs=5), eval_rows=test_rows)
+    history = fit_classifier(model, docs, train_rows, TrainTextConfig(epochs=5), eval_rows=test_rows)
     model.predict([["the", "jazz", "musician"]])   # -> (1, 15) probabilities; any word embeds
 
     out = train_textclass(TextClassRunConfig(out="runs/tc", wikispeedia="../shared/data/wikispeedia"))
     model, labels, config = load_classifier(out)
 
-train_classifier is the in-memory loop (benchmarks/heads_study.py); train_textclass (what
-`superbloom textclass-train` calls) is a run like every trainer's: the run skeleton of rundir.py
-(overwrite / resume policy, config.json with its resume history) around loop.fit with an
-Objective (textclass_objective) whose steps are train_classifier's, so that both give the same
-weights bit for bit (tests/test_objectives.py), plus checkpoints, BEST, LATEST and metrics.jsonl.
+Both train the same Objective (textclass_objective) with loop.fit: fit_classifier in memory
+(benchmarks/heads_study.py), train_textclass (what `superbloom textclass-train` calls) as a run
+like every trainer's (rundir.py: overwrite / resume policy, config.json with its resume history,
+checkpoints, BEST, LATEST and metrics.jsonl).
 """
 from __future__ import annotations
 
@@ -64,11 +62,10 @@ from ..storage.files import atomic_path, load_json, read_lines, save_json, write
 from ..storage.loading import check_safetensors, expect_kind, read_config, typed_section
 from ..training.callbacks import Callback
 from ..training.card import write_card
-from ..training.loop import LoopConfig, fit, train_step
+from ..training.loop import LoopConfig, fit
 from ..heads.losses import smoothed_cross_entropy
 from ..model.encoder import Attention, count_parameters
 from ..training.objectives import Objective
-from ..training.optim import make_optimizer
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
                                read_saved, resume_point, versions)
 from .docs import LabelledDocs, label_table, load_wikispeedia, read_labelled, split_rows
@@ -165,7 +162,7 @@ class ClassifierLoss(nn.Module):
         logits = self.net(batch.x, batch.pad)  # (B, C)
         self.errors = int((logits.detach().argmax(1) != batch.y).sum())
         loss = smoothed_cross_entropy(logits, batch.y, self.net.cfg.smoothing)
-        if self.training:  # the figure train_step returns, summed as train_classifier sums it
+        if self.training:  # the epoch's running figures (textclass_objective's record)
             t = self.tally
             t["loss"] += float(loss.detach()) * len(batch.y)
             t["errors"] += self.errors
@@ -193,41 +190,25 @@ def evaluate(model: TextClassifier, docs: LabelledDocs, rows: np.ndarray, inputs
     return {"accuracy": 1 - errors / n, "errors": errors, "examples": len(rows), "loss": loss / n}
 
 
-def train_classifier(model: TextClassifier, docs: LabelledDocs, train_rows: np.ndarray, cfg: TrainTextConfig,
-                     eval_rows: np.ndarray | None = None,
-                     on_epoch: Callable[[dict], None] | None = None) -> list[dict]:
-    """Train for cfg.epochs passes over train_rows (seeded shuffles). -> one record per epoch: the
-    mean training loss and the training errors *during* the epoch (the blog's "errors=868 of 1024"),
-    steps, seconds, seconds per step, and the accuracy on eval_rows after the epoch if given."""
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    train_rows = np.asarray(train_rows, np.int64)
-    device = model.classifier.weight.device
-    inputs = model.inputs(docs.words)  # (V,) or (V, 64)
-    loss_mod = ClassifierLoss(model)
-    opt = make_optimizer(cfg.optim, model.parameters())
-    model.train()
-    step, history = 0, []
-    for epoch in range(1, cfg.epochs + 1):
-        order = np.random.default_rng([cfg.seed, 15, epoch]).permutation(train_rows)
-        t0, total, errors = time.perf_counter(), 0.0, 0
-        n_steps = 0
-        for a in range(0, len(order), cfg.batch_size):
-            rows = order[a:a + cfg.batch_size]
-            step += 1
-            n_steps += 1
-            loss, _, _ = train_step(loss_mod, loss_mod, opt, text_batch(docs, rows, inputs).to(device), cfg.optim,
-                                    step)
-            total += loss * len(rows)
-            errors += loss_mod.errors
-        seconds = time.perf_counter() - t0
-        rec = {"epoch": epoch, "loss": total / len(order), "errors": errors, "examples": len(order),
-               "steps": n_steps, "seconds": round(seconds, 2), "seconds_per_step": seconds / n_steps}
-        if eval_rows is not None and len(eval_rows):
-            rec["eval"] = evaluate(model, docs, np.asarray(eval_rows, np.int64), inputs)
-        history.append(rec)
-        if on_epoch is not None:
-            on_epoch(rec)
+def fit_classifier(model: TextClassifier, docs: LabelledDocs, train_rows: np.ndarray, cfg: TrainTextConfig,
+                   eval_rows: np.ndarray | None = None, on_epoch: Callable[[dict], None] | None = None,
+                   device=None) -> list[dict]:
+    """Train in memory for cfg.epochs passes over train_rows: the steps of train_textclass (loop.fit on
+    textclass_objective, its checkpoints in a temporary folder that is removed) -> one record per epoch
+    (textclass_objective's)."""
+    import tempfile
+
+    from ..model.device import Dist
+
+    steps_per_epoch = -(-len(train_rows) // cfg.batch_size)
+    steps = cfg.epochs * steps_per_epoch
+    loop = LoopConfig(batch_size=cfg.batch_size, steps=min(steps, cfg.steps or steps), eval_every=steps_per_epoch,
+                      keep_best=False, checkpoint_every=1e9, seed=cfg.seed, ema=0.0)
+    history: list[dict] = []
+    obj = textclass_objective(model, docs, train_rows, eval_rows, cfg, history, on_epoch)
+    with tempfile.TemporaryDirectory(prefix="sb-textclass-") as tmp:
+        fit(obj, loop, cfg.optim, Path(tmp), Dist(0, 1, model.classifier.weight.device if device is None else device),
+            progress=False)
     return history
 
 
@@ -251,10 +232,11 @@ def load_docs(cfg: TextClassRunConfig) -> LabelledDocs:
 def textclass_objective(model: TextClassifier, docs: LabelledDocs, train_rows: np.ndarray,
                         eval_rows: np.ndarray | None, cfg: TrainTextConfig, history: list[dict],
                         on_epoch: Callable[[dict], None] | None = None) -> Objective:
-    """The Objective loop.fit trains, step for step train_classifier's: epoch e (from 0) is the
-    seeded shuffle cfg.epochs' e + 1 of train_classifier, in batches of cfg.batch_size; validated at
-    the end of every epoch (fit's eval_every = the epoch's steps), which appends the epoch's record
-    (train_classifier's fields) to `history` and scores the held-out accuracy that picks BEST (the
+    """The Objective loop.fit trains: epoch e (from 0) is a shuffle seeded by (cfg.seed, e + 1), in
+    batches of cfg.batch_size; validated at the end of every epoch (fit's eval_every = the epoch's
+    steps), which appends the epoch's record (mean training loss and errors *during* the epoch, the
+    blog's "errors=868 of 1024", steps, seconds, and the held-out `eval`) to `history` and scores the
+    held-out accuracy that picks BEST (the
     training accuracy during the epoch without held-out documents). After a resume in the middle of
     an epoch that epoch's record covers the steps since the resume."""
     train_rows = np.asarray(train_rows, np.int64)
@@ -333,7 +315,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     """Train a text classifier -> its model directory, in the run skeleton every trainer shares
     (rundir.py: cfg.out may hold a model only with resume or overwrite; resume continues the newest
     complete checkpoint, bit for bit, and records the settings it changes) on loop.fit: the same
-    steps, and the same weights, as train_classifier with these settings. The directory:
+    steps, and the same weights, as fit_classifier with these settings. The directory:
 
         OUT/config.json         "textclass", "labels", "parameters", "train" (this config), "history"
                                 (one record per epoch), "data", "max_words", "seed", "test_fraction", "optim"

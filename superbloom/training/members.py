@@ -80,7 +80,7 @@ def check_members(cfg: TrainConfig, members: int, proposals: Sequence[str] = ())
             member_config(cfg, i, proposals)  # an unknown proposal: the head config's own error
     if not scores_every_id(cfg.head.name):
         raise ValueError(f"--members: the {cfg.head.name} head does not score every id; an ensemble's members "
-                         "are full, mixture or hybrid heads (--head)")
+                         "are full or hybrid heads (--head)")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun (model/device.py): every rank would write the folder
         raise ValueError("--members runs in one process; under torchrun train each member with its own --seed and "
                          "--out, then rank them as one with `eval` / `predict MODEL --with OTHER ...`")

@@ -181,10 +181,6 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
                          f"need at least one batch ({cfg.loop.batch_size}); "
                          f"lower --batch-size (to {len(train_rows)} or less)")
-    # training-only structure (heads/base.py: prepare), on every run: a resumed one rebuilds it
-    with phases("the head's training structures"):
-        head_prepared = model.head.prepare(data.train, training_rows(data, train_rows, entry.ordered),
-                                           ordered=entry.ordered)
     # the objective is built (and refuses data it cannot train on) before anything is written
     with phases("the objective's examples"):
         obj = entry.build(ObjectiveInputs(model, hashing, data, train_rows, val_rows, cfg, mcfg, d.device))
@@ -196,8 +192,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
             "hash_build_seconds": round(phases.seconds["the hash maps"], 2), **({"init": init} if init else {}),
             **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
-            **({"head_built": head_built} if head_built else {}),
-            **({"head_prepared": head_prepared} if head_prepared else {}), **(record or {})})
+            **({"head_built": head_built} if head_built else {}), **(record or {})})
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     if d.main:
