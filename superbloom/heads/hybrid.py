@@ -5,13 +5,10 @@
 The network trains exactly as the full head (full.py), or with `samples` > 0 negatives per step as
 the sampled head (sampled.py); the term never enters training. A is a sparse N x N matrix fitted
 once from the training sets before training (`fit`; the validation sets unseen), at most
-`neighbours` values per row, no diagonal; itemitem.py and neighbours.py hold the math, shared with
-the baselines:
-  ease          EASE's closed-form weights (Steck 2019), the largest per row (up to EASE_MAX_IDS ids)
-  cooccurrence  the cosine co-occurrence on each id's most frequent co-occurring ids
-  transition    directed, for ordered data: log(1 + discounted count of j following c within `window`)
-  auto          ease where it fits, else cooccurrence; with a sequence objective the transition term
-                is built beside it (the `alt` slot) and the validation chooses between them.
+`neighbours` values per row, no diagonal, built by the terms' registry (terms.py: ease, local-ease,
+cooccurrence, transition), shared with the baselines. Term auto picks by the number of ids; with a
+sequence objective the transition term is built beside it (the `alt` slot) and the validation
+chooses between them.
 
 A late fusion: `choose` (run at every validation on the held-out training sets) sets mix from
 MIXES (0, the network alone, always a candidate), and for ordered contexts the recency `decay`
