@@ -34,6 +34,7 @@ _EXPORTS = {
     "LoopConfig": ".training.config", "TrainConfig": ".training.config", "train": ".training.train",
     "embedded_dataset": ".data.embedded",
     "Ensemble": ".inference.ensemble",
+    "ArgumentError": "._bounds",
 }
 lazy_exports(globals(), _EXPORTS)
 
@@ -48,10 +49,17 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, p
         set-embedding                          setembed.Embedder: similar(ids, k), classify(ids), embed_many(...)
         text-classifier                        textclass.classifier.Classifier: predict(text, k)
 
-    threads: torch CPU threads (0: torch's default); device and mmap as the kind's loader takes them.
-    part: what an id model ranks by, "whole", or a hybrid's "network" or "term" alone (inference/parts.py)."""
+    threads: torch CPU threads (0: torch's default; more than the cores: the cores, with a warning);
+    device and mmap as the kind's loader takes them. part: what an id model ranks by, "whole", or a
+    hybrid's "network" or "term" alone (inference/parts.py). A bad argument is an ArgumentError naming it."""
+    from . import _bounds as check
+    from .inference.parts import PARTS
     from .storage.kinds import read_kind
 
+    model_dir = check.path("model_dir", model_dir)
+    threads, device = check.threads(threads), check.device("device", device)
+    check.flag("mmap", mmap)
+    check.one_of("part", part, PARTS)
     kind = read_kind(model_dir).name
     model = _LOADERS[kind](model_dir, threads, device, mmap)
     if part == "whole":
@@ -60,8 +68,8 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, p
     from .inference.predictor import Predictor
 
     if not isinstance(model, Predictor):
-        raise ValueError(f"part={part!r}: a {kind} has no parts; a set or sequence model with a hybrid head, or an "
-                         "ensemble with a term, has")
+        raise check.ArgumentError("part", f"{part!r}: a {kind} has no parts; a set or sequence model with a hybrid "
+                                          "head, or an ensemble with a term, has")
     return rank_by(model, part)
 
 
@@ -93,7 +101,7 @@ def _classifier(model_dir, threads, device, mmap):
 _LOADERS = {"set-model": _predictor, "sequence-model": _predictor, "text-model": _predictor, "ensemble": _ensemble,
             "set-embedding": _embedder, "text-classifier": _classifier}
 
-__all__ = ["BloomHash", "Dataset", "DecodeConfig", "Ensemble", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
+__all__ = ["ArgumentError", "BloomHash", "Dataset", "DecodeConfig", "Ensemble", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
            "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig", "OptimConfig", "Prediction", "Predictor",
            "PrepareConfig", "ReadConfig", "SampledConfig", "SuperbloomConfig", "TrainConfig", "compare", "embedded_dataset",
            "evaluate", "expand", "head_config", "load", "prepare", "train"]

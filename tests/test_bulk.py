@@ -164,7 +164,7 @@ def test_http_list_of_contexts_and_candidate_lists(client, tiny_predictor):
                            atol=1e-5)
         assert {k: v for k, v in got.items() if k != "predictions"} == {k: v for k, v in one.items()
                                                                        if k != "predictions"}
-    assert set(single[0]) == {"predictions", "exact", "beam", "context", "unknown"}  # the single shape
+    assert set(single[0]) == {"predictions", "exact", "beam", "context", "unknown", "repeated"}  # the single shape
     allow, deny = strings[::4], strings[::8]
     r = client.post("/v1/predict", json={"context": contexts, "k": 5, "exact": True, "allow": allow + ["nope"],
                                          "deny": deny})

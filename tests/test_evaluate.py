@@ -176,7 +176,7 @@ def test_text_keys_auto_and_groups(text, tmp_path):
 def test_registry_names_and_errors(wiki_data):
     assert set(REGISTRY) == {"sets", "leave-one-out", "text"}
     assert resolve("auto", wiki_data).name == "sets"
-    with pytest.raises(ValueError, match="protocol must be one of"):
+    with pytest.raises(ValueError, match="protocol: expected one of auto, sets"):
         EvalConfig(protocol="nope")
     with pytest.raises(ValueError, match="unknown protocol"):
         resolve("nope", wiki_data)

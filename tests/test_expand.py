@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+import superbloom as sb
 from superbloom.cli import main
 from superbloom.heads.ranking import Ranking
 from superbloom.inference.expand import ExpandConfig, choose, expand
@@ -43,10 +44,13 @@ def test_argmax_adds_the_top_prediction_of_the_growing_context(tiny_predictor):
 
 def test_each_added_id_joins_the_context_and_the_vocabulary_can_run_out():
     model = FixedScores(5)
-    out = expand(model, ["id3"], ExpandConfig(steps=10, k=2))
+    out = expand(model, ["id3"], ExpandConfig(steps=4, k=2))
     assert [a.id for a in out.added] == ["id0", "id1", "id2", "id4"]  # 4 free ids, then nothing is left
     assert [a.score for a in out.added] == [0.0, -1.0, -2.0, -4.0]
     assert model.calls[:3] == [[3], [0, 3], [0, 1, 3]]
+    with pytest.raises(sb.ArgumentError, match="steps: at most 4 ids can be added") as e:  # it could never finish
+        expand(model, ["id3"], ExpandConfig(steps=10, k=2))
+    assert e.value.argument == "steps" and model.calls[3:] == [[0, 1, 2, 3]]  # refused before any ranking
 
 
 def test_sampling_is_seeded_and_stays_in_the_top_k(tiny_predictor):

@@ -416,7 +416,8 @@ def run(world, capsys, monkeypatch, tmp_path):
             code = main(argv)
         except SystemExit as e:
             code = e.code
-        err = capsys.readouterr().err
+        captured = capsys.readouterr()
+        err, go.stdout = captured.err, captured.out  # stdout kept for the rows that read an answer
         lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and not PROGRESS.match(ln)]
         return code, lines, err
 
@@ -462,3 +463,151 @@ def test_random_argument_vectors_end_cleanly(command, words, world, run):
     code, _, err = run(argv)
     assert "Traceback" not in err, err
     assert code in (0, 2), (code, err)
+
+
+# ---------------------------------------------------------------- sizes, repeated ids, HTTP methods
+# (the runtime and the server: every size bounded against the vocabulary, the cores and the memory
+# before allocation; a set's repeated ids counted once; a client cannot grow /metrics)
+
+# refused at once: exit 2, one line naming the flag (test_hostile_invocation's checks)
+SIZE_REFUSED = [
+    ("expand", ["expand", "{model}", "Jazz", "--add", "1000000000"], ["--add", "4,092"]),  # only 4,092 ids left
+    ("expand", ["expand", "{model}", "Jazz", "Jazz", "--add", "4093"], ["--add", "4,092"]),  # a repeat is no new id
+    ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--preset", "none", "--members", "2147483647",
+               "--quiet"], ["--members"]),
+    ("train", ["train", "{data}", "--out", "{new}", "--steps", "1", "--preset", "none", "--members", "100000",
+               "--memory-limit", "1GB", "--quiet"], ["--members"]),
+]
+
+
+@pytest.mark.parametrize("command,argv,words", [pytest.param(c, a, w, id=f"size {c} {' '.join(a[-4:])}")
+                                                for c, a, w in SIZE_REFUSED])
+def test_a_size_beyond_what_can_be_done_is_refused_at_once(command, argv, words, world, run):
+    test_hostile_invocation(command, argv, words, world, run)
+
+
+# clamped to what exists: exit 0 with one note (or warning) naming the flag, the answer bounded
+SIZE_CLAMPED = [
+    (["predict", "{model}", "Jazz", "--k", "2147483647", "--json"], "--k"),
+    (["predict", "{model}", "--input", "{contexts}", "--output", "{new}.parquet", "--k", "2147483647", "--quiet"],
+     "--k"),
+    (["expand", "{model}", "Jazz", "--add", "2", "--k", "1000000000", "--json"], "--k"),
+    (["eval", "{model}", "{data}", "--max-sets", "5", "--depth", "1000000000", "--baselines", "none", "--json"],
+     "--depth"),
+    (["similar-ids", "{model}", "Jazz", "--k", "1000000000", "--json"], "--k"),
+    (["predict", "{model}", "Jazz", "--threads", "1000000", "--json"], "--threads"),
+    (["expand", "{model}", "Jazz", "--add", "1", "--threads", "1000001", "--json"], "--threads"),  # warned once a value
+]
+
+
+@pytest.mark.parametrize("argv,flag", [pytest.param(a, f, id=f"clamp {a[0]} {f}") for a, f in SIZE_CLAMPED])
+def test_a_size_beyond_what_exists_is_clamped_and_said(argv, flag, world, run):
+    import time
+
+    tree, paths = world
+    t0 = time.monotonic()
+    code, lines, err = run(argv)
+    assert time.monotonic() - t0 < 60, "a clamped size must not run long (a hang guard, not a speed target)"
+    changed = tree.changed()
+    assert "Traceback" not in err and code == 0, (code, err)
+    notes = [ln for ln in lines if ln.startswith(("note:", "superbloom: warning:"))]
+    assert len(notes) == 1 and flag in notes[0], err
+    assert all(ln in notes or re.match(r"[\d,]+ contexts in ", ln) for ln in lines), err  # bulk's summary beside it
+    assert not changed, f"changed or removed: {changed}"
+
+
+def _json_out(run, argv):
+    import json
+
+    code, _, err = run(argv)
+    assert code == 0 and "Traceback" not in err, err
+    return json.loads(run.stdout)
+
+
+REPEATED = [  # (the context with repeats, the same without)
+    (["Jazz", "Jazz"], ["Jazz"]),
+    (["Jazz", "Paris", "Jazz", "Paris", "Jazz"], ["Jazz", "Paris"]),
+    (["Jazz", "Jazz", "Not_A_Page", "Jazz"], ["Jazz", "Not_A_Page"]),
+]
+
+
+@pytest.mark.parametrize("repeated,once", REPEATED)
+def test_repeated_ids_rank_as_one_on_the_command_line(repeated, once, world, run):
+    tree, paths = world
+    for command, extra in (("predict", ["--k", "20"]), ("predict", ["--k", "5", "--exact"]),
+                           ("expand", ["--add", "3"])):
+        a = _json_out(run, [command, "{model}", *repeated, *extra, "--json"])
+        b = _json_out(run, [command, "{model}", *once, *extra, "--json"])
+        assert a.pop("repeated") == len(repeated) - len(set(repeated)) and b.pop("repeated") == 0
+        assert a == b, (command, a, b)
+    assert not tree.changed()
+
+
+def test_repeated_ids_rank_as_one_in_bulk_python_and_http(world, run, tiny_predictor):
+    import json
+
+    import pyarrow.parquet as pq
+    from fastapi.testclient import TestClient
+
+    from superbloom.serving.app import create_app
+
+    tree, paths = world
+    scratch = Path(paths["tmp"])
+    contexts = scratch / "repeated.jsonl"
+    contexts.write_text("".join(json.dumps({"context": r, "id": f"r{i}"}) + "\n" + json.dumps({"context": o, "id": f"o{i}"})
+                                + "\n" for i, (r, o) in enumerate(REPEATED)))
+    out = scratch / "repeated.parquet"
+    code, _, err = run(["predict", "{model}", "--input", str(contexts), "--output", str(out), "--quiet"])
+    assert code == 0, err
+    rows = pq.read_table(out).to_pylist()
+    for i in range(len(REPEATED)):
+        got = {p: [(r["rank"], r["id"], r["score"], r["exact"]) for r in rows if r["key"] == f"{p}{i}"] for p in "ro"}
+        assert got["r"] == got["o"] and got["r"]
+    model = tiny_predictor
+    for repeated, once in REPEATED:
+        a, b = model.predict(repeated, k=10), model.predict(once, k=10)
+        assert (a.items, a.exact, a.context) == (b.items, b.exact, b.context)
+        assert a.repeated == len(repeated) - len(set(repeated))
+        [bulk_a], [bulk_b] = [list(model.predict_batches([c], k=10))[0] for c in (repeated, once)]
+        assert bulk_a.items == b.items and bulk_b.items == b.items
+        arrays = model.recommend([repeated, once], k=10)
+        assert arrays.items(0) == arrays.items(1) and arrays.repeated == [a.repeated, 0]
+    with TestClient(create_app(model, access_log=False)) as client:
+        for repeated, once in REPEATED:
+            a = client.post("/v1/predict", json={"context": repeated, "k": 10}).json()
+            b = client.post("/v1/predict", json={"context": once, "k": 10}).json()
+            assert a.pop("repeated") == len(repeated) - len(set(repeated)) and b.pop("repeated") == 0
+            assert a == b
+            many = client.post("/v1/predict", json={"context": [repeated, once], "k": 10}).json()
+            assert many[0]["predictions"] == many[1]["predictions"]  # one batch (a batch's float sums may differ)
+            x = client.post("/v1/expand", json={"seed": repeated, "steps": 2}).json()
+            y = client.post("/v1/expand", json={"seed": once, "steps": 2}).json()
+            assert x["added"] == y["added"]
+    assert not tree.changed()
+
+
+def test_random_http_methods_do_not_grow_the_metrics(tiny_predictor):
+    """A client sending a new method token (or path) per request must not add a /metrics series per
+    token: unknown methods and routes share one label."""
+    import random
+    import string
+
+    from fastapi.testclient import TestClient
+
+    from superbloom.serving.app import create_app
+
+    rnd = random.Random(0)
+    token = lambda: "".join(rnd.choice(string.ascii_uppercase + "!#$%&'*+-.^_`|~") for _ in range(rnd.randint(3, 12)))  # noqa: E731
+    paths = lambda: rnd.choice(["/v1/predict", "/health", "/nope/" + token()])  # noqa: E731
+    with TestClient(create_app(tiny_predictor, access_log=False)) as client:
+        for _ in range(100):  # every route and status seen once, then no series may be added
+            client.request(token(), paths())
+        client.get("/metrics")
+        before = client.get("/metrics").text
+        for _ in range(400):
+            assert client.request(token(), paths()).status_code < 500
+        after = client.get("/metrics").text
+    series = lambda text: {ln.split(" ")[0] for ln in text.splitlines() if ln.startswith("superbloom_http")}  # noqa: E731
+    assert series(after) == series(before), sorted(series(after) - series(before))[:5]
+    methods = set(re.findall(r'method="([^"]*)"', after))
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "other"}

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import superbloom as sb
 from superbloom.heads.decode_config import DecodeConfig
 
 
@@ -136,7 +137,7 @@ def test_filters_from_a_file_equal_inline(tiny_predictor, tmp_path):
         from_files = call(allow=allow, deny=deny)
         inline = call(allow=list(s[::4]), deny=list(s[:20:2]))
         assert np.array_equal(from_files.index, inline.index)
-    with pytest.raises(TypeError, match=r"a list of ids, or a pathlib.Path.*Path\('allow.txt'\)"):
+    with pytest.raises(sb.ArgumentError, match=r"a list of ids, or a pathlib.Path.*Path\('allow.txt'\)"):
         model.recommend(contexts_of(model, 1), 5, allow="allow.txt")
     with pytest.raises(ValueError, match="allow: none of the 1 ids"):
         model.similar_items([s[3]], 5, allow=["no-such-id"])
@@ -147,14 +148,14 @@ def test_unknown_queries_name_their_row_or_are_empty(tiny_predictor):
     s = model.vocab.strings
     with pytest.raises(ValueError, match="context 1: none of its 1 ids"):
         model.recommend([[s[1]], ["nope"]], 3)
-    with pytest.raises(ValueError, match="id 0 \\('nope'\\) is not in the model's vocabulary"):
+    with pytest.raises(ValueError, match="id 0: 'nope' is not in the model's vocabulary"):
         model.similar_items(["nope", s[2]], 3)
     got = model.recommend([[s[1]], ["nope"]], 3, skip_empty=True)
     assert (got.index[1] == -1).all() and not got.exact[1] and got.unknown[1] == ["nope"]
     assert got.ids[1].tolist() == [None] * 3
     sims = model.similar_items(["nope", s[2]], 3, skip_empty=True)
     assert (sims.index[0] == -1).all() and (sims.index[1] >= 0).all()
-    with pytest.raises(ValueError, match="contexts is a list of contexts"):
+    with pytest.raises(sb.ArgumentError, match="contexts: expected a list of contexts"):
         model.recommend(s[1], 3)
 
 

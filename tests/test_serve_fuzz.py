@@ -25,7 +25,8 @@ NEAR_VALID = {  # values a client plausibly sends for each body field, edges inc
     "allow": st.none() | ids, "deny": st.none() | ids,  # /v1/predict's candidate lists
     "k": st.integers(-3, 60), "steps": st.integers(-3, 12), "random_seed": st.integers(-5, 2 ** 64),
     "temperature": st.floats(-1, 200) | st.sampled_from([float("nan"), float("inf"), 0.0, 1e-300]) | st.integers(-1, 3),
-    "exact": st.booleans(), "strategy": st.sampled_from(["argmax", "sample", "ARGMAX", ""]),
+    "exact": st.booleans(), "include_seen": st.booleans() | st.none(), "ids": ids,  # /v1/similar-items' too
+    "strategy": st.sampled_from(["argmax", "sample", "ARGMAX", ""]),
     "reject": st.floats(-1, 2) | st.sampled_from([float("nan"), 0.8, 1]),  # /v1/classify (setembed/http.py)
     "method": st.sampled_from(["auto", "knn", "head", "svm"]),
 }
@@ -56,7 +57,7 @@ def body_request(draw, props):
     elif kind == "fields_any":
         body = {f: draw(json_values) for f in draw(st.lists(st.sampled_from(props + ["extra"]), unique=True))}
     else:  # the ids field always, the others sometimes
-        body = {f: draw(NEAR_VALID[f]) for f in props if f in ("context", "seed") or draw(st.booleans())}
+        body = {f: draw(NEAR_VALID[f]) for f in props if f in ("context", "seed", "ids") or draw(st.booleans())}
     content = json.dumps(body, allow_nan=True).encode()  # NaN / Infinity literals too
     return {"content": content, "headers": {"content-type": "application/json"}}
 

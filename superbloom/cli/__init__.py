@@ -149,6 +149,7 @@ def main(argv=None) -> int:
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
     args.given = _given(command, words[at + 1:]) | getattr(command, "config_given", set())
     configure_logging(args.log_level)
+    from .._bounds import ArgumentError
     from .._extras import MissingExtra
     from ..data.readers import InputError
     from .checks import check_extras, check_paths
@@ -159,12 +160,29 @@ def main(argv=None) -> int:
             return _print_config(command, args)
         check_extras(args)  # before any work: a missing optional extra is one line naming it
         return args.func(args) or 0
+    except ArgumentError as e:  # the library names its parameter; the command line names the flag that set it
+        print(f"superbloom {args.command}: error: {_as_flag(command, args, e)}", file=sys.stderr)
+        return 2
     except (InputError, ValueError, FloatingPointError, OSError, MissingExtra) as e:  # bad input, a diverged run, a file, an extra
         print(f"superbloom {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _as_flag(command: argparse.ArgumentParser, args, e) -> str:
+    """An ArgumentError's message with the parameter it names replaced by the flag that set it (the
+    flag whose destination is that parameter: `--add 1000000000: ...` for expand's steps)."""
+    flags: dict[str, str] = {}
+    for a in command._actions:  # argparse keeps no public list; a renamed flag's old name is hidden
+        if a.option_strings and a.help != argparse.SUPPRESS:
+            flags.setdefault(a.dest, a.option_strings[0])
+    prefix = f"{e.argument}: "
+    if e.argument not in flags or not str(e).startswith(prefix):
+        return str(e)
+    value = getattr(args, e.argument, None)
+    return f"{flags[e.argument]}{'' if value is None or isinstance(value, bool) else f' {value}'}: {str(e)[len(prefix):]}"
 
 
 def _print_config(command: argparse.ArgumentParser, args) -> int:

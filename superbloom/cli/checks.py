@@ -29,12 +29,15 @@ import stat
 import sys
 from pathlib import Path
 
+from .._bounds import available_bytes, cores, format_bytes  # noqa: F401 (re-exported: the library holds sizes to them too)
+
 INT32_MAX = 2**31 - 1  # counts, sizes, seeds, steps
 INT64_COUNT_MAX = 2**48  # counts that may exceed int32 (synth --links): still finite arithmetic
 FLOAT32_MAX = 3.4028234663852886e38  # every float flag is a finite float32
 
 __all__ = ["INT32_MAX", "FLOAT32_MAX", "bounded", "THREADS", "cores", "available_bytes", "parse_size",
-           "memory_estimate", "refuse_over_memory", "refuse_training_memory", "format_bytes", "regular_input", "check_paths", "refuse_synth_memory", "MEMORY_LIMIT"]
+           "memory_estimate", "refuse_over_memory", "refuse_training_memory", "format_bytes", "regular_input", "check_paths", "refuse_synth_memory", "refuse_members_memory",
+           "MEMORY_LIMIT"]
 
 
 def bounded(kind, lo=None, hi=None, lo_open=False, what=None):
@@ -88,14 +91,6 @@ WORKERS = bounded(int, 1, 256)  # serve --workers: processes
 LOSS_WEIGHT = bounded(float, 0.0, 1e6)  # a loss term's weight next to another's (embed-train --uniformity-weight)
 
 
-def cores() -> int:
-    """CPU cores this process may run on (its affinity where the OS tells, else os.cpu_count())."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def _threads(text: str) -> int:
     """--threads: 0 (torch's default) or a count, capped at the cores with a warning: 10,000 threads
     segfault torch's pool or hang a data loader; more threads than cores only spin."""
@@ -144,28 +139,6 @@ def _memory_limit(text: str) -> int:
 
 _memory_limit.__name__ = "size"
 MEMORY_LIMIT = _memory_limit  # the type of a trainer's --memory-limit
-
-
-def available_bytes() -> int | None:
-    """Memory the machine can give now: MemAvailable of /proc/meminfo, else total physical memory,
-    else None (unknown: no refusal)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def format_bytes(n: float) -> str:
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:,.1f} {unit}"
-    return f"{int(n)} bytes"
 
 
 def memory_estimate(*, n_ids: int, alpha: int, m: int, d: int, d_ff: int, layers: int, heads: int,
@@ -227,6 +200,23 @@ def refuse_training_memory(command: str, data, hash_cfg, model_cfg, batch: int, 
                             layers=model_cfg.layers, heads=model_cfg.heads, batch=batch, segment=segment,
                             samples=samples)
     refuse_over_memory(parts, limit, command, {"--d": model_cfg.d, "--batch-size": batch, "--samples": samples})
+
+
+def refuse_members_memory(members: int, data, hash_cfg, model_cfg, limit: int | None) -> None:
+    """train --members K: the ensemble is loaded as one (at the end of training, and by every predict or
+    serve), K members' weights, hash maps and vocabularies at once; refuse a K whose members cannot all
+    be held in the memory available (or --memory-limit), before the first one trains."""
+    import json
+
+    try:
+        n_ids = int(json.loads((Path(data) / "meta.json").read_text()).get("ids", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return  # missing or unreadable: the trainer names the file
+    hashing = hash_cfg.resolve(n_ids)
+    parts = memory_estimate(n_ids=n_ids, alpha=hashing.alpha, m=hashing.m, d=model_cfg.d, d_ff=model_cfg.d_ff,
+                            layers=model_cfg.layers, heads=model_cfg.heads, batch=1, segment=1, state_per_param=0)
+    one = parts["--d"] + parts["hash maps (--m)"] + 64 * n_ids  # the weights, the maps, the vocabulary's strings
+    refuse_over_memory({"--members": members * one}, limit, "train", {"--members": members})
 
 
 def refuse_synth_memory(ids: int, limit: int | None = None) -> None:

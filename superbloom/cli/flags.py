@@ -10,7 +10,7 @@ import math
 from ..heads.decode_config import SCORES, DecodeConfig
 from ..model.device import DEVICE_CHOICES
 from .checks import bounded as number  # every numeric flag bounded (checks.py)
-from .checks import MEMORY_LIMIT
+from .checks import MEMORY_LIMIT, THREADS
 
 
 def default_of(cls, name):
@@ -68,7 +68,7 @@ def finite(x: float) -> float | None:
 
 def add_threads_arg(p, default=0):
     """--threads: torch CPU threads, the one meaning it has on every command that runs torch."""
-    p.add_argument("--threads", type=NONNEG_INT, default=default,
+    p.add_argument("--threads", type=THREADS, default=default,  # more than the cores: the cores, with a warning
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
 
 

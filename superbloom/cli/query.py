@@ -179,6 +179,12 @@ def load_model(args):
     return rank_by(model, getattr(args, "part", "whole"))  # eval has no --part: it reports every part
 
 
+def note_over(flag: str, value: int, n: int, what: str, then: str) -> None:
+    """A note on stderr when a size flag asks for more than exists (the library clamps it to n)."""
+    if value > n:
+        print(f"note: {flag} {value} is more than the model's {n:,} {what}; {then}", file=sys.stderr)
+
+
 def _add_expand(sub):
     x = lambda name: default_of(ExpandConfig, name)  # noqa: E731
     p = sub.add_parser("expand", help="grow a set one predicted id at a time",
@@ -270,6 +276,7 @@ def cmd_eval(args):
                      protocol=args.protocol, split=args.split, context_len=args.context_len,
                      exclude_history=args.exclude_history, cooc_last=args.cooc_last)
     model, data = load_model(args), Dataset(args.data)
+    note_over("--depth", args.depth, data.n_ids, "ids", "every id is retrieved")
     # a model of several parts (a hybrid, an ensemble: its head's variants) is always reported with the paired
     # difference of the whole minus each part alone (and minus each baseline), as --compare reports it
     if args.compare or model.variants():
@@ -309,9 +316,7 @@ def cmd_predict(args):
         from ..inference.bulk import claim_output
         claim_output(args.output)
     model = load_model(args)
-    if args.k > len(model.vocab):
-        print(f"note: --k {args.k} is more than the model's {len(model.vocab):,} ids; at most "
-              f"{len(model.vocab):,} (less the context) can be returned", file=sys.stderr)
+    note_over("--k", args.k, len(model.vocab), "ids", "at most those (less the context) can be returned")
     lists = filter_lists(args, model)
     if args.input:
         stats = bulk_predict(model, args.input, args.output, args.k, decode_config(args), lists.get("allow"),
@@ -327,8 +332,10 @@ def cmd_predict(args):
         return
     if pred.unknown:
         print(f"unknown ids (ignored): {', '.join(pred.unknown)}")
+    if pred.repeated:
+        print(f"repeated ids (counted once): {pred.repeated}")
     print(f"context: {', '.join(model.vocab.display(i) for i in model.vocab.lookup(pred.context)[0])}")
-    print(f"top-{args.k} ({'certified exact' if pred.exact else 'approximate'}, beam {pred.beam}):")
+    print(f"top-{min(args.k, len(model.vocab))} ({'certified exact' if pred.exact else 'approximate'}, beam {pred.beam}):")
     for r, (i, s) in enumerate(pred.items, 1):
         print(f"  {r:>3}. {model.vocab.display(model.vocab.get(i)):<40} {s:9.3f}")
 
@@ -338,16 +345,20 @@ def cmd_expand(args):
     from ..inference.loader import load
 
     model = load(args.model, args.threads, device=args.device, part=args.part)
+    note_over("--k", args.k, len(model.vocab), "ids", "at most those (less the set) are ranked per step")
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
                        seed=args.seed, decode=decode_config(args))
     out = expand(model, args.ids, cfg)
     if args.json:  # the shape of POST /v1/expand's answer
         added = [dict(id=a.id, display=model.vocab.display(model.vocab.get(a.id)), score=finite(a.score),
                       exact=a.exact) for a in out.added]
-        print(json.dumps({"seed": out.seed, "unknown": out.unknown, "added": added}, indent=2))
+        print(json.dumps({"seed": out.seed, "unknown": out.unknown, "repeated": out.repeated, "added": added},
+                         indent=2))
         return
     if out.unknown:
         print(f"unknown ids (ignored): {', '.join(out.unknown)}")
+    if out.repeated:
+        print(f"repeated ids (counted once): {out.repeated}")
     shown = lambda i: model.vocab.display(model.vocab.get(i))  # noqa: E731
     print(f"seed: {', '.join(map(shown, out.seed))}")
     print(f"added ({args.strategy}{f', temperature {args.temperature}' if args.strategy == 'sample' else ''}):")
@@ -360,6 +371,7 @@ def cmd_similar(args):
 
     check_filter_files(args)
     model = load(args.model, args.threads, device=args.device)
+    note_over("--k", args.k, len(model.vocab) - 1, "other ids", "at most those can be returned")
     lists = filter_lists(args, model)
     got = model.similar_items(args.ids, args.k, exclude_seen=not args.include_seen, **lists)  # an unknown id: exit 2
     shown = lambda i: model.vocab.display(i)  # noqa: E731

@@ -371,6 +371,8 @@ def cmd_train(args):
         if args.members != 1:
             from functools import partial
 
+            checks.refuse_members_memory(args.members, cfg.data, cfg.hash, cfg.model, args.memory_limit)
+
             from ..training.members import train_members
             run = partial(train_members, members=args.members, proposals=tuple((args.member_proposals or "").split(",")) if args.member_proposals else ())
         out = run(cfg, progress=not args.quiet, resume=args.resume, overwrite=args.overwrite,

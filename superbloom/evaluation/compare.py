@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .evaluate import EvalConfig, EvalResult, evaluate
+from .._bounds import ArgumentError
+from .evaluate import EvalConfig, EvalResult, check_arguments, evaluate
 from .metrics import hits_at, paired_difference
 
 KS = (1, 10, 20)
@@ -84,7 +85,11 @@ def compare(predictor, others: dict, data, cfg: EvalConfig = EvalConfig(), progr
     and each baseline. A model whose protocol draws other examples (a text model trained on other
     segment lengths) is an error: the comparison would not be paired. (Leave-one-out pairs the users'
     targets; a sequence model with fewer positions sees a shorter history of the same users, as it
-    would alone.)"""
+    would alone.) A bad argument is an ArgumentError naming it, before any evaluation."""
+    check_arguments(predictor, data, cfg)
+    if not isinstance(others, dict):
+        raise ArgumentError("others", f"expected a dict {{name: model, or a function that loads it}}, got "
+                                      f"{type(others).__name__}")
     first = evaluate(predictor, data, cfg, progress)
     recall, mine = first.entry.recall, first.ranks["model"]
     out = Comparison(first, paired_vs_baselines={name: paired(mine, r, first.groups, recall)

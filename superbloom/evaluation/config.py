@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import _bounds as check
 from ..heads.decode_config import DecodeConfig
 
 PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in place (evaluation/text_protocol.py)
@@ -50,7 +51,15 @@ class EvalConfig:
     cooc_last: int = 1  # leave-one-out: co-occurrence scores from the last this many context ids (0: all)
 
     def __post_init__(self):
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
-        if self.split not in ("valid", "test"):
-            raise ValueError(f"split must be 'valid' or 'test', got {self.split!r}")
+        """Each field checked (ArgumentError naming it); depth beyond the ids is clamped by evaluate."""
+        for name in ("seed", "max_sets", "cooc_last"):
+            check.integer(name, getattr(self, name), 0)
+        for name in ("n", "targets_per_set", "depth", "batch_size", "context_len"):
+            check.integer(name, getattr(self, name), 1)
+        check.instance("decode", self.decode, DecodeConfig, "a superbloom.DecodeConfig")
+        if isinstance(self.baselines, str) or not all(isinstance(b, str) for b in self.baselines):
+            raise check.ArgumentError("baselines", f"expected a tuple of baseline names ({', '.join(BASELINE_NAMES)})"
+                                                   f", got {check.shown(self.baselines)}")
+        check.one_of("protocol", self.protocol, PROTOCOLS)
+        check.one_of("split", self.split, ("valid", "test"))
+        check.flag("exclude_history", self.exclude_history)

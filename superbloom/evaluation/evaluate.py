@@ -28,6 +28,7 @@ eval.json), `report()` (the table a person reads), `save(dir)` / `load(dir)` (JS
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _bounds as check
 from .._log import progress_bar
 from ..data.dataset import Dataset
 from .metrics import target_ranks
@@ -112,6 +114,18 @@ log = logging.getLogger(__name__)
 SAMPLE_HINT_SCORES = 2e10
 
 
+RANKED_BYTES = 16  # per ranked id of one method's ranking (int64 id, float32 score, the work beside them)
+
+
+def check_arguments(predictor, data, cfg) -> None:
+    """evaluate's and compare's arguments: a loaded id model, a Dataset, an EvalConfig (ArgumentError)."""
+    if not (hasattr(predictor, "rank") and hasattr(predictor, "vocab")):
+        raise check.ArgumentError("predictor", f"expected a loaded id model (superbloom.load), got "
+                                               f"{check.shown(predictor)}")
+    check.instance("data", data, Dataset, "a superbloom.Dataset")
+    check.instance("cfg", cfg, EvalConfig, "a superbloom.EvalConfig")
+
+
 def check_vocabulary(vocab, data: Dataset) -> None:
     """The model's ids must be the dataset's ids, in the same order (the int ids index both)."""
     if vocab.strings != data.vocab.strings:
@@ -123,7 +137,12 @@ def check_vocabulary(vocab, data: Dataset) -> None:
 
 
 def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress: bool = True) -> EvalResult:
-    """Metrics of the model, its head's variants and the baselines on the same examples (module docstring)."""
+    """Metrics of the model, its head's variants and the baselines on the same examples (module docstring).
+    A depth beyond the dataset's ids is clamped to them (every id retrieved: the same metrics); the
+    rankings of every example at that depth must fit the memory available (ArgumentError naming depth)."""
+    check_arguments(predictor, data, cfg)
+    check.flag("progress", progress)
+    cfg = dataclasses.replace(cfg, depth=min(cfg.depth, data.n_ids))
     check_vocabulary(predictor.vocab, data)
     entry = resolve(cfg.protocol, data)
     model_config = getattr(predictor, "config", None) or {}
@@ -133,6 +152,9 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     require_baselines([name for name, why in skipped.items() if not why])
     ex = entry.examples(data, cfg, model_config)
     targets = entry.targets(ex)
+    check.fits_memory("depth", 2 * len(targets) * cfg.depth * RANKED_BYTES,
+                      f"ranking {len(targets):,} examples to depth {cfg.depth:,}",
+                      "lower depth, or evaluate fewer sets (max_sets)")
     if progress and not cfg.max_sets and len(targets) * data.n_ids > SAMPLE_HINT_SCORES:
         log.info(f"ranking {len(targets):,} examples over all {data.n_ids:,} ids, for the model and each part "
                  "and baseline: `eval --max-sets N` (EvalConfig.max_sets) evaluates N of them")

@@ -27,7 +27,9 @@ import numpy as np
 import torch
 from .._log import progress_bar
 
+from .. import _bounds as check
 from .predictor import Predictor
+from .rank import bounded_k, certified, query_contexts
 from ..storage.loading import LoadError, expect_kind, read_config
 from ..heads.beam import DecodeConfig
 from ..heads.config import MIXES
@@ -153,13 +155,15 @@ class Ensemble(Predictor):
         net = None
         for m in self.members:  # a running sum: one (Q, N) block at a time, not one per member
             model = m.model.eval()
-            qb = ordered_query_batch(ctx, m.hashing, model.encoder.cfg).to(device_of(m))
+            qb = ordered_query_batch(query_contexts(ctx, model.encoder.cfg), m.hashing, model.encoder.cfg)
+            qb = qb.to(device_of(m))
             lp = model.head.network_scores(model.target_hidden(qb)).float().cpu()
             net = lp if net is None else net.add_(lp)
         net.div_(len(self.members))
         if not mix:
             return net, None
         t = self.term_member
+        ctx = query_contexts(ctx, t.model.encoder.cfg)  # the term sums over the context's distinct ids
         return net, t.model.head.term_scores(torch.from_numpy(ctx).to(device_of(t))).float().cpu()
 
     def _batches(self, contexts, exclude, allow, batch_size: int, progress: bool, mix: float):
@@ -177,8 +181,9 @@ class Ensemble(Predictor):
 
     @staticmethod
     def _top(s: torch.Tensor, k: int, ex, decode: DecodeConfig) -> Ranking:
+        k = bounded_k(k, s.shape[1])
         vals, ids = chunked_topk(lambda i, j: s[i:j], len(s), s.shape[1], k, ex, like=s)
-        return exact_ranking(vals, ids, k, decode.score, torch.full((len(s),), s.shape[1]))
+        return certified(exact_ranking(vals, ids, k, decode.score, torch.full((len(s),), s.shape[1])))
 
     @torch.no_grad()
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
@@ -186,6 +191,9 @@ class Ensemble(Predictor):
              mix: float | None = None) -> Ranking:
         """Exact top-k ids for contexts (Q, c), never an id of exclude (Q, X) (None: the contexts), only
         ids of allow (A,) when given; `mix` overrides the ensemble's weight for this call."""
+        contexts, k, exclude, allow = self.check_rank(contexts, k, decode, batch_size, exclude, allow)
+        if mix is not None:
+            mix = check.number("mix", mix, 0.0)
         if self.term_alone:  # the term member's own "term alone" ranking (heads/hybrid.py: ties by the smaller id)
             with term_alone(self.term_member.model.head):
                 return self.term_member.rank(contexts, k, decode, batch_size, progress, exclude, allow)

@@ -13,7 +13,8 @@ the current context (context ids excluded, so an id is never added twice) and ta
     superbloom expand runs/wiki/model Copenhagen --add 5 [--strategy sample --temperature 0.7]
 
 `model` is anything with a `vocab` and `rank(contexts, k, decode) -> Ranking` (a Predictor, or the
-HTTP service's batching wrapper).
+HTTP service's batching wrapper; their `read_context` reads the seed as the model reads a context). A seed's repeated ids count once (a set model's);
+more steps than the ids left to add is an ArgumentError naming `steps` (it could never finish).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import _bounds as check
 from ..heads.decode_config import DecodeConfig
 
 STRATEGIES = ("argmax", "sample")
@@ -37,12 +39,12 @@ class ExpandConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        if self.steps < 1 or self.k < 1:
-            raise ValueError(f"steps and k must be >= 1, got steps={self.steps}, k={self.k}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        check.one_of("strategy", self.strategy, STRATEGIES)
+        check.integer("steps", self.steps, 1)
+        check.integer("k", self.k, 1)
+        check.number("temperature", self.temperature, 0.0, lo_open=True)
+        check.integer("seed", self.seed, 0)
+        check.instance("decode", self.decode, DecodeConfig, "a superbloom.DecodeConfig")
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Expansion:
     seed: list[str]  # known seed ids, as stored
     unknown: list[str]  # seed ids not in the vocabulary (ignored)
     added: list[Expanded]  # in the order they were added; fewer than steps only if the vocabulary ran out
+    repeated: int = 0  # seed ids given again (counted once)
 
 
 def choose(scores: np.ndarray, strategy: str, temperature: float, rng: np.random.Generator) -> int:
@@ -70,10 +73,21 @@ def choose(scores: np.ndarray, strategy: str, temperature: float, rng: np.random
 
 def expand(model, seed: Sequence[str], cfg: ExpandConfig = ExpandConfig()) -> Expansion:
     """Add cfg.steps ids to the set `seed` (string ids, stored or display form), one at a time."""
-    known, unknown = model.vocab.lookup(seed)
+    if not (hasattr(model, "vocab") and hasattr(model, "rank")):
+        raise check.ArgumentError("model", f"expected a loaded id model (superbloom.load), got {check.shown(model)}")
+    check.instance("cfg", cfg, ExpandConfig, "a superbloom.ExpandConfig")
+    if hasattr(model, "read_context"):
+        known, unknown, repeated = model.read_context(seed, "seed")
+    else:  # a model without a reader of its own: the ids as given
+        known, unknown, repeated = *model.vocab.lookup(check.id_list("seed", seed)), 0
     if len(known) == 0:
-        raise ValueError("none of the seed ids is in the model's vocabulary"
-                         + (f" (unknown: {', '.join(unknown[:5])})" if unknown else ""))
+        raise check.ArgumentError("seed", "none of the seed ids is in the model's vocabulary"
+                                  + (f" (unknown: {', '.join(unknown[:5])})" if unknown else ""))
+    left = len(model.vocab) - len(known)
+    if cfg.steps > left:
+        raise check.ArgumentError("steps", f"at most {left:,} ids can be added to this seed (the model's "
+                                           f"{len(model.vocab):,} ids less the seed's {len(known):,}), got "
+                                           f"{cfg.steps:,}")
     rng = np.random.default_rng(cfg.seed)
     context = [int(i) for i in known]
     added = []
@@ -87,4 +101,4 @@ def expand(model, seed: Sequence[str], cfg: ExpandConfig = ExpandConfig()) -> Ex
         j = choose(scores, cfg.strategy, cfg.temperature, rng)
         context.append(int(ids[j]))
         added.append(Expanded(model.vocab.strings[ids[j]], float(scores[j]), bool(r.exact[0])))
-    return Expansion(model.vocab.decode(known.tolist()), unknown, added)
+    return Expansion(model.vocab.decode(known.tolist()), unknown, added, repeated)

@@ -9,6 +9,8 @@ command line reads PARTS for its --help.
 """
 from __future__ import annotations
 
+from .._bounds import ArgumentError
+
 PARTS = ("whole", "network", "term")
 _VARIANTS = {"network": "network alone", "term": "term alone"}  # the parts' names among model.variants()
 
@@ -18,9 +20,9 @@ def rank_by(model, part: str = "whole"):
     (its network alone: a hybrid at weight 0, an ensemble's networks) or "term" (its item-item term alone,
     no network), the variants `eval` reports beside it (at weight 0 the whole model is its network
     alone). Where training said the network adds nothing, "term" serves what did the work.
-    ValueError naming the parts the model has where it lacks `part`."""
+    ArgumentError naming the parts the model has where it lacks `part`."""
     if part not in PARTS:
-        raise ValueError(f"part must be one of {', '.join(PARTS)}, got {part!r}")
+        raise ArgumentError("part", f"expected one of {', '.join(PARTS)}, got {part!r}")
     if part == "whole":
         return model
     variants = model.variants()
@@ -29,9 +31,9 @@ def rank_by(model, part: str = "whole"):
         return model
     if _VARIANTS[part] not in variants:
         has = [p for p, v in _VARIANTS.items() if v in variants]
-        raise ValueError(f"--part {part}: this model has no {_VARIANTS[part]} (it ranks by "
-                         f"{', '.join(['whole', *has])}); a hybrid head with an item-item weight, or an ensemble "
-                         "with a term, has a network alone and a term alone")
+        raise ArgumentError("part", f"this model has no {_VARIANTS[part]} (it ranks by "
+                            f"{', '.join(['whole', *has])}); a hybrid head with an item-item weight, or an ensemble "
+                            "with a term, has a network alone and a term alone", f"--part {part}")
     context = variants[_VARIANTS[part]]
     context.__enter__()  # for the model's life: the reference below keeps it from being closed (and undone)
     model.part, model._part_context = part, context

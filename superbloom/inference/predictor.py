@@ -13,6 +13,12 @@ Allow- and deny-lists are string ids, one list for every context of a call: a de
 each context's excluded ids; an allow-list restricts the answer to its ids, exact among them when
 the decoding certifies (heads/base.py: topk_allowed). Their ids not in the vocabulary are ignored
 (`resolve` says which). A context's own ids are never returned unless exclude_seen=False (re-purchase).
+
+A bad argument (k < 1, a string where a list of ids is expected, decode not a DecodeConfig, an int
+id outside the vocabulary) is an ArgumentError naming it (superbloom.ArgumentError, a ValueError).
+k beyond the vocabulary returns every id that can be ranked. A set model's context is a set: an id
+given twice counts once (`Prediction.repeated` counts them); a sequence model keeps repeats
+(inference/rank.py).
 """
 from __future__ import annotations
 
@@ -24,7 +30,8 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from .rank import rank_contexts
+from .. import _bounds as check
+from .rank import bounded_k, rank_contexts, reads_sets
 from .recommend import Recommendations, recommend, resolved, similar_items
 from .vectors import item_vectors, nearest, normalized
 from ..storage.loading import LoadError, expect_kind, read_config, typed_section
@@ -45,8 +52,18 @@ class Prediction:
     items: list[tuple[str, float]]  # (id, score), best first
     exact: bool  # certified exact top-k
     beam: int  # beam width that produced it
-    context: list[str] = field(default_factory=list)  # known context ids, as stored
+    context: list[str] = field(default_factory=list)  # known context ids, as stored (a set model's: distinct)
     unknown: list[str] = field(default_factory=list)  # context ids not in the vocabulary
+    repeated: int = 0  # known context ids given again, counted once (a set model's; a history keeps them)
+
+
+# answers (contexts x k) of one batch of predict_batches(): its Predictions are Python objects (~100 bytes each)
+BATCH_ANSWERS = 1 << 20
+ANSWER_BYTES = 16  # per ranked id of a Ranking: int64 id, float32 score, and its share of the work
+
+
+def check_decode(decode) -> DecodeConfig:
+    return check.instance("decode", decode, DecodeConfig, "a superbloom.DecodeConfig")
 
 
 class Predictor:
@@ -63,7 +80,7 @@ class Predictor:
         CPU with mmap=True the weights are views of the memory-mapped checkpoint file, shared by every
         process that maps it (mapped.py); else they are read into memory."""
         # every file checked before it is trusted (storage/loading.py): one line naming the file otherwise
-        model_dir = expect_kind(model_dir, "model")
+        model_dir = expect_kind(check.path("model_dir", model_dir), "model")
         ckpt = require_inference_checkpoint(model_dir)
         config = read_config(model_dir, {"model": dict, "head": dict})
         mcfg = typed_section(model_dir / "config.json", config, "model", ModelConfig)
@@ -71,9 +88,10 @@ class Predictor:
             hcfg = head_config_from_dict(config["head"])
         except (TypeError, ValueError, KeyError) as e:
             raise LoadError(f"{model_dir / 'config.json'}: field 'head': {e}") from None
+        threads = check.threads(threads)
         if threads:
             torch.set_num_threads(threads)
-        dev = resolve_device(device)
+        dev = resolve_device(check.device("device", device))
         # the hash maps, and a large vocabulary, are memory-mapped on the CPU: serve's workers share them
         hashing = BloomHash.load(model_dir / "hashing.safetensors", mmap=mmap and dev.type == "cpu")
         # a large vocabulary is memory-mapped (mapped_vocab.py): serve's worker processes share it
@@ -112,9 +130,47 @@ class Predictor:
 
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
              progress: bool = False, exclude: np.ndarray | None = None, allow: np.ndarray | None = None) -> Ranking:
-        """rank_contexts: top-k ids for contexts (Q, c), never an id of exclude (Q, X) (None: the
-        contexts), only ids of allow (A,) when given."""
+        """rank_contexts: top-k ids for contexts (Q, c) of int ids (-1 pads), never an id of exclude (Q, X)
+        (None: the contexts), only ids of allow (A,) when given -> Ranking (Q, min(k, ids))."""
+        contexts, k, exclude, allow = self.check_rank(contexts, k, decode, batch_size, exclude, allow)
         return rank_contexts(self.model, self.hashing, contexts, k, decode, batch_size, progress, exclude, allow)
+
+    def check_rank(self, contexts, k, decode, batch_size, exclude, allow):
+        """rank's arguments checked (ArgumentError naming the first bad one) -> (contexts, k clamped to
+        the vocabulary, exclude, allow) as int64 arrays; the answer must fit the memory available."""
+        n = len(self.vocab)
+        contexts = self._id_matrix("contexts", contexts, n)
+        k = bounded_k(check.integer("k", k, 1), n)
+        check_decode(decode)
+        check.integer("batch_size", batch_size, 1)
+        if exclude is not None:
+            exclude = self._id_matrix("exclude", exclude, n)
+            if len(exclude) != len(contexts):
+                raise check.ArgumentError("exclude", f"expected one row per context ({len(contexts):,}), got "
+                                                     f"{len(exclude):,}")
+        if allow is not None:
+            allow = np.asarray(allow)
+            if allow.ndim != 1 or (allow.size and (allow.dtype.kind not in "iu" or allow.min() < 0
+                                                   or allow.max() >= n)):
+                raise check.ArgumentError("allow", f"expected a 1-D array of ids in [0, {n:,})")
+        check.fits_memory("k", len(contexts) * k * ANSWER_BYTES, f"ranking {len(contexts):,} contexts x {k:,} ids",
+                          "ask for fewer ids, or rank fewer contexts at a time (predict_batches() streams them)")
+        return contexts, k, exclude, allow
+
+    @staticmethod
+    def _id_matrix(name: str, value, n: int) -> np.ndarray:
+        """(Q, c) int ids in [0, n), -1 padding -> int64 array; ArgumentError naming `name` otherwise."""
+        try:
+            a = np.asarray(value)
+        except (TypeError, ValueError) as e:
+            raise check.ArgumentError(name, f"expected a (queries, ids) array of int ids, got {e}") from None
+        if a.ndim != 2 or (a.size and a.dtype.kind not in "iu"):
+            raise check.ArgumentError(name, f"expected a (queries, ids) array of int ids (-1 pads), got shape "
+                                            f"{a.shape} of {a.dtype}")
+        if a.size and (a.min() < -1 or a.max() >= n):
+            bad = int(a.max()) if a.max() >= n else int(a.min())
+            raise check.ArgumentError(name, f"id {bad:,} is outside the model's ids [0, {n:,}) (-1 pads)")
+        return a.astype(np.int64, copy=False)
 
     def variants(self) -> dict:
         """Named variants ranked beside the model on the same examples (evaluate): its head's
@@ -132,20 +188,31 @@ class Predictor:
 
     def resolve(self, ids: Iterable[str], name: str = "allow") -> tuple[np.ndarray, list[str]]:
         """An allow- or deny-list of string ids -> (its known ids, sorted unique int64; the unknown
-        strings). An allow-list with no known id is a ValueError naming `name`: nothing could be returned."""
-        known, unknown = self.vocab.lookup(list(ids))
+        strings). An allow-list with no known id is an ArgumentError naming `name`: nothing could be returned."""
+        known, unknown = self.vocab.lookup(check.id_list(name, ids))
         known = np.unique(np.asarray(known, np.int64))
         if name == "allow" and len(known) == 0:
             shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-            raise ValueError(f"allow: none of the {len(unknown)} ids is in the model's vocabulary "
-                             f"(unknown: {shown or 'no ids given'})")
+            raise check.ArgumentError("allow", f"none of the {len(unknown)} ids is in the model's vocabulary "
+                                               f"(unknown: {shown or 'no ids given'})")
         return known, list(unknown)
+
+    def read_context(self, ids: Iterable[str], name: str = "ids") -> tuple[np.ndarray, list[str], int]:
+        """A context of string ids -> (its known int ids, in order; the unknown strings; the known ids
+        given again). A set model's known ids are distinct (a repeat counts once, the first kept, as
+        prepare keeps a set); a history keeps its repeats (0 counted). ArgumentError naming `name` for
+        what is not a list of strings."""
+        known, unknown = self.vocab.lookup(check.id_list(name, ids))
+        if not reads_sets(self.model.encoder.cfg) or len(known) < 2:
+            return known, unknown, 0
+        _, first = np.unique(known, return_index=True)
+        return known[np.sort(first)], unknown, len(known) - len(first)
 
     def predict(self, ids: Sequence[str], k: int = 10, decode: DecodeConfig = DecodeConfig(),
                 allow: Iterable[str] | None = None, deny: Iterable[str] | None = None,
                 exclude_seen: bool = True) -> Prediction:
         """Top-k ids for one context of string ids (stored or display form)."""
-        return self.predict_many([ids], k, decode, allow, deny, exclude_seen)[0]
+        return self.predict_many([check.id_list("ids", ids)], k, decode, allow, deny, exclude_seen)[0]
 
     def predict_many(self, contexts: Sequence[Sequence[str]], k: int = 10, decode: DecodeConfig = DecodeConfig(),
                      allow: Iterable[str] | None = None, deny: Iterable[str] | None = None,
@@ -153,8 +220,18 @@ class Predictor:
         """Top-k ids for each context. A context with no id in the vocabulary is a ValueError (the
         same answer as the HTTP API's 422): a prediction from an empty context would be a guess.
         allow / deny: lists of ids, or a pathlib.Path to a file of them (recommend.py)."""
+        contexts = [check.id_list(f"contexts[{i}]", c) for i, c in enumerate(check.contexts(contexts))]
+        k = self._check_k(k, decode, exclude_seen)
+        check.fits_memory("k", len(contexts) * k * 100, f"{len(contexts):,} Predictions of {k:,} ids",
+                          "ask for fewer ids, or use recommend(), which answers in arrays")
         allow_ids, deny_ids = self._lists(allow, deny)
         return self._predict(contexts, k, decode, allow_ids, deny_ids, exclude_seen=exclude_seen)
+
+    def _check_k(self, k, decode, exclude_seen: bool = True) -> int:
+        """k (>= 1; clamped to the vocabulary), decode and exclude_seen checked -> k."""
+        check_decode(decode)
+        check.flag("exclude_seen", exclude_seen)
+        return bounded_k(check.integer("k", k, 1), len(self.vocab))
 
     def recommend(self, contexts: Iterable[Sequence[str]], k: int = 10, allow=None, deny=None,
                   exclude_seen: bool = True, decode: DecodeConfig = DecodeConfig(), batch_size: int = 256,
@@ -175,12 +252,20 @@ class Predictor:
         """Bulk predict_many over any iterable of contexts (a file's rows, a generator), `batch_size`
         at a time: yields one list of Predictions per batch, in input order; the allow- and deny-lists
         are resolved once. skip_empty=True: a context with no known id gets an empty, non-exact
-        Prediction (its unknown ids listed) instead of a ValueError naming its row."""
+        Prediction (its unknown ids listed) instead of a ValueError naming its row. A batch holds at
+        most BATCH_ANSWERS ids (fewer contexts than batch_size when k is large)."""
+        contexts = check.contexts(contexts)
+        k = self._check_k(k, decode, exclude_seen)
+        batch_size = min(check.integer("batch_size", batch_size, 1), max(1, BATCH_ANSWERS // k))
+        check.flag("skip_empty", skip_empty)
         allow_ids, deny_ids = self._lists(allow, deny)
+        return self._predict_batches(contexts, k, decode, allow_ids, deny_ids, batch_size, skip_empty, exclude_seen)
+
+    def _predict_batches(self, contexts, k, decode, allow_ids, deny_ids, batch_size, skip_empty, exclude_seen):
         batch: list[Sequence[str]] = []
         start = 0
         for ctx in contexts:
-            batch.append(ctx)
+            batch.append(check.id_list(f"contexts[{start + len(batch)}]", ctx))
             if len(batch) == batch_size:
                 yield self._predict(batch, k, decode, allow_ids, deny_ids, skip_empty, start, exclude_seen)
                 start, batch = start + len(batch), []
@@ -194,13 +279,14 @@ class Predictor:
                  deny: np.ndarray | None, skip_empty: bool = False, start: int = 0,
                  exclude_seen: bool = True) -> list[Prediction]:
         """predict_many on resolved allow / deny ids; `start` numbers the rows in error messages."""
-        known, unknown = zip(*(self.vocab.lookup(c) for c in contexts)) if contexts else ((), ())
+        known, unknown, repeated = zip(*(self.read_context(c) for c in contexts)) if contexts else ((), (), ())
         for i, (kn, un) in enumerate(zip(known, unknown)):
             if len(kn) == 0 and not skip_empty:
                 shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
-                where = "context" if len(contexts) == 1 and not start else f"context {start + i}"
-                raise ValueError(f"{where}: none of the {len(un)} ids is in the model's vocabulary "
-                                 f"(unknown: {shown or 'no ids given'})")
+                one = len(contexts) == 1 and not start
+                raise check.ArgumentError("ids" if one else "contexts", f"none of the {len(un)} ids is in the "
+                                          f"model's vocabulary (unknown: {shown or 'no ids given'})",
+                                          "context" if one else f"context {start + i}")
         rows = [i for i, kn in enumerate(known) if len(kn)]
         width = max([len(known[i]) for i in rows] + [0])
         mat = np.full((len(rows), width), -1, np.int64)  # (Q, c) the known contexts, -1 padded
@@ -215,7 +301,7 @@ class Predictor:
             items = [(self.vocab.strings[j], float(s)) for j, s in zip(r.ids[q].tolist(), r.scores[q].tolist())
                      if j >= 0]
             out[i] = Prediction(items, bool(r.exact[q]), int(r.beam[q]), self.vocab.decode(known[i].tolist()),
-                                list(unknown[i]))
+                                list(unknown[i]), repeated[i])
         return out
 
     def item_vectors(self) -> np.ndarray:
@@ -228,17 +314,21 @@ class Predictor:
 
     def similar(self, id: str, k: int = 10) -> list[tuple[str, float]]:
         """The k ids whose item vectors (item_vectors: mean input token embeddings) have the largest
-        cosine with `id`'s, best first, `id` itself excluded. An unknown id is a ValueError."""
-        i = self.vocab.get(id)
+        cosine with `id`'s, best first, `id` itself excluded (k beyond the vocabulary: every other id).
+        An unknown id is an ArgumentError naming `id`."""
+        i = self.vocab.get(check.instance("id", id, str, "a string id"))
         if i is None:
-            raise ValueError(f"id {id!r} is not in the model's vocabulary")
+            raise check.ArgumentError("id", f"{id!r} is not in the model's vocabulary")
+        k = bounded_k(check.integer("k", k, 1), len(self.vocab))
         self.item_vectors()
         rows, cos = nearest(self._unit, [i], k)
         return [(self.vocab.strings[r], float(c)) for r, c in zip(rows[0].tolist(), cos[0].tolist()) if r >= 0]
 
     def prediction_json(self, pred: Prediction) -> dict:
         """A Prediction as JSON: the shape of the HTTP API's /v1/predict answer."""
+        check.instance("pred", pred, Prediction, "a Prediction")
         return {"predictions": [{"id": i, "display": self.vocab.display(self.vocab.get(i)),
                                  "score": s if math.isfinite(s) else None} for i, s in pred.items],
-                "exact": pred.exact, "beam": pred.beam, "context": pred.context, "unknown": pred.unknown}
+                "exact": pred.exact, "beam": pred.beam, "context": pred.context, "unknown": pred.unknown,
+                "repeated": pred.repeated}
 

@@ -15,6 +15,10 @@ recommend ranks with the model's own rank loop (rank.py, or an ensemble's), `bat
 at a time, so every certificate of Algorithm 1 is kept: `exact[q]` says the row is the exact top-k
 among the allowed ids. similar_items is exhaustive: every candidate's cosine with the query's item
 vector (vectors.py), in blocks (heads/dot_topk.py), so it is always exact.
+
+k beyond the vocabulary is clamped to it (the arrays have min(k, ids) columns); a set model's repeated
+context ids count once (Predictor.read_context; `repeated` counts them per query); a bad argument is
+an ArgumentError naming it.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .. import _bounds as check
 from ..heads.decode_config import DecodeConfig
 from ..heads.dot_topk import table_topk
 
@@ -39,6 +44,7 @@ class Recommendations:
     scores: np.ndarray
     exact: np.ndarray
     unknown: list[list[str]] = field(default_factory=list)
+    repeated: list[int] = field(default_factory=list)  # per query: known ids given again, counted once
 
     def __len__(self) -> int:
         return len(self.index)
@@ -55,7 +61,7 @@ class Recommendations:
         import pyarrow as pa
 
         if keys is not None and len(keys) != len(self):
-            raise ValueError(f"keys: {len(keys)} given for {len(self)} queries")
+            raise check.ArgumentError("keys", f"{len(keys)} given for {len(self)} queries")
         q, r = np.nonzero(self.index >= 0)  # row-major: each query's answers best first
         key = np.asarray([str(x) for x in keys] if keys is not None else np.arange(len(self)).astype(str),
                          dtype=object)
@@ -72,17 +78,17 @@ class Recommendations:
 
 def id_list(ids, name: str) -> list[str] | None:
     """An allow- or deny-list as given: None, an iterable of id strings, or an os.PathLike (a file of one
-    id per line) -> the id strings. A bare string is a TypeError: one id or a file name? Say which."""
+    id per line) -> the id strings. A bare string is an ArgumentError: one id or a file name? Say which."""
     if ids is None:
         return None
     if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{name}: a list of ids, or a pathlib.Path to a file of one id per line; got the string "
-                        f"{ids!r} (write [{ids!r}] for one id, Path({ids!r}) for a file)")
+        raise check.ArgumentError(name, f"expected a list of ids, or a pathlib.Path to a file of one id per line; got "
+                                        f"the string {ids!r} (write [{ids!r}] for one id, Path({ids!r}) for a file)")
     if isinstance(ids, os.PathLike):
         from .bulk import read_ids
 
         return read_ids(ids)
-    return [str(i) for i in ids]
+    return check.id_list(name, ids)
 
 
 def resolved(model, ids, name: str) -> np.ndarray | None:
@@ -93,28 +99,42 @@ def resolved(model, ids, name: str) -> np.ndarray | None:
 
 
 def _known_rows(model, queries: Sequence[Sequence[str]], skip_empty: bool, what: str):
-    """Each query's known vocabulary ids and unknown strings; a query with none known is a ValueError
-    naming its row, unless skip_empty (it then gets an empty answer)."""
-    known, unknown = [], []
+    """Each query's known vocabulary ids (a set model's distinct: Predictor.read_context), unknown strings
+    and repeats; a query with none known is an ArgumentError naming its row, unless skip_empty (it then
+    gets an empty answer)."""
+    known, unknown, repeated = [], [], []
+    name = "ids" if what == "id" else "contexts"
     for q, ids in enumerate(queries):
-        kn, un = model.vocab.lookup(ids)
+        kn, un, rep = model.read_context(ids, f"{name}[{q}]")
         if len(kn) == 0 and not skip_empty:
             if what == "id":
-                raise ValueError(f"id {q} ({un[0]!r}) is not in the model's vocabulary")
+                raise check.ArgumentError(name, f"{un[0]!r} is not in the model's vocabulary", f"id {q}")
             shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
-            raise ValueError(f"{what} {q}: none of its {len(un)} ids is in the model's vocabulary "
-                             f"(unknown: {shown or 'no ids given'})")
+            raise check.ArgumentError(name, f"none of its {len(un)} ids is in the model's vocabulary "
+                                            f"(unknown: {shown or 'no ids given'})", f"{what} {q}")
         known.append(kn)
         unknown.append(list(un))
-    return known, unknown
+        repeated.append(rep)
+    return known, unknown, repeated
 
 
-def _answer(model, index: np.ndarray, scores: np.ndarray, exact: np.ndarray, unknown) -> Recommendations:
+def _answer(model, index: np.ndarray, scores: np.ndarray, exact: np.ndarray, unknown, repeated) -> Recommendations:
     strings = model.vocab.strings
     ids = np.full(index.shape, None, dtype=object)
     rows, cols = np.nonzero(index >= 0)
     ids[rows, cols] = [strings[i] for i in index[rows, cols].tolist()]
-    return Recommendations(ids, index, scores.astype(np.float32), exact.astype(bool), unknown)
+    return Recommendations(ids, index, scores.astype(np.float32), exact.astype(bool), unknown, repeated)
+
+
+ANSWER_BYTES = 28  # per answer of Recommendations: int64 index, float32 score, an object pointer, its share
+
+
+def _checked_k(model, k, queries: int) -> int:
+    """k >= 1, clamped to the vocabulary; the (queries, k) arrays must fit the memory available."""
+    k = min(check.integer("k", k, 1), max(1, len(model.vocab)))
+    check.fits_memory("k", queries * k * ANSWER_BYTES, f"{queries:,} answers of {k:,} ids",
+                      "ask for fewer ids, or fewer queries at a time")
+    return k
 
 
 def recommend(model, contexts: Iterable[Sequence[str]], k: int = 10, allow=None, deny=None, exclude_seen: bool = True,
@@ -123,12 +143,15 @@ def recommend(model, contexts: Iterable[Sequence[str]], k: int = 10, allow=None,
     """Top-k ids for every context (a sequence of id strings, oldest first for a sequence model) -> one
     Recommendations, in input order (module docstring). `model` is a Predictor or an Ensemble: its
     `rank` does the work, `batch_size` contexts a call, so memory holds one batch's exclusions at a time.
-    A context with no known id is a ValueError naming it, unless skip_empty (an empty, non-exact row)."""
-    if isinstance(contexts, (str, bytes)) or not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError("recommend: contexts is a list of contexts (each a list of ids), k an int >= 1")
-    contexts = [list(c) for c in contexts]
+    A context with no known id is an ArgumentError naming it, unless skip_empty (an empty, non-exact row)."""
+    contexts = [check.id_list(f"contexts[{i}]", c) for i, c in enumerate(check.contexts(contexts))]
+    k = _checked_k(model, k, len(contexts))
+    check.instance("decode", decode, DecodeConfig, "a superbloom.DecodeConfig")
+    batch_size = check.integer("batch_size", batch_size, 1)
+    for name, value in (("exclude_seen", exclude_seen), ("skip_empty", skip_empty), ("progress", progress)):
+        check.flag(name, value)
     allow_ids, deny_ids = resolved(model, allow, "allow"), resolved(model, deny, "deny")
-    known, unknown = _known_rows(model, contexts, skip_empty, "context")
+    known, unknown, repeated = _known_rows(model, contexts, skip_empty, "context")
     rows = [q for q, kn in enumerate(known) if len(kn)]
     index = np.full((len(contexts), k), -1, np.int64)
     scores = np.full((len(contexts), k), -np.inf, np.float32)
@@ -146,7 +169,7 @@ def recommend(model, contexts: Iterable[Sequence[str]], k: int = 10, allow=None,
         index[part] = r.ids.numpy()
         scores[part] = r.scores.float().numpy()
         exact[part] = r.exact.numpy()
-    return _answer(model, index, scores, exact, unknown)
+    return _answer(model, index, scores, exact, unknown, repeated)
 
 
 def similar_items(model, ids: Sequence[str], k: int = 10, allow=None, deny=None, exclude_seen: bool = True,
@@ -155,10 +178,11 @@ def similar_items(model, ids: Sequence[str], k: int = 10, allow=None, deny=None,
     allowed ids less the denied, the id itself left out unless exclude_seen=False -> Recommendations
     (scores: cosines; exact: every row, by exhaustive scoring). An unknown id is a ValueError naming it,
     unless skip_empty (an empty, non-exact row)."""
-    if isinstance(ids, (str, bytes)) or not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError("similar_items: ids is a list of ids, k an int >= 1")
-    ids = [str(i) for i in ids]
-    known, unknown = _known_rows(model, [[i] for i in ids], skip_empty, "id")
+    ids = check.id_list("ids", ids)
+    k = _checked_k(model, k, len(ids))
+    for name, value in (("exclude_seen", exclude_seen), ("skip_empty", skip_empty)):
+        check.flag(name, value)
+    known, unknown, _ = _known_rows(model, [[i] for i in ids], skip_empty, "id")
     model.item_vectors()
     unit = model._unit  # (N, d) unit rows, computed once by item_vectors
     allow_ids, deny_ids = resolved(model, allow, "allow"), resolved(model, deny, "deny")
@@ -186,4 +210,4 @@ def similar_items(model, ids: Sequence[str], k: int = 10, allow=None, deny=None,
         if cand is not None:
             top = np.where(top >= 0, cand[np.maximum(top, 0)], -1) if len(cand) else np.full_like(top, -1)
         index[rows], scores[rows], exact[rows] = top, cos, True
-    return _answer(model, index, scores, exact, unknown)
+    return _answer(model, index, scores, exact, unknown, [0] * len(ids))

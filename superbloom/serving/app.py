@@ -60,6 +60,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .._bounds import ArgumentError
 from .._version import __version__
 from .autocomplete import PrefixIndex
 from .batcher import Batcher
@@ -131,8 +132,10 @@ class PredictResponse(BaseModel):
     predictions: list[Item]
     exact: bool = Field(description="the top-k is certified exact (Algorithm 1's bound)")
     beam: int
-    context: list[str] = Field(description="known context ids, as stored")
+    context: list[str] = Field(description="known context ids, as stored (a set model's: each once)")
     unknown: list[str] = Field(description="context ids not in the vocabulary (ignored)")
+    repeated: int = Field(description="known context ids given again, counted once (a set model's; a sequence "
+                                      "model keeps repeats)")
 
 
 class ExpandedItem(Item):
@@ -142,6 +145,7 @@ class ExpandedItem(Item):
 class ExpandResponse(BaseModel):
     seed: list[str]
     unknown: list[str]
+    repeated: int = Field(description="seed ids given again, counted once")
     added: list[ExpandedItem]
 
 
@@ -222,19 +226,25 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         return error_response(422, _message(exc.errors()), errors)  # no echo of the input: it may not encode
 
+    @app.exception_handler(ArgumentError)
+    async def bad_argument(request: Request, exc: ArgumentError):  # a size the model cannot serve (expand's steps)
+        return error_response(422, str(exc), [{"loc": ["body", exc.argument], "msg": str(exc), "type": "value_error"}])
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 400:  # FastAPI could not parse the body (bad UTF-8, JSON nested too deep)
             return error_response(400, f"request body: {exc.detail} (expected a UTF-8 JSON object)")
         return error_response(exc.status_code, str(exc.detail), headers=exc.headers)  # 405 keeps its Allow
 
-    def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str]]:
-        known, unknown = vocab.lookup(ids)
+    def known_or_422(ids: list[str], name: str) -> tuple[np.ndarray, list[str], int]:
+        """A context as the model reads it (Predictor.read_context: a set's repeats once) -> (known ids,
+        unknown ids, repeats); none known is a 422 naming `name`."""
+        known, unknown, repeated = predictor.read_context(ids, name)
         if len(known) == 0:
             shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
             raise HTTPException(422, f"{name}: none of the {len(unknown)} ids is in the model's vocabulary "
                                      f"(unknown: {shown})")
-        return known, unknown
+        return known, unknown, repeated
 
     def item(i: int, score: float) -> dict:
         return {"id": vocab.strings[i], "display": vocab.display(i), "score": _finite(score)}
@@ -247,7 +257,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         """An allow- or deny-list -> its known ids, sorted unique; an allow-list with none is a 422."""
         if ids is None:
             return None
-        known, _ = known_or_422(ids, name) if name == "allow" else vocab.lookup(ids)
+        known = known_or_422(ids, name)[0] if name == "allow" else vocab.lookup(ids)[0]
         return np.unique(np.asarray(known, np.int64))
 
     @app.post("/v1/predict", response_model=PredictResponse | list[PredictResponse],
@@ -264,12 +274,12 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         allow, deny = id_list(req.allow, "allow"), id_list(req.deny, "deny")
         decode = DecodeConfig(exact=req.exact)
         futures = [asyncio.wrap_future(batcher.submit(known, req.k, decode, allow, deny, req.include_seen))
-                   for known, _ in knowns]
+                   for known, _, _ in knowns]
         answers = []
-        for (known, unknown), r in zip(knowns, await asyncio.gather(*futures)):
+        for (known, unknown, repeated), r in zip(knowns, await asyncio.gather(*futures)):
             preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
             answers.append({"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
-                            "context": vocab.decode(known.tolist()), "unknown": unknown})
+                            "context": vocab.decode(known.tolist()), "unknown": unknown, "repeated": repeated})
         return answers if many else answers[0]
 
     @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
@@ -282,7 +292,7 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
                            DecodeConfig(exact=req.exact))
         out = expand(batcher, req.seed, cfg)
         added = [dict(item(vocab.get(a.id), a.score), exact=a.exact) for a in out.added]
-        return {"seed": out.seed, "unknown": out.unknown, "added": added}
+        return {"seed": out.seed, "unknown": out.unknown, "repeated": out.repeated, "added": added}
 
     @app.get("/v1/entities", response_model=list[Entity], summary="autocomplete: ids whose display name "
              "starts with a prefix (case-insensitive, '_' = ' '), most frequent first")

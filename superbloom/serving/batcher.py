@@ -51,6 +51,10 @@ class Batcher:
         self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow, include_seen))
         return fut
 
+    def read_context(self, ids, name: str = "ids"):
+        """The predictor's (expand.expand reads its seed as the model reads a context)."""
+        return self.predictor.read_context(ids, name)
+
     def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
         """Blocking, like Predictor.rank: (Q, c) ids, -1 padded -> Ranking."""
         futs = [self.submit(row[row >= 0], k, decode) for row in np.asarray(contexts)]

@@ -14,7 +14,8 @@ depth is read when /metrics is scraped. The metrics (Prometheus' text format):
     superbloom_worker_info{pid, version}                          the process that answered
 
 `route` is the matched route's path template (/v1/predict, /docs-assets, ...), "other" for a path no
-route matches, so a client cannot grow the label set. An access log line:
+route matches, and `method` one of the methods of HTTP/1.1 (METHODS), "other" for any other token, so a
+client cannot grow the label set (5,000 random method tokens add no series). An access log line:
 
     {"time": "2026-01-01T12:00:00.123Z", "client": "127.0.0.1:51234", "method": "POST",
      "path": "/v1/predict", "route": "/v1/predict", "status": 200, "ms": 3.1, "pid": 4242}
@@ -42,6 +43,7 @@ from .._version import __version__
 
 access_log = logging.getLogger("superbloom.serving.access")
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT")  # the method label's values
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # queries per model call (ServeConfig.max_batch: 64)
 
 
@@ -115,7 +117,8 @@ class Observe:
         finally:
             seconds = time.perf_counter() - start
             route = route or getattr(scope.get("route"), "path", None) or "other"
-            self.telemetry.requests.labels(scope["method"], route, str(status)).inc()
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.telemetry.requests.labels(method, route, str(status)).inc()
             self.telemetry.latency.labels(route).observe(seconds)
             if self.log and access_log.isEnabledFor(logging.INFO):
                 now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
