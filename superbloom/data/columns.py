@@ -22,16 +22,25 @@ HEADER_DELIMITER = {"csv": ",", "tsv": "\t"}
 BLOCK_BYTES = 16 << 20  # text parsed per Arrow block
 
 
-def read_parquet(path: Path, cfg: ReadConfig, stats: ReadStats):
+def read_parquet(path: Path, cfg: ReadConfig, stats: ReadStats, partition: dict | None = None):
+    """One Parquet file's links; `partition`: the values of its hive partition folders (readers.py:
+    `day=2024-01-01/part-0.parquet` -> {"day": "2024-01-01"}), columns of every row where the file
+    has no column of that name."""
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
-    cols = chosen_columns(pf.schema_arrow.names, cfg, path)
-    yield from table_links(pf.iter_batches(columns=list(dict.fromkeys(cols)), batch_size=1 << 20), cols, cfg, stats,
-                           path)
+    names = pf.schema_arrow.names
+    extra = {k: v for k, v in (partition or {}).items() if k not in names}
+    cols = chosen_columns(names + list(extra), cfg, path)
+    batches = pf.iter_batches(columns=[c for c in dict.fromkeys(cols) if c not in extra], batch_size=1 << 20)
+    if extra:
+        batches = (pa.RecordBatch.from_arrays(
+            [*b.columns, *(pa.array([v] * b.num_rows) for v in extra.values())], names=[*b.schema.names, *extra])
+            for b in batches)
+    yield from table_links(batches, cols, cfg, stats, path)
 
 
 def read_csv(path: Path, cfg: ReadConfig, stats: ReadStats, head: str):

@@ -6,6 +6,7 @@ yields, and `InputError`, the error that names the file, the line (or row) and w
 by readers.py, textcheck.py and columns.py."""
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -24,12 +25,17 @@ _SKIP_HINT = " (pass --skip-malformed to skip and count such lines)"
 
 def format_from_name(path: str | Path) -> str | None:
     """The format a file name says (NAMED_FORMATS; a .gz after it allowed), of a quoted glob its pattern,
-    of a directory its first file of a COLUMNAR format (the formats read from a directory); None where
-    the name says nothing."""
+    of a directory its first file of a COLUMNAR format, looked for in its sub-folders too (a Spark or
+    Ray output: hive partition folders `day=2024-01-01/`, `part-*.parquet`; hidden and `_` names, such
+    as `_SUCCESS` and `.crc` files, skipped); None where the name says nothing."""
     path = Path(path)
     if path.is_dir():
-        files = (f for f in sorted(path.iterdir()) if f.is_file() and not f.name.startswith((".", "_")))
-        return next((fmt for fmt in map(format_from_name, files) if fmt in COLUMNAR), None)
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+            for name in sorted(n for n in names if not n.startswith((".", "_"))):
+                if (fmt := format_from_name(Path(root) / name)) in COLUMNAR:
+                    return fmt
+        return None
     suffixes = [x.lower() for x in path.suffixes]
     if suffixes[-1:] == [".gz"]:
         suffixes.pop()

@@ -72,6 +72,7 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
         if named or cfg.order_column is not None:
             raise InputError(f"{path}: the {cfg.format} format has no column names and no order column; "
                              f"pick columns by position, or use --format csv, tsv or parquet")
+    partitions = hive_partitions(path, cfg)
     for one in files:
         head = check_input(one, cfg)
         if cfg.format == "edges":
@@ -80,7 +81,7 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
             chunks = read_csv(one, cfg, stats, head)
         else:
             reader = {"lines": _read_lines, "jsonl": _read_jsonl, "json": _read_json, "parquet": read_parquet}[cfg.format]
-            chunks = reader(one, cfg, stats)
+            chunks = reader(one, cfg, stats, partitions[one]) if one in partitions else reader(one, cfg, stats)
         yield from as_links(chunks, cfg, stats, where=str(one))
 
 
@@ -150,7 +151,8 @@ def resolve_backs(parents: np.ndarray, flat: pa.Array, back: str, stats: ReadSta
 
 def input_files(path: str | Path, cfg: ReadConfig) -> list[Path]:
     """The files of an input: the file itself, or for the columnar formats the Parquet/CSV files of a
-    directory (found by pyarrow.dataset: hidden and `_` files skipped) or of a glob, sorted.
+    directory and its sub-folders (found by pyarrow.dataset: hidden and `_` files such as Spark's
+    `_SUCCESS` and `.crc` checksums skipped) or of a glob, sorted.
     InputError naming the path when there are none."""
     path = Path(path)
     if cfg.format in COLUMNAR and not path.exists() and glob.has_magic(str(path)):
@@ -162,11 +164,25 @@ def input_files(path: str | Path, cfg: ReadConfig) -> list[Path]:
         import pyarrow.dataset as ds
 
         found = ds.dataset(str(path), format="parquet" if cfg.format == "parquet" else "csv").files
-        files = sorted(Path(p) for p in found)
+        files = sorted(Path(p) for p in found if not p.endswith(".crc"))  # Hadoop's checksums, if not hidden
         if not files:
             raise InputError(f"{path}: an empty directory; expected {cfg.format} files in it")
         return files
     return [path]
+
+
+def hive_partitions(path: str | Path, cfg: ReadConfig) -> dict[Path, dict]:
+    """For a Parquet directory (a Spark or Ray output), each file's hive partition values, typed as
+    pyarrow's discovery types them (`day=2024-01-01/`, `shard=3/`): columns the files themselves lack.
+    {} for anything else."""
+    path = Path(path)
+    if cfg.format != "parquet" or not path.is_dir():
+        return {}
+    import pyarrow.dataset as ds
+
+    found = ds.dataset(str(path), format="parquet", partitioning="hive", exclude_invalid_files=False)
+    return {Path(f.path): ds.get_partition_keys(f.partition_expression) for f in found.get_fragments()
+            if ds.get_partition_keys(f.partition_expression)}
 
 
 def check_input(path: str | Path, cfg: ReadConfig) -> str:
