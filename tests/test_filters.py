@@ -88,7 +88,7 @@ def test_cli_similar_ids_filters_equal_the_library(tiny_model, tiny_predictor, t
     assert main(["similar-ids", str(tiny_model), "Jazz", "--k", "3", "--json"]) == 0  # one id: a plain list
     assert [x["id"] for x in json.loads(capsys.readouterr().out)] == [i for i, _ in model.similar("Jazz", 3)]
     assert main(["similar-ids", str(tiny_model), "Jazz", "Not_A_Page"]) == 2
-    assert "id 1 ('Not_A_Page') is not in the model's vocabulary" in capsys.readouterr().err
+    assert "id 1: 'Not_A_Page' is not in the model's vocabulary" in capsys.readouterr().err
     assert main(["similar-ids", str(tiny_model), "Jazz", "--allow", str(tmp_path / "missing.txt")]) == 2
     assert "--allow" in capsys.readouterr().err
 
