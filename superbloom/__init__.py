@@ -74,9 +74,9 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, p
 
 
 def _predictor(model_dir, threads, device, mmap):
-    from .inference.predictor import Predictor
+    from .inference.loader import load_model  # Predictor.load, read again if a running training moves BEST mid-read
 
-    return Predictor.load(model_dir, threads, device, mmap)
+    return load_model(model_dir, threads, device, mmap)
 
 
 def _ensemble(model_dir, threads, device, mmap):

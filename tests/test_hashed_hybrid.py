@@ -20,7 +20,7 @@ from superbloom.heads.beam import DecodeConfig, decode_topk
 from superbloom.hashing.bloom import BloomHash, HashConfig
 from superbloom.heads import HEADS, head_config
 from superbloom.heads.hashed_hybrid import MIXES, WEIGHTINGS, HashedHybridHead, mixed
-from superbloom.heads.parts import term_alone
+from superbloom.heads.parts import TERM_ALONE, term_alone
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.heads.neighbours import cooccurrence_neighbours
@@ -204,12 +204,28 @@ def test_choose_ranks_every_candidate_in_one_pass_as_topk_would():
         with mixed(head, mix):
             want = head.topk(hidden, 4, context, DecodeConfig(), context)
         assert torch.equal(r.ids, want.ids) and torch.equal(r.scores, want.scores)
-    best = max(range(len(grid)), key=lambda c: (seen[c].scores[:, 0].sum().item(), -c))
-    assert out["item_mix"] == grid[best][0] == float(head.mix) and out["rec"] == summarize(seen[best])["rec"]
+    cands = grid + [(TERM_ALONE, 1.0), (TERM_ALONE, 0.5)]  # each setting's term alone: candidates too, last
+    for (_, decay), r in zip(cands[len(grid):], seen[len(grid):]):
+        head.decay.fill_(decay)
+        with term_alone(head):
+            want = head.topk(hidden, 4, context, DecodeConfig(), context)
+        assert torch.equal(r.ids, want.ids) and torch.equal(r.scores, want.scores)
+    best = max(range(len(cands)), key=lambda c: (seen[c].scores[:, 0].sum().item(), -c))
+    assert out["item_mix"] == cands[best][0] == float(head.mix) and out["rec"] == summarize(seen[best])["rec"]
     assert "pure_rec" in out and head.describe()["name"] == "hashed-hybrid"
     head.decay.fill_(out["item_decay"])  # as choose left it (the loop above tried each decay)
     with term_alone(head):
         assert out["term_rec"] == summarize(head.topk(hidden, 4, context, DecodeConfig(), context))["rec"]
+    # where the term alone scores best (here: the one at decay 0.5), it is chosen, and the head serves it
+    head.decay.fill_(0.5)
+    with term_alone(head):
+        target = head.topk(hidden, 4, context, DecodeConfig(exact=True), context)
+    head.decay.fill_(1.0)
+    same = lambda r: {"rec": float(torch.equal(r.ids, target.ids) and torch.equal(r.scores, target.scores))}  # noqa: E731
+    out = head.choose(rank, same, "rec", decays=(1.0, 0.5))
+    assert (out["item_mix"], out["item_decay"], out["rec"], out["term_rec"]) == (TERM_ALONE, 0.5, 1.0, 1.0)
+    served = head.topk(hidden, 4, context, DecodeConfig(exact=True), context)
+    assert torch.equal(served.ids, target.ids) and served.exact.all()
 
 
 @settings(max_examples=30, deadline=None)

@@ -19,7 +19,7 @@ from superbloom.heads import head_config
 from superbloom.heads.hybrid import MIXES
 from superbloom.heads import ranking
 from superbloom.heads.ranking import Ranking
-from superbloom.heads.parts import term_alone
+from superbloom.heads.parts import TERM_ALONE, term_alone
 from superbloom.storage.mapped import map_weights
 from superbloom.model.encoder import ModelConfig, build_model
 from superbloom.inference.rank import rank_contexts
@@ -145,7 +145,7 @@ def test_trains_saves_and_predicts_end_to_end(wiki_data, tmp_path):
     params = json.loads((out / "config.json").read_text())["parameters"]
     assert params == sum(p.numel() for p in saved.model.parameters()) + built["item_item_values"] + 1 == saved.n_parameters
     vals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if "val_item_mix" in line]
-    assert vals and float(saved.model.head.mix) == vals[-1]["val_item_mix"] in MIXES  # chosen at validation
+    assert vals and float(saved.model.head.mix) == vals[-1]["val_item_mix"] in MIXES + (TERM_ALONE,)  # chosen
     assert all(v["val_rec@10"] >= v["val_pure_rec@10"] for v in vals)  # mix 0 (the pure model) is a candidate
     pred = saved.predict(["Copenhagen", "Aarhus"], k=5)
     assert len(pred.items) == 5 and pred.exact
@@ -269,18 +269,27 @@ def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
     for mix, decay, slot in grid:  # one candidate at a time, its weights set
         head.mix.fill_(mix), head.decay.fill_(decay), head.alt.fill_(slot)
         brute.append(metrics(rank()))
+    settings = list(dict.fromkeys((d, t) for _, d, t in grid[1:]))
+    for decay, slot in settings:  # each setting's term alone (mix TERM_ALONE): candidates after the hybrids
+        head.decay.fill_(decay), head.alt.fill_(slot)
+        with term_alone(head):
+            brute.append(metrics(rank()))
+    cands = grid + [(TERM_ALONE, d, t) for d, t in settings]
+    head.mix.fill_(0.0), head.decay.fill_(1.0), head.alt.fill_(0)
     calls.clear()
     v = head.choose(rank, metrics, "rec@10", decays)
-    assert len(calls) == 2  # one ranking pass for all 22 (ordered: 43) candidates, one for the term alone
-    best = max(range(len(grid)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
-    mix, decay, slot = grid[best] if best else (0.0, v["item_decay"], int(head.alt))
+    assert len(calls) == 1 + len(settings)  # one ranking pass for all 22 (ordered: 43) mixes, one per term alone
+    best = max(range(len(cands)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
+    mix, decay, slot = cands[best] if best else (0.0, 1.0, 0)
     assert (v["item_mix"], v["item_decay"]) == (mix, decay) and float(head.mix) == mix
     assert v["item_term"] == head.term_names()[slot] and int(head.alt) == slot
     assert v["rec@10"] == brute[best]["rec@10"] and v["pure_rec@10"] == brute[0]["rec@10"]
+    assert v["term_rec@10"] == brute[len(grid) + settings.index((decay, slot))]["rec@10"]  # the chosen setting's
+    assert v["rec@10"] >= max(b["rec@10"] for b in brute[len(grid):])  # never below any term alone
     assert head._grid is None and head._parts is None  # nothing left behind
     with term_alone(head):  # the chosen term and decay, no network
         assert v["term_rec@10"] == metrics(rank())["rec@10"]
-    calls.clear()  # the next validation of the same queries: the term alone, which no training moves, is not ranked again
+    calls.clear()  # the next validation of the same queries: the terms alone, which no training moves, are not ranked again
     assert head.choose(rank, metrics, "rec@10", decays)["term_rec@10"] == v["term_rec@10"] and len(calls) == 1
 
 

@@ -203,23 +203,33 @@ def test_resume_refuses_a_typed_preset(sets_data, tmp_path, capsys):
     assert main(["train", str(sets_data), "--out", str(tmp_path / "m"), *TINY, "--resume", "--preset", "none"]) == 0
 
 
-def test_with_no_stop_flag_the_preset_trains_its_evidence_budget(sets_data, tmp_path, monkeypatch, capsys):
-    """`train DATA --out M` and nothing else runs: the preset's stop rule (the evidence's budget) is used
-    when no stop flag is typed, and any typed stop flag replaces it whole."""
-    from superbloom.training.presets import STOP_FLAGS, resolve
+def test_with_no_stop_flag_the_preset_trains_until_the_network_stops_improving(sets_data, tmp_path, monkeypatch,
+                                                                                capsys):
+    """`train DATA --out M` and nothing else runs: the preset's stop rule (patience on the validation, within
+    its cap) is used when no bound is typed; any typed bound (--steps, --epochs, --time-budget) replaces it
+    whole, a typed --patience its patience only."""
+    from superbloom.training.presets import PATIENCE, STOP_FLAGS, STOP_RULE, resolve
 
     facts = DatasetFacts(ids=40, mean_set_size=5.0, split="sets", text=False)
-    assert all(p.stop and set(p.stop) <= set(STOP_FLAGS) for p in PRESETS.values())  # every preset can run alone
-    assert resolve("auto", facts, set()).applied["steps"] == PRESETS["small"].stop["steps"] == 2000
-    for typed in STOP_FLAGS:
-        assert not set(resolve("auto", facts, {typed}).applied) & set(STOP_FLAGS)
+    # every preset can run alone: a cap, and the patience
+    assert all(set(p.stop) <= set(STOP_RULE) and set(p.stop) & set(STOP_FLAGS) for p in PRESETS.values())
+    assert all(p.stop["patience"] == PATIENCE for p in PRESETS.values())
+    applied = resolve("auto", facts, set()).applied
+    assert applied["steps"] == PRESETS["small"].stop["steps"] and applied["patience"] == PATIENCE
+    for typed in STOP_FLAGS:  # a typed bound wins: no cap, no patience of the preset's
+        assert not set(resolve("auto", facts, {typed}).applied) & set(STOP_RULE)
+    typed = resolve("auto", facts, {"patience"}).applied  # a typed --patience keeps the cap
+    assert "patience" not in typed and typed["steps"] == PRESETS["small"].stop["steps"]
     with pytest.raises(ValueError, match="a stop rule is made of"):
         presets.Preset("x", {}, "never", "README.md", stop={"lr": 1.0})
+    with pytest.raises(ValueError, match="a stop rule is made of"):  # patience alone has no cap
+        presets.Preset("x", {}, "never", "README.md", stop={"patience": 2})
     small = dict(PRESETS["small"].stop)
     monkeypatch.setitem(PRESETS, "small", presets.Preset("small", PRESETS["small"].settings, "tiny", PRESETS["small"].evidence,
-                                                         stop={"steps": 3}))
+                                                         stop={"steps": 3, "patience": 2}))
     assert main(["train", str(sets_data), "--out", str(tmp_path / "m"), "--d", "16", "--heads", "2", "--d-ff", "32",
-                 "--layers", "1", "--batch-size", "8", "--threads", "1", "--quiet", "--eval-every", "0"]) == 0
-    assert "stop: steps 3 (no stop flag typed)" in capsys.readouterr().out
+                 "--layers", "1", "--batch-size", "8", "--threads", "1", "--quiet", "--eval-every", "1"]) == 0
+    assert "stop: steps 3, patience 2 (no stop flag typed)" in capsys.readouterr().out
     cfg = _config(tmp_path / "m")
-    assert cfg["train"]["loop"]["steps"] == 3 and cfg["preset"]["applied"]["steps"] == 3 and small == {"steps": 2000}
+    assert cfg["train"]["loop"]["steps"] == 3 and cfg["preset"]["applied"]["steps"] == 3 and small["steps"] == 8000
+    assert cfg["train"]["loop"]["patience"] == 2

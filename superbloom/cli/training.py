@@ -29,8 +29,10 @@ def register(sub):
 
 def _add_train(sub):
     p = sub.add_parser("train", help="train a model on a prepared dataset",
-                       description="Masked training of a Superbloom model. Stops at --steps, --epochs or "
-                                   "--time-budget, whichever comes first; checkpoints are resumable.")
+                       description="Masked training of a Superbloom model. A hybrid head's item-item term is fitted "
+                                   "first and validated before the first step: the folder serves it (BEST) at once, "
+                                   "and BEST is never below it on validation. Stops at --steps, --epochs, "
+                                   "--time-budget or --patience, whichever comes first; checkpoints are resumable.")
     p.add_argument("data", help="prepared dataset directory")
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--preset", choices=["auto", *PRESETS, "none"], default="auto", help=_preset_help())
@@ -154,6 +156,11 @@ def _add_train(sub):
     g.add_argument("--epochs", type=checks.EPOCHS, default=0.0, help="stop after N passes over the training sets (default 0)")
     g.add_argument("--time-budget", type=checks.SECONDS, default=0.0, help="stop after N seconds of training (default 0); "
                    "give at least one of --steps, --epochs, --time-budget")
+    g.add_argument("--patience", type=NONNEG_INT, default=lp("patience"), metavar="VALIDATIONS",
+                   help="also stop once this many validations in a row improved neither the validation rec@10 (the "
+                        "objective's score) nor a hybrid's network alone's: the network has stopped improving; 0: "
+                        "off. The presets stop so (patience 3) within a cap of steps or seconds when no --steps, "
+                        "--epochs or --time-budget is typed (default %(default)s)")
     g.add_argument("--eval-every", "--eval-every-steps", dest="eval_every", type=NONNEG_INT, default=lp("eval_every"),
                    metavar="STEPS", help="validate every this many STEPS, 0: only at the end (default %(default)s)")
     g.add_argument("--checkpoint-every", "--checkpoint-every-seconds", dest="checkpoint_every", type=checks.SECONDS,
@@ -310,7 +317,8 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
                         seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
-                        device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema)),
+                        device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema),
+                        patience=pick("patience", b.loop.patience)),
         val_fraction=pick("val_fraction", b.val_fraction), objective=objective, init=pick("init", b.init))
 
 

@@ -21,6 +21,9 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
                                           that an objective that cannot give them refuses it early
   fit(sets, ordered=False) -> dict|None   structure fitted on the training sets before a fresh run
                                           (default: nothing); the dict is recorded in config.json
+  ranks_before_training() -> bool         True for a head whose fit gave it a part that ranks on its
+                                          own (a hybrid's term): train validates and checkpoints the
+                                          model before its first step, so it serves at once (default False)
   choose(rank, summarize, select, decays) -> dict
                                           validation: the head may choose settings on the validation
                                           queries (default: summarize(rank()), nothing chosen)
@@ -104,6 +107,9 @@ class HeadBase(nn.Module):
 
     def fit(self, sets, ordered: bool = False) -> dict | None:
         return None
+
+    def ranks_before_training(self) -> bool:
+        return False
 
     def choose(self, rank: Callable, summarize: Callable[..., dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:

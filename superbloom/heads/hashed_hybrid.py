@@ -49,7 +49,9 @@ exact by the same argument, the score returned is the term).
 
 Validation (`choose`): one network pass for every candidate (mix, decay): the log-probabilities and
 Algorithm 1 on the untouched ids are computed once per query batch, the term once per decay, and
-each candidate only re-scores the touched ids and merges; mix 0 is the plain superbloom ranking.
+each candidate only re-scores the touched ids and merges; mix 0 is the plain superbloom ranking, and
+the term alone (mix TERM_ALONE) is a candidate too: before any training step (train validates then)
+it is what the model serves, and no later checkpoint is kept below it.
 
 Measured (benchmarks/results/hashed_hybrid_topk.md: 283K ids, alpha 16, m 2, 200 neighbours, 256
 queries of 10 context ids, k 10, random weights, one shared CPU core): 0.18 s CPU against 0.14 s for
@@ -79,13 +81,11 @@ from .neighbours import memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .terms import auto_term, build_term, term_entry
 from .hybrid import MIXES, age_weights  # recency weights
-from .parts import first_best, mixed, parts_note, ranked_alongside, term_alone  # the variants (any head with mix), the choice, the note
+from .parts import TERM_ALONE, first_best, mixed, parts_note, ranked_alongside, term_alone  # the variants, the choice, the note
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
 from .bigram import EPS as BIGRAM_EPS, neighbour_context
-
-TERM_ALONE = float("inf")  # a candidate of choose's grid: the term alone at its (decay, weighting)
 
 
 def resolve_term(term: str, n_ids: int) -> str:
@@ -212,6 +212,10 @@ class HashedHybridHead(SuperbloomHead):
         return {"item_item_values": len(cols), "neighbours": self.cfg.neighbours, "term": self.term_name,
                 **({"weightings": [WEIGHTINGS[w] for w in self._weightings()]} if self.term_name == "cooccurrence" else {}),
                 "seconds": round(time.time() - t0, 2)}
+
+    def ranks_before_training(self) -> bool:
+        """A built term: the term alone is a candidate of choose, ranking with no training."""
+        return bool(self.values.numel())
 
     def fit_weightings(self, sets) -> None:
         """The co-occurrence term's df, number of sets and the count / idf scales from the training sets
@@ -383,17 +387,19 @@ class HashedHybridHead(SuperbloomHead):
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:
-        """Set `mix` (and `decay`, and the co-occurrence term's `weighting`) to the MIXES x `decays` x
-        weightings candidate whose validation scores best by `select` (ties: the earlier: smaller mix,
-        first decay, first weighting); mix 0 is the superbloom head's own ranking. `rank()` ranks the
+        """Set `mix` (and `decay`, and the co-occurrence term's `weighting`) to the candidate whose
+        validation scores best by `select`: mix 0 (the superbloom head's own ranking), the MIXES x
+        `decays` x weightings, and each setting's term alone (mix TERM_ALONE: the term first, the
+        network breaking its ties), so the kept weights never score below the term alone (ties: the
+        earlier: smaller mix, first decay, first weighting, the term alone last). `rank()` ranks the
         validation queries once (every candidate scored in that pass), `summarize(ranking)` -> its
-        metrics. -> the chosen candidate's metrics, with its mix, decay, weighting and the pure
-        model's (mix 0) `select` score."""
+        metrics. -> the chosen candidate's metrics, with its mix, decay, weighting, the pure model's
+        (mix 0) and the chosen setting's term alone's `select` scores."""
         weightings = self._weightings()
         decays = BIGRAM_EPS if self.bigram else decays  # the bigram term's second setting is its eps
         grid = [(0.0, 1.0, int(self.weighting))] + [(mix, decay, w) for w in weightings for decay in decays
                                                     for mix in MIXES[1:]]
-        # each setting's term alone, ranked in the same pass (the chosen one is reported beside the hybrid)
+        # each setting's term alone, ranked in the same pass: candidates too (the chosen one's reported beside it)
         alone = list(dict.fromkeys([(TERM_ALONE, d, w) for _, d, w in grid[1:]]
                                    + [(TERM_ALONE, float(self.decay), int(self.weighting))]))
         self._grid, self._parts = grid + alone, [[] for _ in grid + alone]
@@ -402,16 +408,16 @@ class HashedHybridHead(SuperbloomHead):
             ranked = [summarize(Ranking.concat(parts)) for parts in self._parts]
         finally:
             self._grid, self._parts = None, None
-        results, alone = ranked[:len(grid)], dict(zip(((d, w) for _, d, w in alone), ranked[len(grid):]))
-        best = first_best(results, select)
-        mix, decay, w = grid[best] if best else (0.0, float(self.decay), int(self.weighting))
+        by_setting = dict(zip(((d, w) for _, d, w in alone), ranked[len(grid):]))
+        best = first_best(ranked, select)
+        mix, decay, w = (grid + alone)[best] if best else (0.0, float(self.decay), int(self.weighting))
         self.mix.fill_(mix)
         self.decay.fill_(decay)
         self.weighting.fill_(w)
         extra = {"item_weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence" else {}
         extra.update({"item_eps": decay} if self.bigram else {"item_decay": decay})
-        return dict(results[best], item_mix=mix, item_term=self.term_name, **extra,
-                    **{f"pure_{select}": results[0][select], f"term_{select}": alone[decay, w][select]})
+        return dict(ranked[best], item_mix=mix, item_term=self.term_name, **extra,
+                    **{f"pure_{select}": ranked[0][select], f"term_{select}": by_setting[decay, w][select]})
 
     def parts_note(self, best: dict, select: str) -> str | None:
         return parts_note(best, select)

@@ -13,7 +13,10 @@ chooses between them.
 A late fusion: `choose` (run at every validation on the held-out training sets) sets mix from
 MIXES (0, the network alone, always a candidate), and for ordered contexts the recency `decay`
 (DECAYS, age 0 for the newest id) and the term, from one network pass scored for every candidate;
-so the BEST checkpoint carries the weight that was best for its weights. cfg.mix fixes it instead.
+so the BEST checkpoint carries the weight that was best for its weights. The term alone (mix
+TERM_ALONE, the limit mix -> infinity: the "term alone" variant) is a candidate too, which train
+validates before the first step: the model serves its term, certified exact, at once, and BEST never
+drops below it. cfg.mix fixes the weight instead.
 
 Variants reported beside the head on the same examples (`variants()`): "network alone" (mix 0) and
 "term alone" (the chosen term with its decay and no network; ties by the smaller id). Decoding
@@ -28,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import math
 import time
 import weakref
 from dataclasses import dataclass
@@ -45,7 +49,7 @@ from .terms import auto_term, build_term as registry_build, term_entry
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
 from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead
-from .parts import mixed, parts_note, ranked_alongside, term_alone, term_alone_score
+from .parts import TERM_ALONE, first_best, mixed, parts_note, ranked_alongside, term_alone
 from .base import HeadBase
 from .sampled import Proposal, head_sampled_loss
 from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
@@ -94,7 +98,7 @@ class HybridHead(FullHead):
         declare_fixed(self, self.fixed_buffers)  # storage/fixed.py
         self._grid, self._parts = None, None  # choose's candidates and their rankings, while it runs
         self._term_alone = False  # inside the "term alone" variant: topk ranks by the term only
-        self._alone_scores = weakref.WeakKeyDictionary()  # choose: a validation's rank() -> its term-alone scores
+        self._alone_scores = weakref.WeakKeyDictionary()  # choose: a validation's rank() -> its term-alone metrics
 
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         if self.proposal is not None and self.training:
@@ -119,6 +123,10 @@ class HybridHead(FullHead):
 
     def _build_term(self, term: str, sets) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return build_term(term, sets, self.n_ids, self.cfg)
+
+    def ranks_before_training(self) -> bool:
+        """A built term, and the weight chosen on validation (the term alone is a candidate of choose)."""
+        return self.cfg.mix is None and bool(self.values.numel())
 
     def term_names(self) -> tuple[str, ...]:
         """The built terms' names, in slot order (slot 1 only with term auto on ordered data)."""
@@ -156,6 +164,8 @@ class HybridHead(FullHead):
         """The network alone (mix 0) ranked in the hybrid's own passes: the same network scores, one
         more top-k per chunk (HeadBase.ranked_alongside; parts.ranked_alongside)."""
         decay, slot = float(self.decay), int(self.alt)
+        if math.isinf(float(self.mix)):  # the head ranks by its term alone: the network alone has a pass of its own
+            return contextlib.nullcontext({})
         return ranked_alongside(self, (float(self.mix), decay, slot), {"network alone": (0.0, decay, slot)})
 
     def describe(self) -> dict:
@@ -202,7 +212,7 @@ class HybridHead(FullHead):
             raise ValueError("the hybrid head scores with the context: pass context (the query rows' ids)")
         v, w, n = hidden.mean(1), self.rows(), self.n_ids
         ctx = context.masked_fill((context < 0) | (context >= n), -1)  # (U, T) ids, -1 at specials
-        if self._term_alone:
+        if self._term_alone or (not self._grid and math.isinf(float(self.mix))):  # mix TERM_ALONE: the term alone
             return self._term_topk(ctx, k, exclude, decode, chunk_elems)
         grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
 
@@ -248,13 +258,17 @@ class HybridHead(FullHead):
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:
-        """Set `mix` (and `decay`, and the term where two were built) to the MIXES value (x `decays`
-        value x term) whose validation scores best by `select` (ties: the earlier: first term,
-        smaller mix, first decay); with a fixed cfg.mix only the decay and the term are chosen (mix 0:
-        nothing, the validation scores the network alone, so BEST is the network's best checkpoint).
-        `rank()` ranks the validation queries (once: every candidate is
-        scored in that pass, see topk), `summarize(ranking)` -> its metrics. -> the chosen
-        candidate's metrics, with its mix, decay, term and the pure model's (mix 0) `select` score."""
+        """Set `mix` (and `decay`, and the term where two were built) to the candidate whose validation
+        scores best by `select`: mix 0 (the pure model), the MIXES values x `decays` values x terms, and
+        each (decay, term)'s term alone (mix TERM_ALONE, ranked as the "term alone" variant), so that
+        the kept weights never score below the term alone (ties: the earlier: mix 0, first term, smaller
+        mix, first decay, the term alone last). With a fixed cfg.mix only the decay and the term are
+        chosen, and the term alone is no candidate (mix 0: nothing, the validation scores the network
+        alone, so BEST is the network's best checkpoint). `rank()` ranks the validation queries (once:
+        every mix is scored in that pass, see topk; each term alone in a pass of its own, once per
+        setting: no training moves it), `summarize(ranking)` -> its metrics. -> the chosen candidate's
+        metrics, with its mix, decay, term, the pure model's (mix 0) and the chosen setting's term
+        alone's `select` scores."""
         fixed = self.cfg.mix  # a fixed weight (HybridConfig.mix): only the decay and the term are chosen
         mixes = MIXES[1:] if fixed is None else (fixed,) if fixed else ()
         grid = [(0.0, 1.0, 0)] + [(mix, decay, slot) for slot in range(self.term_slots)
@@ -266,22 +280,35 @@ class HybridHead(FullHead):
         finally:
             self._grid, self._parts = None, None
         allowed = range(len(grid)) if fixed is None else range(1, len(grid)) if fixed else range(1)
-        best = max(allowed, key=lambda c: (results[c][select], -c))  # ties: the earlier
-        mix, decay, slot = grid[best] if best else (0.0, float(self.decay), int(self.alt))
+        options = [(grid[c] if c else (0.0, float(self.decay), int(self.alt)), results[c]) for c in allowed]
+        if fixed is None:  # the term alone of each (decay, term), after the hybrids: ties go to them
+            options += [((TERM_ALONE, decay, slot), self._term_summary(rank, summarize, decay, slot))
+                        for decay, slot in dict.fromkeys((decay, slot) for _, decay, slot in grid[1:])]
+        (mix, decay, slot), chosen = options[first_best([r for _, r in options], select)]
         self.mix.fill_(mix)
         self.decay.fill_(decay)
         self.alt.fill_(slot)
-        return dict(results[best], item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
-                    **{f"pure_{select}": results[0][select], f"term_{select}": self._term_score(rank, summarize, select)})
+        return dict(chosen, item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
+                    **{f"pure_{select}": results[0][select],
+                       f"term_{select}": self._term_summary(rank, summarize, decay, slot)[select]})
 
-    def _term_score(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str) -> float:
-        """The chosen term's own validation score. It does not depend on the network (the term alone ranks
-        by the term, ties by the smaller id), so it is ranked once per validation (`rank`) and setting."""
-        key = (float(self.decay), int(self.alt), select)
+    def _term_summary(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], decay: float,
+                      slot: int) -> dict:
+        """The validation metrics of term `slot` alone at `decay` (the "term alone" variant). They do not
+        depend on the network (the term alone ranks by the term, ties by the smaller id), so each setting
+        is ranked once per validation queries (`rank`)."""
         seen = self._alone_scores.setdefault(rank, {})
-        if key not in seen:
-            seen[key] = term_alone_score(self, rank, summarize, select)
-        return seen[key]
+        if (decay, slot) not in seen:
+            saved = float(self.decay), int(self.alt)
+            self.decay.fill_(decay)
+            self.alt.fill_(slot)
+            try:
+                with term_alone(self):
+                    seen[decay, slot] = summarize(rank())
+            finally:
+                self.decay.fill_(saved[0])
+                self.alt.fill_(saved[1])
+        return seen[decay, slot]
 
     def parts_note(self, best: dict, select: str) -> str | None:
         return parts_note(best, select, self.cfg.mix == 0)

@@ -4,7 +4,7 @@ A hybrid ranks by network + mix x an item-item term. Reports show each part alon
 examples: `mixed(head, 0)` is the network alone, `term_alone(head)` the term alone (the head's
 `variants()`; `ranked_alongside` ranks some of them in the hybrid's own pass, from its network
 scores, where the head's candidate grid can score them). The validation (the heads' `choose`)
-picks the best candidate (`first_best`) and scores the chosen term alone (`term_alone_score`), and
+picks the best candidate (`first_best`), the term alone (TERM_ALONE) among them, and
 the end of training prints `parts_note`: the hybrid, its network alone and its term alone at the
 kept checkpoint, naming the `eval --baselines` entry that ranks by the term (TERM_BASELINES) where
 the network adds nothing.
@@ -12,20 +12,17 @@ the network adds nothing.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
 
 from .ranking import Ranking
+
+# a candidate weight of the hybrids' validation (choose): the limit mix -> infinity, the term alone (the
+# network, or the id, breaking its ties). A hybrid that keeps it serves its fitted term, certified exact,
+# before its network has learned anything: BEST is never below the term alone on validation.
+TERM_ALONE = float("inf")
 
 # the `eval --baselines` entry that ranks as each term alone does (evaluation/term_baselines.py; a test
 # checks that these are its names)
 TERM_BASELINES = {"ease": "ease-term", "cooccurrence": "cooc-term", "transition": "transition"}
-
-
-def term_alone_score(head, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str) -> float:
-    """The chosen term's own `select` score on the validation queries: the "term alone" variant (no
-    network), ranked in a pass of its own after choose's (its ties: the smaller id, as in reports)."""
-    with term_alone(head):
-        return summarize(rank())[select]
 
 
 def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
@@ -42,10 +39,18 @@ def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
     if taught:
         line = (f"{where}, validation {select}: the network alone {pure:.3f} (the {name} term taught it and "
                 f"is not mixed in: weight 0); the {name} term alone {term:.3f}")
+    elif mix == TERM_ALONE:
+        line = (f"{where}, validation {select}: the {name} term alone {term:.3f}, kept as the model (weight "
+                f"TERM_ALONE: the term ranks, the network only breaks its ties); its network alone {pure:.3f}")
     else:
         line = (f"{where}, validation {select}: the hybrid {hybrid:.3f} (the {name} term at weight {mix:g}); "
                 f"its network alone {pure:.3f}; its term alone {term:.3f}")
-    if max(hybrid, pure) <= term:
+    if mix == TERM_ALONE and pure <= term:
+        baseline = TERM_BASELINES.get(name)
+        line += (f". On these validation sets the network adds nothing over the {name} term (yet)"
+                 + (f"; `superbloom eval MODEL DATA --baselines {baseline}` ranks by that term with no training"
+                    if baseline else ""))
+    elif max(hybrid, pure) <= term:
         baseline = TERM_BASELINES.get(name)
         line += (f". On these validation sets the network adds nothing over the {name} term: "
                  "`superbloom predict` / `serve MODEL --part term` rank by it alone"

@@ -67,7 +67,7 @@ class Ensemble(Predictor):
         probe = torch.full((1, 1), -1, dtype=torch.long)
         with_term = [m for m in members if m.model.head.term_scores(probe.to(device_of(m))) is not None]
         self.term_member = with_term[0] if with_term else None  # whose term (and its device) the ensemble adds
-        own = [w for w in own if w > 0]
+        own = [min(w, MIXES[-1]) for w in own if w > 0]  # a member kept at its term alone counts as the largest weight
         self.mix = float(mix) if mix is not None else (float(np.median(own)) if own and with_term else 0.0)
         if self.mix and self.term_member is None:
             raise ValueError(f"mix {self.mix:g}: no model of the ensemble has an item-item term (a hybrid head)")

@@ -60,18 +60,24 @@ class LoopConfig:
     threads: int = 0  # torch CPU threads (0: torch's default)
     device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
     ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
+    # > 0: also stop once this many validations in a row improved neither the validation score nor (a hybrid's)
+    # its network alone's: the network has stopped improving (steps, epochs and time_budget still bound the run)
+    patience: int = 0
 
     def __post_init__(self):
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads"):
+        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads", "patience"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
         if not (self.steps or self.epochs or self.time_budget):
             raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
+        if self.patience and not self.eval_every:
+            raise ValueError(f"patience {self.patience} counts validations without improvement: it needs eval_every > 0 "
+                             "(validations during training)")
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,10 @@ class RunState:
     examples: int = 0
     seconds: float = 0.0
     best: dict | None = None  # validation metrics of the BEST checkpoint, with its step
+    # the patience rule (LoopConfig.patience): the best of each score it watches so far, and the validations
+    # since one of them last improved
+    peaks: dict | None = None
+    stale: int = 0
 
 
 def fresh_rngs(seed: int, d: Dist) -> np.random.Generator:
@@ -104,7 +108,7 @@ def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.
     """RunState and this rank's RNG from state.json. A rank the checkpoint has no stream for (the
     run resumes on more processes than it was saved with) gets a fresh stream of (seed, rank, step)."""
     state = RunState(**{k: saved[k] for k in ("step", "epoch", "cursor", "examples", "seconds")},
-                     best=saved.get("best"))
+                     best=saved.get("best"), peaks=saved.get("peaks"), stale=int(saved.get("stale", 0)))
     rngs, torch_rngs = saved.get("rng", {}), saved.get("torch_rng", {})
     if isinstance(torch_rngs, list):  # written before per-rank torch streams: rank 0's
         torch_rngs = {"0": torch_rngs}
@@ -185,10 +189,17 @@ def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, bat
 
 
 def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Path", d: Dist,
-        resume_from: Path | None = None, progress: bool = True, callbacks: Sequence[Callback] = ()) -> RunState:
+        resume_from: Path | None = None, progress: bool = True, callbacks: Sequence[Callback] = (),
+        validate_first: bool = False) -> RunState:
     """Train `obj` in a model directory whose config files the caller wrote (a RunDir, or a Path to
     write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl, whose records
-    also go to `callbacks` (closed when the loop ends; rank 0 only). Resumes from `resume_from` if given."""
+    also go to `callbacks` (closed when the loop ends; rank 0 only). Resumes from `resume_from` if given.
+
+    `validate_first` (a new run whose model ranks before any training step: a hybrid head's fitted
+    term): validate at step 0 and checkpoint at once, so the folder serves a validated model (BEST)
+    before the first step, and a staged run replaces the previous model with it. LoopConfig.patience:
+    stop once that many validations in a row improved neither the validation score nor, where the
+    validation reports it (a hybrid's pure_<select>), its network alone's."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False, main=False)  # a plain folder: unmarked
     if d.main:
         run.path.mkdir(parents=True, exist_ok=True)
@@ -231,6 +242,17 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
 
     validated: dict[int, dict] = {}  # the last validation by step: a run stopping right after it reuses it
 
+    def stalled(v: dict) -> bool:
+        """After validation `v`: has the patience rule run out (the watched scores not improved for
+        loop.patience validations in a row)?"""
+        peaks = dict(state.peaks or {})
+        gained = False
+        for key in (obj.select, f"pure_{obj.select}"):  # a hybrid's network can improve under a term that carries it
+            if key in v and (key not in peaks or v[key] > peaks[key]):
+                peaks[key], gained = v[key], True
+        state.peaks, state.stale = peaks, 0 if gained else state.stale + 1
+        return bool(loop.patience) and state.stale >= loop.patience
+
     def validation(final: bool = False) -> dict:
         """Validate (rank 0), log, and keep the weights if they are the best so far (with an
         average of the weights: the averaged weights are validated and kept). The final validation
@@ -253,8 +275,18 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
                        progress=progress and d.main, dynamic_ncols=True)
     start, last_ckpt, ema = time.time() - state.seconds, time.time(), None
     batches = obj.epoch(state.epoch)
+    stop = None  # why the patience rule stopped the run (rank 0), or None
+    if validate_first and resume_from is None and obj.validate is not None:  # the model before any step
+        if d.main:
+            v = validation()
+            stalled(v)
+            bar.write("step      0  before training: val " + _brief(v))
+        state.seconds = time.time() - start
+        checkpoint()  # servable now (BEST, and LATEST: a resume starts from here, the term fitted)
+        last_ckpt = time.time()
     try:
-        while (not max_steps or state.step < max_steps) and not any_rank(time.time() - start >= budget, d):
+        while ((not max_steps or state.step < max_steps)
+               and not any_rank(time.time() - start >= budget or stop is not None, d)):
             if state.cursor >= len(batches):  # next epoch
                 state.epoch += 1
                 state.cursor = 0
@@ -279,6 +311,10 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
             if loop.eval_every and state.step % loop.eval_every == 0 and obj.validate and d.main:
                 v = validation()
                 bar.write(f"step {state.step:>6}  loss {ema:.3f}  val " + _brief(v))
+                if stalled(v):
+                    stop = (f"stopped at step {state.step}: {loop.patience} validations in a row "
+                            f"({loop.patience * loop.eval_every} steps) improved neither the validation {obj.select} "
+                            "nor its network alone's (patience)")
             if any_rank(time.time() - last_ckpt > loop.checkpoint_every, d):
                 checkpoint()
                 last_ckpt = time.time()
@@ -287,6 +323,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         raise
     finally:
         bar.close()
+    if stop is not None:
+        log.info(stop)
     if d.main and obj.validate is not None:
         v = validation(final=True)
         log.info(f"trained {state.step} steps ({state.examples:,} examples, {state.seconds:.0f} s, "

@@ -210,7 +210,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             log.info(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
     before = float(load_json(ckpt / "state.json").get("seconds", 0.0)) if ckpt is not None else 0.0
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
-        state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
+        # a head that ranks before any step (a hybrid's term) is validated and saved at step 0: servable at once
+        state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks,
+                    validate_first=ckpt is None and model.head.ranks_before_training())
     if d.main:
         write_card(out)  # README.md: the model card (card.py)
         log.info(phases.line(state.seconds - before))
