@@ -35,6 +35,7 @@ _EXPORTS = {
     "embedded_dataset": ".data.embedded",
     "Ensemble": ".inference.ensemble",
     "ArgumentError": "._bounds",
+    "fit": ".fitting", "Recommendations": ".inference.recommend",
 }
 lazy_exports(globals(), _EXPORTS)
 
@@ -101,7 +102,8 @@ def _classifier(model_dir, threads, device, mmap):
 _LOADERS = {"set-model": _predictor, "sequence-model": _predictor, "text-model": _predictor, "ensemble": _ensemble,
             "set-embedding": _embedder, "text-classifier": _classifier}
 
-__all__ = ["ArgumentError", "BloomHash", "Dataset", "DecodeConfig", "Ensemble", "EvalConfig", "ExpandConfig", "FullConfig", "HashConfig",
-           "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig", "OptimConfig", "Prediction", "Predictor",
-           "PrepareConfig", "ReadConfig", "SampledConfig", "SuperbloomConfig", "TrainConfig", "compare", "embedded_dataset",
-           "evaluate", "expand", "head_config", "load", "prepare", "train"]
+__all__ = ["ArgumentError", "BloomHash", "Dataset", "DecodeConfig", "Ensemble", "EvalConfig", "ExpandConfig",
+           "FullConfig", "HashConfig", "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig",
+           "OptimConfig", "Prediction", "Predictor", "PrepareConfig", "ReadConfig", "Recommendations",
+           "SampledConfig", "SuperbloomConfig", "TrainConfig", "compare", "embedded_dataset", "evaluate", "expand",
+           "fit", "head_config", "load", "prepare", "train"]

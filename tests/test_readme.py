@@ -145,3 +145,25 @@ def test_the_readme_is_a_users_guide():
     for section in ("## Install", "## Quickstart", "## Input formats", "## Presets", "## Python", "## Serving",
                     "## Results", "## Licence"):
         assert section in text, f"README.md lacks a {section!r} section"
+
+
+def test_the_readme_python_section_runs(tmp_path, monkeypatch):
+    """The README's Python block, run as written on the quickstart's baskets.csv (made here), with its
+    training budget cut to a few steps: the in-memory API from a DataFrame to a saved model."""
+    pytest.importorskip("pandas")
+    import numpy as np
+
+    block = next(body for lang, body in FENCE.findall(_section(README.read_text(), "## Python")) if lang == "python")
+    assert "sb.fit(" in block and ".recommend(" in block and ".similar_items(" in block and ".save(" in block
+    assert "logging.basicConfig" in block  # the training report is shown
+    assert block.count("time_budget=120") == 1
+    code = block.replace("time_budget=120", "steps=3, d=16, heads=2, d_ff=32, layers=1, batch_size=16, threads=1")
+    rng = np.random.default_rng(0)
+    items = ["milk", "bread", "coffee", "butter", "yogurt", "tea", "jam", "eggs", "rice", "salt"]
+    rows = [f"b{s},{items[j]}" for s in range(150) for j in rng.choice(len(items), 4, replace=False)]
+    (tmp_path / "baskets.csv").write_text("basket,item\n" + "\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md (Python)", "exec"), {"__name__": "readme"})
+    import superbloom as sb
+
+    assert sb.load("models/baskets").info()["kind"] == "set-model" and (tmp_path / "data/baskets/meta.json").is_file()

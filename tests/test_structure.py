@@ -18,7 +18,7 @@ PKG = ROOT / "superbloom"
 STAGES = ("storage", "data", "hashing", "text", "heads", "model", "inference", "evaluation", "training",
           "setembed", "textclass", "serving", "cli")
 BOTTOM = ("_version", "_lazy", "_extras", "_log", "_bounds")  # top-level modules every stage may import
-TOP = ("__init__", "__main__")  # the public API and `python -m superbloom`: may import any stage
+TOP = ("__init__", "__main__", "fitting")  # the public API (fitting: sb.fit, the in-memory one) and `python -m superbloom`: may import any stage
 
 
 def module_name(path: Path) -> str:
