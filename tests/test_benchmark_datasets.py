@@ -7,6 +7,8 @@ import pytest
 from benchmarks import datasets as reg
 from tests.conftest import shared_file
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 def test_one_name_per_file_and_every_entry_complete():
     paths = [(s.path, s.corpora, s.read) for s in reg.DATASETS.values()]

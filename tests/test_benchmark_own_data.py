@@ -13,6 +13,8 @@ from benchmarks.sequence import run as sequence_run
 
 from conftest import walking_sequences
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 def test_a_registry_name_is_not_a_folder_and_keeps_its_name():
     assert datasets.own_folder("beauty") is None and datasets.key("beauty") == "beauty"

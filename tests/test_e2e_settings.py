@@ -1,9 +1,12 @@
+import pytest
 """benchmarks/scale/e2e.py: a later invocation of the same run (same --name and --work) keeps the
 run's recorded settings, so that an oracle stage or a rewritten report describes that run."""
 import argparse
 import json
 
 import benchmarks.scale.e2e as e2e
+
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
 
 
 def parser():

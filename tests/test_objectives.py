@@ -1,7 +1,7 @@
 """One contract table for every trainer and objective (issue 28): the id model's objectives
 (objectives.OBJECTIVES: masked, next-item, masked-sequence, text-mlm), the set-embedding losses
 (embed_train: uniformity, nca, softmax) and the text classifier (train_textclass). Each one, on tiny
-data: a few steps write a checkpoint and BEST; training N steps in one go and N/2 + a resume of N/2
+data (about 200 Wikispeedia pages for the set objectives): a few steps write a checkpoint and BEST; training N steps in one go and N/2 + a resume of N/2
 give the same weights bit for bit; the model directory loads and ranks / predicts. Also the
 registry's hooks (what train(), warmstart and the CLI ask instead of testing names) and the shared
 run skeleton (rundir.py)."""
@@ -61,9 +61,9 @@ def text_data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def labels(wiki_data, tmp_path_factory) -> Path:
+def labels(wiki_small, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("labels") / "labels.tsv"
-    names = wiki_data.set_names("train")
+    names = wiki_small.set_names("train")
     path.write_text("".join(f"{k}\t{'AM' if k[:1].upper() < 'N' else 'NZ'}\n" for k in names))
     return path
 
@@ -162,9 +162,9 @@ def latest_weights(out: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("name", sorted(TRAINERS))
-def test_contract(name, tmp_path, wiki_data, sequences, text_data, labels, documents):
+def test_contract(name, tmp_path, wiki_small, sequences, text_data, labels, documents):
     run, use = TRAINERS[name]
-    fx = {"wiki": wiki_data.path, "seq": sequences, "text": text_data, "labels": labels, "documents": documents}
+    fx = {"wiki": wiki_small.path, "seq": sequences, "text": text_data, "labels": labels, "documents": documents}
     whole = run(fx, tmp_path / "whole", STEPS)
     assert (whole / "LATEST").is_file() and (whole / "BEST").is_file(), "a checkpoint and BEST"
     assert json.loads(latest_checkpoint(whole).joinpath("state.json").read_text())["step"] == STEPS

@@ -7,6 +7,8 @@ import pytest
 import superbloom as sb
 from benchmarks.quality import data_per_id, harness
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 def test_thinned_keeps_a_fraction_of_the_training_sets_and_every_test_set(wiki_data, tmp_path):
     thin = data_per_id.thinned(wiki_data, tmp_path / "thin", 0.3)

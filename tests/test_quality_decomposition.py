@@ -10,6 +10,8 @@ import pytest
 from benchmarks.quality import decomposition, harness
 from benchmarks.sequence.run import paired_hr10, terms_table
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 @pytest.fixture(scope="module")
 def harness_rows(wiki_data, tmp_path_factory):

@@ -8,6 +8,8 @@ import torch
 
 from benchmarks.quality import ensemble, harness
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 @pytest.fixture(scope="module")
 def trained(wiki_data, tmp_path_factory):
@@ -90,7 +92,7 @@ def test_hybrid_rows_with_eases_scores(trained):
         assert ens["rec@10"] == single["rec@10"] and ens["vs_best_member"]["diff"] == 0
         assert ens["mix"] == float(m)
     assert abs(by["tiny + EASE x 1e+06"]["rec@10"] - by["ease"]["rec@10"]) <= 0.02
-    assert by["tiny + EASE x 3"]["rec@10"] != by["tiny"]["rec@10"] or by["tiny + EASE x 3"]["rec@1"] != by["tiny"]["rec@1"]
+    assert by["tiny + EASE x 3"]["mrr"] != by["tiny"]["mrr"]  # the term moved the ranking (MRR sees any move in the top 20)
 
 
 def test_the_library_rows_are_the_ensemble_and_its_variants(trained):

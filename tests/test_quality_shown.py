@@ -1,6 +1,8 @@
 """benchmarks/quality/shown.py: the training softmax without the ids a row shows (a probe of issue 33)."""
 from __future__ import annotations
 
+import pytest
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -10,6 +12,8 @@ from benchmarks.quality.shown import loss_without_shown, shown_excluded, shown_m
 from superbloom.hashing.bloom import BloomHash
 from superbloom.model.batches import MaskConfig, training_batch
 from superbloom.model.encoder import SetModel
+
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
 
 
 def test_the_mask_holds_the_shown_ids_but_never_a_rows_target():

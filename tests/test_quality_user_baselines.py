@@ -8,6 +8,8 @@ from benchmarks.quality import harness, user_baselines
 from superbloom.evaluation.als import ALSConfig
 from superbloom.evaluation.item2vec import Item2VecConfig
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 pytest.importorskip("gensim", reason="item2vec needs gensim (the [baselines] extra)")
 pytest.importorskip("implicit", reason="ALS needs implicit (the [baselines] extra)")
 

@@ -4,6 +4,8 @@ import pytest
 
 from benchmarks.scale import ablation
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 def _ranks(path, targets, set_rows, model):
     np.savez(path, targets=targets, set_rows=set_rows, model=model, popularity=np.zeros_like(model))

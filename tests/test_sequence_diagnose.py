@@ -12,6 +12,8 @@ from superbloom.model.batches import MaskConfig
 
 from conftest import walking_sequences
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 @pytest.fixture(scope="module")
 def diagnosis(tmp_path_factory):

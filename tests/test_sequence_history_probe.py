@@ -14,6 +14,8 @@ from superbloom.model.sequence_batches import next_item_batch
 
 from conftest import walking_sequences
 
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
+
 
 def test_a_drawn_id_is_masked_for_the_positions_that_have_seen_it():
     context = torch.tensor([[-2, 5, 7, 9], [-2, 7, -1, -1]])  # BOS, then the row's ids; -1 padding

@@ -68,7 +68,15 @@ def test_similar_and_classify_json_and_text(models, wiki_data, capsys):
     assert c["rejected"] == (c["confidence"] < 0.3) and (c["label"] is None) == c["rejected"]
     assert main(["classify", str(models["softmax"]), *ids, "--reject", "1.0", "--method", "knn"]) == 0
     text = capsys.readouterr().out
-    assert "label: rejected" in text or "confidence 1.000" in text
+    ref = load_embedder(models["softmax"]).classify(ids, reject=1.0, method="knn")  # the library decides
+    assert f"confidence {ref.confidence:.3f}" in text and ("label: rejected" in text) == (ref.label is None)
+    if ref.confidence < 0.999:  # just above its confidence (--reject takes at most 1): rejected
+        assert main(["classify", str(models["softmax"]), *ids, "--reject", f"{ref.confidence + 1e-3:.6f}",
+                     "--method", "knn"]) == 0
+        assert "label: rejected" in capsys.readouterr().out
+    assert main(["classify", str(models["softmax"]), *ids, "--reject", f"{max(0.0, ref.confidence - 1e-3):.6f}",
+                 "--method", "knn"]) == 0
+    assert "label: rejected" not in capsys.readouterr().out  # just below: kept
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -120,8 +128,10 @@ def test_http_similar_and_classify_match_the_library(client):
     assert r.json()["unknown"] == ["Not_A_Page"]
     r = c.post("/v1/classify", json={"context": ids, "reject": 0.0})
     assert r.status_code == 200 and r.json()["label"] == emb.classify(ids).label
+    ref = emb.classify(ids, reject=1.0, method="knn")
     r = c.post("/v1/classify", json={"context": ids, "reject": 1.0, "method": "knn"})
-    assert r.json()["method"] == "knn" and (r.json()["rejected"] or r.json()["confidence"] == 1.0)
+    assert r.json()["method"] == "knn" and r.json()["confidence"] == pytest.approx(ref.confidence, abs=1e-6)
+    assert r.json()["rejected"] == (ref.label is None) and r.json()["label"] == ref.label
 
 
 @pytest.mark.parametrize("path,body,field", [

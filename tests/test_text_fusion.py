@@ -2,8 +2,6 @@
 fusion is the network at beta -> 0 and orders the term's ids first at a large beta."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,9 @@ from superbloom.inference.rank import rank_masked
 
 from test_text_mlm import TINY, text_data  # noqa: F401  (the module's corpus fixture)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "text"))
-import fusion_bench as fb  # noqa: E402
+from benchmarks.text import fusion_bench as fb
+
+pytestmark = pytest.mark.benchmarks  # a benchmark script's test: -m 'not benchmarks' leaves it out
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +140,7 @@ def test_bigram_hybrid_validation_chooses_and_eval_reports_its_parts(bigram_mode
 
 
 def test_bigram_head_script_refuses_a_missing_model_in_one_line(tmp_path, capsys):
-    import bigram_head as bh
+    from benchmarks.text import bigram_head as bh
 
     with pytest.raises(SystemExit) as e:
         bh.main(["--model", str(tmp_path / "nothing"), "--name", "x"])
