@@ -28,7 +28,8 @@ import pytest
 
 import superbloom as sb
 from superbloom.cli import main
-from superbloom.storage.guarded import MARKER, OutputError, Target, claim, read_marker, resolve, write_marker
+from superbloom.storage.guarded import (MARKER, OutputError, Target, claim, foreign_entries, read_marker, record,
+                                       remove_ours, resolve, write_marker)
 
 TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "16", "--eval-every", "0",
         "--val-fraction", "0.01", "--quiet", "--threads", "1"]
@@ -52,7 +53,7 @@ def make(path: Path, kind: str, complete: bool, files=("a.txt",)) -> Path:
     path.mkdir()
     for f in files:
         (path / f).write_text(f"{path.name}/{f}")
-    write_marker(path, kind, "r", complete=complete)
+    write_marker(path, kind, "r", complete=complete, files=list(files))
     return path
 
 
@@ -135,17 +136,76 @@ def test_a_users_folder_beside_the_output_is_still_refused(tmp_path):
         assert (side / "notes.txt").read_text() == "mine"
 
 
-def test_folders_written_before_the_marker_are_recognised(wiki_data, tiny_model, tmp_path):
+def test_folders_written_before_the_marker_load_and_are_never_replaced(wiki_data, tiny_model, tmp_path, capsys):
+    """A dataset or model without the marker (an earlier superbloom's) still loads; replacing it is refused,
+    saying what to do, and nothing in it changes; resuming a model marks it ours (adopt), by name."""
     data, model = tmp_path / "data", tmp_path / "model"
     shutil.copytree(wiki_data.path, data, ignore=shutil.ignore_patterns(MARKER))
     shutil.copytree(tiny_model, model, ignore=shutil.ignore_patterns(MARKER))
-    assert claim(data, "dataset").holds_output() and claim(model, "model").holds_output()
+    assert claim(data, "dataset").legacy() and claim(model, "model").legacy()
     with pytest.raises(OutputError, match="holds an id model"):
         claim(model, "dataset")
-    t = claim(data, "dataset")  # replaced: adopted (marked) first, then swapped
-    (t.stage() / "meta.json").write_text("{}")
+    sb.Dataset(data).train, sb.load(model).predict(["Jazz"], k=2)  # loads as before
+    before = tree(tmp_path)
+    with pytest.raises(OutputError, match="written by an earlier superbloom"):
+        claim(data, "dataset").check_replace()
+    assert main(["prepare", str(sb.embedded_dataset()), "--out", str(data), "--overwrite"]) == 2
+    assert main(["train", "--preset", "none", str(data), "--out", str(model), "--overwrite", "--steps", "1", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.count("delete or move it yourself") == 2 and "Traceback" not in err, err
+    assert tree(tmp_path) == before
+    assert main(["train", "--preset", "none", str(data), "--out", str(model), "--resume", *RESUME]) == 0
+    assert read_marker(model, "model")["run"].startswith("adopted-")
+
+
+def test_a_replacement_removes_only_what_we_wrote(tmp_path, caplog):
+    """Inside a folder of ours, what the marker lists or the kind writes is ours; the rest is the user's:
+    refused before any work, and kept (in OUT.old, said) when it appears during the run."""
+    out = tmp_path / "m"
+    t = claim(out, "model")
+    (t.stage() / "weights").write_text("one")
     t.commit()
-    assert json.loads((data / "meta.json").read_text()) == {} and not (tmp_path / "data.old").exists()
+    assert read_marker(out, "model")["files"] == ["weights"]
+    (out / "README.md").write_text("the card")  # a name the kind writes in place
+    (out / "eval.json").write_text("the user's")
+    with pytest.raises(OutputError, match="holds eval.json, not part of an id model"):
+        claim(out, "model").check_replace()
+    record(out, "eval.json")  # as eval and the demo do for the eval.json it writes
+    claim(out, "model").check_replace()
+    (out / "notes.txt").write_text("the user's")
+    t = claim(out, "model")  # the user's file appears after the check, during the run
+    (t.stage() / "weights").write_text("two")
+    t.commit()
+    assert (out / "weights").read_text() == "two" and not (out / "eval.json").exists()
+    assert sorted(p.name for p in (tmp_path / "m.old").iterdir()) == ["notes.txt"] and "notes.txt" in caplog.text
+    with pytest.raises(OutputError, match="m.old exists beside"):
+        claim(out, "model")
+    assert (tmp_path / "m.old" / "notes.txt").read_text() == "the user's"
+
+
+def test_a_removal_follows_no_link_and_keeps_a_nested_output(tmp_path, tiny_model):
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "thesis.txt").write_text("the user's")
+    d = make(tmp_path / "d", "dataset", True, files=("meta.json",))
+    (d / "vocab.txt").symlink_to(user / "thesis.txt")
+    (d / "train.ids.npy").symlink_to(user)
+    shutil.copytree(tiny_model, d / "model")
+    assert remove_ours(d, "dataset") == ["model", "train.ids.npy", "vocab.txt"]
+    assert (user / "thesis.txt").read_text() == "the user's" and (d / "model" / "config.json").is_file()
+    assert not (d / "meta.json").exists() and not (d / MARKER).exists()
+
+
+def test_ensembles_and_hybrids_write_only_names_of_their_kind(wiki_data, tmp_path):
+    for name, extra in (("ens", ["--members", "2", "--head", "full", "--alpha", "1", "--m", "1"]),
+                        ("hybrid", ["--head", "hybrid", "--alpha", "1", "--m", "1"])):
+        out = tmp_path / name
+        assert main(["train", "--preset", "none", str(wiki_data.path), "--out", str(out), "--steps", "2",
+                     *TINY, *extra]) == 0
+        kind = "ensemble" if name == "ens" else "model"
+        assert foreign_entries(out, kind) == []
+        for member in out.glob("member-*"):
+            assert foreign_entries(member, "model") == []
 
 
 def test_a_file_output_is_ours_only_while_it_is_the_file_we_wrote(tmp_path):
@@ -204,7 +264,7 @@ WRITERS = {
     "embed": (lambda i, out: ["embed", i["embed"], i["data"], "--out", out], "vectors", None),
     "synth": (lambda i, out: ["synth", "--ids", "2000", "--topics", "10", "--links", "3000", "--out", out, "--quiet"], "links", None),
     "demo": (lambda i, out: ["demo", "--out", out, "--time-budget", "1", "--threads", "1", "--quiet", "--pure"],
-             "demo", None),
+             "demo", "--overwrite"),
     "predict": (lambda i, out: ["predict", i["model"], "--input", i["contexts"], "--output", out, "--quiet"],
                 "recommendations", None),
     "vectors": (lambda i, out: ["vectors", i["model"], "--out", out], "item-vectors", None),
@@ -452,6 +512,8 @@ def kill_rounds(writer: str, inputs: dict, tmp: Path, rounds: int, seed: int) ->
     done = run_cli(cmd, tmp)  # recovers whatever the last kill left
     assert done.returncode == 0, done.stderr
     LOADERS[kind](out)
+    if kind not in FILE_KINDS:  # everything the writer wrote is ours: a later replacement removes it all
+        assert foreign_entries(out, kind) == [], foreign_entries(out, kind)
     assert not any(tmp.glob(f"{out.name}.new")) and not any(tmp.glob(f"{out.name}.old"))
     assert not any(tmp.glob(f"{out.name}.partial"))
     assert (tree(user), (tmp / f"{out.name}.txt").read_bytes()) == before

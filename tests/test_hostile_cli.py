@@ -333,20 +333,23 @@ def _cut(f: Path):
 
 
 def _files(root: Path) -> list[Path]:
-    """Every file under root but the scratch folder."""
+    """Every file (and symbolic link) under root but the scratch folder; links are not followed."""
     out = []
     for dirpath, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != "scratch"]
+        out += [Path(dirpath) / d for d in dirs if (Path(dirpath) / d).is_symlink()]
+        dirs[:] = [d for d in dirs if d != "scratch" and not (Path(dirpath) / d).is_symlink()]
         out += [Path(dirpath) / f for f in files]
     return out
 
 
 def _signature(path: Path):
-    st = path.stat()
+    st = os.lstat(path)
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _digest(path: Path) -> str:
+    if path.is_symlink():
+        return "link to " + os.readlink(path)
     if path.name == "unreadable.txt":
         return str(path.stat().st_size)
     return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
@@ -369,9 +372,14 @@ class Tree:
             target = self.root / entry.name
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
-            elif target.exists():
+            elif target.exists() or target.is_symlink():
                 target.unlink()
-            (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, target)
+            if entry.is_symlink():
+                target.symlink_to(os.readlink(entry))
+            elif entry.is_dir():
+                shutil.copytree(entry, target, symlinks=True)
+            else:
+                shutil.copy2(entry, target)
         self.files = {p: (_signature(p), digest) for p, (_, digest) in self.files.items() if p.exists()}
 
     def changed(self) -> list[str]:
@@ -611,3 +619,137 @@ def test_random_http_methods_do_not_grow_the_metrics(tiny_predictor):
     assert series(after) == series(before), sorted(series(after) - series(before))[:5]
     methods = set(re.findall(r'method="([^"]*)"', after))
     assert methods <= {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "other"}
+
+
+# ================================================================ storage and data safety
+# Outputs are ours only by the marker we wrote, never by their files' names; links are never followed;
+# replacing a folder never deletes what we did not write; a folder written before markers is never
+# replaced. Each row: exit 2, one line naming the path, no traceback, every file of the tree unchanged.
+
+STORE = ["--steps", "1", "--quiet", "--threads", "1"]
+STORE_TRAIN = ["--preset", "none", "--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "16",
+               "--eval-every", "0", *STORE]
+
+
+@pytest.fixture(scope="module")
+def store_world(wiki_data, tiny_model, tmp_path_factory):
+    """Outputs of ours, and things that look like them: links to them, a user's folder holding a dataset's
+    file names, outputs holding a user's file, a nested model, a link inside, folders without markers."""
+    from superbloom.storage.guarded import MARKER, write_marker
+
+    root = tmp_path_factory.mktemp("store")
+    p = {"tmp": root / "scratch", "data": root / "data", "model": root / "model"}
+    p["tmp"].mkdir()
+    shutil.copytree(wiki_data.path, p["data"])
+    shutil.copytree(tiny_model, p["model"])
+    p["links"] = root / "links.tsv"
+    p["links"].write_text("".join(f"s{i // 3}\tid{i % 17}\n" for i in range(300)))
+    p["corpus"] = root / "corpus"
+    p["corpus"].mkdir()
+    labels = []
+    for i in range(12):
+        (p["corpus"] / f"doc{i}.txt").write_text(("the cat and the dog " if i % 2 else "a hammer and a saw ") * 5 + ".\n")
+        labels.append(f"doc{i}\t{'animal' if i % 2 else 'tool'}\n")
+    p["labels"] = root / "labels.tsv"
+    p["labels"].write_text("".join(labels))
+    p["userdir"] = root / "userdir"
+    p["userdir"].mkdir()
+    (p["userdir"] / "thesis.txt").write_text("a user's own work\n")
+    p["userfile"] = root / "mine.parquet"
+    p["userfile"].write_text("a user's own file\n")
+    p["contexts"] = root / "contexts.jsonl"
+    p["contexts"].write_text('{"context": ["Jazz"]}\n')
+    p["newids"] = root / "new_ids.txt"
+    p["newids"].write_text("New_Page_1\n")
+    for name, to in (("link_data", "data"), ("link_model", "model"), ("link_user", "userdir"),
+                     ("link_file", "mine.parquet"), ("link_dangling", "nowhere")):
+        p[name] = root / name
+        p[name].symlink_to(to)
+    # a user's folder that happens to hold a dataset's file names
+    p["lookalike"] = root / "lookalike"
+    p["lookalike"].mkdir()
+    for name in ("meta.json", "vocab.txt", "notes.txt"):
+        (p["lookalike"] / name).write_text("{}\n" if name == "meta.json" else "the user's\n")
+    # outputs of ours holding something of the user's
+    for name, src, add in (("data_notes", "data", lambda d: (d / "notes.txt").write_text("the user's notes\n")),
+                           ("data_nested", "data", lambda d: shutil.copytree(tiny_model, d / "model")),
+                           ("model_eval", "model", lambda d: (d / "eval.json").write_text('{"recall@10": 0.3}\n')),
+                           ("model_link", "model", lambda d: (d / "checkpoints" / "elsewhere").symlink_to(p["userdir"])),
+                           ("model_old_link", "model", lambda d: d.with_name(d.name + ".old").symlink_to(p["userdir"])),
+                           ("data_new_link", "data", lambda d: d.with_name(d.name + ".partial").symlink_to(p["userdir"]))):
+        p[name] = root / name
+        shutil.copytree(p[src], p[name], symlinks=True)
+        add(p[name])
+    # written before markers (no .superbloom.json): loads, never replaced
+    for name, src in (("legacy_data", "data"), ("legacy_model", "model")):
+        p[name] = root / name
+        shutil.copytree(p[src], p[name], ignore=shutil.ignore_patterns(MARKER))
+    # an earlier demo's folder (marked, holding its dataset)
+    p["demo_dir"] = root / "demo"
+    p["demo_dir"].mkdir()
+    write_marker(p["demo_dir"], "demo", "r", complete=True)
+    shutil.copytree(p["data"], p["demo_dir"] / "data")
+    return Tree(root, tmp_path_factory.mktemp("store_pristine") / "tree"), {k: str(v) for k, v in p.items()}
+
+
+TRAIN_OVER = ["train", "{data}", "--out", "{out}", "--overwrite", *STORE_TRAIN]
+STORE_ROWS = {  # name -> (argv with {out}, the --out it is given, words the one line must hold)
+    "prepare onto a link": (["prepare", "{links}", "--out", "{out}", "--overwrite"], "link_data", ["symbolic link"]),
+    "prepare onto a dangling link": (["prepare", "{links}", "--out", "{out}"], "link_dangling", ["symbolic link"]),
+    "prepare-text onto a link": (["prepare-text", "{corpus}", "--out", "{out}", "--overwrite", "--quiet"], "link_data",
+                                 ["symbolic link"]),
+    "train onto a link": (TRAIN_OVER, "link_model", ["symbolic link"]),
+    "train --resume onto a link": (["train", "{data}", "--out", "{out}", "--resume", *STORE], "link_model",
+                                   ["symbolic link"]),
+    "train onto a link to a user's folder": (TRAIN_OVER, "link_user", ["symbolic link"]),
+    "embed-train onto a link": (["embed-train", "{data}", "--out", "{out}", "--overwrite", *STORE], "link_model",
+                                ["symbolic link"]),
+    "textclass-train onto a link": (["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{out}",
+                                     "--overwrite", "--epochs", "1"], "link_user", ["symbolic link"]),
+    "extend onto a link": (["extend", "{model}", "{newids}", "--out", "{out}"], "link_dangling", ["symbolic link"]),
+    "demo onto a link": (["demo", "--out", "{out}", "--time-budget", "1", "--quiet"], "link_user", ["symbolic link"]),
+    "predict --output onto a link": (["predict", "{model}", "--input", "{contexts}", "--output", "{out}"], "link_file",
+                                     ["symbolic link"]),
+    "a link inside the model": (TRAIN_OVER, "model_link", ["model_link/checkpoints/elsewhere", "symbolic link"]),
+    "a link inside the model, resumed": (["train", "{data}", "--out", "{out}", "--resume", *STORE], "model_link",
+                                         ["symbolic link"]),
+    "a link as OUT.old": (TRAIN_OVER, "model_old_link", ["model_old_link.old", "symbolic link"]),
+    "a link as OUT.partial": (["prepare", "{links}", "--out", "{out}", "--overwrite"], "data_new_link",
+                              ["data_new_link.partial", "symbolic link"]),
+    "a user's folder with a dataset's names": (["prepare", "{links}", "--out", "{out}", "--overwrite"], "lookalike",
+                                               ["delete or move it yourself"]),
+    "a user's file in our dataset": (["prepare", "{links}", "--out", "{out}", "--overwrite"], "data_notes",
+                                     ["notes.txt", "not part of"]),
+    "prepare-text over a user's file": (["prepare-text", "{corpus}", "--out", "{out}", "--overwrite", "--quiet"],
+                                        "data_notes", ["notes.txt"]),
+    "a model trained into the dataset's folder": (["prepare", "{links}", "--out", "{out}", "--overwrite"],
+                                                  "data_nested", ["model/", "not part of"]),
+    "a user's eval.json in our model": (TRAIN_OVER, "model_eval", ["eval.json", "not part of"]),
+    "embed-train over a model": (["embed-train", "{data}", "--out", "{out}", "--overwrite", *STORE], "model_eval",
+                                 ["holds an id model"]),
+    "a dataset written before markers": (["prepare", "{links}", "--out", "{out}", "--overwrite"], "legacy_data",
+                                         ["earlier superbloom", "delete or move it yourself"]),
+    "a model written before markers": (TRAIN_OVER, "legacy_model", ["earlier superbloom", "delete or move it yourself"]),
+    "demo over an earlier demo, no --overwrite": (["demo", "--out", "{out}", "--time-budget", "1", "--quiet"],
+                                                  "demo_dir", ["--overwrite"]),
+}
+
+
+@pytest.mark.parametrize("name", list(STORE_ROWS))
+def test_storage_row(name, store_world, capsys):
+    tree, paths = store_world
+    argv, out, words = STORE_ROWS[name]
+    argv = [a.format(**paths, out=paths[out]) for a in argv]
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and not PROGRESS.match(ln)]
+    changed = tree.changed()
+    assert "Traceback" not in err, err
+    assert code == 2, (code, err)
+    assert len(lines) == 1, err
+    assert paths[out].rsplit("/", 1)[-1] in lines[0] and all(w in lines[0] for w in words), lines[0]
+    assert not changed, f"changed or removed: {changed}"

@@ -18,6 +18,9 @@ def _add_demo(sub):
     p.add_argument("--out", default="runs/demo", help="working directory (default %(default)s)")
     p.add_argument("--time-budget", type=checks.SECONDS, default=720.0, help="training seconds (default %(default)s)")
     p.add_argument("--input", default=None, help="links file instead of the embedded Wikispeedia links")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the dataset and model of an earlier demo in --out (without it, a demo folder "
+                        "that holds them is refused and nothing is deleted)")
     add_device_arg(p)
     p.add_argument("--threads", type=checks.THREADS, default=0,
                    help="torch CPU threads, 0: torch's default (default 0; 1 is faster when other jobs share the cores)")
@@ -65,16 +68,21 @@ def cmd_demo(args):
     from ..training.card import record_evaluation
     from ..training.train import LoopConfig, TrainConfig, train
 
-    from ..storage.guarded import claim
+    from ..storage.guarded import OutputError, claim
 
     t0 = time.time()
-    out = claim(args.out, "demo").mark_in_place()  # before any work: new, empty or a demo folder of ours
+    target = claim(args.out, "demo")  # before any work: new, empty or a demo folder of ours
+    earlier = [name for name in ("data", "model") if (target.path / name).exists()]
+    if earlier and not args.overwrite:
+        raise OutputError(f"--out {args.out} holds an earlier demo's {' and '.join(earlier)}; pass --overwrite to "
+                          "replace them, or give another folder (nothing was changed)")
+    out = target.mark_in_place()
     quick = args.quick
     budget = QUICK_BUDGET if quick and "time_budget" not in getattr(args, "given", ()) else args.time_budget
     source = args.input or str(embedded_dataset())
     print(f"== 1/4 prepare {source}")
     summary = prepare(PrepareConfig(input=source, out=str(out / "data"), read=ReadConfig(format="edges")),
-                      progress=not args.quiet, overwrite=True)  # the demo's own working directory
+                      progress=not args.quiet, overwrite=args.overwrite)
     print(format_summary(summary))
     print(f"\n== 2/4 train (time budget {budget:.0f} s{', --quick: a smaller network' if quick else ''})")
     hybrid = not args.pure and summary["ids"] <= UNHASHED_MAX_IDS  # the hybrid head needs the unhashed model
@@ -85,7 +93,7 @@ def cmd_demo(args):
     print("head: " + ("hybrid = the network's full softmax + a sparse item-item term (EASE's largest weights), "
                       "mixed in with a weight chosen on the validation sets; the report shows the network alone "
                       "beside it" if hybrid else "superbloom (the library default)"))
-    train(cfg, progress=not args.quiet, overwrite=True)  # the demo's own working directory
+    train(cfg, progress=not args.quiet, overwrite=args.overwrite)
     print("\n== 3/4 evaluate on the held-out pages")
     model = load(out / "model", device=args.device)
     # 10 held-out ids per page: ~4,000 examples, so the methods can be told apart (1 per page: ~460)

@@ -133,9 +133,12 @@ def write_staged(out: str, build: Callable[[Path], dict], overwrite: bool = Fals
     work and must be new, empty or, with overwrite, a dataset of ours; an earlier dataset there stays
     loadable until the swap; nothing without our marker is touched). -> the summary."""
     target = claim(out, "dataset")
-    if target.holds_output() and not overwrite:  # as the trainers: replacing a dataset is asked for
-        raise OutputError(f"--out {out} already holds {KINDS['dataset'].what}; pass --overwrite to replace it, "
-                          "or give another folder (nothing was changed)")
+    if target.holds_output():
+        if target.legacy() or overwrite:
+            target.check_replace()  # written before markers, or holding files not ours: refused, naming them
+        if not overwrite:  # as the trainers: replacing a dataset is asked for
+            raise OutputError(f"--out {out} already holds {KINDS['dataset'].what}; pass --overwrite to replace it, "
+                              "or give another folder (nothing was changed)")
     try:
         target.path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

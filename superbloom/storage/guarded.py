@@ -1,27 +1,45 @@
 """The guarded writer of every output: ownership marker, checks before any work, staged swap, recovery.
 
 Every output of every command (a model, a set embedding, a text classifier, a prepared dataset, the
-demo's folder, an embed, synth, vectors or predict --output file) is checked before any work, carries our ownership marker, is
-built beside its final name and swapped in at once, and any state a kill leaves is recovered on the
-next run and read correctly on load (issue 32, class 1).
+demo's folder, an embed, synth, vectors or predict --output file) is checked before any work, carries our
+ownership marker, is built beside its final name and swapped in at once, and any state a kill leaves is
+recovered on the next run and read correctly on load.
 
     target = claim(out, "model")       # before any work: OutputError (one line) if OUT may not be written
+    target.check_replace()             # before replacing: OutputError naming what in OUT is not ours
     work = target.stage()              # OUT.new (a dataset: OUT.partial), marked {"kind", "run", "complete": false}
     ... write into work ...
-    target.commit()                    # marked complete; OUT -> OUT.old, OUT.new -> OUT, OUT.old removed
+    target.commit()                    # marked complete; OUT -> OUT.old, OUT.new -> OUT, our part of OUT.old removed
     target.discard()                   # (on failure) the staged folder goes; OUT stays as it was
 
     path = resolve(out)                # loaders: OUT, or the complete staged / old one a kill left
 
-The marker is `.superbloom.json` inside a folder, `.NAME.superbloom.json` beside a single file (it also
-records the file's size and mtime, so a file the user put there later is not ours). Nothing without our
-marker of the expected kind is ever deleted, renamed or written into: a user's OUT, OUT.new, OUT.old or
-OUT.partial makes the command refuse, naming it. Folders written before the marker existed are
-recognised by their files (config.json + weights or checkpoints; meta.json + vocab.txt) and adopted
-(marked) before they are replaced. A folder of ours is removed marker last, so a kill part-way leaves
-it still marked ours (the next run finishes the removal).
+Ownership is a marker we wrote, never a file name. A folder is ours only when it holds
+`.superbloom.json` (written when we create it: the kind, a random run id, complete or not, and the
+names of the entries it holds that we wrote); a single file only when its sidecar
+`.NAME.superbloom.json` vouches for its size and mtime. Nothing without our marker of the expected
+kind is ever deleted, renamed or written into: a user's OUT, OUT.new, OUT.old or OUT.partial makes
+the command refuse, naming it.
 
-The states a kill can leave, and what the next run (recover) and a loader (resolve) make of them:
+Inside a folder of ours, an entry is ours when the marker lists it (the staged folder's entries are
+listed when it is committed; `record` adds one written later, such as eval's eval.json) or when its
+name is one the folder's kind writes in place (Kind.writes: a model's checkpoints/, LATEST, metrics.jsonl,
+README.md, ...). Anything else is the user's (their notes.txt, a model trained into a dataset's folder, an
+eval.json written there by hand): replacing the folder is refused before any work, naming it
+(check_replace), and a removal leaves it where it is (remove_ours).
+
+Links are never followed: an output that is a symbolic link, a link beside it (OUT.new, OUT.old) or
+anywhere inside an output of ours is refused with one line naming it (we never create links; resolving
+one would let a run replace or empty the folder it points to).
+
+Folders written before the marker existed (recognised by their files, Kind.legacy) still load, and
+are never replaced, emptied or removed as they are: replacing one is refused, saying to delete or move it
+by hand; continuing one (`train --resume`, asked for by name) marks it ours first (adopt), and from then
+on it is an output of ours like any other.
+
+A folder of ours is removed marker last, so a kill part-way leaves it still marked ours (the next run
+finishes the removal). The states a kill can leave, and what the next run (recover) and a loader
+(resolve) make of them:
 
     OUT.new incomplete (+ OUT or not)     a killed build: removed; OUT (if any) is the output
     OUT.new complete, no OUT (+ OUT.old)  killed between the swap's renames: OUT.new becomes OUT
@@ -33,7 +51,9 @@ The states a kill can leave, and what the next run (recover) and a loader (resol
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import glob
+import logging
 import os
 import shutil
 import time
@@ -43,6 +63,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .files import load_json, save_json
+
+log = logging.getLogger(__name__)
 
 MARKER = ".superbloom.json"
 SIDE_SUFFIXES = (".new", ".partial", ".old")  # the names beside OUT our writers use (staging, the swap's old one)
@@ -58,7 +80,7 @@ class OutputError(ValueError):
 def _config(path: Path) -> dict:
     try:
         config = load_json(path / "config.json")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -72,32 +94,49 @@ def _trained(p: Path, key: str) -> bool:
     return (p / "config.json").is_file() and _has_weights(p) and key in _config(p)
 
 
+# the names every kind of model folder writes in place (a resumed run, a new run in an empty folder,
+# the card, the vocabulary caches a server maps: data/mapped_vocab.py)
+_VOCAB = ("vocab.txt", "counts.npy", "vocab.strings.arrow", "vocab.sorted.npy")
+_RUN = ("config.json", "metrics.jsonl", "LATEST", "BEST", "checkpoints", "README.md")
+_SPLITS = tuple(f"{split}.{part}" for split in ("train", "valid", "test")
+                for part in ("offsets.npy", "ids.npy", "sets.txt", "targets.npy"))
+
+
 @dataclass(frozen=True)
 class Kind:
-    """One kind of output: what it is (for messages), its staging suffix, whether it is a single file,
-    and how a folder written before the marker existed is recognised."""
+    """One kind of output: what it is (for messages), how a folder written before the marker existed
+    is recognised, the names (fnmatch patterns) of the entries its writers write into a folder in place,
+    its staging suffix, and whether it is a single file."""
 
     what: str
     legacy: Callable[[Path], bool]
+    writes: tuple[str, ...] = ()
     staging: str = ".new"
     file: bool = False
 
 
 KINDS: dict[str, Kind] = {
-    "model": Kind("an id model (superbloom train / extend)", lambda p: _trained(p, "head")),
+    "model": Kind("an id model (superbloom train / extend)", lambda p: _trained(p, "head"),
+                  _RUN + _VOCAB + ("hashing.safetensors", "fixed-*.safetensors", "extend.json", "done.json")),
     "ensemble": Kind("an ensemble of id models (superbloom train --members)",
-                     lambda p: _config(p).get("kind") == "ensemble"),
-    "set-embedding": Kind("a set embedding (superbloom embed-train)", lambda p: _trained(p, "embed")),
-    "text-classifier": Kind("a text classifier (superbloom textclass-train)", lambda p: _trained(p, "textclass")),
+                     lambda p: _config(p).get("kind") == "ensemble", ("config.json", "README.md", "member-*")),
+    "set-embedding": Kind("a set embedding (superbloom embed-train)", lambda p: _trained(p, "embed"),
+                          _RUN + _VOCAB + ("hashing.safetensors", "index.safetensors", "index.sets.txt")),
+    "text-classifier": Kind("a text classifier (superbloom textclass-train)", lambda p: _trained(p, "textclass"),
+                            _RUN + ("model.safetensors", "vocab.txt")),
     "dataset": Kind("a prepared dataset (superbloom prepare / prepare-text)",
-                    lambda p: (p / "meta.json").is_file() and (p / "vocab.txt").is_file(), staging=".partial"),
+                    lambda p: (p / "meta.json").is_file() and (p / "vocab.txt").is_file(),
+                    ("meta.json", "ngram_counts.npy") + _VOCAB + _SPLITS, staging=".partial"),
     "demo": Kind("the demo's folder (superbloom demo)",
-                 lambda p: (p / "data" / "meta.json").is_file() or (p / "model" / "config.json").is_file()),
+                 lambda p: (p / "data" / "meta.json").is_file() or (p / "model" / "config.json").is_file(),
+                 tuple(f"{name}{side}" for name in ("data", "model") for side in ("",) + SIDE_SUFFIXES)),
     "vectors": Kind("a vectors file (superbloom embed)", lambda p: False, file=True),
     "links": Kind("a links file (superbloom synth)", lambda p: False, file=True),
     "recommendations": Kind("a recommendations file (superbloom predict --output)", lambda p: False, file=True),
     "item-vectors": Kind("an item vectors file (superbloom vectors)", lambda p: False, file=True),
 }
+# the hidden temporary files of our atomic writes (files.atomic_path, a marker's write): ours in any folder of ours
+_TEMPORARY = (".*.tmp*",)
 
 
 def _marker_path(path: Path, kind: str) -> Path:
@@ -106,10 +145,14 @@ def _marker_path(path: Path, kind: str) -> Path:
 
 def read_marker(path: Path, kind: str) -> dict | None:
     """Our marker of `path` (a folder's `.superbloom.json`, a file's sidecar), or None (absent, unreadable,
-    or a file's sidecar that matches no version of the file we wrote: a file the user put there later)."""
+    a link, or a file's sidecar that matches no version of the file we wrote: a file the user put there
+    later)."""
+    where = _marker_path(path, kind)
+    if where.is_symlink() or path.is_symlink():
+        return None
     try:
-        marker = load_json(_marker_path(path, kind))
-    except (OSError, ValueError):
+        marker = load_json(where)
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(marker, dict) or not isinstance(marker.get("kind"), str):
         return None
@@ -123,28 +166,49 @@ def read_marker(path: Path, kind: str) -> dict | None:
     return marker
 
 
-def kind_of(path: Path, kind: str) -> str | None:
-    """What `path` is as far as we can tell: the kind its marker names, `kind` for a folder of that kind
-    written before markers existed, else None (not ours)."""
-    marker = read_marker(path, kind)
-    if marker is not None:
-        return marker["kind"]
-    if KINDS[kind].file or not path.is_dir():
+def _legacy_kind(path: Path) -> str | None:
+    """The kind a folder without our marker looks like by its files (a folder written before markers)."""
+    if path.is_symlink() or not path.is_dir():
         return None
     return next((k for k, entry in KINDS.items() if not entry.file and entry.legacy(path)), None)
 
 
+def kind_of(path: Path, kind: str) -> str | None:
+    """What `path` is as far as we can tell, for loaders and messages: the kind its marker names, the
+    kind a folder written before markers existed looks like, else None. Ownership is the marker alone
+    (is_ours): this also names folders we will never write into."""
+    marker = read_marker(path, kind)
+    if marker is not None:
+        return marker["kind"]
+    return None if KINDS[kind].file else _legacy_kind(path)
+
+
 def is_ours(path: Path, kind: str) -> bool:
-    return kind_of(path, kind) == kind
+    """Does `path` carry our marker of this kind (a folder) or a sidecar that vouches for it (a file)?"""
+    marker = read_marker(path, kind)
+    return marker is not None and marker["kind"] == kind
 
 
 def write_marker(path: Path, kind: str, run: str, complete: bool, files: list | None = None) -> None:
-    """Mark `path` ours: kind, run id, complete; a file's sidecar lists the [size, mtime_ns] of the
-    versions of the file it vouches for (`files`)."""
-    record = {"kind": kind, "run": run, "complete": complete, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if KINDS[kind].file:
-        record["files"] = files or []
+    """Mark `path` ours: kind, run id, complete, and `files`: a folder's entries that we wrote (names), a
+    file's sidecar the [size, mtime_ns] of the versions of the file it vouches for."""
+    record = {"kind": kind, "run": run, "complete": complete, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "files": sorted(files or []) if not KINDS[kind].file else (files or [])}
     save_json(_marker_path(path, kind), record)
+
+
+def record(folder: str | Path, *names: str) -> None:
+    """Entries `names` of a folder of ours were written by us after its staged build was committed (the
+    eval.json that `eval` and the demo write into a model folder): listed in its marker, so a
+    replacement removes them. A folder without our marker is left as it is."""
+    folder = Path(folder)
+    marker = read_marker(folder, "model")  # a folder's marker is .superbloom.json whatever its kind
+    if marker is None or marker["kind"] not in KINDS or KINDS[marker["kind"]].file:
+        return
+    listed = set(marker.get("files") or [])
+    if not set(names) <= listed:
+        marker["files"] = sorted(listed | set(names))
+        save_json(folder / MARKER, marker)
 
 
 def _stat(path: Path) -> list[int]:
@@ -157,20 +221,58 @@ def _complete(path: Path, kind: str) -> bool:
     return marker is not None and marker["kind"] == kind and bool(marker.get("complete"))
 
 
-def remove_ours(path: Path, kind: str) -> None:
-    """Remove an output of ours: a folder's contents first and its marker last (a kill part-way leaves it
-    marked, and the next run finishes); a file, then its sidecar."""
+def _ours_in(folder: Path, kind: str, marker: dict | None, entry: os.DirEntry | Path) -> bool:
+    """Is `entry` of our folder ours: every entry of an unfinished staged build (only our run writes
+    there), else one the marker lists or whose name the kind writes in place; never a link."""
+    if entry.name == MARKER:
+        return True
+    if entry.is_symlink():
+        return False
+    if marker is not None and not marker.get("complete"):
+        return True
+    listed = (marker or {}).get("files") or []
+    return entry.name in listed or any(fnmatch.fnmatchcase(entry.name, p) for p in KINDS[kind].writes + _TEMPORARY)
+
+
+def foreign_entries(folder: Path, kind: str) -> list[str]:
+    """The entries of a folder that are not ours (sorted names; a folder name ends in '/'): all of them
+    for a folder without our marker."""
+    marker = read_marker(folder, kind)
+    if marker is not None and marker["kind"] != kind:
+        marker = None
+    with os.scandir(folder) as it:
+        entries = list(it)
+    return sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries
+                  if marker is None or not _ours_in(folder, kind, marker, e))
+
+
+def remove_ours(path: Path, kind: str) -> list[str]:
+    """Remove an output of ours: a file, then its sidecar; a folder's entries that are ours first and its
+    marker last (a kill part-way leaves it marked, and the next run finishes). Links are removed, never
+    followed. -> the entries left because they are not ours (the folder then stays, unmarked, holding
+    only them)."""
     if KINDS[kind].file:
         path.unlink(missing_ok=True)
         _marker_path(path, kind).unlink(missing_ok=True)
-        return
-    if not path.exists():
-        return
-    for entry in path.iterdir():
-        if entry.name != MARKER:
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        return []
+    if not path.is_dir() or path.is_symlink():
+        return []
+    marker = read_marker(path, kind)
+    kept = []
+    with os.scandir(path) as it:
+        entries = [e for e in it if e.name != MARKER]
+    for entry in entries:
+        if not _ours_in(path, kind, marker, entry):
+            kept.append(entry.name)
+        elif entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)  # rmtree never follows a link inside (it unlinks it)
+        else:
+            os.unlink(entry.path)
     (path / MARKER).unlink(missing_ok=True)
+    if kept:
+        return sorted(kept)
     path.rmdir()
+    return []
 
 
 # ------------------------------------------------------------------------------ checks before any work
@@ -180,19 +282,41 @@ def _sibling(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
+def _link_line(flag: str, out, link: Path, where: str = "") -> OutputError:
+    try:
+        to = os.readlink(link)
+    except OSError:
+        to = "?"
+    named = f"{flag} {out}" if link == Path(out) else f"{flag} {out}: {link}{where}"
+    return OutputError(f"{named} is a symbolic link (to {to}); superbloom never writes, replaces or deletes through "
+                       "a link: give the real path, or another one (nothing was changed)")
+
+
+def first_link(folder: Path) -> Path | None:
+    """The first symbolic link found anywhere inside `folder` (never followed), or None."""
+    for dirpath, dirs, files in os.walk(folder):
+        for name in sorted(dirs) + sorted(files):
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                return p
+    return None
+
+
 def check_path(out: str | Path, kind: str, flag: str = "--out") -> Path:
     """The output path `out`, refused (OutputError, one line) if it is "", the root, the current folder
-    or one above it, or exists as the wrong type (a file or device for a folder; a folder, device or
-    other non-regular file for a file)."""
+    or one above it, a symbolic link, or exists as the wrong type (a file or device for a folder; a
+    folder, device or other non-regular file for a file)."""
     if str(out).strip() == "":
         raise OutputError(f"{flag} is empty; expected a path for {KINDS[kind].what}")
     path = Path(out)
+    if path.is_symlink():
+        raise _link_line(flag, out, path)
     here, full = Path.cwd().resolve(), path.resolve()
     if full == Path(full.anchor) or full == here or full in here.parents:
         what = ("the root folder" if full == Path(full.anchor) else "the current folder" if full == here
                 else "a folder above the current one")
         raise OutputError(f"{flag} {out} is {what}; give a folder of its own for {KINDS[kind].what}")
-    if path.exists() or path.is_symlink():
+    if path.exists():
         if KINDS[kind].file:
             if path.is_dir():
                 raise OutputError(f"{flag} {out} is a directory; expected a file name for {KINDS[kind].what}")
@@ -200,18 +324,24 @@ def check_path(out: str | Path, kind: str, flag: str = "--out") -> Path:
                 raise OutputError(f"{flag} {out} is not a regular file (a device, pipe or socket); expected a "
                                   f"file name for {KINDS[kind].what}")
         elif not path.is_dir():
-            what = "a file" if path.is_file() else "a device, pipe, socket or broken link"
+            what = "a file" if path.is_file() else "a device, pipe or socket"
             raise OutputError(f"{flag} {out} is {what}, not a directory; expected a folder for {KINDS[kind].what}")
     return path
 
 
+def _listing(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 @dataclass
 class Target:
-    """A checked output: `path` (its final name), `kind`, `run` (this run's id, in every marker it writes)."""
+    """A checked output: `path` (its final name), `kind`, `run` (this run's id, in every marker it writes),
+    `flag` (how messages name it)."""
 
     path: Path
     kind: str
     run: str
+    flag: str = "--out"
 
     @property
     def staging(self) -> Path:
@@ -222,12 +352,51 @@ class Target:
         return _sibling(self.path, ".old")
 
     def holds_output(self) -> bool:
-        """Does the final path hold an output of ours (which a new run would replace)?"""
-        return self.path.exists() and kind_of(self.path, self.kind) == self.kind
+        """Does the final path hold an output of this kind (ours, or one written before markers), which a
+        new run would replace?"""
+        if KINDS[self.kind].file:
+            return is_ours(self.path, self.kind)
+        return (self.path.is_dir() and not self.path.is_symlink() and not unstarted(self.path)
+                and kind_of(self.path, self.kind) == self.kind)
+
+    def legacy(self) -> bool:
+        """Does the final path hold an output of this kind written before markers (never replaced)?"""
+        return self.holds_output() and not is_ours(self.path, self.kind)
+
+    def check_replace(self) -> None:
+        """Before any work of a run that will replace OUT: refuse (OutputError, one line, nothing changed) an
+        OUT written before markers (never replaced; delete or move it by hand) and one that holds entries we
+        did not write (named: the user's notes, a model trained into a dataset's folder, an eval.json)."""
+        if KINDS[self.kind].file or not self.path.is_dir() or unstarted(self.path):
+            return
+        out = self.path
+        if not is_ours(out, self.kind):
+            raise OutputError(f"{self.flag} {out} holds {KINDS[self.kind].what} written by an earlier superbloom, "
+                              f"without the ownership marker ({MARKER}) that lets superbloom replace it; superbloom "
+                              "never replaces a folder it cannot tell it wrote: delete or move it yourself, or give "
+                              "another folder (nothing was changed)")
+        foreign = foreign_entries(out, self.kind)
+        if foreign:
+            raise OutputError(f"{self.flag} {out} holds {_listing(foreign)}, not part of {KINDS[self.kind].what}; "
+                              f"replacing it would delete them: move them out of {out}, or give another folder "
+                              "(nothing was changed)")
+
+    def adopt(self) -> None:
+        """Mark ours an output of this kind written before markers, to continue it in place (a resume):
+        nothing in it is listed as ours, so its files are never removed by a later replacement."""
+        if not KINDS[self.kind].file and self.path.is_dir() and read_marker(self.path, self.kind) is None \
+                and _legacy_kind(self.path) == self.kind:
+            write_marker(self.path, self.kind, "adopted-" + self.run, complete=True)
+            log.info(f"{self.path}: written by an earlier superbloom; marked as superbloom's ({MARKER}) to continue it")
 
     def mark_in_place(self) -> Path:
         """Write in the final path itself (a new output in an empty or missing folder, or a resumed run):
-        the folder is made and marked (complete: it holds a usable output whenever it holds one at all)."""
+        the folder is made and marked (complete: it holds a usable output whenever it holds one at all).
+        A folder written before markers is marked by `adopt` only, never here."""
+        if self.path.is_dir() and read_marker(self.path, self.kind) is None and not unstarted(self.path):
+            raise OutputError(f"{self.flag} {self.path} holds files without superbloom's ownership marker ({MARKER}; "
+                              "written by an earlier superbloom?); superbloom writes only into a new or empty folder "
+                              "or one it marked: give another folder (nothing was changed)")
         self.path.mkdir(parents=True, exist_ok=True)
         if read_marker(self.path, self.kind) is None:
             write_marker(self.path, self.kind, self.run, complete=True)
@@ -242,18 +411,27 @@ class Target:
         return self.staging
 
     def commit(self) -> None:
-        """The staged output, complete, takes the final name in one step (two renames; recover() completes
-        a kill between them); the previous output of ours is removed after."""
-        write_marker(self.staging, self.kind, self.run, complete=True)
+        """The staged output, complete (its entries listed as ours), takes the final name in one step (two
+        renames; recover() completes a kill between them); our part of the previous output is removed after.
+        An entry of the user's that appeared in OUT during the run stays, in OUT.old (said)."""
+        with os.scandir(self.staging) as it:
+            built = [e.name for e in it if e.name != MARKER and not e.is_symlink()]
+        write_marker(self.staging, self.kind, self.run, complete=True, files=built)
         if self.path.exists():
-            if is_empty_dir(self.path):
+            if is_empty_dir(self.path) or unstarted(self.path):
+                for tmp in self.path.iterdir():
+                    tmp.unlink()
                 self.path.rmdir()
             else:
-                if read_marker(self.path, self.kind) is None:  # an older folder of ours: adopted before it moves
-                    write_marker(self.path, self.kind, "before-markers", complete=True)
+                if not is_ours(self.path, self.kind):  # check_replace refused it before any work; never replaced
+                    raise OutputError(f"{self.flag} {self.path} no longer holds superbloom's ownership marker "
+                                      f"({MARKER}): not replaced")
                 self.path.rename(self.old)
         self.staging.rename(self.path)
-        remove_ours(self.old, self.kind)
+        kept = remove_ours(self.old, self.kind)
+        if kept:
+            log.warning(f"{self.old}: kept, holding {_listing(kept)}, which superbloom did not write (put in "
+                        f"{self.path} during the run); move them, then delete {self.old}")
 
     def discard(self) -> None:
         """A failed run's staged output goes; the final path is left as it was."""
@@ -269,6 +447,8 @@ class Target:
         tmp = self.path.with_name(f".{self.path.name}.tmp-{self.run}")
         try:
             yield tmp
+            if self.path.is_symlink():
+                raise _link_line(self.flag, self.path, self.path)
             versions = ([_stat(self.path)] if self.path.is_file() else []) + [_stat(tmp)]
             write_marker(self.path, self.kind, self.run, True, versions)
             os.replace(tmp, self.path)  # rename keeps size and mtime: the new version is vouched for
@@ -278,7 +458,7 @@ class Target:
 
 
 def is_empty_dir(path: Path) -> bool:
-    return path.is_dir() and not any(path.iterdir())
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
 MARKER_TMP = f".{MARKER}.tmp"  # the prefix of an unfinished write of a folder's marker (files.atomic_path)
@@ -289,29 +469,37 @@ def unstarted(path: Path) -> bool:
     between making a folder and marking it (Target.stage, Target.mark_in_place). Nothing in it can be
     lost, and only we write such names, so claim treats it as ours."""
     return (path.is_dir() and not path.is_symlink()
-            and all(e.name.startswith(MARKER_TMP) and e.is_file() for e in path.iterdir()))
+            and all(e.name.startswith(MARKER_TMP) and e.is_file() and not e.is_symlink() for e in path.iterdir()))
 
 
 def claim(out: str | Path, kind: str, flag: str = "--out") -> Target:
     """Check an output path before any work -> its Target (with a fresh run id), after recovering what a
     killed run left (recover). Refuses (OutputError, one line, nothing changed) a path check_path refuses,
-    a folder that holds files but is not ours of this kind, a user's OUT.new / OUT.partial / OUT.old
-    beside it, and a place we cannot write."""
+    a folder that holds files but is not ours of this kind (nor one of this kind written before markers),
+    a link at, beside or anywhere inside the output, a user's OUT.new / OUT.partial / OUT.old beside it,
+    and a place we cannot write."""
     path = check_path(out, kind, flag)
-    target = Target(path, kind, uuid.uuid4().hex[:12])
+    target = Target(path, kind, uuid.uuid4().hex[:12], flag)
     entry = KINDS[kind]
     for side in () if entry.file else [_sibling(path, s) for s in SIDE_SUFFIXES]:
-        if (side.exists() or side.is_symlink()) and (not side.is_dir() or not (is_ours(side, kind) or unstarted(side))):
+        if side.is_symlink():
+            raise _link_line(flag, out, side, " (beside it)")
+        if side.exists() and (not side.is_dir() or not (is_ours(side, kind) or unstarted(side))):
             raise OutputError(f"{side} exists beside {flag} {out} and is not {entry.what} written by superbloom; "
                               "move it away or choose another --out (nothing was changed)")
+        if side.is_dir() and (link := first_link(side)) is not None:
+            raise _link_line(flag, out, link)
     if path.exists() and not entry.file and not unstarted(path):
-        found = kind_of(path, kind)
+        marker = read_marker(path, kind)
+        found = marker["kind"] if marker is not None else _legacy_kind(path)
         if found is None:
             raise OutputError(f"{flag} {out} holds files that superbloom did not write; expected a new or empty "
                               f"folder, or {entry.what} (nothing was changed)")
         if found != kind:
             raise OutputError(f"{flag} {out} holds {KINDS[found].what}; expected {entry.what} (give another "
                               "folder; nothing was changed)")
+        if (link := first_link(path)) is not None:
+            raise _link_line(flag, out, link)
     if entry.file and path.is_file() and read_marker(path, kind) is None:
         raise OutputError(f"{flag} {out} exists and was not written by superbloom; give a new file name (nothing "
                           "was changed)")
@@ -333,11 +521,13 @@ def _check_writable(path: Path, flag: str, out) -> None:
 
 def recover(target: Target) -> None:
     """Finish or undo what a killed run left beside the target (the module docstring's table). Only
-    folders and files of ours of the target's kind are touched (claim checked them)."""
+    folders and files of ours of the target's kind are touched (claim checked them); an entry of the
+    user's found in OUT.old is kept there, and the run refused naming it."""
     kind, path, staged, old = target.kind, target.path, target.staging, target.old
     if KINDS[kind].file:
         for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):  # hidden files of killed runs
-            tmp.unlink(missing_ok=True)
+            if not tmp.is_symlink():
+                tmp.unlink(missing_ok=True)
         return
     if path.is_dir() and not path.is_symlink() and unstarted(path):
         for tmp in path.iterdir():  # a marker whose write a kill cut short
@@ -348,7 +538,10 @@ def recover(target: Target) -> None:
         remove_ours(staged, kind)  # a build that never completed
     if old.is_dir():
         if path.exists():
-            remove_ours(old, kind)  # the swap was done; the old output's removal was not
+            kept = remove_ours(old, kind)  # the swap was done; the old output's removal was not
+            if kept:
+                raise OutputError(f"{old} (beside {target.flag} {path}) holds {_listing(kept)}, which superbloom "
+                                  f"did not write: kept there; move them, then delete {old} (nothing else was changed)")
         else:
             old.rename(path)
 
@@ -361,7 +554,7 @@ def resolve(path: str | Path, kind: str | None = None) -> Path:
         return path
     for k in ((kind,) if kind else tuple(n for n, e in KINDS.items() if not e.file)):
         staged = _sibling(path, KINDS[k].staging)
-        if staged.is_dir() and _complete(staged, k):
+        if staged.is_dir() and not staged.is_symlink() and _complete(staged, k):
             return staged
         old = _sibling(path, ".old")
         if old.is_dir() and is_ours(old, k):
@@ -369,5 +562,6 @@ def resolve(path: str | Path, kind: str | None = None) -> Path:
     return path
 
 
-__all__ = ["KINDS", "MARKER", "Kind", "OutputError", "Target", "check_path", "claim", "is_ours", "kind_of",
-           "read_marker", "recover", "remove_ours", "resolve", "unstarted", "write_marker"]
+__all__ = ["KINDS", "MARKER", "Kind", "OutputError", "Target", "check_path", "claim", "first_link",
+           "foreign_entries", "is_ours", "kind_of", "read_marker", "record", "recover", "remove_ours", "resolve",
+           "unstarted", "write_marker"]

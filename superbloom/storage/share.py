@@ -32,6 +32,7 @@ def copy_model(src: str | Path, out: str | Path, kind: str, flag: str = "out") -
     if Path(out).resolve() == src.resolve() or src.resolve() in Path(out).resolve().parents:
         raise ValueError(f"{flag} {out}: the model's own folder (or inside it); give another folder")
     target = claim(out, kind, flag)
+    target.check_replace()  # a model of ours there holding files not ours, or an unmarked one: refused, naming them
     work = target.stage()
     try:
         _copy_tree(src, work, top=True)
@@ -76,6 +77,7 @@ def copy_members(members: list[str | Path], out: str | Path, config: dict, flag:
     from .files import save_json
 
     target = claim(out, "ensemble", flag)
+    target.check_replace()
     work = target.stage()
     try:
         names = []

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..storage.checkpoint import inference_checkpoint
 from ..storage.files import atomic_path, load_json
+from ..storage.guarded import record as written_by_us
 from ..storage.kinds import ID_MODELS, KINDS, infer_kind
 from ..storage.loading import LoadError, read_json_object, text_lines
 
@@ -82,6 +83,7 @@ def record_evaluation(model_dir: str | Path, result) -> Path:
                                                "paired": diffs}}
     with atomic_path(Path(model_dir) / EVAL) as tmp:  # in the order `eval --json` prints it
         tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    written_by_us(model_dir, EVAL)  # listed in the folder's marker: replaced with the model (storage/guarded.py)
     return write_card(model_dir)
 
 

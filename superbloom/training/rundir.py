@@ -32,7 +32,7 @@ from typing import Callable, TypeVar
 from .._version import __version__
 from ..storage.checkpoint import check_checkpoint, holds_model, latest_checkpoint
 from ..storage.files import load_json, save_json
-from ..storage.guarded import Target, claim
+from ..storage.guarded import Target, claim, kind_of
 from ..storage.loading import LoadError, read_config
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,11 @@ def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) ->
     resume whose directory holds model files but no complete checkpoint."""
     if resume and overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
+    found = kind_of(out, "model") if out.is_dir() else None  # the kind its marker names, or its files say
+    if resume and main and found is not None:
+        Target(out, found, uuid.uuid4().hex[:12]).adopt()  # a folder written before markers: continued by name
+    if overwrite and found is not None and holds_model(out):
+        Target(out, found, "check").check_replace()  # an unmarked folder, or one holding files not ours: refused
     ckpt = latest_checkpoint(out, promote=True) if resume else None  # no finished step lost
     if resume and ckpt is None:
         if holds_model(out):
@@ -150,7 +155,10 @@ def refuse_changes(arch: list[str], what: str, out: Path) -> None:
 def open_run(out: Path, ckpt: Path | None, kind: str = "model", at_end: bool = False, main: bool = True) -> RunDir:
     """Where this run writes: in place (a resume, or nothing there), or staged beside a model that a
     new run replaces at its first complete checkpoint (at_end: every new run, replacing at its end)."""
-    return RunDir(out, staged=ckpt is None and (at_end or holds_model(out)), kind=kind, at_end=at_end, main=main)
+    staged = ckpt is None and (at_end or holds_model(out))
+    if staged:
+        Target(out, kind, "check").check_replace()  # what the swap replaces is ours, every entry of it
+    return RunDir(out, staged=staged, kind=kind, at_end=at_end, main=main)
 
 
 def start_run(run: RunDir, hashing, vocab, config: dict) -> None:
