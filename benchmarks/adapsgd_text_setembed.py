@@ -76,7 +76,7 @@ def setembed_runs(steps: int = SETEMBED_STEPS) -> list[dict]:
             embed=EmbedConfig(objective="softmax", segment=32, pool_heads=4),
             hash=HashConfig(alpha=4, m=2, seed=0), model=ModelConfig(d=64, heads=4, d_ff=128, layers=1, dropout=0.1),
             optim=opt, loop=LoopConfig(steps=steps, batch_size=64, eval_every=0, checkpoint_every=600, seed=0,
-                                       threads=1, ema=0.0),
+                                       ema=0.0),
             val_fraction=0.1)
         load0, t0 = [round(x, 2) for x in os.getloadavg()], time.time()
         model_dir = embed_train(cfg, progress=False, overwrite=True)

@@ -35,13 +35,13 @@ def _weights(path: Path) -> dict:
 def _run(work: Path, name: str, steps: int, **cfg) -> dict:
     out = work / name
     sb.train(sb.TrainConfig(data=str(work / "data"), out=str(out),
-                            loop=sb.LoopConfig(steps=steps, threads=1, eval_every=100, seed=0), **cfg),
+                            loop=sb.LoopConfig(steps=steps, eval_every=100, seed=0), **cfg),
              progress=False, overwrite=True)
     curve = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     curve = [{k: v for k, v in r.items() if k not in ("seconds", "elapsed", "time", "steps_per_second", "sets_per_second")}
              for r in curve if any(k.startswith("val") or k.startswith("rec@") for k in r)]
     ckpts = sorted(p for p in out.glob("**/model.safetensors"))
-    model = sb.load(out, threads=1, mmap=False)
+    model = sb.load(out, mmap=False)
     result = sb.evaluate(model, sb.Dataset(work / "data"),
                          sb.EvalConfig(targets_per_set=10, baselines=("popularity", "cooccurrence", "ease"),
                                        max_sets=150), progress=False)

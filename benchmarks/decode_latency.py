@@ -73,7 +73,7 @@ def make_profile(train_seconds: float, threads: int) -> dict:
         tmp = Path(tmp)
         sb.prepare(sb.PrepareConfig(str(sb.embedded_dataset()), str(tmp / "data")), progress=False)
         sb.train(sb.TrainConfig(data=str(tmp / "data"), out=str(tmp / "model"),
-                                loop=sb.LoopConfig(time_budget=train_seconds, threads=threads, eval_every=0)),
+                                loop=sb.LoopConfig(time_budget=train_seconds, eval_every=0)),
                  progress=False)
         return read_profile(sb.load(tmp / "model"), sb.Dataset(tmp / "data"), train_seconds)
 

@@ -146,7 +146,7 @@ def main() -> None:
           f"{len(Dataset(tmp / 'train_without').train.ids):,} of {len(full.train.ids):,}")
 
     base = dict(hash=sb.HashConfig(alpha=4, m=2),
-                loop=sb.LoopConfig(steps=args.steps, eval_every=0, threads=args.threads, seed=0))
+                loop=sb.LoopConfig(steps=args.steps, eval_every=0, seed=0))
     model_kw = dict(d=args.d, heads=4, d_ff=4 * args.d, layers=args.layers)
     results = {"machine": machine_info(), "load_before": load_before, "settings": {
         **vars(args), "alpha": 4, "m": 2, "heads": 4, "d_ff": 4 * args.d, "batch_size": base["loop"].batch_size,

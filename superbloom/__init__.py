@@ -8,6 +8,7 @@ softmax over the hashed vocabulary, decoded by beam search with an exactness cer
     model = sb.load("runs/wiki")                  # any model directory: the object for its kind
     model.predict(["Miles_Davis", "Jazz"], k=10)
     model.info()                                  # kind, parameters, checkpoint, ...
+    sb.set_threads(1)                             # torch's CPU threads: the one process-wide setting
     sb.expand(model, ["Copenhagen"], sb.ExpandConfig(steps=5))   # set expansion
     sb.evaluate(model, sb.Dataset("data/wiki"))
     sb.compare(model, {"other": sb.load("runs/other")}, sb.Dataset("data/wiki"))   # paired differences
@@ -26,7 +27,7 @@ _EXPORTS = {
     "BloomHash": ".hashing.bloom", "HashConfig": ".hashing.config",
     "FullConfig": ".heads.config", "HierarchicalConfig": ".heads.config", "SampledConfig": ".heads.config",
     "SuperbloomConfig": ".heads.config", "head_config": ".heads.config",
-    "ModelConfig": ".model.config",
+    "ModelConfig": ".model.config", "set_threads": ".model.device",
     "OptimConfig": ".training.config",
     "Prediction": ".inference.predictor", "Predictor": ".inference.predictor",
     "PrepareConfig": ".data.prepare", "prepare": ".data.prepare",
@@ -40,7 +41,7 @@ _EXPORTS = {
 lazy_exports(globals(), _EXPORTS)
 
 
-def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, part: str = "whole"):
+def load(model_dir, device: str = "auto", mmap: bool = True, part: str = "whole"):
     """The model in a trained directory, as the object for its kind (config.json's "kind", or read
     from an older directory's sections: storage/kinds.py), each with info():
 
@@ -50,19 +51,19 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, p
         set-embedding                          setembed.Embedder: similar(ids, k), classify(ids), embed_many(...)
         text-classifier                        textclass.classifier.Classifier: predict(text, k)
 
-    threads: torch CPU threads (0: torch's default; more than the cores: the cores, with a warning);
-    device and mmap as the kind's loader takes them. part: what an id model ranks by, "whole", or a
+    device and mmap as the kind's loader takes them (loading changes no process-wide setting: torch's
+    threads are set_threads'). part: what an id model ranks by, "whole", or a
     hybrid's "network" or "term" alone (inference/parts.py). A bad argument is an ArgumentError naming it."""
     from . import _bounds as check
     from .inference.parts import PARTS
     from .storage.kinds import read_kind
 
     model_dir = check.path("model_dir", model_dir)
-    threads, device = check.threads(threads), check.device("device", device)
+    device = check.device("device", device)
     check.flag("mmap", mmap)
     check.one_of("part", part, PARTS)
     kind = read_kind(model_dir).name
-    model = _LOADERS[kind](model_dir, threads, device, mmap)
+    model = _LOADERS[kind](model_dir, device, mmap)
     if part == "whole":
         return model
     from .inference.parts import rank_by
@@ -74,28 +75,28 @@ def load(model_dir, threads: int = 0, device: str = "auto", mmap: bool = True, p
     return rank_by(model, part)
 
 
-def _predictor(model_dir, threads, device, mmap):
+def _predictor(model_dir, device, mmap):
     from .inference.loader import load_model  # Predictor.load, read again if a running training moves BEST mid-read
 
-    return load_model(model_dir, threads, device, mmap)
+    return load_model(model_dir, device, mmap)
 
 
-def _ensemble(model_dir, threads, device, mmap):
+def _ensemble(model_dir, device, mmap):
     from .inference.ensemble import Ensemble
 
-    return Ensemble.load_dir(model_dir, threads, device, mmap)
+    return Ensemble.load_dir(model_dir, device, mmap)
 
 
-def _embedder(model_dir, threads, device, mmap):
+def _embedder(model_dir, device, mmap):
     from .setembed.embedder import Embedder
 
-    return Embedder.load(model_dir, threads, device)
+    return Embedder.load(model_dir, device)
 
 
-def _classifier(model_dir, threads, device, mmap):
+def _classifier(model_dir, device, mmap):
     from .textclass.classifier import Classifier
 
-    return Classifier.load(model_dir, threads)  # a small CPU model: read into memory
+    return Classifier.load(model_dir)  # a small CPU model: read into memory
 
 
 # model kind (storage/kinds.py: KINDS) -> its loader (tests/test_load.py checks every kind has one)
@@ -106,4 +107,4 @@ __all__ = ["ArgumentError", "BloomHash", "Dataset", "DecodeConfig", "Ensemble", 
            "FullConfig", "HashConfig", "HierarchicalConfig", "InputError", "LoopConfig", "ModelConfig",
            "OptimConfig", "Prediction", "Predictor", "PrepareConfig", "ReadConfig", "Recommendations",
            "SampledConfig", "SuperbloomConfig", "TrainConfig", "compare", "embedded_dataset", "evaluate", "expand",
-           "fit", "head_config", "load", "prepare", "train"]
+           "fit", "head_config", "load", "prepare", "set_threads", "train"]

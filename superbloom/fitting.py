@@ -36,7 +36,7 @@ PREPARE_KEYS = ("split", "test_fraction", "seed", "memory_limit")  # PrepareConf
 
 
 def fit(data, *, data_out: str | Path | None = None, out: str | Path | None = None, preset: str = "auto",
-        progress: bool = True, threads: int = 0, device: str = "auto", **settings):
+        progress: bool = True, device: str = "auto", **settings):
     """Prepare `data`, train on it and load the model (module docstring) -> the model object (a Predictor,
     or an Ensemble for members=K). Unknown settings are a TypeError naming the ones there are; bad values
     the errors `superbloom train` gives (ValueError naming the setting); a missing extra MissingExtra."""
@@ -67,9 +67,9 @@ def fit(data, *, data_out: str | Path | None = None, out: str | Path | None = No
     data_dir = Path(data_out) if data_out is not None else Path(workdir.name) / "data"
     model_dir = Path(out) if out is not None else Path(workdir.name) / "model"
     prepare(PrepareConfig(data, str(data_dir), read=ReadConfig(**read), **prep), progress=progress)
-    _train([str(data_dir), "--out", str(model_dir), "--preset", preset, "--threads", str(threads),
+    _train([str(data_dir), "--out", str(model_dir), "--preset", preset,
             "--device", device, *argv, *([] if progress else ["--quiet"])])
-    model = load(model_dir, threads, device)
+    model = load(model_dir, device)
     model._workdir = workdir  # the temporary folder goes with the model (save() copies what it needs)
     return model
 

@@ -33,7 +33,7 @@ def test_a_callback_gets_every_record_of_metrics_jsonl(wiki_data, tmp_path):
     cb = Recorder()
     cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=8),
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
-                         loop=sb.LoopConfig(steps=100, batch_size=16, eval_every=50, threads=1))
+                         loop=sb.LoopConfig(steps=100, batch_size=16, eval_every=50))
     sb.train(cfg, progress=False, callbacks=[cb])
     written = records(tmp_path / "m")
     assert cb.seen == written and cb.closed == 1

@@ -68,7 +68,7 @@ def two_models(tmp_path_factory):
 def test_compare_sets_protocol_library(two_models):
     d = two_models
     cfg = EvalConfig(max_sets=80, baselines=("popularity",))
-    c = sb.compare(sb.load(d / "a", threads=1), {"b": lambda: sb.load(d / "b", threads=1), "a again": sb.load(d / "a")},
+    c = sb.compare(sb.load(d / "a"), {"b": lambda: sb.load(d / "b"), "a again": sb.load(d / "a")},
                    Dataset(d / "data"), cfg, progress=False)
     r = c.to_dict()
     assert 70 <= r["examples"] <= 80 and not any(k.startswith("_") for k in r)  # sets with < 2 ids skipped

@@ -78,7 +78,7 @@ def hybrid(wiki_data, tmp_path_factory):
                             model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
                             head=head_config("hybrid", neighbours=20, term="cooccurrence"),
                             loop=sb.LoopConfig(steps=3, batch_size=32, eval_every=0)), progress=False)
-    pred = sb.load(out, threads=1)
+    pred = sb.load(out)
     pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
     return pred
 
@@ -113,7 +113,7 @@ def loo(tmp_path_factory):
                  str(d / "data")]) == 0
     assert main(["train", "--preset", "none", str(d / "data"), "--out", str(d / "model"), "--steps", "2", "--positions", "16",
                  "--alpha", "2", "--m", "2", *TINY]) == 0
-    return sb.Dataset(d / "data"), sb.load(d / "model", threads=1)
+    return sb.Dataset(d / "data"), sb.load(d / "model")
 
 
 def test_leave_one_out_keys_and_auto(loo, tmp_path):
@@ -144,7 +144,7 @@ def text(tmp_path_factory):
                                    test_fraction=0.2), progress=False)
     assert main(["train", "--preset", "none", str(d / "data"), "--out", str(d / "model"), "--objective", "text-mlm", "--steps", "2",
                  "--eval-every", "0", "--segment", "16", "--positions", "16", "--alpha", "4", "--m", "2", *TINY]) == 0
-    return sb.Dataset(d / "data"), sb.load(d / "model", threads=1)
+    return sb.Dataset(d / "data"), sb.load(d / "model")
 
 
 def test_text_keys_auto_and_groups(text, tmp_path):

@@ -326,12 +326,12 @@ def test_a_sequence_objective_trains_it_and_chooses_mix_and_decay(tmp_path):
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12, causal=True),
                          mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),
                          head=head_config("hashed-hybrid", neighbours=4, term="transition"), objective="next-item",
-                         loop=sb.LoopConfig(steps=30, batch_size=32, eval_every=15, threads=1, checkpoint_every=1e9))
+                         loop=sb.LoopConfig(steps=30, batch_size=32, eval_every=15, checkpoint_every=1e9))
     out = sb.train(cfg, progress=False)
     val = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     assert len(val) >= 2 and all(r["val_item_term"] == "transition" and "val_item_decay" in r for r in val)
     assert all(r["val_ndcg@10"] >= r["val_pure_ndcg@10"] for r in val)  # mix 0 is a candidate
-    model = sb.load(out, threads=1)
+    model = sb.load(out)
     best = max(val, key=lambda r: r["val_ndcg@10"])
     assert float(model.model.head.mix) == best["val_item_mix"]
     assert float(model.model.head.decay) == pytest.approx(best["val_item_decay"])

@@ -170,7 +170,7 @@ def test_sequence_objectives_train_it_and_choose_mix_and_decay(tmp_path, objecti
                                               causal=objective == "next-item"),
                          mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),
                          head=head_config("hybrid", neighbours=4, samples=samples), objective=objective,
-                         loop=sb.LoopConfig(steps=60, batch_size=32, eval_every=30, threads=1, checkpoint_every=1e9))
+                         loop=sb.LoopConfig(steps=60, batch_size=32, eval_every=30, checkpoint_every=1e9))
     out = sb.train(cfg, progress=False)
     val = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
     assert len(val) >= 2 and all("val_item_mix" in r and "val_item_decay" in r for r in val)
@@ -178,7 +178,7 @@ def test_sequence_objectives_train_it_and_choose_mix_and_decay(tmp_path, objecti
     assert json.loads((out / "config.json").read_text())["head_built"]["term"] == "transition | ease"
     assert all(r["val_item_term"] in ("transition", "ease") for r in val)
     assert all(r["val_ndcg@10"] >= r["val_pure_ndcg@10"] for r in val)  # mix 0 is a candidate
-    model = sb.load(out, threads=1)
+    model = sb.load(out)
     best = max(val, key=lambda r: r["val_ndcg@10"])
     assert float(model.model.head.mix) == best["val_item_mix"]
     assert float(model.model.head.decay) == pytest.approx(best["val_item_decay"])
@@ -384,12 +384,12 @@ def test_the_transition_term_scores_what_comes_next(tmp_path):
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1, positions=12, causal=True),
                          mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0),
                          head=head_config("hybrid", neighbours=4, term="transition", window=3), objective="next-item",
-                         loop=sb.LoopConfig(steps=30, batch_size=32, eval_every=30, threads=1, checkpoint_every=1e9))
+                         loop=sb.LoopConfig(steps=30, batch_size=32, eval_every=30, checkpoint_every=1e9))
     out = sb.train(cfg, progress=False)
     built = json.loads((out / "config.json").read_text())["head_built"]
     assert built["term"] == "transition" and built["item_item_values"] == 20 * 3  # 3 successors of each item
-    head = sb.load(out, threads=1).model.head
-    ids = {s: i for i, s in enumerate(sb.load(out, threads=1).vocab.strings)}
+    head = sb.load(out).model.head
+    ids = {s: i for i, s in enumerate(sb.load(out).vocab.strings)}
     ctx = torch.tensor([[ids["i4"], ids["i5"]]])
     scores = head.item_item(ctx)[0]
     assert int(scores.argmax()) == ids["i6"]  # after i5 comes i6 (and i6 also follows i4 at gap 2)

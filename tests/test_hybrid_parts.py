@@ -100,21 +100,21 @@ def test_predict_and_serve_rank_by_one_part(outs, capsys):
     from superbloom.serving.config import ServeConfig
 
     context = ["Jazz", "Miles_Davis", "Piano"]
-    whole = load(outs["hybrid"], threads=1)
+    whole = load(outs["hybrid"])
     want = {"whole": whole.predict(context, k=8).items}
     for part, variant in (("network", "network alone"), ("term", "term alone")):
         with whole.variants()[variant]:
             want[part] = whole.predict(context, k=8).items
     assert want["whole"] != want["network"] and want["whole"] != want["term"]  # the parts rank differently here
     for part in ("whole", "network", "term"):
-        model = load(outs["hybrid"], threads=1, part=part)
+        model = load(outs["hybrid"], part=part)
         gc.collect()  # the part holds for the model's life, not only until a context is collected
         assert model.part == part and model.predict(context, k=8).items == want[part]
-    assert load(outs["hybrid"], threads=1).predict(context, k=8).items == want["whole"]  # a new load: whole again
-    assert sb.load(outs["hybrid"], threads=1, part="term").predict(context, k=8).items == want["term"]
+    assert load(outs["hybrid"]).predict(context, k=8).items == want["whole"]  # a new load: whole again
+    assert sb.load(outs["hybrid"], part="term").predict(context, k=8).items == want["term"]
 
     with pytest.raises(ValueError, match="--part term: this model has no term alone \\(it ranks by whole\\)"):
-        load(outs["full"], threads=1, part="term")
+        load(outs["full"], part="term")
 
     assert main(["predict", str(outs["hybrid"]), *context, "--k", "8", "--part", "term", "--json", "--threads", "1"]) == 0
     got = json.loads(capsys.readouterr().out)
@@ -127,7 +127,7 @@ def test_predict_and_serve_rank_by_one_part(outs, capsys):
         main(["predict", str(outs["hybrid"]), *context, "--part", "terms"])
     assert e.value.code == 2 and "invalid choice: 'terms'" in capsys.readouterr().err
 
-    with TestClient(create_app(load(outs["hybrid"], threads=1, part="term"), ServeConfig())) as client:
+    with TestClient(create_app(load(outs["hybrid"], part="term"), ServeConfig())) as client:
         served = client.post("/v1/predict", json={"context": context, "k": 8}).json()
         info = client.get("/v1/model").json()
     assert [p["id"] for p in served["predictions"]] == [i for i, _ in want["term"]] and info["part"] == "term"
@@ -141,17 +141,17 @@ def test_a_hybrid_at_weight_0_ranks_by_its_network_as_a_whole_and_its_term_as_a_
     from superbloom.inference.loader import load
 
     context = ["Jazz", "Miles_Davis", "Piano"]
-    whole = load(outs["hybrid"], threads=1)
+    whole = load(outs["hybrid"])
     with mixed(whole.model.head, 0.0):
         assert list(whole.variants()) == ["term alone"]
         want = whole.predict(context, k=8).items
         with whole.variants()["term alone"]:
             term = whole.predict(context, k=8).items
-        net = load(outs["hybrid"], threads=1)
+        net = load(outs["hybrid"])
         net.model.head.mix.fill_(0.0)
         from superbloom.inference.parts import rank_by
         assert rank_by(net, "network").part == "network" and net.predict(context, k=8).items == want
-        t = load(outs["hybrid"], threads=1)
+        t = load(outs["hybrid"])
         t.model.head.mix.fill_(0.0)
         assert rank_by(t, "term").predict(context, k=8).items == term != want
     assert main(["predict", str(outs["hybrid"]), *context, "-k", "3", "--json", "--threads", "1"]) == 0

@@ -79,21 +79,21 @@ def test_each_entry_point_gives_the_folder_paths_dataset_and_model(entry, folder
     data, model_dir = folder_path
     obj = inputs()[entry]
     columns = {} if entry in ("sparse", "sets") else {"set_column": "basket", "id_column": "item"}
-    model = sb.fit(obj, data_out=tmp_path / "data", out=tmp_path / "model", threads=1, progress=False,
+    model = sb.fit(obj, data_out=tmp_path / "data", out=tmp_path / "model", progress=False,
                    **columns, **SETTINGS)
     assert dataset_files(tmp_path / "data") == dataset_files(data)  # byte for byte
-    ours, theirs = rankings(model), rankings(sb.load(model_dir, threads=1))
+    ours, theirs = rankings(model), rankings(sb.load(model_dir))
     assert np.array_equal(ours.index, theirs.index) and np.array_equal(ours.scores, theirs.scores)
     assert np.array_equal(ours.exact, theirs.exact)
 
 
 def test_fit_without_folders_lives_in_a_temporary_one_and_saves(tmp_path):
     sets, _ = links()
-    model = sb.fit(list(sets.values()), threads=1, progress=False, **SETTINGS)
+    model = sb.fit(list(sets.values()), progress=False, **SETTINGS)
     workdir = model.path.parent
     assert workdir.name.startswith("superbloom-fit-") and (model.path / "config.json").is_file()
     saved = model.save(tmp_path / "kept")
-    again = sb.load(saved, threads=1)
+    again = sb.load(saved)
     assert np.array_equal(rankings(again).index, rankings(model).index)
     assert model.info()["kind"] == "set-model"
     del model
@@ -105,10 +105,10 @@ def test_fit_without_folders_lives_in_a_temporary_one_and_saves(tmp_path):
 
 def test_fit_reads_the_settings_of_the_command_line(tmp_path):
     sets, _ = links()
-    model = sb.fit(list(sets.values()), preset="none", head="full", out=tmp_path / "m", threads=1, progress=False,
+    model = sb.fit(list(sets.values()), preset="none", head="full", out=tmp_path / "m", progress=False,
                    **SETTINGS)
     assert model.config["head"]["name"] == "full" and model.config.get("preset") is None
-    auto = sb.fit(list(sets.values()), threads=1, progress=False, **SETTINGS)
+    auto = sb.fit(list(sets.values()), progress=False, **SETTINGS)
     assert auto.config["preset"]["name"] == "small" and auto.config["head"]["name"] == "hybrid"
 
 

@@ -50,7 +50,7 @@ def test_bad_log_level_is_a_usage_error(capsys):
 def test_library_use_logs_records_and_prints_nothing(wiki_data, tmp_path, capsys, caplog):
     cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / "m"), hash=sb.HashConfig(alpha=8),
                          model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
-                         loop=sb.LoopConfig(steps=2, batch_size=16, eval_every=0, threads=1))
+                         loop=sb.LoopConfig(steps=2, batch_size=16, eval_every=0))
     with caplog.at_level(logging.INFO, logger="superbloom"):
         sb.train(cfg, progress=False)
     names = {r.name for r in caplog.records if "parameters (1 layers" in r.getMessage()}
@@ -69,7 +69,7 @@ def test_train_warns_when_its_validation_has_few_sets(wiki_data, tmp_path, caplo
         caplog.clear()
         cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(tmp_path / f"m{fraction}"), val_fraction=fraction,
                              hash=sb.HashConfig(alpha=8), model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
-                             loop=sb.LoopConfig(steps=1, batch_size=16, eval_every=0, threads=1))
+                             loop=sb.LoopConfig(steps=1, batch_size=16, eval_every=0))
         with caplog.at_level(logging.INFO, logger="superbloom"):
             sb.train(cfg, progress=False)
         return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "validation on" in r.getMessage()]

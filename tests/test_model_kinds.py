@@ -128,7 +128,7 @@ def test_every_kind_has_a_loader_an_example_and_limitations():
 def test_every_kind_loads_with_sb_load_and_answers(models, kind):
     config = json.loads((models[kind] / "config.json").read_text())
     assert config["kind"] == kind  # its trainer recorded it
-    model = sb.load(models[kind], threads=1)
+    model = sb.load(models[kind])
     assert type(model) is OBJECTS[kind]
     info = model.info()
     assert info["kind"] == kind and info["parameters"] > 0 and info["checkpoint"]
@@ -143,7 +143,7 @@ def test_an_older_directory_without_kind_is_read_from_its_sections(models, kind,
     del config["kind"]
     (old / "config.json").write_text(json.dumps(config))
     assert infer_kind(config) == kind
-    model = sb.load(old, threads=1)
+    model = sb.load(old)
     assert type(model) is OBJECTS[kind] and model.info()["kind"] == kind
 
 
@@ -236,16 +236,16 @@ def same_answers(kind, a, b):
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_kind_round_trips_through_save_and_load(models, kind, tmp_path):
-    model = sb.load(models[kind], threads=1)
+    model = sb.load(models[kind])
     out = model.save(tmp_path / "shared")
-    again = sb.load(out, threads=1)
+    again = sb.load(out)
     assert type(again) is OBJECTS[kind] and again.info()["kind"] == kind
     assert again.info()["parameters"] == model.info()["parameters"]
     same_answers(kind, model, again)
     assert not list(out.rglob("optimizer.*"))  # the training state stays behind
     assert (out / "README.md").read_text() == (models[kind] / "README.md").read_text()
     assert model.save(out) == out  # a model of ours there: replaced whole
-    same_answers(kind, model, sb.load(out, threads=1))
+    same_answers(kind, model, sb.load(out))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("the user's")
     with pytest.raises(ValueError, match="holds files that superbloom did not write"):
@@ -259,7 +259,7 @@ def test_an_ensemble_assembled_in_memory_saves_as_a_folder(models, tmp_path):
     members = json.loads((models["ensemble"] / "config.json").read_text())["members"]
     ens = Ensemble.load([models["ensemble"] / m for m in members], mix=0.5)
     out = ens.save(tmp_path / "ens")
-    again = sb.load(out, threads=1)
+    again = sb.load(out)
     assert type(again) is Ensemble and again.mix == 0.5 and len(again.members) == len(members)
     same_answers("ensemble", ens, again)
 

@@ -88,7 +88,7 @@ def documents(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _loop(steps: int) -> sb.LoopConfig:
-    return sb.LoopConfig(steps=steps, batch_size=8, eval_every=2, checkpoint_every=1e9, threads=1, ema=0.9)
+    return sb.LoopConfig(steps=steps, batch_size=8, eval_every=2, checkpoint_every=1e9, ema=0.9)
 
 
 def id_model(objective: str):
@@ -106,7 +106,7 @@ def id_model(objective: str):
         return sb.train(cfg, progress=False, resume=resume)
 
     def use(out):
-        p = sb.load(out, threads=1)
+        p = sb.load(out)
         ranking = p.rank(np.array([[0, 1, -1], [2, -1, -1]]), 3)
         assert ranking.ids.shape == (2, 3)
     return run, use
@@ -136,7 +136,7 @@ def text_classifier():
         docs, labels = fx["documents"]
         cfg = TextClassRunConfig(out=str(out), corpus=(str(docs),), labels=str(labels), test_fraction=0.25,
                                  model=TextClassConfig(d=8, heads=2, attention="softmax", dropout=0.1),
-                                 train=TrainTextConfig(epochs=steps // 2, batch_size=6, seed=1, threads=1,
+                                 train=TrainTextConfig(epochs=steps // 2, batch_size=6, seed=1,
                                                        optim=OptimConfig(lr=1e-2, warmup=2)))
         return train_textclass(cfg, resume=resume)  # 12 training documents: 2 steps an epoch (STEPS // 2 epochs)
 
@@ -187,7 +187,7 @@ def test_train_textclass_gives_fit_classifiers_weights(tmp_path, documents):
     """The run (its folder, config files, checkpoints) takes exactly the in-memory fit's steps: the
     same weights and per-epoch figures, dropout and AdapSGD's random probes included."""
     docs_dir, labels = documents
-    tc = TrainTextConfig(epochs=3, batch_size=5, seed=2, threads=1, optim=OptimConfig(name="adapsgd"))
+    tc = TrainTextConfig(epochs=3, batch_size=5, seed=2, optim=OptimConfig(name="adapsgd"))
     mc = TextClassConfig(d=8, heads=2, attention="softmax", embedding="table", dropout=0.1)
     out = train_textclass(TextClassRunConfig(out=str(tmp_path / "m"), corpus=(str(docs_dir),), labels=str(labels),
                                              model=mc, train=tc, test_fraction=0.25))

@@ -32,7 +32,7 @@ def test_the_probe_trains_with_the_masked_loss_and_restores_the_model(tmp_path):
     cfg = sb.TrainConfig(data=str(tmp_path / "data"), out=str(tmp_path / "m"), head=sb.FullConfig(),
                          hash=sb.HashConfig(alpha=1, m=1), model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1,
                                                                                  dropout=0.0),
-                         loop=sb.LoopConfig(steps=3, batch_size=8, eval_every=0, threads=1))
+                         loop=sb.LoopConfig(steps=3, batch_size=8, eval_every=0))
     library = SetModel.forward
     with shown_excluded():
         assert SetModel.forward is not library

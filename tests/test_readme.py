@@ -157,7 +157,7 @@ def test_the_readme_python_section_runs(tmp_path, monkeypatch):
     assert "sb.fit(" in block and ".recommend(" in block and ".similar_items(" in block and ".save(" in block
     assert "logging.basicConfig" in block  # the training report is shown
     assert block.count("time_budget=120") == 1
-    code = block.replace("time_budget=120", "steps=3, d=16, heads=2, d_ff=32, layers=1, batch_size=16, threads=1")
+    code = block.replace("time_budget=120", "steps=3, d=16, heads=2, d_ff=32, layers=1, batch_size=16")
     rng = np.random.default_rng(0)
     items = ["milk", "bread", "coffee", "butter", "yogurt", "tea", "jam", "eggs", "rice", "salt"]
     rows = [f"b{s},{items[j]}" for s in range(150) for j in rng.choice(len(items), 4, replace=False)]

@@ -217,7 +217,7 @@ def test_cli_leave_one_out_end_to_end(tmp_path, capsys):
     assert all(v == {"diff": 0.0, "lo": 0.0, "hi": 0.0} for v in r["compared"][model]["paired"].values())
     p = r["compared"][model + "16"]["paired"]["hr@10"]
     assert p["diff"] == pytest.approx(r["hr@10"] - r["compared"][model + "16"]["metrics"]["hr@10"])
-    both = sb.compare(sb.load(model, threads=1), {"16": sb.load(model + "16", threads=1)}, sb.Dataset(data),
+    both = sb.compare(sb.load(model), {"16": sb.load(model + "16")}, sb.Dataset(data),
                       EvalConfig(split="valid", baselines=()), progress=False)
     assert both.to_dict()["compared"]["16"]["paired"] == r["compared"][model + "16"]["paired"]
     assert "users resampled" in both.report()
@@ -246,7 +246,7 @@ def test_s3rec_beauty_split_sizes(tmp_path):
 def test_model_ranking_with_another_exclusion(tiny_model, wiki_data):
     from superbloom.evaluation.protocols import make_examples
 
-    model = sb.load(tiny_model, threads=1)
+    model = sb.load(tiny_model)
     ex = make_examples(wiki_data.test, 8, 1, seed=0, max_sets=40)
     same = model.rank(ex.contexts, 10, exclude=ex.contexts)
     assert (same.ids == model.rank(ex.contexts, 10).ids).all()  # the context as exclusion: predictor.rank

@@ -159,7 +159,7 @@ def small(data, out, objective, steps=120):
                        model=ModelConfig(d=32, heads=2, d_ff=64, layers=1, positions=12,
                                          causal=objective == "next-item"),
                        mask=MaskConfig(n=12, p_mask=0.8, p_random=0.1, element_dropout=0.0), objective=objective,
-                       loop=LoopConfig(steps=steps, batch_size=32, eval_every=40, threads=1, checkpoint_every=1e9))
+                       loop=LoopConfig(steps=steps, batch_size=32, eval_every=40, checkpoint_every=1e9))
 
 
 @pytest.mark.parametrize("objective", ["next-item", "masked-sequence"])
@@ -180,7 +180,7 @@ def test_sequence_objective_learns_order_and_validates_leave_one_out(tmp_path, o
     assert best > 0.8  # a set model cannot tell i -> i+1 from i+1 -> i; popularity is ~0.1
     config = json.loads((out / "config.json").read_text())
     assert config["model"]["causal"] is (objective == "next-item") and config["train"]["objective"] == objective
-    model = sb.load(out, threads=1)
+    model = sb.load(out)
     assert model.predict(["i1", "i2", "i3"], 1).items[0][0] == "i4"  # ordered: the id after the newest
     assert model.predict(["i5", "i6", "i7"], 1).items[0][0] == "i8"
     if objective == "next-item":  # the causal model's prediction is its newest id's
@@ -197,7 +197,7 @@ def test_hashed_next_item_model_and_http_predict_keep_order(tmp_path):
     cfg = small(data, tmp_path / "m", "next-item", steps=200)
     cfg = TrainConfig(**{**cfg.__dict__, "hash": HashConfig(alpha=2, m=2), "head": head_config("superbloom")})
     out = train(cfg, progress=False)
-    model = sb.load(out, threads=1)
+    model = sb.load(out)
     assert model.hashing.m == 2 and model.hashing.n_tokens < 2 * 20
     with TestClient(create_app(model)) as client:
         top = lambda ctx: client.post("/v1/predict", json={"context": ctx, "k": 1}).json()["predictions"][0]["id"]  # noqa: E731

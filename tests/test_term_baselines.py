@@ -114,7 +114,7 @@ def loo(tmp_path_factory):
 def test_eval_transition_equals_the_trained_hybrids_term_alone(loo):
     """Through evaluate (query batches, the protocol's contexts and exclusions): the baseline's ranks
     are the term-alone variant's, at the baseline's decay."""
-    data, pred = sb.Dataset(loo / "data"), sb.load(loo / "model", threads=1)
+    data, pred = sb.Dataset(loo / "data"), sb.load(loo / "model")
     base = evaluate(pred, data, EvalConfig(baselines=("transition",)), progress=False)
     chosen = base.baselines["transition"]["chosen"]["decay"]  # on the validation targets
     pred.model.head.mix.fill_(3.0), pred.model.head.decay.fill_(chosen)  # as if the head's validation chose it
@@ -131,7 +131,7 @@ def test_the_transition_baseline_chooses_its_decay_on_the_validation_targets(loo
     from superbloom.evaluation.metrics import sequence_summary, target_ranks
     from superbloom.heads.config import DECAYS
 
-    data, pred = sb.Dataset(loo / "data"), sb.load(loo / "model", threads=1)
+    data, pred = sb.Dataset(loo / "data"), sb.load(loo / "model")
     r = evaluate(pred, data, EvalConfig(baselines=("transition",)), progress=False)
     chosen = r.baselines["transition"]["chosen"]
     val = LeaveOneOut("valid", 15).examples(data)

@@ -26,7 +26,7 @@ def fusion_setup(text_data, tmp_path_factory):  # noqa: F811
     assert main(["train", "--preset", "none", str(text_data), "--out", str(out), "--objective", "text-mlm",
                  "--alpha", "4", "--m", "2", "--steps", "30", "--eval-every", "0", "--segment", "32", *TINY]) == 0
     data = sb.Dataset(text_data)
-    p = sb.load(out, threads=1, device="cpu")
+    p = sb.load(out, device="cpu")
     ex = TextMasking(n=32, max_sets=20, seed=0).examples(data)
     return data, p, ex
 
@@ -83,7 +83,7 @@ def test_bigram_hybrid_ranks_exactly_by_network_plus_log_term(bigram_model, text
     from superbloom.training.train import split_validation
 
     data = sb.Dataset(text_data)
-    p = sb.load(bigram_model, threads=1, device="cpu")
+    p = sb.load(bigram_model, device="cpu")
     head = p.model.head
     cfg = p.config["train"]
     train_rows, _ = split_validation(data.train, cfg["val_fraction"], cfg["loop"]["seed"])
@@ -113,7 +113,7 @@ def test_bigram_hybrid_ranks_exactly_by_network_plus_log_term(bigram_model, text
 def test_bigram_hybrid_validation_chooses_and_eval_reports_its_parts(bigram_model, text_data, tmp_path):  # noqa: F811
     import json
 
-    p = sb.load(bigram_model, threads=1, device="cpu")
+    p = sb.load(bigram_model, device="cpu")
     built = p.config["head_built"]
     assert built["term"] == "bigram" and built["item_item_values"] > 0
     val = [json.loads(line) for line in (bigram_model / "metrics.jsonl").read_text().splitlines() if "val" in line]

@@ -258,7 +258,7 @@ def test_eval_compare_text_models(text_model, text_data, tmp_path, capsys):
 
 
 def test_fill_library_ranks_every_blank(text_model):
-    f = Filler.load(text_model, threads=1)
+    f = Filler.load(text_model)
     r = f.fill("Miles Davis played jazz in [MASK] . [MASK1] was born in Paris .", k=5)
     assert r.tokens[0] == "miles_davis" and r.tokens.count("[MASK]") == 2  # bigrams as in training
     assert len(r.blanks) == 2 and all(len(b.fillers) == 5 for b in r.blanks)
@@ -294,7 +294,7 @@ def test_fill_on_a_set_model_is_a_clear_error(tiny_model, capsys):
 def test_http_fill(text_model, tiny_model):
     from superbloom.serving.app import create_app
 
-    with TestClient(create_app(sb.load(text_model, threads=1))) as client:
+    with TestClient(create_app(sb.load(text_model))) as client:
         r = client.post("/v1/fill", json={"text": "Charlie Parker was born in [MASK] .", "k": 4})
         assert r.status_code == 200, r.text
         assert len(r.json()["blanks"][0]["fillers"]) == 4
@@ -308,7 +308,7 @@ def test_http_fill(text_model, tiny_model):
             r = client.post("/v1/fill", json={"text": "x [MASK]", "k": k})
             assert r.status_code == 422 and r.json()["message"].startswith("k:"), (k, r.text)
         assert client.post("/v1/fill", json={"text": "x " * 20_000 + "[MASK]"}).status_code == 422
-    with TestClient(create_app(sb.load(tiny_model, threads=1))) as client:
+    with TestClient(create_app(sb.load(tiny_model))) as client:
         assert client.post("/v1/fill", json={"text": "a [MASK]"}).status_code in (404, 405)  # not a text model
 
 

@@ -73,7 +73,7 @@ def fit(run: Run) -> dict:
     cfg = sb.TrainConfig(data=str(data.path), out=str(run.dir), hash=run.hash, model=run.model, head=run.head,
                          mask=run.mask, optim=sb.OptimConfig(lr=run.lr, warmup=run.warmup),
                          loop=sb.LoopConfig(batch_size=run.batch_size, time_budget=run.budget, eval_every=0,
-                                            checkpoint_every=1e9, seed=run.seed, threads=THREADS),
+                                            checkpoint_every=1e9, seed=run.seed),
                          val_fraction=0.0)
     load_before = os.getloadavg()[0]
     print(f"training {run.dataset}/{run.key()}: {run.head.name} alpha={run.hash.alpha} m={run.hash.m} "

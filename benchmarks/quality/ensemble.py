@@ -87,7 +87,7 @@ def last_average(run_dir) -> "sb.Predictor":
     """The member with the weight average of its last step checkpoint (ema.safetensors) instead of BEST's."""
     from superbloom.storage.checkpoint import latest_checkpoint, load_extra
 
-    predictor = sb.load(run_dir, threads=1, mmap=False)
+    predictor = sb.load(run_dir, mmap=False)
     saved = load_extra(latest_checkpoint(run_dir), "ema")
     if not saved:
         raise SystemExit(f"{run_dir}: its last checkpoint holds no weight average")
@@ -121,7 +121,7 @@ def ensemble(name: str, split: str, recipes: list[str], steps: int, keeps: tuple
             raise SystemExit(f"{d}: not trained; run benchmarks.quality.harness --datasets {name} --split {split} "
                              f"--recipes {','.join(recipes)} --steps {steps} first")
     t0 = time.time()
-    predictors = [sb.load(d, threads=1) for d in dirs]
+    predictors = [sb.load(d) for d in dirs]
     E = len(ex.targets)
     member = [np.zeros(E, np.int64) for _ in dirs]
     combos = {"mean_logp": np.zeros(E, np.int64), "mean_p": np.zeros(E, np.int64)}
@@ -191,7 +191,7 @@ def library_rows(name: str, split: str, recipes: list[str], steps: int, mixes: t
     networks alone, the term alone) on the same examples; `vs_ease` here: minus the term alone."""
     data = split_dataset(name, split)
     ex = examples(data)
-    ens = sb.Ensemble.load([WORK / "models" / f"{name}-{split}" / f"{r}-{steps}" for r in recipes], threads=1)
+    ens = sb.Ensemble.load([WORK / "models" / f"{name}-{split}" / f"{r}-{steps}" for r in recipes])
     common = {"dataset": name, "split": split, "examples": len(ex.targets), "steps": steps}
     ranks_of_ens = lambda: target_ranks(ens.rank(ex.contexts, 20).ids.numpy(), ex.targets)  # noqa: E731
     rows = []

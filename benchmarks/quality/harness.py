@@ -112,7 +112,7 @@ def train_model(recipe: Recipe, data: sb.Dataset, out: Path, steps: int, seed: i
         optim=sb.OptimConfig(lr=recipe.lr, warmup=recipe.warmup, weight_decay=recipe.weight_decay,
                              schedule=recipe.schedule),
         loop=sb.LoopConfig(batch_size=recipe.batch_size, ema=recipe.ema, steps=steps, eval_every=recipe.eval_every,
-                           keep_best=True, checkpoint_every=1e9, seed=seed, threads=THREADS,
+                           keep_best=True, checkpoint_every=1e9, seed=seed,
                            time_budget=recipe.time_budget),
         val_fraction=recipe.val_fraction, init=recipe.init)
     teaching = contextlib.nullcontext()

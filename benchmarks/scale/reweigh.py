@@ -47,7 +47,8 @@ def main(argv=None) -> None:
     from superbloom.training.train import split_validation
 
     t = time.perf_counter()
-    p = sb.load(a.model, threads=a.threads, device="cpu", mmap=False)  # mix and weighting are written below
+    sb.set_threads(a.threads)
+    p = sb.load(a.model, device="cpu", mmap=False)  # mix and weighting are written below
     if a.checkpoint:
         load_weights(p.model, Path(a.model) / "checkpoints" / a.checkpoint)
     load_s = time.perf_counter() - t

@@ -78,7 +78,8 @@ def eval_worker(args) -> None:
     from superbloom.heads.beam import DecodeConfig
 
     t = time.perf_counter()
-    predictor = sb.load(args.eval_worker, threads=args.threads, device="cpu")
+    sb.set_threads(args.threads)
+    predictor = sb.load(args.eval_worker, device="cpu")
     load_s = time.perf_counter() - t
     data = Dataset(args.data)
     cfg = EvalConfig(seed=args.seed, max_sets=args.eval_sets, baselines=(), decode=DecodeConfig(exact=True))

@@ -43,7 +43,7 @@ def test_targets(name: str) -> tuple[np.ndarray, dict]:
     folder = WORK / "models" / name / SETTING
     kept = folder / "ranks.test.npz"
     if not kept.exists():  # a run from before the ranks were kept: its model ranks the same users again
-        ranks = evaluate(sb.load(folder, threads=1, device="cpu"), data, CONFIG, progress=False).ranks
+        ranks = evaluate(sb.load(folder, device="cpu"), data, CONFIG, progress=False).ranks
         save_ranks(kept, ranks)
     targets = np.where(ex.targets >= 0, strings[np.maximum(ex.targets, 0)], None)
     return targets, dict(np.load(kept))
@@ -53,6 +53,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--name", default="sequence_wikispeedia_paths_back")
     a = p.parse_args()
+    sb.set_threads(1)
     as_id, as_id_ranks = test_targets("wikispeedia-paths")
     back, back_ranks = test_targets("wikispeedia-paths-back")
     articles = as_id != "<"

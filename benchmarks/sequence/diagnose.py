@@ -35,7 +35,7 @@ WINDOW = 50
 def diagnose(dataset: str, model_dir: Path) -> dict:
     data = sb.Dataset(WORK / "data" / dataset)
     cfg = EvalConfig(protocol="leave-one-out", split="test", context_len=WINDOW, baselines=())
-    model = sb.load(model_dir, threads=1, device="cpu")
+    model = sb.load(model_dir, device="cpu")
     res = evaluate(model, data, cfg, progress=False)
     if "term_only" not in res.ranks:
         raise SystemExit(f"{model_dir}: not a hybrid with a term (no term alone to compare with)")

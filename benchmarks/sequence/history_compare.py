@@ -46,7 +46,7 @@ def compare(dataset: str, plain: str = "sequence_history_base", probe: str = "se
     for v, name in (("base", plain), ("xh", probe)):
         e = run_entry(name.format(dataset=dataset), dataset)
         folder = WORK / "models" / dataset / e["setting"]
-        model = sb.load(folder, threads=1, device="cpu")
+        model = sb.load(folder, device="cpu")
         res = evaluate(model, data, EvalConfig(protocol="leave-one-out", split="valid", context_len=50, baselines=()),
                        progress=False)
         val[v], test[v] = res.ranks, dict(np.load(folder / "ranks.test.npz"))

@@ -51,7 +51,7 @@ def short(name: str) -> str:
 
 def compare(dataset: str, first: str, second: str, split: str) -> dict:
     data = sb.Dataset(WORK / "data" / dataset)
-    load = [sb.load(WORK / "models" / dataset / s, threads=1, device="cpu") for s in settings(first) + settings(second)]
+    load = [sb.load(WORK / "models" / dataset / s, device="cpu") for s in settings(first) + settings(second)]
     base = load[:len(settings(first))]
     cfg = EvalConfig(protocol="leave-one-out", split=split, context_len=50, baselines=())
     alone = evaluate(base[0] if len(base) == 1 else Ensemble(base), data, cfg, progress=False).ranks

@@ -105,7 +105,7 @@ def config(name: str, data: Path, out: Path, args) -> TrainConfig:
         mask=MaskConfig(n=args.window, mask_rate=args.mask_rate), objective=args.objective,
         optim=OptimConfig(lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay),
         loop=LoopConfig(batch_size=args.batch_size, steps=args.steps, eval_every=args.eval_every,
-                        threads=args.threads, time_budget=args.time_budget, ema=args.ema, seed=args.seed,
+                        time_budget=args.time_budget, ema=args.ema, seed=args.seed,
                         checkpoint_every=1e9, device="cpu"),
         init=args.init)
 
@@ -151,7 +151,7 @@ def run_one(name: str, args) -> dict:
     train_s = time.time() - t0
     first = out / "member-0" if args.members > 1 else out  # an ensemble's validation curve: its first member's
     vals = [json.loads(x) for x in (first / "metrics.jsonl").read_text().splitlines() if "val_ndcg@10" in x]
-    model, data = sb.load(out, threads=args.threads, device="cpu"), sb.Dataset(data_dir)
+    model, data = sb.load(out, device="cpu"), sb.Dataset(data_dir)
     # whose term and decay the row reports: an ensemble's term member (training/members.py: a hybrid head)
     head = model.term_member.model.head if isinstance(model, Ensemble) else model.model.head
     t0 = time.time()

@@ -51,8 +51,7 @@ def run(view: str, objective: str, steps: int, d: int, alpha: int, layers: int, 
         hash=HashConfig(alpha=alpha, m=2, seed=seed),
         model=ModelConfig(d=d, heads=min(4, d // 2) or 1, d_ff=2 * d, layers=layers, dropout=0.1),
         optim=OptimConfig(lr=1e-3, warmup=100, weight_decay=0.01),
-        loop=LoopConfig(steps=steps, batch_size=64, eval_every=steps // evals if evals > 1 else 0, checkpoint_every=600, seed=seed,
-                        threads=1),
+        loop=LoopConfig(steps=steps, batch_size=64, eval_every=steps // evals if evals > 1 else 0, checkpoint_every=600, seed=seed),
         val_fraction=0.1)
     t0 = time.time()
     out = embed_train(cfg, progress=False, overwrite=True)

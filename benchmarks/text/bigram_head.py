@@ -56,7 +56,8 @@ def main(argv=None) -> int:
     if not (model_dir / "config.json").is_file():
         ap.error(f"--model {model_dir}: no config.json there (a model directory written by `superbloom train`)")
     t0, load0 = time.time(), os.getloadavg()
-    p = sb.load(model_dir, threads=args.threads, device="cpu")
+    sb.set_threads(args.threads)
+    p = sb.load(model_dir, device="cpu")
     saved = p.config
     data_dir = args.data or saved["train"]["data"]
     if not Path(data_dir).is_dir():

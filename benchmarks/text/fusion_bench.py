@@ -145,7 +145,7 @@ def main():
         ap.error(f"--model {args.model}: a {head!r} head; this benchmark scores superbloom (hashed softmax) models")
     t0, load0 = time.time(), os.getloadavg()
     data = sb.Dataset(args.data)
-    p = sb.load(args.model, threads=args.threads, device="cpu")
+    p = sb.load(args.model, device="cpu")
     frac, seed = saved["train"]["val_fraction"], saved["train"]["loop"]["seed"]
     if not frac:
         raise SystemExit(f"{args.model}: trained with val_fraction 0: no held-out training rows to choose the mix on "

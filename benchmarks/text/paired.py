@@ -41,8 +41,9 @@ def main():
 
     first, *others = args.models.split(",")
     load0, t0 = os.getloadavg(), time.time()
-    r = compare(sb.load(first, threads=args.threads, device="cpu"),
-                {m: (lambda m=m: sb.load(m, threads=args.threads, device="cpu")) for m in others},
+    sb.set_threads(args.threads)
+    r = compare(sb.load(first, device="cpu"),
+                {m: (lambda m=m: sb.load(m, device="cpu")) for m in others},
                 sb.Dataset(args.data), EvalConfig(max_sets=args.max_sets, seed=0, depth=20), progress=False).to_dict()
     result = {"benchmark": "text_paired", "machine": machine_info(), "settings": vars(args),
               "load_before": load0, "load_after": os.getloadavg(), "total_s": round(time.time() - t0, 1), "result": r}

@@ -73,7 +73,7 @@ cfg = sb.TrainConfig(data=a["data"], out=a["out"], hash=sb.HashConfig(alpha=c["a
     model=sb.ModelConfig(d=c["d"], heads=c["heads"], d_ff=c["d_ff"], layers=a["layers"], positions=128),
     head=head, mask=TEXT_MASK, optim=sb.OptimConfig(lr=a["lr"], warmup=a["warmup"]),
     loop=sb.LoopConfig(steps=a["steps"], time_budget=a["time_cap"], batch_size=a["batch_size"], eval_every=0,
-                       threads=1, seed=0, checkpoint_every=600, device="cpu", ema=0.0),
+                       seed=0, checkpoint_every=600, device="cpu", ema=0.0),
     val_fraction=a.get("val_fraction", 0.0), objective="text-mlm", init=c.get("init", "auto"))  # the LATEST weights are evaluated
 load0 = os.getloadavg()
 t = time.time()
@@ -84,7 +84,7 @@ log = os.path.join(a["out"], "metrics.jsonl")
 rows = [json.loads(x) for x in open(log)] if os.path.exists(log) else []
 steps = [r for r in rows if "loss" in r]  # every 50 steps: seconds of pure training so far
 val = ([r for r in rows if "val_rec@10" in r] or [None])[-1]
-p = sb.load(a["out"], threads=1, device="cpu")
+p = sb.load(a["out"], device="cpu")
 t = time.time()
 r = evaluate(p, sb.Dataset(a["data"]), EvalConfig(max_sets=a["max_sets"], seed=0, depth=20,
              baselines=("unigram", "bigram") if a["baselines"] else ()), progress=False).to_dict()

@@ -159,6 +159,9 @@ def main(argv=None) -> int:
         if getattr(args, "print_config", False):
             return _print_config(command, args)
         check_extras(args)  # before any work: a missing optional extra is one line naming it
+        if getattr(args, "threads", 0):  # torch's threads: the one process-wide setting, set here only
+            from ..model.device import set_threads
+            set_threads(args.threads)
         return args.func(args) or 0
     except ArgumentError as e:  # the library names its parameter; the command line names the flag that set it
         print(f"superbloom {args.command}: error: {_as_flag(command, args, e)}", file=sys.stderr)

@@ -87,7 +87,7 @@ def cmd_demo(args):
     print(f"\n== 2/4 train (time budget {budget:.0f} s{', --quick: a smaller network' if quick else ''})")
     hybrid = not args.pure and summary["ids"] <= UNHASHED_MAX_IDS  # the hybrid head needs the unhashed model
     cfg = TrainConfig(data=str(out / "data"), out=str(out / "model"),
-                      loop=LoopConfig(time_budget=budget, device=args.device, threads=args.threads),
+                      loop=LoopConfig(time_budget=budget, device=args.device),
                       **({"model": ModelConfig(**QUICK_MODEL)} if quick else {}),
                       **({"head": head_config("hybrid"), "hash": HashConfig(alpha=1, m=1)} if hybrid else {}))
     print("head: " + ("hybrid = the network's full softmax + a sparse item-item term (EASE's largest weights), "

@@ -168,11 +168,11 @@ def load_model(args):
     from ..inference.loader import load
     from ..inference.parts import rank_by
 
-    model = load(args.model, args.threads, args.device)
+    model = load(args.model, args.device)
     if args.ensemble:
         from ..inference.ensemble import Ensemble
 
-        others = [load(path, args.threads, args.device) for path in args.ensemble]
+        others = [load(path, args.device) for path in args.ensemble]
         model = Ensemble([model, *others], args.item_mix, [args.model, *args.ensemble])
     elif args.item_mix is not None:
         raise ValueError("--item-mix weighs an ensemble's term: give the other models with --with MODEL_DIR")
@@ -283,7 +283,7 @@ def cmd_eval(args):
         from ..evaluation.compare import check_comparable, compare
         for path in args.compare:  # before any evaluation
             check_comparable(path, data)
-        others = {path: (lambda path=path: load(path, args.threads, args.device)) for path in args.compare}
+        others = {path: (lambda path=path: load(path, args.device)) for path in args.compare}
         result = compare(model, others, data, cfg, progress=not (args.json or args.quiet))
     else:
         result = evaluate(model, data, cfg, progress=not (args.json or args.quiet))
@@ -344,7 +344,7 @@ def cmd_expand(args):
     from ..inference.expand import expand
     from ..inference.loader import load
 
-    model = load(args.model, args.threads, device=args.device, part=args.part)
+    model = load(args.model, device=args.device, part=args.part)
     note_over("--k", args.k, len(model.vocab), "ids", "at most those (less the set) are ranked per step")
     cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
                        seed=args.seed, decode=decode_config(args))
@@ -370,7 +370,7 @@ def cmd_similar(args):
     from ..inference.loader import load
 
     check_filter_files(args)
-    model = load(args.model, args.threads, device=args.device)
+    model = load(args.model, device=args.device)
     note_over("--k", args.k, len(model.vocab) - 1, "other ids", "at most those can be returned")
     lists = filter_lists(args, model)
     got = model.similar_items(args.ids, args.k, exclude_seen=not args.include_seen, **lists)  # an unknown id: exit 2
@@ -396,7 +396,7 @@ def cmd_vectors(args):
     from ..inference.vectors import claim_vectors, save_vectors
 
     target = claim_vectors(args.out)  # before the model loads: a user's file, a folder or a device is refused
-    model = load(args.model, args.threads, device=args.device)
+    model = load(args.model, device=args.device)
     vecs = model.item_vectors()
     path = save_vectors(target, vecs, model.vocab.strings)
     if args.json:

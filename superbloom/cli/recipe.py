@@ -58,6 +58,7 @@ NOT_SETTINGS = {
     "log_level": "output only (which messages are shown)",
     "log_to": "output only (where the metrics also go)",
     "memory_limit": "a check before the run (cli/checks.py), not what to train",
+    "threads": "how to run (torch's CPU threads: model/device.set_threads), not what to train",
     "members": "how many models of the recipe to train as one ensemble (training/members.py), not the recipe",
     "member_proposals": "the ensemble's members' proposals (training/members.py), each saved in its member's config",
 }

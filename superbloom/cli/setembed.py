@@ -36,7 +36,7 @@ FIELDS = {
     "weight_decay": ("optim", "weight_decay"), "clip": ("optim", "clip"),
     "batch_size": ("loop", "batch_size"), "steps": ("loop", "steps"), "epochs": ("loop", "epochs"),
     "time_budget": ("loop", "time_budget"), "eval_every": ("loop", "eval_every"), "keep_best": ("loop", "keep_best"),
-    "checkpoint_every": ("loop", "checkpoint_every"), "seed": ("loop", "seed"), "threads": ("loop", "threads"),
+    "checkpoint_every": ("loop", "checkpoint_every"), "seed": ("loop", "seed"),
     "device": ("loop", "device"), "ema": ("loop", "ema"),
 }
 
@@ -120,7 +120,7 @@ def _add_embed_train(sub):
     g.add_argument("--val-fraction", type=FRACTION, default=_default("val_fraction"),
                    help="training sets held out for validation, at most 2000 (default %(default)s)")
     g.add_argument("--seed", type=NONNEG_INT, default=_default("seed"), help="(default %(default)s)")
-    g.add_argument("--threads", type=checks.THREADS, default=_default("threads"),
+    g.add_argument("--threads", type=checks.THREADS, default=0,
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=_default("device"), help=f"{DEVICE_CHOICES} (default %(default)s)")
     g.add_argument("--ema", type=FRACTION, default=_default("ema"),
@@ -227,7 +227,7 @@ def cmd_embed(args):
     from ..setembed.embedder import load_embedder
 
     target = claim(args.out, "vectors")  # before any work: a new file, or a vectors file of ours
-    emb = load_embedder(args.model, args.threads, device=args.device)
+    emb = load_embedder(args.model, device=args.device)
     data = Dataset(args.data)
     # the dataset's ids -> the model's, by string (one lookup per distinct id; any dataset whose ids the model knows)
     remap = np.array([-1 if (i := emb.vocab.get(s)) is None else i for s in data.vocab.strings] + [-1], np.int64)
@@ -254,7 +254,7 @@ def cmd_embed(args):
 def cmd_similar(args):
     from ..setembed.embedder import display, load_embedder, similar_json
 
-    emb = load_embedder(args.model, args.threads, device=args.device)
+    emb = load_embedder(args.model, device=args.device)
     s = emb.similar(args.ids, args.k)
     if args.json:
         print(json.dumps(similar_json(s), indent=2))
@@ -269,7 +269,7 @@ def cmd_similar(args):
 def cmd_classify(args):
     from ..setembed.embedder import classify_json, load_embedder
 
-    emb = load_embedder(args.model, args.threads, device=args.device)
+    emb = load_embedder(args.model, device=args.device)
     c = emb.classify(args.ids, args.reject, args.method, args.k)
     if args.json:
         print(json.dumps(classify_json(c), indent=2))

@@ -34,7 +34,7 @@ def register(sub):
 def cmd_fill(args):
     from ..inference.fill import Filler, format_fill
 
-    filler = Filler.load(args.model, args.threads, args.device)
+    filler = Filler.load(args.model, args.device)
     results = filler.fill_many(args.texts, args.k, decode_config(args))
     if args.json:
         print(json.dumps({"results": [r.to_json() for r in results]}, indent=2))

@@ -100,7 +100,7 @@ def cmd_train(args) -> int:
         out=args.out, corpus=tuple(args.corpus), labels=args.labels, wikispeedia=args.wikispeedia,
         model=TextClassConfig(d=args.d, heads=args.heads, attention=args.attention, embedding=args.embedding,
                               smoothing=args.smoothing, dropout=args.dropout),
-        train=TrainTextConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
+        train=TrainTextConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                               steps=args.steps, device=args.device,
                               optim=OptimConfig(name=args.optimizer, lr=args.lr, warmup=args.warmup,
                                                 weight_decay=args.weight_decay, clip=args.clip)),
@@ -127,7 +127,7 @@ def cmd_classify(args) -> int:
         raise ValueError("nothing to classify: give TEXT arguments or --file FILE")
     from ..textclass.classifier import Classifier
 
-    clf = Classifier.load(args.model, args.threads, args.device)
+    clf = Classifier.load(args.model, args.device)
     labels = clf.labels
     probs = clf.model.predict(clf.words(texts))  # (Q, C)
     predictions = []

@@ -178,7 +178,7 @@ def _add_train(sub):
                    help="with --members and sampled negatives (--samples): member i draws them from the i-th "
                         f"proposal, cycled ({', '.join(PROPOSALS)}); log_uniform,uniform: two networks that err apart "
                         "(default: every member the recipe's --proposal)")
-    g.add_argument("--threads", type=checks.THREADS, default=lp("threads"),
+    g.add_argument("--threads", type=checks.THREADS, default=0,
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
     g.add_argument("--device", default=lp("device"), help=f"{DEVICE_CHOICES} (default %(default)s: CUDA when available)")
     g.add_argument("--ema", type=FRACTION, default=lp("ema"),
@@ -316,7 +316,7 @@ def train_config_from_args(args, base: TrainConfig | None = None, given: set[str
                         epochs=pick("epochs", b.loop.epochs), time_budget=pick("time_budget", b.loop.time_budget),
                         eval_every=pick("eval_every", b.loop.eval_every), keep_best=pick("keep_best", b.loop.keep_best),
                         checkpoint_every=pick("checkpoint_every", b.loop.checkpoint_every),
-                        seed=pick("seed", b.loop.seed), threads=pick("threads", b.loop.threads),
+                        seed=pick("seed", b.loop.seed),
                         device=pick("device", b.loop.device), ema=pick("ema", b.loop.ema),
                         patience=pick("patience", b.loop.patience)),
         val_fraction=pick("val_fraction", b.val_fraction), objective=objective, init=pick("init", b.init))

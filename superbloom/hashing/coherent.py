@@ -44,7 +44,6 @@ pair of ids that share all m buckets, so the final maps always satisfy it.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,14 +96,12 @@ def cooccurrence_embeddings(sets: SetArray, n_ids: int, rank: int = RANK, seed: 
         return _randomized_embeddings(a, r, width, rng)
 
 
-@contextmanager
 def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
+    """torch's OpenMP pool at one thread for the block, restored after (threadpoolctl: the caller's
+    setting is not touched otherwise)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="openmp")
 
 
 def _dense(z: np.ndarray) -> torch.Tensor:

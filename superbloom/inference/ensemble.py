@@ -73,13 +73,13 @@ class Ensemble(Predictor):
             raise ValueError(f"mix {self.mix:g}: no model of the ensemble has an item-item term (a hybrid head)")
 
     @classmethod
-    def load(cls, model_dirs: Sequence[str | Path], mix: float | None = None, threads: int = 0,
+    def load(cls, model_dirs: Sequence[str | Path], mix: float | None = None,
              device: str = "auto", mmap: bool = True) -> "Ensemble":
         """The models of `model_dirs` (each as sb.load reads it) as one ensemble."""
-        return cls([Predictor.load(d, threads, device, mmap) for d in model_dirs], mix, [str(d) for d in model_dirs])
+        return cls([Predictor.load(d, device, mmap) for d in model_dirs], mix, [str(d) for d in model_dirs])
 
     @classmethod
-    def load_dir(cls, ens_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> "Ensemble":
+    def load_dir(cls, ens_dir: str | Path, device: str = "auto", mmap: bool = True) -> "Ensemble":
         """An ensemble folder (training/members.py, `train --members`): config.json's "members" (folders
         inside it) at its "item_mix"."""
         path = expect_kind(ens_dir, "ensemble")
@@ -92,7 +92,7 @@ class Ensemble(Predictor):
         if not names or not all(isinstance(m, str) and m and "/" not in m and m not in (".", "..") for m in names):
             raise LoadError(f"{where}: field 'members' is {names!r}; expected the names of the member folders in "
                             f"{path}")
-        out = cls([Predictor.load(path / m, threads, device, mmap) for m in names], float(mix),
+        out = cls([Predictor.load(path / m, device, mmap) for m in names], float(mix),
                   [str(path / m) for m in names])
         out.path = path
         return out

@@ -79,8 +79,8 @@ class Filler:
         return cls(predictor, TextEncoder(predictor.vocab, cfg))
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Filler":
-        return cls.from_predictor(Predictor.load(model_dir, threads, device), model_dir)
+    def load(cls, model_dir: str | Path, device: str = "auto") -> "Filler":
+        return cls.from_predictor(Predictor.load(model_dir, device), model_dir)
 
     def encode(self, text: str) -> EncodedText:
         q = self.encoder.encode(text)

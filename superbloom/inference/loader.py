@@ -31,23 +31,23 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 5  # reads of a folder whose checkpoint moved while it was read
 
 
-def load(model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True,
+def load(model_dir: str | Path, device: str = "auto", mmap: bool = True,
          part: str = "whole") -> Predictor:
     """The id model in `model_dir` (Predictor.load), or the ensemble folder's members as one (Ensemble.load_dir),
     ranking by `part` (rank_by); read again when a running training moved its checkpoint mid-read."""
     if kind_of(Path(model_dir), "ensemble") == "ensemble":
-        return rank_by(Ensemble.load_dir(model_dir, threads, device, mmap), part)
-    return rank_by(load_model(model_dir, threads, device, mmap), part)
+        return rank_by(Ensemble.load_dir(model_dir, device, mmap), part)
+    return rank_by(load_model(model_dir, device, mmap), part)
 
 
-def load_model(model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> Predictor:
+def load_model(model_dir: str | Path, device: str = "auto", mmap: bool = True) -> Predictor:
     """Predictor.load, again (up to ATTEMPTS reads) when it failed because the folder's inference
     checkpoint changed while it was read (a training run writing beside the reader); any other
     failure is raised as it came."""
     for attempt in range(1, ATTEMPTS + 1):
         before = _serving(model_dir)
         try:
-            return Predictor.load(model_dir, threads, device, mmap)
+            return Predictor.load(model_dir, device, mmap)
         except (OSError, LoadError):
             now = _serving(model_dir)
             if attempt == ATTEMPTS or now is None or now == before:

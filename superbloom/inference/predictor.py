@@ -75,7 +75,7 @@ class Predictor:
         self.path: Path | None = None  # the folder it was loaded from (save copies it)
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto", mmap: bool = True) -> "Predictor":
+    def load(cls, model_dir: str | Path, device: str = "auto", mmap: bool = True) -> "Predictor":
         """The model directory's inference checkpoint (BEST, else LATEST) on `device` (device.py). On the
         CPU with mmap=True the weights are views of the memory-mapped checkpoint file, shared by every
         process that maps it (mapped.py); else they are read into memory."""
@@ -88,9 +88,6 @@ class Predictor:
             hcfg = head_config_from_dict(config["head"])
         except (TypeError, ValueError, KeyError) as e:
             raise LoadError(f"{model_dir / 'config.json'}: field 'head': {e}") from None
-        threads = check.threads(threads)
-        if threads:
-            torch.set_num_threads(threads)
         dev = resolve_device(check.device("device", device))
         # the hash maps, and a large vocabulary, are memory-mapped on the CPU: serve's workers share them
         hashing = BloomHash.load(model_dir / "hashing.safetensors", mmap=mmap and dev.type == "cpu")

@@ -57,6 +57,20 @@ class Dist:
         return self.rank == 0
 
 
+def set_threads(n: int) -> int:
+    """torch's CPU threads for this process: n > 0 that many (clamped to the cores, with a warning), 0
+    torch's default (left as it is) -> the count set. The one place that changes this process-wide
+    setting; the command line calls it (cli/), the library never does."""
+    import torch
+
+    from .._bounds import threads
+
+    n = threads(n)
+    if n:
+        torch.set_num_threads(n)
+    return n
+
+
 def init_distributed(device: str = "auto") -> Dist:
     """Read torchrun's RANK / WORLD_SIZE / LOCAL_RANK, join the process group (NCCL on GPU, gloo on
     CPU) and choose this rank's device. Without torchrun: rank 0 of 1, no process group."""

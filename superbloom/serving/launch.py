@@ -65,12 +65,14 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
         return _serve_workers(model_dir, host, port, config, threads, access_log, device, workers, log_level, part)
 
     from ..inference.loader import load
+    from ..model.device import set_threads
     from .app import create_app
 
-    app = create_app(load(model_dir, threads, device, part=part), config, access_log=access_log)
+    set_threads(threads)  # the server's process: its one thread setting
+    app = create_app(load(model_dir, device, part=part), config, access_log=access_log)
     if embed:
         from ..setembed.embedder import load_embedder
-        app.state.embedder = load_embedder(embed, threads, device)
+        app.state.embedder = load_embedder(embed, device)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level,
                 timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))
 
@@ -127,11 +129,13 @@ def app_from_env():
     from .._log import configure
     from .guards import WorkerHeader
     from ..inference.loader import load
+    from ..model.device import set_threads
     from .app import create_app
 
     s = _settings()
     configure(s.get("log_level", "info"))  # a fresh process: the access log and the library's messages on stderr
-    app = create_app(load(s["model"], s["threads"], s["device"], part=s.get("part", "whole")), ServeConfig(**s["config"]),
+    set_threads(s["threads"])  # a fresh process: the thread setting serve was given
+    app = create_app(load(s["model"], s["device"], part=s.get("part", "whole")), ServeConfig(**s["config"]),
                      access_log=s.get("access_log", True))
     app.add_middleware(WorkerHeader)
     return app

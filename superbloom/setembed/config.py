@@ -77,4 +77,4 @@ class EmbedTrainConfig:
     def from_dict(cls, t: dict) -> "EmbedTrainConfig":
         return cls(data=t["data"], out=t["out"], labels=t.get("labels", ""), embed=EmbedConfig(**t["embed"]),
                    hash=HashConfig(**t["hash"]), model=ModelConfig.from_dict(t["model"]),
-                   optim=OptimConfig(**t["optim"]), loop=LoopConfig(**t["loop"]), val_fraction=t["val_fraction"])
+                   optim=OptimConfig(**t["optim"]), loop=LoopConfig.from_dict(t["loop"]), val_fraction=t["val_fraction"])

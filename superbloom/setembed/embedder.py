@@ -68,7 +68,7 @@ class Embedder:
         self.path: Path | None = None  # the folder it was loaded from (save copies it)
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "auto") -> "Embedder":
+    def load(cls, model_dir: str | Path, device: str = "auto") -> "Embedder":
         """A directory written by `superbloom embed-train` (its index and inference checkpoint)."""
         model_dir = expect_kind(model_dir, "set-embedding")  # an id model or a dataset here: one line naming it
         if not (model_dir / "config.json").is_file() or "embed" not in read_config(model_dir, {}):
@@ -78,8 +78,6 @@ class Embedder:
         if ckpt is None or not (model_dir / "index.safetensors").is_file():
             raise FileNotFoundError(f"{model_dir}: no complete checkpoint and index (was `superbloom embed-train` "
                                     "interrupted? run it again with --resume)")
-        if threads:
-            torch.set_num_threads(threads)
         config = read_config(model_dir, {"embed": dict, "model": dict})
         hashing = BloomHash.load(model_dir / "hashing.safetensors")
         check_safetensors(model_dir / "index.safetensors", "the set index (index.safetensors)")
@@ -226,5 +224,5 @@ def display(key: str) -> str:
     return unquote(key).replace("_", " ")
 
 
-def load_embedder(model_dir: str | Path, threads: int = 0, device: str = "auto") -> Embedder:
-    return Embedder.load(model_dir, threads, device)
+def load_embedder(model_dir: str | Path, device: str = "auto") -> Embedder:
+    return Embedder.load(model_dir, device)

@@ -217,8 +217,6 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
     complete checkpoint). Every setting is checked before anything is written. `callbacks`: where the
     metrics.jsonl records go too (training/callbacks.py)."""
     d = init_distributed(cfg.loop.device)
-    if cfg.loop.threads:
-        torch.set_num_threads(cfg.loop.threads)
     out = check_out(cfg.out, "set-embedding")
     data = Dataset(cfg.data)
     ckpt = resume_point(out, resume, overwrite, d.main)

@@ -33,9 +33,9 @@ class Classifier:
         self.path: Path | None = None  # the folder it was loaded from (save copies it)
 
     @classmethod
-    def load(cls, model_dir: str | Path, threads: int = 0, device: str = "cpu") -> "Classifier":
+    def load(cls, model_dir: str | Path, device: str = "cpu") -> "Classifier":
         """A directory written by `superbloom textclass-train` (or save_classifier), on `device`."""
-        out = cls(*load_classifier(model_dir, threads, device))
+        out = cls(*load_classifier(model_dir, device))
         out.path = Path(model_dir)
         return out
 

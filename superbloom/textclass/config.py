@@ -44,7 +44,6 @@ class TrainTextConfig:
     batch_size: int = 32
     seed: int = 0
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(name="adapsgd"))  # clip 1, no lr
-    threads: int = 0  # torch CPU threads (0: leave as is)
     steps: int = 0  # > 0: stop after this many steps, if the epochs have not ended before
     device: str = "cpu"  # cpu | cuda | cuda:N | auto (device.py); the blog's small model trains on the CPU
 

@@ -327,8 +327,6 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     CLI refuses a run larger than the machine there: cli/checks.refuse_over_memory).
     """
     d = init_distributed(cfg.train.device)
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
     out = check_out(cfg.out, "text-classifier")
     if not overwrite and (out / "model.safetensors").exists() and not (out / "LATEST").exists():
         raise ValueError(f"{out} already holds a model (without checkpoints to resume); pass --overwrite to "
@@ -358,7 +356,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
     steps = cfg.train.epochs * steps_per_epoch
     loop = LoopConfig(batch_size=cfg.train.batch_size, steps=min(steps, cfg.train.steps or steps),
                       eval_every=steps_per_epoch, keep_best=cfg.keep_best, checkpoint_every=cfg.checkpoint_every,
-                      seed=seed, threads=cfg.train.threads, device=cfg.train.device, ema=0.0)  # no average: the weights as trained
+                      seed=seed, device=cfg.train.device, ema=0.0)  # no average: the weights as trained
     extra = {"kind": "text-classifier", "versions": versions(), "max_words": cfg.max_words, "data": docs.stats, "seed": seed,
              "test_fraction": cfg.test_fraction,
              "optim": asdict(cfg.train.optim), "train": portable(cfg.to_dict())}
@@ -407,10 +405,8 @@ def save_classifier(model: TextClassifier, out: str | Path, label_names: Sequenc
     return out
 
 
-def load_classifier(model_dir: str | Path, threads: int = 0,
-                    device: str = "cpu") -> tuple[TextClassifier, list[str], dict]:
-    """A directory of `save_classifier` -> (model in eval mode on `device`, class names, its config.json);
-    threads > 0: torch's CPU threads."""
+def load_classifier(model_dir: str | Path, device: str = "cpu") -> tuple[TextClassifier, list[str], dict]:
+    """A directory of `save_classifier` -> (model in eval mode on `device`, class names, its config.json)."""
     model_dir = expect_kind(model_dir, "text-classifier")  # the complete one a kill during its swap left, if need be
     if not (model_dir / "config.json").is_file() or not (model_dir / "model.safetensors").is_file():
         raise FileNotFoundError(f"{model_dir}: not a text classifier directory (needs config.json and "
@@ -424,6 +420,4 @@ def load_classifier(model_dir: str | Path, threads: int = 0,
     vocab = read_lines(model_dir / "vocab.txt") if cfg.embedding == "table" else ()
     model = TextClassifier(cfg, len(config["labels"]), vocab=vocab)
     model.load_state_dict(load_file(str(model_dir / "model.safetensors")))
-    if threads:
-        torch.set_num_threads(threads)
     return model.eval().to(resolve_device(device)), list(config["labels"]), config

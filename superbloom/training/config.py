@@ -57,7 +57,6 @@ class LoopConfig:
     keep_best: bool = True  # keep the checkpoint with the best validation score too; inference uses it
     checkpoint_every: float = 60.0  # seconds between checkpoints
     seed: int = 0
-    threads: int = 0  # torch CPU threads (0: torch's default)
     device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
     ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
     # > 0: also stop once this many validations in a row improved neither the validation score nor (a hybrid's)
@@ -69,7 +68,7 @@ class LoopConfig:
             raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "threads", "patience"):
+        for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "patience"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
@@ -78,6 +77,12 @@ class LoopConfig:
         if self.patience and not self.eval_every:
             raise ValueError(f"patience {self.patience} counts validations without improvement: it needs eval_every > 0 "
                              "(validations during training)")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LoopConfig":
+        """config.json's "loop"; older files also recorded torch's threads, now set_threads' (model/device.py),
+        not a setting of the run."""
+        return cls(**{k: v for k, v in d.items() if k != "threads"})
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ class TrainConfig:
         return cls(data=data, out=out, hash=HashConfig(**saved["hash"]), model=ModelConfig.from_dict(saved["model"]),
                    head=head_config_from_dict(saved["head"]), mask=MaskConfig(**t.get("mask", {})),
                    optim=OptimConfig(**t.get("optim", flat(OptimConfig))),
-                   loop=LoopConfig(**t.get("loop", flat(LoopConfig))),
+                   loop=LoopConfig.from_dict(t.get("loop", flat(LoopConfig))),
                    val_fraction=t.get("val_fraction", _FIELD_DEFAULT_VAL), objective=t.get("objective", "masked"),
                    init=t.get("init", "normal"), val_seed=t.get("val_seed"))
 

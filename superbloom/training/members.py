@@ -123,7 +123,7 @@ def train_members(cfg: TrainConfig, members: int, progress: bool = True, resume:
                 save_json(mdir / DONE, {"seconds": round(time.time() - s0, 1)})
             dirs.append(mdir)
             runs.append({"dir": mdir.name, "seed": mcfg.loop.seed, **drawn, **load_json(mdir / DONE)})
-    ens = Ensemble.load(dirs, threads=cfg.loop.threads, device=cfg.loop.device)
+    ens = Ensemble.load(dirs, device=cfg.loop.device)
     chosen = {}
     if ens.term_member is not None:  # the term's weight, on the validation sets every member held out
         ex = held_out(cfg, data)

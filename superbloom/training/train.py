@@ -128,8 +128,6 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     (callbacks.py: TensorBoard, MLflow, your own)."""
     phases = Phases()
     d = init_distributed(cfg.loop.device)
-    if cfg.loop.threads:
-        torch.set_num_threads(cfg.loop.threads)
     out = check_out(cfg.out)
     entry = objective_entry(cfg.objective)
     with phases("reading the data"):
