@@ -42,6 +42,10 @@ RESULT_FILES: list[Result] = [
            "the hybrid head, its network alone, its term alone and the pure model against popularity, "
            "co-occurrence and EASE on every set dataset (test split; the rows accumulate, one per dataset x "
            "split x method x recipe x steps)"),
+    Result(("anytime_bar.json", "anytime_bar.md"),
+           f"{LOCK} {PY} benchmarks.quality.anytime_bar --threads 1,2 --seeds 0,1,2",
+           "`train --time-budget 30` on the embedded Wikispeedia links (the term validated before the first step) "
+           "against EASE on the same test examples, one thread and two, three seeds"),
     Result(("quality_members_test.json", "quality_members_test.md"),
            f"{HARNESS} --datasets wikispeedia,fb15k237,beauty,lastfm,toys,wn18rr,bert4rec_beauty --recipes hybrid_x6 "
            "--steps 2000 --split test --threads 1 --baselines ease --name quality_members_test",

@@ -7,7 +7,7 @@ import pytest
 
 import superbloom as sb
 from superbloom.heads import head_config
-from superbloom.heads.parts import TERM_BASELINES, parts_note
+from superbloom.heads.parts import TERM_ALONE, TERM_BASELINES, parts_note
 
 
 def test_the_parts_note_gives_each_part_and_names_the_baseline_where_the_network_adds_nothing():
@@ -19,8 +19,11 @@ def test_the_parts_note_gives_each_part_and_names_the_baseline_where_the_network
     assert "adds nothing" not in note
     level = parts_note(dict(best, **{"rec@10": 0.28}), "rec@10")  # the hybrid no better than its term alone
     assert "adds nothing over the ease term" in level and "--baselines ease-term" in level and "--part term" in level
-    taught = parts_note(dict(best, item_mix=0.0, **{"rec@10": 0.25}), "rec@10", taught=True)
-    assert "network alone 0.250" in taught and "weight 0" in taught and "adds nothing" in taught
+    unmixed = parts_note(dict(best, item_mix=0.0, **{"rec@10": 0.25}), "rec@10", unmixed=True)
+    assert "network alone 0.250" in unmixed and "weight fixed at 0" in unmixed and "adds nothing" in unmixed
+    alone = parts_note(dict(best, item_mix=TERM_ALONE, **{"rec@10": 0.28}), "rec@10")  # kept at its term alone
+    assert "ease term alone 0.280, kept as the model" in alone and "network alone 0.250" in alone
+    assert "adds nothing over the ease term (yet)" in alone and "--baselines ease-term" in alone
     assert parts_note({"rec@10": 0.3, "pure_rec@10": 0.2}, "rec@10") is None  # no term alone scored there
     from superbloom.evaluation.baselines import BASELINES
     assert set(TERM_BASELINES.values()) <= set(BASELINES)  # each note names a baseline eval knows

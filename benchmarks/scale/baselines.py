@@ -59,14 +59,31 @@ def examples(data_dir: str, eval_sets: int, seed: int):
     return data, drawer, drawer.examples(data)
 
 
+def settings(text: str, cls) -> dict:
+    """--als / --item2vec "field=value,field=value" -> {field: value} typed as `cls`'s (a dataclass) defaults."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out = {}
+    for part in [p for p in (text or "").split(",") if p]:
+        name, _, value = part.partition("=")
+        if name not in fields:
+            raise SystemExit(f"{part!r}: {cls.__name__} has no field {name!r} (fields: {', '.join(fields)})")
+        kind = type(fields[name].default)
+        out[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
+    return out
+
+
 def _item2vec(data, args):
     from superbloom.evaluation.item2vec import Item2Vec, Item2VecConfig
-    return Item2Vec(data.train, data.n_ids, Item2VecConfig(sg=args.skip_gram, workers=args.threads))
+    return Item2Vec(data.train, data.n_ids, Item2VecConfig(**{"sg": args.skip_gram, "workers": args.threads,
+                                                              **settings(args.item2vec, Item2VecConfig)}))
 
 
 def _als(data, args):
     from superbloom.evaluation.als import ALS, ALSConfig
-    return ALS(data.train, data.n_ids, ALSConfig(threads=args.threads, confidence=args.als_confidence))
+    return ALS(data.train, data.n_ids, ALSConfig(**{"threads": args.threads, "confidence": args.als_confidence,
+                                                    **settings(args.als, ALSConfig)}))
 
 
 class _Popularity:
@@ -99,7 +116,9 @@ def worker(args) -> None:
     fit_s, fit_cpu = time.perf_counter() - t, time.process_time() - c
     fit_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB on Linux
     t, c = time.perf_counter(), time.process_time()
-    top = base.rank(ex.contexts, ex.exclude, args.depth)
+    # every id never to rank: the context and the protocol's own (the dense baselines exclude only these)
+    never = ex.contexts if ex.exclude is None else np.concatenate([ex.contexts, ex.exclude], 1)
+    top = base.rank(ex.contexts, never, args.depth)
     query_s, query_cpu = time.perf_counter() - t, time.process_time() - c
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB on Linux
     np.save(Path(args.out) / "ranked.npy", top)
@@ -118,7 +137,8 @@ def run_one(name: str, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "benchmarks.scale.baselines", args.data, "--worker", name, "--out", tmp,
                "--eval-sets", str(args.eval_sets), "--seed", str(args.seed), "--depth", str(args.depth),
-               "--threads", str(args.threads), "--als-confidence", args.als_confidence] + (["--skip-gram"] if args.skip_gram else [])
+               "--threads", str(args.threads), "--als-confidence", args.als_confidence, "--als", args.als,
+               "--item2vec", args.item2vec] + (["--skip-gram"] if args.skip_gram else [])
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             return {"failed": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -139,6 +159,9 @@ def main():
     ap.add_argument("--skip-gram", action="store_true", help="item2vec: skip-gram instead of CBOW")
     ap.add_argument("--als-confidence", choices=("bm25", "plain"), default="bm25",
                     help="als: BM25-weighted confidences (implicit's lastfm example) or the binary incidence")
+    ap.add_argument("--als", default="", help="als: more ALSConfig settings, e.g. factors=128,alpha=10,confidence=plain "
+                    "(the settings chosen on a validation split: benchmarks/results/quality_user_baselines.json)")
+    ap.add_argument("--item2vec", default="", help="item2vec: more Item2VecConfig settings, e.g. epochs=30")
     ap.add_argument("--name", default="baselines")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "scale"),
                     help="folder of NAME.json and NAME.md (default benchmarks/results/scale)")
@@ -171,6 +194,7 @@ def main():
               "train_links": int(data.train.offsets[-1]), "examples": int(len(ex.targets)),
               "targets_unseen": int((ex.targets < 0).sum()), "protocol": protocol.describe() | {"depth": args.depth},
               "threads": args.threads, "item2vec": "skip-gram" if args.skip_gram else "cbow", "als_confidence": args.als_confidence,
+              "als_settings": args.als, "item2vec_settings": args.item2vec,
               "baselines": rows, "machine": machine_info(), "loadavg_before": load0, "loadavg_after": os.getloadavg()}
     md.append(f"# Baselines at scale: {args.name}\n")
     md.append(f"{result['data']}: {data.n_ids:,} ids, {len(data.train):,} training sets, "

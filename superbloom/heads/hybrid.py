@@ -214,7 +214,8 @@ class HybridHead(FullHead):
         ctx = context.masked_fill((context < 0) | (context >= n), -1)  # (U, T) ids, -1 at specials
         if self._term_alone or (not self._grid and math.isinf(float(self.mix))):  # mix TERM_ALONE: the term alone
             return self._term_topk(ctx, k, exclude, decode, chunk_elems)
-        grid = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
+        every = self._grid or [(float(self.mix), float(self.decay), int(self.alt))]
+        grid = [g for g in every if g[0] != TERM_ALONE]  # the term alone needs no network scores (below)
 
         def variants(a: int, b: int):  # one network pass per chunk, then each candidate's term added
             s, terms, sparse = self.log_probs(v[a:b], w), {}, {}
@@ -241,9 +242,11 @@ class HybridHead(FullHead):
                     _, cand, base = sparse[slot]
                     yield cand, base + mix * terms[decay, slot]  # the same `cand` object: its exclusion once
 
-        parts = chunked_topk_variants(variants, len(grid), len(v), n, k, exclude, chunk_elems, like=v)
+        parts = iter(chunked_topk_variants(variants, len(grid), len(v), n, k, exclude, chunk_elems, like=v))
         work = torch.full((len(v),), n)
-        rankings = [exact_ranking(vals, ids, k, decode.score, work) for vals, ids in parts]
+        rankings = [exact_ranking(*next(parts), k, decode.score, work) if mix != TERM_ALONE else
+                    term_topk(*self.term_arrays(slot), n, ctx, decay, k, exclude, decode, chunk_elems)
+                    for mix, decay, slot in every]
         if self._grid:
             for c, r in enumerate(rankings):
                 self._parts[c].append(r.cpu())
@@ -264,21 +267,26 @@ class HybridHead(FullHead):
         the kept weights never score below the term alone (ties: the earlier: mix 0, first term, smaller
         mix, first decay, the term alone last). With a fixed cfg.mix only the decay and the term are
         chosen, and the term alone is no candidate (mix 0: nothing, the validation scores the network
-        alone, so BEST is the network's best checkpoint). `rank()` ranks the validation queries (once:
-        every mix is scored in that pass, see topk; each term alone in a pass of its own, once per
-        setting: no training moves it), `summarize(ranking)` -> its metrics. -> the chosen candidate's
+        alone, so BEST is the network's best checkpoint). `rank()` ranks the validation queries once
+        (every mix is scored in that pass, see topk, and the first time each setting's term alone,
+        which no training moves), `summarize(ranking)` -> its metrics. -> the chosen candidate's
         metrics, with its mix, decay, term, the pure model's (mix 0) and the chosen setting's term
         alone's `select` scores."""
         fixed = self.cfg.mix  # a fixed weight (HybridConfig.mix): only the decay and the term are chosen
         mixes = MIXES[1:] if fixed is None else (fixed,) if fixed else ()
         grid = [(0.0, 1.0, 0)] + [(mix, decay, slot) for slot in range(self.term_slots)
                                   for decay in decays for mix in mixes]
-        self._grid, self._parts = grid, [[] for _ in grid]
+        # each (decay, term)'s term alone, ranked in the same pass the first time (no training moves it)
+        seen = self._alone_scores.setdefault(rank, {})
+        alone = [s for s in dict.fromkeys((decay, slot) for _, decay, slot in grid[1:]) if s not in seen]
+        every = grid + [(TERM_ALONE, decay, slot) for decay, slot in alone]
+        self._grid, self._parts = every, [[] for _ in every]
         try:
             rank()
             results = [summarize(Ranking.concat(parts)) for parts in self._parts]
         finally:
             self._grid, self._parts = None, None
+        seen.update(zip(alone, results[len(grid):]))
         allowed = range(len(grid)) if fixed is None else range(1, len(grid)) if fixed else range(1)
         options = [(grid[c] if c else (0.0, float(self.decay), int(self.alt)), results[c]) for c in allowed]
         if fixed is None:  # the term alone of each (decay, term), after the hybrids: ties go to them
@@ -296,7 +304,7 @@ class HybridHead(FullHead):
                       slot: int) -> dict:
         """The validation metrics of term `slot` alone at `decay` (the "term alone" variant). They do not
         depend on the network (the term alone ranks by the term, ties by the smaller id), so each setting
-        is ranked once per validation queries (`rank`)."""
+        is ranked once per validation queries (`rank`): in choose's pass, else in a pass of its own."""
         seen = self._alone_scores.setdefault(rank, {})
         if (decay, slot) not in seen:
             saved = float(self.decay), int(self.alt)

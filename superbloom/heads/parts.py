@@ -25,20 +25,20 @@ TERM_ALONE = float("inf")
 TERM_BASELINES = {"ease": "ease-term", "cooccurrence": "cooc-term", "transition": "transition"}
 
 
-def parts_note(best: dict, select: str, taught: bool = False) -> str | None:
+def parts_note(best: dict, select: str, unmixed: bool = False) -> str | None:
     """The line the end of training prints for a hybrid (HeadBase.parts_note): at the kept checkpoint,
     the validation `select` of the hybrid, of its network alone and of its term alone; where the
     hybrid is not above its term alone there, it says so, names `--part term` (inference/parts.py) and
-    the baseline that ranks by the term with no training. `taught`: the weight is fixed at 0 (the term only teaches the network).
+    the baseline that ranks by the term with no training. `unmixed`: the weight is fixed at 0 (HybridConfig.mix).
     None for a checkpoint validated before the term alone was scored there."""
     hybrid, pure, term = best.get(select), best.get(f"pure_{select}"), best.get(f"term_{select}")
     if hybrid is None or pure is None or term is None:
         return None
     name, mix = best.get("item_term", "item-item"), float(best.get("item_mix", 0.0))
     where = f"at BEST (step {best['step']})" if "step" in best else "at the kept checkpoint"
-    if taught:
-        line = (f"{where}, validation {select}: the network alone {pure:.3f} (the {name} term taught it and "
-                f"is not mixed in: weight 0); the {name} term alone {term:.3f}")
+    if unmixed:
+        line = (f"{where}, validation {select}: the network alone {pure:.3f} (the {name} term is not mixed in: "
+                f"weight fixed at 0); the {name} term alone {term:.3f}")
     elif mix == TERM_ALONE:
         line = (f"{where}, validation {select}: the {name} term alone {term:.3f}, kept as the model (weight "
                 f"TERM_ALONE: the term ranks, the network only breaks its ties); its network alone {pure:.3f}")
