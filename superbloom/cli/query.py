@@ -248,6 +248,12 @@ def _add_serve(sub):
                        help=f"{hlp} (default %(default)s)")
     p.add_argument("--heavy-queue", type=checks.bounded(int, 0, 1 << 16), default=default_of(ServeConfig, "heavy_queue"),
                    help="heavy requests waiting; one more is a 503 with Retry-After (default %(default)s)")
+    p.add_argument("--max-head-bytes", type=checks.bounded(int, 1024, 1 << 20),
+                   default=default_of(ServeConfig, "max_head_bytes"),
+                   help="bytes of a request line and headers; a longer head is a 400 (default %(default)s)")
+    p.add_argument("--max-connections", type=checks.bounded(int, 1, 1 << 20),
+                   default=default_of(ServeConfig, "max_connections"),
+                   help="open connections and requests beyond which the server answers 503 (default %(default)s)")
     for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
                       ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
                       ("head_timeout", "seconds to receive a request's line and headers")]:
@@ -410,7 +416,7 @@ def cmd_serve(args):
 
     names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "max_contexts", "max_list",
              "body_timeout", "keep_alive_timeout",
-             "head_timeout", "heavy_workers", "heavy_queue"]
+             "head_timeout", "heavy_workers", "heavy_queue", "max_head_bytes", "max_connections"]
     cfg = ServeConfig(**{n: getattr(args, n) for n in names})
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=args.access_log, device=args.device,
           embed=args.embed, workers=args.workers, log_level=args.log_level, part=args.part)

@@ -66,7 +66,7 @@ from .autocomplete import PrefixIndex
 from .batcher import Batcher
 from ..heads.beam import DecodeConfig
 from ..inference.expand import ExpandConfig, expand
-from .guards import BodyLimit, Hardening, content_security_policy, error_response
+from .guards import BodyLimit, Hardening, RequestStarted, content_security_policy, error_response
 from ..inference.predictor import Predictor
 from .config import ServeConfig
 from .lanes import Lane
@@ -185,8 +185,8 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     vocab.index, vocab.aliases  # noqa: B018 - build the lazy lookup tables before the first request
     prefixes = PrefixIndex(vocab)
     telemetry = Telemetry()
-    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids, on_batch=telemetry.observe_batch)
-    telemetry.watch_queue(batcher.queue.qsize)
+    batcher = Batcher(predictor, config.max_batch, config.max_batch_ids, on_batch=telemetry.observe_batch,
+                      on_queue=telemetry.observe_queue)
     heavy = Lane("heavy", config.heavy_workers, config.heavy_queue)  # expand, list predict, fill: bounded (lanes.py)
     PredictRequest, ExpandRequest = request_models(config)
     page = (importlib.resources.files("superbloom") / "static" / "index.html").read_text("utf-8")
@@ -219,7 +219,8 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     app.state.heavy = heavy
     app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout=config.body_timeout)
     app.add_middleware(Hardening, csp=content_security_policy(page, docs_page))
-    app.add_middleware(Observe, telemetry=telemetry, routes=app, log=access_log)  # added last: outermost
+    app.add_middleware(Observe, telemetry=telemetry, routes=app, log=access_log)
+    app.add_middleware(RequestStarted)  # added last: outermost (the request head's deadline ends here: guards.py)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):

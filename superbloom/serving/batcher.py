@@ -33,10 +33,11 @@ class Batcher:
     per (k, decode) group and length-sorted chunk. Also a drop-in `model` for `expand.expand`."""
 
     def __init__(self, predictor: Predictor, max_batch: int = 64, max_batch_ids: int = 1 << 14,
-                 on_batch: Callable[[int], None] | None = None):
+                 on_batch: Callable[[int], None] | None = None, on_queue: Callable[[int], None] | None = None):
         self.predictor, self.vocab = predictor, predictor.vocab
         self.max_batch, self.max_batch_ids = max_batch, max_batch_ids
         self.on_batch = on_batch  # called with the number of queries of each model call (telemetry.py)
+        self.on_queue = on_queue  # called with the queue's depth when it changes (telemetry.py)
         self.queue: queue.Queue[_Query | None] = queue.Queue()
         self.batches = self.queries = 0  # counters for /health
         self.thread = threading.Thread(target=self._loop, name="superbloom-batcher", daemon=True)
@@ -49,6 +50,8 @@ class Batcher:
         fut: Future = Future()
         deny = np.zeros(0, np.int64) if deny is None else np.asarray(deny, np.int64)
         self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow, include_seen))
+        if self.on_queue is not None:
+            self.on_queue(self.queue.qsize())
         return fut
 
     def read_context(self, ids, name: str = "ids"):
@@ -76,6 +79,8 @@ class Batcher:
                     self.queue.put(None)  # stop after this batch
                     break
                 batch.append(q)
+            if self.on_queue is not None:
+                self.on_queue(self.queue.qsize())
             self._run(batch)
 
     def _run(self, batch: list[_Query]) -> None:

@@ -20,11 +20,16 @@ class ServeConfig:
     head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
     heavy_workers: int = 2  # heavy requests (expand, list predict, fill) running at once (lanes.py)
     heavy_queue: int = 32  # heavy requests waiting; one more is a 503 with Retry-After
+    max_head_bytes: int = 16 * 1024  # a request line and headers (uvicorn's h11 limit): a longer head is a 400
+    max_connections: int = 1024  # open connections (and requests) beyond which uvicorn answers 503
 
     def __post_init__(self):
         for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):
             if not 0 < getattr(self, name) <= 3600:
                 raise ValueError(f"{name} must be in (0, 3600] seconds, got {getattr(self, name)}")
+        if self.max_head_bytes < 1024 or self.max_connections < 1:
+            raise ValueError(f"max_head_bytes must be >= 1024 and max_connections >= 1, got {self.max_head_bytes}, "
+                             f"{self.max_connections}")
         if self.heavy_workers < 1 or self.heavy_queue < 0:
             raise ValueError(f"heavy_workers must be >= 1 and heavy_queue >= 0, got {self.heavy_workers}, "
                              f"{self.heavy_queue}")

@@ -1,22 +1,23 @@
-"""HTTP guards of the server, as ASGI middleware and uvicorn protocols: request-body limits and
-deadlines (413 / 408), security headers and HEAD (Hardening, content_security_policy), a deadline
-for the request head (TimedH11Protocol, timed_h11), TCP_NODELAY on sockets inherited from uvicorn's
-supervisor (NoDelayH11Protocol) and the answering worker's pid (WorkerHeader). serving/app.py puts the
-middleware around its FastAPI app; serve.py hands the protocols to uvicorn."""
+"""HTTP guards of the server: ASGI middleware for request-body limits and deadlines (413 / 408),
+security headers and HEAD (Hardening, content_security_policy); and the connection protocol uvicorn
+runs (HeadDeadline): uvicorn's own HTTP protocol, called through asyncio's Protocol interface, with
+a deadline for the request head (which uvicorn lacks) and TCP_NODELAY. uvicorn's own limits and
+timeouts do the rest (the head's size, idle keep-alive connections, open connections: launch.py).
+serving/app.py puts the middleware around its FastAPI app; launch.py hands the protocol to uvicorn."""
 
 import asyncio
 import base64
+import functools
 import hashlib
-import os
 import re
 import socket
 
 from .._extras import require_extra
 
 require_extra("serve", "the HTTP server (superbloom serve)")  # before fastapi: a missing extra names its pip command
-import h11
 from fastapi.responses import JSONResponse
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.config import HTTP_PROTOCOLS
+from uvicorn.importer import import_from_string
 
 
 def error_response(status: int, message: str, detail=None, headers: dict | None = None) -> JSONResponse:
@@ -109,73 +110,119 @@ class Hardening:
             raise
 
 
-class TimedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol plus a deadline for the request head. uvicorn times an idle connection
-    out only after a response (keep-alive), so a client that connects and sends nothing, or half a
-    request line, would otherwise hold its connection (and a file descriptor) forever. The deadline is
-    the class's `head_timeout` (timed_h11 makes a subclass with a given one)."""
+class HeadDeadline(asyncio.Protocol):
+    """The connection protocol uvicorn runs (`uvicorn.run(http=...)`): uvicorn's own HTTP protocol,
+    held and called through the asyncio.Protocol interface only (no subclass of its internals), plus
+    what uvicorn lacks: a deadline for the request head and TCP_NODELAY.
 
-    head_timeout: float = 10.0  # seconds
-    head_timer: asyncio.TimerHandle | None = None
+    uvicorn times an idle connection out only after a response (keep-alive), so a client that connects
+    and sends nothing, or half a request line, would hold its connection (and a file descriptor)
+    forever. Here a connection's first byte, or the first byte after a response, starts a deadline of
+    `head_timeout` seconds; the request's arrival at the app (RequestStarted, the outermost ASGI
+    middleware, which finds this protocol by the client's address) cancels it. The request body has
+    BodyLimit's deadline; an idle connection after a response, uvicorn's keep-alive timeout.
 
+    TCP_NODELAY: asyncio sets it only on sockets whose `proto` is IPPROTO_TCP, and the listening socket
+    the workers get from uvicorn's supervisor has proto 0, so without it a response's head and body
+    writes meet Nagle's algorithm and the client's delayed ACK: ~40 ms per keep-alive request
+    (measured: 48 ms vs 7 ms)."""
+
+    head_timeout: float = 10.0  # seconds (with_head_timeout makes a factory with another)
+
+    def __init__(self, config, server_state, app_state, _loop=None, head_timeout: float | None = None):
+        inner = import_from_string(HTTP_PROTOCOLS[INNER_PROTOCOL])
+        self.inner = inner(config=config, server_state=server_state, app_state=app_state, _loop=_loop)
+        self.loop = _loop or asyncio.get_event_loop()
+        if head_timeout is not None:
+            self.head_timeout = head_timeout
+        self.transport = self.peer = self.timer = None
+        self.busy = False  # a request has reached the app and its response is not complete
+
+    # asyncio.Protocol, forwarded to uvicorn's protocol
     def connection_made(self, transport):
-        super().connection_made(transport)
-        self.head_timer = self.loop.call_later(self.head_timeout, self.head_timed_out)
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
-        if not waiting and self.head_timer is not None:
-            self.head_timer.cancel()
-            self.head_timer = None
-        elif waiting and self.head_timer is None:  # a partial head after a keep-alive response
-            self.head_timer = self.loop.call_later(self.head_timeout, self.head_timed_out)
-
-    def head_timed_out(self) -> None:
-        self.head_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.close()
-
-    def connection_lost(self, exc) -> None:
-        if self.head_timer is not None:
-            self.head_timer.cancel()
-        super().connection_lost(exc)
-
-
-def timed_h11(head_timeout: float) -> type[TimedH11Protocol]:
-    """TimedH11Protocol with a deadline of `head_timeout` seconds for the request head."""
-    return type("TimedH11Protocol", (TimedH11Protocol,), {"head_timeout": head_timeout})
-
-
-class NoDelayH11Protocol(TimedH11Protocol):
-    """TCP_NODELAY on every connection. asyncio sets it only on sockets whose `proto` is IPPROTO_TCP,
-    and the listening socket the workers get from uvicorn's supervisor has proto 0, so without this a
-    response's head and body writes meet Nagle's algorithm and the client's delayed ACK: ~40 ms per
-    keep-alive request (measured: 48 ms vs 7 ms)."""
-
-    def connection_made(self, transport):
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        super().connection_made(transport)
+        self.peer = _peer(transport.get_extra_info("peername"))
+        if self.peer is not None:
+            OPEN[self.peer] = self
+        self._arm()
+        self.inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy and self.timer is None:  # the first byte of a request head: its deadline starts
+            self._arm()
+        self.inner.data_received(data)
+
+    def eof_received(self):
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc) -> None:
+        self._cancel()
+        if self.peer is not None and OPEN.get(self.peer) is self:
+            del OPEN[self.peer]
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    # the request's progress, told by RequestStarted
+    def request_started(self) -> None:
+        self.busy = True
+        self._cancel()
+
+    def response_done(self) -> None:
+        self.busy = False  # the next byte starts the next head's deadline; until then, uvicorn's keep-alive
+
+    def _arm(self) -> None:
+        self._cancel()
+        self.timer = self.loop.call_later(self.head_timeout, self._timed_out)
+
+    def _cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _timed_out(self) -> None:
+        self.timer = None
+        if not self.busy and self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
 
 
-class WorkerHeader:
-    """ASGI middleware: every HTTP response says which worker process answered (X-Superbloom-Worker)."""
+INNER_PROTOCOL = "h11"  # uvicorn's HTTP protocol that HeadDeadline runs (uvicorn's --http names)
+OPEN: dict[tuple, HeadDeadline] = {}  # client address -> its connection's protocol, in this process
+
+
+def _peer(name) -> tuple | None:
+    return tuple(name[:2]) if isinstance(name, (tuple, list)) and len(name) >= 2 else None
+
+
+def with_head_timeout(head_timeout: float):
+    """A protocol factory for uvicorn.run(http=...): HeadDeadline with `head_timeout` seconds."""
+    return functools.partial(HeadDeadline, head_timeout=head_timeout)
+
+
+class RequestStarted:
+    """ASGI middleware, outermost: tells the connection's HeadDeadline that its request head is complete
+    (the app is called with it) and when the response is done, so that the head deadline never runs
+    while a request is being read or answered."""
 
     def __init__(self, app):
-        self.app, self.pid = app, str(os.getpid()).encode()
+        self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        guard = OPEN.get(_peer(scope.get("client"))) if scope["type"] == "http" else None
+        if guard is None:
             return await self.app(scope, receive, send)
-
-        async def send_tagged(msg):
-            if msg["type"] == "http.response.start":
-                msg = dict(msg, headers=list(msg.get("headers", [])) + [(b"x-superbloom-worker", self.pid)])
-            await send(msg)
-
-        await self.app(scope, receive, send_tagged)
+        guard.request_started()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            guard.response_done()

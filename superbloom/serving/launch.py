@@ -7,7 +7,8 @@ The app itself (routes, batching, guards) is serving/app.py; this module imports
 reverse, and only inside the functions that serve, so importing this module does not import torch.
 
 One process: the model is loaded here (errors are raised before the server starts) and its app is
-run by uvicorn with the request-head deadline of `ServeConfig.head_timeout`.
+run by uvicorn with its own limits and timeouts (keep-alive, the request head's size, open
+connections: `uvic_limits`) and guards.HeadDeadline's deadline for the request head.
 
 N workers: uvicorn's process manager binds the socket once in a supervisor process (which loads no
 model), spawns N worker processes that inherit it and restarts a worker that dies. Each worker builds
@@ -18,14 +19,16 @@ maps) and torch itself. Requests are distributed per CONNECTION, by the kernel: 
 accept() on the one listening socket and the kernel hands each new connection to one waiting worker;
 every request of a keep-alive connection then goes to that worker, and within a worker concurrent
 requests are batched as with one process. So N workers help with N or more concurrent connections (a
-load balancer, many clients), not with a single keep-alive client. Each response carries
-`X-Superbloom-Worker: PID` to show which process answered. The workers get the settings through the
-environment variable SUPERBLOOM_SERVE (JSON): uvicorn spawns them fresh (no fork of a process holding
-torch threads) and imports the app factory and the protocol class below by name.
+load balancer, many clients), not with a single keep-alive client. No response says which process
+answered (the access log, on the server's side, does: its "pid"). The workers get the settings
+through the environment variable SUPERBLOOM_SERVE (JSON): uvicorn spawns them fresh (no fork of a
+process holding torch threads) and imports the app factory and the protocol class below by name.
 
 Observability (telemetry.py): GET /metrics, /live, /ready and a JSON-line access log per request on
-stderr (uvicorn's own access log is off). With N workers each process keeps its own metrics: /metrics
-answers for the worker that took the connection (superbloom_worker_info names its pid).
+stderr (uvicorn's own access log is off). With N workers the metrics are one view of them all: the
+supervisor makes a private folder for prometheus_client's multiprocess mode (PROMETHEUS_MULTIPROC_DIR,
+set before the workers start, removed when the server stops), each worker writes its metrics there,
+and /metrics on any worker answers for all of them (counts and histograms summed).
 """
 from __future__ import annotations
 
@@ -33,15 +36,25 @@ import errno
 import functools
 import json
 import os
+import shutil
 import socket
+import tempfile
 from dataclasses import asdict
 
-from .guards import NoDelayH11Protocol
 from .config import ServeConfig
 
 ENV = "SUPERBLOOM_SERVE"
+MULTIPROC = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's multiprocess folder (telemetry.py)
 
-__all__ = ["ENV", "ServeConfig", "WorkerH11Protocol", "app_from_env", "check_address", "serve"]
+__all__ = ["ENV", "ServeConfig", "WorkerProtocol", "app_from_env", "check_address", "serve", "uvicorn_limits"]
+
+
+def uvicorn_limits(config: ServeConfig) -> dict:
+    """uvicorn's own limits and timeouts, from `config`: an idle keep-alive connection's lifetime, the
+    largest request head it parses (h11's incomplete-event limit: a longer head is a 400) and the open
+    connections and requests beyond which it answers 503."""
+    return {"timeout_keep_alive": config.keep_alive_timeout, "h11_max_incomplete_event_size": config.max_head_bytes,
+            "limit_concurrency": config.max_connections}
 
 
 def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: ServeConfig = ServeConfig(),
@@ -56,7 +69,7 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
     (inference/parts.py: "network", "term")."""
     import uvicorn
 
-    from .guards import timed_h11
+    from .guards import with_head_timeout
 
     check_address(host, port)  # one line and exit 2 before the model loads, not uvicorn's six lines and exit 3
     if workers > 1:
@@ -74,7 +87,7 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
         from ..setembed.embedder import load_embedder
         app.state.embedder = load_embedder(embed, device)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level,
-                timeout_keep_alive=config.keep_alive_timeout, http=timed_h11(config.head_timeout))
+                http=with_head_timeout(config.head_timeout), **uvicorn_limits(config))
 
 
 def check_address(host: str, port: int) -> None:
@@ -112,9 +125,15 @@ def _serve_workers(model_dir: str, host: str, port: int, config: ServeConfig, th
     os.environ[ENV] = json.dumps({"model": str(model_dir), "threads": threads, "device": device,
                                   "config": asdict(config), "access_log": access_log, "log_level": log_level,
                                   "part": part})
-    uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,
-                access_log=False, log_level=log_level, timeout_keep_alive=config.keep_alive_timeout,
-                http=f"{__name__}:WorkerH11Protocol")
+    metrics = tempfile.mkdtemp(prefix="superbloom-metrics-")  # ours alone: removed when the server stops
+    os.environ[MULTIPROC] = metrics
+    try:
+        uvicorn.run(f"{__name__}:app_from_env", factory=True, host=host, port=port, workers=workers,
+                    access_log=False, log_level=log_level, http=WorkerProtocol,  # pickled by name for the workers
+                    **uvicorn_limits(config))
+    finally:
+        del os.environ[MULTIPROC]
+        shutil.rmtree(metrics, ignore_errors=True)
 
 
 @functools.cache
@@ -127,7 +146,6 @@ def _settings() -> dict:
 def app_from_env():
     """uvicorn's app factory in each worker: the model loaded (weights mapped) and serving.app's app."""
     from .._log import configure
-    from .guards import WorkerHeader
     from ..inference.loader import load
     from ..model.device import set_threads
     from .app import create_app
@@ -137,14 +155,13 @@ def app_from_env():
     set_threads(s["threads"])  # a fresh process: the thread setting serve was given
     app = create_app(load(s["model"], s["device"], part=s.get("part", "whole")), ServeConfig(**s["config"]),
                      access_log=s.get("access_log", True))
-    app.add_middleware(WorkerHeader)
     return app
 
 
-class WorkerH11Protocol(NoDelayH11Protocol):
-    """The protocol of each worker (uvicorn imports it by name): TCP_NODELAY (the inherited socket) and
-    the request-head deadline of the settings in SUPERBLOOM_SERVE."""
+def WorkerProtocol(**kwargs):  # noqa: N802 - what uvicorn calls as the protocol "class"
+    """The connection protocol of each worker (uvicorn's config reaches the workers pickled, this factory
+    by its name; uvicorn calls it as its protocol class): guards.HeadDeadline with the request-head
+    deadline of the settings in SUPERBLOOM_SERVE."""
+    from .guards import HeadDeadline
 
-    @property
-    def head_timeout(self) -> float:
-        return _settings()["config"]["head_timeout"]
+    return HeadDeadline(**kwargs, head_timeout=_settings()["config"]["head_timeout"])

@@ -4,14 +4,15 @@ One ASGI middleware (`Observe`, outermost: the 408/413 of the guards count too) 
 request and records it twice: in the app's own Prometheus registry (prometheus_client) and, unless
 turned off, as one JSON object per line on the logger `superbloom.serving.access` (INFO; the command
 line shows it on stderr, _log.py). The batcher reports the size of each model call, and the queue
-depth is read when /metrics is scraped. The metrics (Prometheus' text format):
+depth is reported by the batcher as it changes. The metrics (Prometheus' text format):
 
     superbloom_http_requests_total{method, route, status}        counter: requests answered
     superbloom_http_request_duration_seconds{route}               histogram: time to the last byte
     superbloom_batch_size                                         histogram: queries per model call
     superbloom_queue_depth                                        gauge: queries waiting for the batcher
     superbloom_ready                                              gauge: 1 once warm (GET /ready answers 200)
-    superbloom_worker_info{pid, version}                          the process that answered
+    superbloom_workers                                            gauge: server processes answering
+    superbloom_build_info{version}                                gauge (1): the version serving
 
 `route` is the matched route's path template (/v1/predict, /docs-assets, ...), "other" for a path no
 route matches, and `method` one of the methods of HTTP/1.1 (METHODS), "other" for any other token, so a
@@ -20,9 +21,11 @@ client cannot grow the label set (5,000 random method tokens add no series). An 
     {"time": "2026-01-01T12:00:00.123Z", "client": "127.0.0.1:51234", "method": "POST",
      "path": "/v1/predict", "route": "/v1/predict", "status": 200, "ms": 3.1, "pid": 4242}
 
-(the path without its query string, which may hold user data). With `serve --workers N` each worker
-process has its own registry: /metrics answers for the worker that took the connection (its pid in
-superbloom_worker_info and in the X-Superbloom-Worker header); scrape each worker, or sum over pids.
+(the path without its query string, which may hold user data; the pid is the server's own, on its
+side only: no response names a process). With `serve --workers N` the metrics are one view of every
+worker: prometheus_client's multiprocess mode (the folder PROMETHEUS_MULTIPROC_DIR, which launch.py
+makes for the workers before they start), so /metrics on any worker answers for all of them: counts
+and histograms summed, queue depth and workers summed over the live ones, ready the least of them.
 """
 from __future__ import annotations
 
@@ -31,12 +34,11 @@ import logging
 import os
 import time
 from datetime import datetime, timezone
-from typing import Callable
 
 from .._extras import require_extra
 
 require_extra("serve", "the HTTP server (superbloom serve)")  # before prometheus_client: names its pip command
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.routing import Match
 
 from .._version import __version__
@@ -47,10 +49,16 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # queries per model call (ServeConfig.max_batch: 64)
 
 
+MULTIPROC = "PROMETHEUS_MULTIPROC_DIR"  # set (by launch.py): prometheus_client's multiprocess mode
+
+
 class Telemetry:
-    """The app's Prometheus registry and its metrics (one per app, so two apps in a process never mix)."""
+    """The app's Prometheus registry and its metrics (one per app, so two apps in a process never mix);
+    in multiprocess mode (MULTIPROC set before prometheus_client was imported: `serve --workers N`)
+    the values live in that folder, one file per process, and exposition() reads them all."""
 
     def __init__(self):
+        self.folder = os.environ.get(MULTIPROC)
         self.registry = r = CollectorRegistry(auto_describe=True)
         self.requests = Counter("superbloom_http_requests", "HTTP requests answered, by method, route and status",
                                 ["method", "route", "status"], registry=r)
@@ -59,21 +67,52 @@ class Telemetry:
                                  ["route"], registry=r)
         self.batch_size = Histogram("superbloom_batch_size", "queries ranked in one model call (the batcher)",
                                     buckets=BATCH_BUCKETS, registry=r)
-        self.queue_depth = Gauge("superbloom_queue_depth", "queries waiting for the batcher", registry=r)
-        self.ready = Gauge("superbloom_ready", "1 once the model is loaded and warm (GET /ready: 200)", registry=r)
-        Info("superbloom_worker", "the server process that answered", registry=r).info(
-            {"pid": str(os.getpid()), "version": __version__})
+        self.queue_depth = Gauge("superbloom_queue_depth", "queries waiting for the batcher", registry=r,
+                                 multiprocess_mode="livesum")
+        self.ready = Gauge("superbloom_ready", "1 once the model is loaded and warm (GET /ready: 200)", registry=r,
+                           multiprocess_mode="livemin")
+        Gauge("superbloom_workers", "server processes answering", registry=r, multiprocess_mode="livesum").set(1)
+        Gauge("superbloom_build_info", "the version serving (value 1)", ["version"], registry=r,
+              multiprocess_mode="max").labels(__version__).set(1)
 
-    def watch_queue(self, depth: Callable[[], int]) -> None:
-        """Read the queue depth from `depth()` at each scrape."""
-        self.queue_depth.set_function(depth)
+    def observe_queue(self, depth: int) -> None:
+        """The batcher's queue depth, as it changes."""
+        self.queue_depth.set(depth)
 
     def observe_batch(self, size: int) -> None:
         self.batch_size.observe(size)
 
     def exposition(self) -> tuple[bytes, str]:
-        """(the registry in Prometheus' text format, its content type)."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """(the metrics in Prometheus' text format, its content type): this app's registry, or in
+        multiprocess mode every worker's (the live gauges of a worker that died are dropped first)."""
+        if self.folder is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        from prometheus_client import multiprocess
+
+        for pid in _dead_pids(self.folder):
+            multiprocess.mark_process_dead(pid, self.folder)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, self.folder)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+def _dead_pids(folder: str) -> set[int]:
+    """The pids of the multiprocess folder's files (NAME_PID.db) whose process no longer runs."""
+    pids = set()
+    for name in os.listdir(folder):
+        stem = name.removesuffix(".db")
+        tail = stem.rsplit("_", 1)[-1]
+        if name.endswith(".db") and tail.isdigit():
+            pids.add(int(tail))
+    dead = set()
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            dead.add(pid)
+        except PermissionError:  # alive, another user's
+            pass
+    return dead
 
 
 def route_of(app, scope) -> str | None:
