@@ -48,13 +48,13 @@ def rss_gb() -> float:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
 
 
-def examples(data_dir: str, eval_sets: int, seed: int):
+def examples(data_dir: str, eval_sets: int, seed: int, targets_per_set: int = 1):
     from superbloom.data.dataset import Dataset
     from superbloom.evaluation.evaluate import EvalConfig
     from superbloom.evaluation.protocols import resolve
 
     data = Dataset(data_dir)
-    cfg = EvalConfig(seed=seed, max_sets=eval_sets)
+    cfg = EvalConfig(seed=seed, max_sets=eval_sets, targets_per_set=targets_per_set)
     drawer = resolve("auto", data).drawer(cfg, {})  # the evaluation's own example drawer (protocol registry)
     return data, drawer, drawer.examples(data)
 
@@ -109,7 +109,7 @@ def fit(name: str, data, args):
 
 def worker(args) -> None:
     """One baseline in this process: fit, rank, write ranks (.npy) and timings (.json) to args.out."""
-    data, _, ex = examples(args.data, args.eval_sets, args.seed)
+    data, _, ex = examples(args.data, args.eval_sets, args.seed, args.targets_per_set)
     rss0 = rss_gb()
     t, c = time.perf_counter(), time.process_time()
     base = fit(args.worker, data, args)
@@ -137,6 +137,7 @@ def run_one(name: str, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "benchmarks.scale.baselines", args.data, "--worker", name, "--out", tmp,
                "--eval-sets", str(args.eval_sets), "--seed", str(args.seed), "--depth", str(args.depth),
+               "--targets-per-set", str(args.targets_per_set),
                "--threads", str(args.threads), "--als-confidence", args.als_confidence, "--als", args.als,
                "--item2vec", args.item2vec] + (["--skip-gram"] if args.skip_gram else [])
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -154,6 +155,7 @@ def main():
     ap.add_argument("--eval-sets", type=int, default=2000, help="held-out sets / users evaluated (0: all)")
     ap.add_argument("--baselines", default=DEFAULT, help=f"comma-separated (default {DEFAULT})")
     ap.add_argument("--seed", type=int, default=0, help="the examples' seed")
+    ap.add_argument("--targets-per-set", type=POS_INT, default=1, help="held-out ids per set, each its own example")
     ap.add_argument("--depth", type=POS_INT, default=20)
     ap.add_argument("--threads", type=POS_INT, default=1, help="item2vec's gensim workers and implicit's threads")
     ap.add_argument("--skip-gram", action="store_true", help="item2vec: skip-gram instead of CBOW")
@@ -178,7 +180,7 @@ def main():
     from ..machine import machine_info, machine_line, write_results
 
     load0 = os.getloadavg()
-    data, protocol, ex = examples(args.data, args.eval_sets, args.seed)
+    data, protocol, ex = examples(args.data, args.eval_sets, args.seed, args.targets_per_set)
     rows, md = {}, []
     for name in [b for b in args.baselines.split(",") if b]:
         r = run_one(name, args)

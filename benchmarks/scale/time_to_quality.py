@@ -90,7 +90,8 @@ def eval_worker(args) -> None:
     predictor = sb.load(args.eval_worker, device="cpu")
     load_s = time.perf_counter() - t
     data = Dataset(args.data)
-    cfg = EvalConfig(seed=args.seed, max_sets=args.eval_sets, baselines=(), decode=DecodeConfig(exact=True))
+    cfg = EvalConfig(seed=args.seed, max_sets=args.eval_sets, baselines=(), decode=DecodeConfig(exact=True),
+                     targets_per_set=args.targets_per_set)
     t = time.perf_counter()
     result = evaluate(predictor, data, cfg, progress=False)
     seconds = time.perf_counter() - t
@@ -134,7 +135,7 @@ def run_baselines(args, work: Path, data: str) -> None:
         return
     tuned = tuned_settings(Path(args.data).name if "/" in args.data else args.data)
     cmd = [sys.executable, "-m", "benchmarks.scale.baselines", data, "--eval-sets", str(args.eval_sets),
-           "--seed", str(args.seed), "--threads", str(args.threads), "--baselines", ",".join(todo),
+           "--seed", str(args.seed), "--targets-per-set", str(args.targets_per_set), "--threads", str(args.threads), "--baselines", ",".join(todo),
            "--ranks-dir", str(work / "baselines"), "--results", str(work), "--name", "baselines_new"]
     for family, setting in tuned.items():
         cmd += [f"--{family}", setting] + (["--als-confidence", "plain"] if "confidence=plain" in setting else [])
@@ -174,7 +175,8 @@ def train_and_eval(args, work: Path, data: str) -> None:
             out = work / f"eval_{int(budget)}"
             cmd = [sys.executable, "-m", "benchmarks.scale.time_to_quality", data, "--work", str(work),
                    "--eval-worker", str(model), "--out", str(out), "--eval-sets", str(args.eval_sets),
-                   "--seed", str(args.seed), "--threads", str(args.threads)]
+                   "--seed", str(args.seed), "--threads", str(args.threads),
+                   "--targets-per-set", str(args.targets_per_set)]
             m = run_measured(cmd, work / "eval.log")
             if m["exit"] != 0:
                 raise SystemExit(f"eval exited {m['exit']}: see {work / 'eval.log'}")
@@ -436,6 +438,8 @@ def main():
     ap.add_argument("--baselines", default="", help="run benchmarks.scale.baselines for these first (comma-separated)")
     ap.add_argument("--eval-sets", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--targets-per-set", type=int, default=1, help="held-out ids per set, each its own example "
+                    "(the baselines' and every evaluation's)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--report", action="store_true", help="write results/scale/NAME.{json,md,png} from the state")
     ap.add_argument("--summary", help="comma-separated report names: one table and one figure (results/scale/NAME.*)")
