@@ -65,6 +65,8 @@ RESULT_FILES: list[Result] = [
     Result(("quality_user_baselines.json", "quality_user_baselines.md"),
            f"{LOCK} {PY} benchmarks.quality.user_baselines --datasets {SETS} --name quality_user_baselines",
            "ALS and item2vec with settings chosen on the val split, against `train --members 6`"),
+    Result(("export_check.json", "export_check.md"), f"{PY} benchmarks.export_check",
+           "the exported network (TorchScript) against PyTorch: its scores and the decoded top-10 lists"),
     # ---------------------------------------------------------------- sequences
     Result(("sequence.json", "sequence.md"),
            f"{SEQUENCE} --datasets beauty,toys,bert4rec_beauty {SEQ_RECIPE} --time-budget 1500",

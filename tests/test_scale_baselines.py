@@ -141,7 +141,7 @@ def test_table_topk_equals_brute_force_with_ties():
 
 
 def test_registry_entries():
-    for name in ("cooc-count", "cooc-idf", "cooc-cosine", "item2vec", "als"):
+    for name in ("cooc-count", "cooc-idf", "cooc-cosine", "item2vec", "als", "item2vec-untuned", "als-untuned"):
         assert name in BASELINES and hasattr(BASELINES[name], "fit")
     train, contexts = tiny(7)
     base = BASELINES["cooc-idf"].fit(train, N)
@@ -206,11 +206,12 @@ def test_als_fold_in_reproduces_the_training_sets_factors():
         assert not np.allclose(folded[:5], folded[5:10])  # different sets, different factors
 
 
-@pytest.mark.parametrize("module,name", [("gensim.models", "item2vec"), ("implicit.cpu.als", "als")])
+@pytest.mark.parametrize("module,name", [("gensim", "item2vec"), ("implicit", "als"), ("gensim", "item2vec-untuned"),
+                                         ("implicit", "als-untuned")])
 def test_missing_optional_dependency_says_how_to_install(monkeypatch, module, name):
     monkeypatch.setitem(__import__("sys").modules, module, None)  # import of it now fails
     train, _ = tiny(11)
-    with pytest.raises(ImportError, match=r"pip install 'superbloom\[baselines\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[baselines\]' from a clone, pip install 'superbloom\[baselines\]'"):
         BASELINES[name].fit(train, N)
 
 

@@ -3,7 +3,8 @@ the `implicit` library, as a baseline at millions of ids. Optional dependency im
 the [baselines] extra
 (`pip install -e '.[baselines]'` from a clone, `pip install 'superbloom[baselines]'` from a wheel).
 
-    base = ALS(data.train, data.n_ids)           # 64 factors, BM25 confidences, 15 iterations
+    base = ALS(data.train, data.n_ids)           # 64 factors, BM25 confidences, 15 iterations (`als-untuned`)
+    base = tuned_als(data.train, data.n_ids)     # its settings chosen on held-out training sets (`als`; tuning.py)
     top = base.rank(contexts, exclude, k)        # (Q, k) ids
 
 Confidences (implicit's convention: an observed (set, id) pair has confidence c = alpha x value and
@@ -31,6 +32,7 @@ import scipy.sparse as sp
 from .._extras import require_extra
 from ..data.dataset import SetArray
 from ..heads.dot_topk import excluded_rows, id_counts, popularity_table, table_topk
+from .tuning import tuned
 
 QUERY_BATCH = 4096  # queries folded in at a time
 
@@ -116,3 +118,18 @@ class ALS:
             rows, _ = table_topk(self.query_factors(contexts[a:a + QUERY_BATCH]), self.table, ex[a:a + QUERY_BATCH], k)
             out.append(np.where(rows >= 0, self.seen[np.maximum(rows, 0)], -1))
         return np.concatenate(out) if out else np.zeros((0, k), np.int64)
+
+
+# the settings `als` tunes (tuning.py), the defaults first: plain confidences with a larger alpha and
+# more factors won on most of the shared set datasets (benchmarks/results/quality_user_baselines.md);
+# regularisation and iterations after them
+ALS_AXES = [(("confidence", "alpha"), [("plain", 10.0), ("plain", 40.0)]), ("factors", [128, 256]),
+            ("regularization", [0.1, 1.0]), ("iterations", [30])]
+
+
+def tuned_als(train: SetArray, n_ids: int) -> ALS:
+    """ALS with factors, confidences, regularisation and iterations chosen on held-out training sets
+    (tuning.py); `.chosen` says what was chosen and how."""
+    base, chosen = tuned(ALS, ALSConfig(), ALS_AXES, train, n_ids)
+    base.chosen = chosen
+    return base

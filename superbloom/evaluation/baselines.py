@@ -51,13 +51,13 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .als import ALS
+from .als import ALS, tuned_als
 from ..heads import ranking
 from ..heads.config import DECAYS
 from ..heads.cooccur_index import CoocCosine, CoocCount, CoocIdf
 from ..data.dataset import SetArray
 from ..heads.itemitem import EASE_MAX_IDS, cooccurrence_cosine, ease_weights, spd_inverse  # noqa: F401 (re-exported)
-from .item2vec import Item2Vec
+from .item2vec import Item2Vec, tuned_item2vec
 from .term_baselines import cooc_term, ease_term, local_ease_term, transition
 
 SCORE_BYTES = 128 << 20  # dense scores per chunk of contexts (Baseline.batch)
@@ -233,8 +233,10 @@ BASELINES: dict[str, BaselineEntry] = {
     "cooc-count": BaselineEntry(CoocCount, last_context=True),
     "cooc-idf": BaselineEntry(CoocIdf, last_context=True),
     "cooc-cosine": BaselineEntry(CoocCosine, last_context=True),
-    "item2vec": BaselineEntry(Item2Vec),  # item2vec.py (gensim, the [baselines] extra)
-    "als": BaselineEntry(ALS),  # als.py (implicit, the [baselines] extra)
+    # item2vec.py, als.py (gensim, implicit: the [baselines] extra): their settings chosen on validation sets
+    # carved from the training sets, in bounded time (tuning.py); the library's defaults as -untuned
+    "item2vec": BaselineEntry(tuned_item2vec), "item2vec-untuned": BaselineEntry(Item2Vec),
+    "als": BaselineEntry(tuned_als), "als-untuned": BaselineEntry(ALS),
     # the hybrid head's term alone (term_baselines.py): the whole ordered context, with its decay
     "transition": BaselineEntry(transition, choose=("decay", DECAYS)),
     "ease-term": BaselineEntry(ease_term, max_ids=EASE_MAX_IDS, too_big="dense EASE"),

@@ -14,11 +14,12 @@ from ..heads.decode_config import DecodeConfig
 
 PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in place (evaluation/text_protocol.py)
 BASELINE_NAMES = ("popularity", "cooccurrence", "ease", "puresvd", "cooc-count", "cooc-idf", "cooc-cosine", "item2vec",
-                  "als", "transition", "ease-term", "cooc-term", "local-ease", "sansa")  # baselines.BASELINES
+                  "item2vec-untuned", "als", "als-untuned", "transition", "ease-term", "cooc-term", "local-ease", "sansa")  # baselines.BASELINES
 
 # the baselines whose package is an optional extra (the [baselines] extra; sansa: its own [sansa] extra,
 # which needs SuiteSparse): name -> the modules it imports
-BASELINE_EXTRAS = {"item2vec": ("gensim",), "als": ("implicit",), "sansa": ("sansa", "sksparse")}
+BASELINE_EXTRAS = {"item2vec": ("gensim",), "als": ("implicit",), "item2vec-untuned": ("gensim",),
+                   "als-untuned": ("implicit",), "sansa": ("sansa", "sksparse")}
 
 
 def require_baselines(names) -> None:

@@ -4,6 +4,7 @@ the [baselines] extra
 (`pip install -e '.[baselines]'` from a clone, `pip install 'superbloom[baselines]'` from a wheel).
 
     base = Item2Vec(data.train, data.n_ids)                 # CBOW, d 64, window 50, 10 negatives, 5 epochs
+    base = tuned_item2vec(data.train, data.n_ids)           # window and epochs chosen on held-out sets (tuning.py)
     top = base.rank(contexts, exclude, k)                   # (Q, k) ids
 
 Training: gensim's Word2Vec, CBOW or skip-gram (`Item2VecConfig.sg`), every training set one
@@ -32,6 +33,7 @@ import scipy.sparse as sp
 from .._extras import require_extra
 from ..data.dataset import SetArray
 from ..heads.dot_topk import excluded_rows, id_counts, popularity_table, table_topk
+from .tuning import tuned
 
 CHUNK_LINKS = 1 << 20  # links shuffled and handed to gensim at a time
 
@@ -115,3 +117,16 @@ class Item2Vec:
         rows, _ = table_topk(self.query_vectors(contexts), self.outputs,
                              excluded_rows(self.row_of, contexts, exclude), k)
         return np.where(rows >= 0, self.seen[np.maximum(rows, 0)], -1)
+
+
+# the settings `item2vec` tunes (tuning.py), the defaults first: more passes over small sets, and the
+# whole set as the window, won on the shared set datasets (benchmarks/results/quality_user_baselines.md)
+ITEM2VEC_AXES = [("epochs", [15, 30]), (("window", "shrink_windows"), [(0, False), (5, True)])]
+
+
+def tuned_item2vec(train: SetArray, n_ids: int) -> Item2Vec:
+    """item2vec with its window and epochs chosen on held-out training sets (tuning.py); `.chosen` says
+    what was chosen and how."""
+    base, chosen = tuned(Item2Vec, Item2VecConfig(), ITEM2VEC_AXES, train, n_ids)
+    base.chosen = chosen
+    return base

@@ -30,30 +30,16 @@ entry lives in evaluation/text_protocol.py and is imported when first asked for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol as _Interface
 
 import numpy as np
 
 from .baselines import baseline_entry, fit_baseline
-from ..model.batches import sample_segments
+from .examples import Examples, make_examples  # noqa: F401 (re-exported: callers import them here)
 from ..data.dataset import history_matrix, last_known
-from ..data.dataset import Dataset, SetArray
+from ..data.dataset import Dataset
 from .metrics import hits_at, mean_ci, sequence_summary, summarize, target_ranks
-
-
-@dataclass
-class Examples:
-    contexts: np.ndarray  # (E, n) ids, -1 = padding / unknown; for sequences ordered oldest -> newest
-    targets: np.ndarray  # (E,) ids, -1 = unseen in training
-    set_rows: np.ndarray  # (E,) which held-out set / user (groups for bootstrap intervals)
-    sets_skipped: int
-    exclude: np.ndarray | None = None  # (E, X) ids never ranked, -1 padded; None: the contexts
-    notes: dict = field(default_factory=dict)  # protocol-specific counts for the report
-
-    @property
-    def excluded(self) -> np.ndarray:
-        return self.contexts if self.exclude is None else self.exclude
 
 
 class ExampleDrawer(_Interface):
@@ -64,30 +50,6 @@ class ExampleDrawer(_Interface):
 
     def describe(self) -> dict:
         ...
-
-
-def make_examples(sets: SetArray, n: int = 32, targets_per_set: int = 1, seed: int = 0,
-                  max_sets: int = 0) -> Examples:
-    """The set hold-out examples (sec. 3.1): see SetHoldout."""
-    rng = np.random.default_rng(seed)
-    rows = np.arange(len(sets))
-    if max_sets and max_sets < len(rows):
-        rows = np.sort(rng.choice(rows, max_sets, replace=False))
-    seg_len = np.minimum(sets.lengths[rows], n)
-    usable = seg_len >= 2
-    rows, seg_len = rows[usable], seg_len[usable]
-    # sample_segments marks padding and unseen ids alike with -1; seg_len tells them apart
-    segs = sample_segments(sets, rows, n, rng)
-    width = segs.shape[1]
-    keys = np.where(np.arange(width)[None, :] < seg_len[:, None], rng.random(segs.shape), np.inf)
-    order = np.argsort(keys, axis=1)
-    per_set = np.minimum(targets_per_set, seg_len - 1)
-    ex_row = np.repeat(np.arange(len(rows)), per_set)
-    ex_pos = order[ex_row, np.arange(len(ex_row)) - np.repeat(np.cumsum(per_set) - per_set, per_set)]
-    contexts = segs[ex_row].copy()
-    targets = contexts[np.arange(len(ex_row)), ex_pos].copy()
-    contexts[np.arange(len(ex_row)), ex_pos] = -1
-    return Examples(contexts, targets, rows[ex_row], int((~usable).sum()))
 
 
 @dataclass(frozen=True)
@@ -211,6 +173,8 @@ class _ContextRanking:
         (BaselineEntry.choose) is chosen on `validation` first, and recorded in `chosen`."""
         entry = baseline_entry(name)
         base = fit_baseline(name, data.train, data.n_ids)
+        if getattr(base, "chosen", None) is not None and chosen is not None:  # tuned in its fit (tuning.py)
+            chosen["chosen"] = base.chosen
         if entry.choose:
             setting, values = entry.choose
             val = self.validation(data, cfg, ex)
@@ -377,9 +341,14 @@ def method_rows(result, head_label: Callable[[dict], str]) -> list[tuple[str, di
 
 
 def _with_setting(name: str, m: dict) -> str:
-    """A baseline's row name, with the setting it chose on validation examples: `transition (decay 0.15)`."""
-    setting = next((k for k in m.get("chosen", {}) if k not in ("how", "tried")), None)
-    return f"{name} ({setting} {m['chosen'][setting]:g})" if setting else name
+    """A baseline's row name, with the settings it chose on validation examples: `transition (decay 0.15)`,
+    `als (confidence plain, alpha 10, factors 256)`; a tuned baseline that kept its defaults says so."""
+    chosen = m.get("chosen", {})
+    shown = [f"{k} {v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k} {v}"
+             for k, v in chosen.items() if k not in ("how", "tried", "tuning_seconds")]
+    if not shown and "tried" in chosen:
+        return f"{name} (defaults chosen)"
+    return f"{name} ({', '.join(shown)})" if shown else name
 
 
 def method_table(result, cols: list[str], width: int, head_label: Callable[[dict], str]) -> list[str]:

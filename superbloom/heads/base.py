@@ -100,6 +100,15 @@ class HeadBase(nn.Module):
         that scores every id; None for one that does not (inference/ensemble.py needs it)."""
         return None
 
+    def export_scores(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(M, m, d) hidden -> the scores this head's decoding reads, for an exported network
+        (inference/export.py): by default the network's log p of every id (network_scores)."""
+        scores = self.network_scores(hidden)
+        if scores is None:
+            raise ValueError(f"the {type(self).__name__} scores no tensor another runtime could decode; export "
+                             "a model with the superbloom, full or hybrid head")
+        return scores
+
     def term_scores(self, context: torch.Tensor) -> torch.Tensor | None:
         """(U, T) context ids, -1 padded, oldest first -> (U, N) the head's chosen item-item term summed
         over the context (its decay applied); None for a head without such a term."""

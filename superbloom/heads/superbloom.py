@@ -48,6 +48,10 @@ class SuperbloomHead(HeadBase):
         lp = F.log_softmax(hidden @ self.embedding.weight.T + self.bias, dim=-1)  # (M, m, V)
         return torch.stack([lp[:, j, o:o + self.n_buckets] for j, o in enumerate(self.offsets)], 1)
 
+    def export_scores(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(M, m, d) -> (M, m, nb): the per-map log-probabilities Algorithm 1 decodes (beam.decode_topk)."""
+        return self.log_probs(hidden)
+
     def loss(self, hidden: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """hidden (U, m, d), targets (M,), rows (M,) index into hidden (default: arange(M))."""
         if rows is None:

@@ -105,6 +105,13 @@ class Predictor:
         out.path = model_dir
         return out
 
+    def export(self, out: str | Path) -> Path:
+        """This model's encoder and head scores as a TorchScript file (export.py), checked against PyTorch;
+        decoding stays in the library."""
+        from .export import export_network
+
+        return export_network(self, out)
+
     def save(self, out: str | Path) -> Path:
         """This model's folder copied to `out` for sharing (storage/share.py: the inference checkpoint, no
         optimizer state); `sb.load(out)` ranks exactly as this model."""

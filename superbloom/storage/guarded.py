@@ -134,6 +134,7 @@ KINDS: dict[str, Kind] = {
     "links": Kind("a links file (superbloom synth)", lambda p: False, file=True),
     "recommendations": Kind("a recommendations file (superbloom predict --output)", lambda p: False, file=True),
     "item-vectors": Kind("an item vectors file (superbloom vectors)", lambda p: False, file=True),
+    "exported-network": Kind("an exported network (model.export)", lambda p: False, file=True),
 }
 # the hidden temporary files of our atomic writes (files.atomic_path, a marker's write): ours in any folder of ours
 _TEMPORARY = (".*.tmp*",)
