@@ -30,7 +30,7 @@ HEADS = {"superbloom (alpha 8, m 2)": dict(preset="none", head="superbloom", alp
 
 def check(name: str, settings: dict, data: Path, work: Path) -> dict:
     model = sb.fit(str(data), data_out=str(work / "data"), out=str(work / name.split()[0]), steps=30, d=32, heads=2,
-                   d_ff=64, layers=2, batch_size=32, threads=1, progress=False, **settings)
+                   d_ff=64, layers=2, batch_size=32, progress=False, **settings)
     ex = make_examples(sb.Dataset(work / "data").test, 32, 1, 0)
     ctx = ex.contexts[:512]
     path = model.export(work / f"{name.split()[0]}.ts")

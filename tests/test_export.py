@@ -38,7 +38,7 @@ def test_a_hybrids_network_exports_and_its_term_stays_in_the_library(tmp_path):
     rng = np.random.default_rng(1)
     sets = [sorted((t * 8 + rng.choice(8, 4, replace=False)).tolist()) for t in rng.integers(0, 5, 200)]
     model = sb.fit([[f"i{j}" for j in s] for s in sets], steps=3, d=16, heads=2, d_ff=32, layers=1, batch_size=16,
-                   threads=1, progress=False)
+                   progress=False)
     assert model.config["head"]["name"] == "hybrid"
     path = model.export(tmp_path / "hybrid.ts")
     ctx = contexts(len(model.vocab), q=4, width=3, seed=2)
