@@ -29,9 +29,15 @@ class ArgumentError(ValueError):
     "ARGUMENT: expected ..., got ..." (or "LABEL: ...", where a label names a part of it, e.g. the
     "context 3" of contexts)."""
 
-    def __init__(self, argument: str, message: str, label: str | None = None):
+    def __init__(self, argument: str, message: str, label: str | None = None, verbatim: bool = False):
         self.argument = argument
-        super().__init__(f"{label or argument}: {message}")
+        super().__init__(message if verbatim else f"{label or argument}: {message}")
+
+
+def bad(argument: str, message: str) -> ArgumentError:
+    """An ArgumentError naming `argument` whose message, which names it already ("d must be >= 1, got
+    0"), is kept as it is: what a config's __post_init__ raises."""
+    return ArgumentError(argument, message, verbatim=True)
 
 
 def shown(value, limit: int = 60) -> str:

@@ -64,7 +64,9 @@ class SetArray:
 
 class Dataset:
     def __init__(self, path: str | Path):
-        self.path = resolve(path, "dataset")  # PATH, or the complete one a kill during its swap left beside it
+        from .._bounds import path as a_path
+
+        self.path = resolve(a_path("path", path), "dataset")  # PATH, or the complete one a kill during its swap left beside it
         if not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"{self.path} is not a prepared dataset (no meta.json); "
                                     "run `superbloom prepare` first, or it was interrupted")

@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from .._bounds import bad
 from .._log import progress_bar
 
 from .inputs import check_source, read_source, recorded
@@ -80,9 +81,9 @@ class PrepareConfig:
 
     def __post_init__(self):
         if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
+            raise bad("split", f"split must be one of {SPLITS}, got {self.split!r}")
         if not 0.0 <= self.test_fraction < 1.0:
-            raise ValueError(f"test_fraction must be in [0, 1), got {self.test_fraction}")
+            raise bad("test_fraction", f"test_fraction must be in [0, 1), got {self.test_fraction}")
 
 
 class KeyEncoder:
@@ -125,6 +126,9 @@ def prepare(cfg: PrepareConfig, progress: bool = True, overwrite: bool = False) 
     The dataset is written into `OUT.partial` and moved into place only when complete, so a failure
     or a kill part-way leaves OUT as it was (an earlier dataset there, replaced only with overwrite=True,
     stays loadable until then)."""
+    from .._bounds import instance
+
+    instance("cfg", cfg, PrepareConfig, "a superbloom.PrepareConfig")
     t0 = time.time()
     check_source(cfg.input, cfg.read)  # a missing, binary or damaged input fails before `out` is touched
     if cfg.memory_limit is not None:  # out of core, the same files (outofcore.py)

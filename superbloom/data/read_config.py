@@ -14,6 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from .._bounds import bad
+
 FORMATS = ("edges", "lines", "jsonl", "json", "parquet", "csv", "tsv")
 COLUMNAR = ("parquet", "csv", "tsv")  # columns have names; a directory or glob of files is accepted
 # what a file name says (`prepare --format auto`); .tsv and .txt say nothing: edges, lines or tsv alike
@@ -62,28 +64,28 @@ class ReadConfig:
 
     def __post_init__(self):
         if self.format not in FORMATS:
-            raise ValueError(f"format must be one of {FORMATS}, got {self.format!r}")
+            raise bad("format", f"format must be one of {FORMATS}, got {self.format!r}")
         if self.set_column == self.id_column:
             raise ValueError("set_column and id_column must differ")
         for name, v in (("set_column", self.set_column), ("id_column", self.id_column),
                         ("order_column", self.order_column)):
             if not (isinstance(v, str) and v or isinstance(v, int) and not isinstance(v, bool) and v >= 0
                     or v is None and name == "order_column"):
-                raise ValueError(f"{name} must be a column position (int >= 0) or a name, got {v!r}")
+                raise bad(name, f"{name} must be a column position (int >= 0) or a name, got {v!r}")
         if self.order_column is not None and self.order_column in (self.set_column, self.id_column):
-            raise ValueError("order_column must differ from set_column and id_column")
+            raise bad("order_column", "order_column must differ from set_column and id_column")
         if len(self.delimiter) != 1 or self.delimiter in "\n\r#\x1f":
-            raise ValueError(f"delimiter must be one character, not a newline, '#' or 0x1f, got {self.delimiter!r}")
+            raise bad("delimiter", f"delimiter must be one character, not a newline, '#' or 0x1f, got {self.delimiter!r}")
         if self.id_separator is not None and (len(self.id_separator) != 1 or self.id_separator in "\n\r\x1f"
                                               or self.id_separator == self.delimiter):
-            raise ValueError(f"id_separator must be one character, not a newline, 0x1f or the delimiter, "
+            raise bad("id_separator", f"id_separator must be one character, not a newline, 0x1f or the delimiter, "
                              f"got {self.id_separator!r}")
         if self.back_id is not None:
             if self.id_separator is None:
                 raise ValueError("back_id (--back-id) is resolved within a path held in one field: it needs "
                                  "id_separator (--id-separator)")
             if not self.back_id or self.id_separator in self.back_id:
-                raise ValueError(f"back_id must be a non-empty id without the id separator, got {self.back_id!r}")
+                raise bad("back_id", f"back_id must be a non-empty id without the id separator, got {self.back_id!r}")
 
     def summary(self) -> dict:
         """The settings as recorded in meta.json; `order_column`, `id_separator` and `back_id` only when

@@ -5,7 +5,10 @@ The command line shows their defaults without importing torch (every `--help` st
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
+
+from .._bounds import bad
 
 UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids (benchmarks/results/quality.md)
 AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
@@ -21,15 +24,17 @@ class HashConfig:
 
     def __post_init__(self):
         if self.alpha < 0 or self.m < 1:
-            raise ValueError(f"alpha must be >= 1 (or 0: auto) and m >= 1, got alpha={self.alpha}, m={self.m}")
+            raise bad("alpha", f"alpha must be >= 1 (or 0: auto) and m >= 1, got alpha={self.alpha}, m={self.m}")
         if not 0 <= self.coherent <= self.m:
-            raise ValueError(f"coherent must be between 0 and m={self.m}, got {self.coherent}")
+            raise bad("coherent", f"coherent must be between 0 and m={self.m}, got {self.coherent}")
 
     def resolve(self, n_ids: int) -> "HashConfig":
         """alpha = 0 (auto) -> a concrete config for `n_ids` ids: the unhashed model (alpha = 1, m = 1)
         while the id table is small (<= UNHASHED_MAX_IDS ids: hashing would save little memory and
         costs accuracy there, benchmarks/results/quality.md), else alpha = AUTO_ALPHA with this m.
         A config with alpha >= 1 is returned unchanged."""
+        if isinstance(n_ids, bool) or not isinstance(n_ids, numbers.Integral) or n_ids < 0:
+            raise bad("n_ids", f"n_ids must be an integer >= 0, got {n_ids!r}")
         if self.alpha:
             return self
         if n_ids <= UNHASHED_MAX_IDS:

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
+from .._bounds import bad
+
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("balanced", "huffman", "fano")
 
@@ -24,7 +26,7 @@ class SuperbloomConfig:
 
     def __post_init__(self):
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+            raise bad("label_smoothing", f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class FullConfig:
 
     def __post_init__(self):
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+            raise bad("label_smoothing", f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,9 @@ class SampledConfig:
 
     def __post_init__(self):
         if self.samples < 1:
-            raise ValueError(f"samples must be >= 1, got {self.samples}")
+            raise bad("samples", f"samples must be >= 1, got {self.samples}")
         if self.proposal not in PROPOSALS:
-            raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
+            raise bad("proposal", f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class HierarchicalConfig:
 
     def __post_init__(self):
         if self.tree not in TREES:
-            raise ValueError(f"tree must be one of {TREES}, got {self.tree!r}")
+            raise bad("tree", f"tree must be one of {TREES}, got {self.tree!r}")
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,11 @@ class HybridConfig:
 
     def __post_init__(self):
         if self.mix is not None and not 0.0 <= self.mix < float("inf"):
-            raise ValueError(f"mix must be a finite weight >= 0 (or None: chosen on validation), got {self.mix}")
+            raise bad("mix", f"mix must be a finite weight >= 0 (or None: chosen on validation), got {self.mix}")
         if self.samples < 0:
-            raise ValueError(f"samples must be >= 0 (0: full softmax), got {self.samples}")
+            raise bad("samples", f"samples must be >= 0 (0: full softmax), got {self.samples}")
         if self.proposal not in PROPOSALS:
-            raise ValueError(f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
+            raise bad("proposal", f"proposal must be one of {PROPOSALS}, got {self.proposal!r}")
         if self.proposal != "log_uniform" and not self.samples:
             raise ValueError(f"proposal {self.proposal!r} is where sampled negatives are drawn from; the hybrid's "
                              "network trains with the full softmax unless samples > 0 (--samples)")
@@ -90,7 +92,7 @@ class HybridConfig:
         if self.term == "bigram":
             raise ValueError("the bigram term (text) is the hashed-hybrid head's: use --head hashed-hybrid")
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+            raise bad("label_smoothing", f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
 MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the hybrids' term weights tried at validation
@@ -103,13 +105,13 @@ TERMS = ("auto", "ease", "local-ease", "cooccurrence", "transition", "bigram")  
 def check_term_settings(cfg) -> None:
     """The item-item term's settings of a hybrid config (HybridConfig, HashedHybridConfig), checked alike."""
     if cfg.neighbours < 1:
-        raise ValueError(f"neighbours must be >= 1, got {cfg.neighbours}")
+        raise bad("neighbours", f"neighbours must be >= 1, got {cfg.neighbours}")
     if cfg.term not in TERMS:
-        raise ValueError(f"term must be one of {TERMS}, got {cfg.term!r}")
+        raise bad("term", f"term must be one of {TERMS}, got {cfg.term!r}")
     if cfg.window < 1:
-        raise ValueError(f"window must be >= 1, got {cfg.window}")
+        raise bad("window", f"window must be >= 1, got {cfg.window}")
     if not 0.0 < cfg.gap_decay <= 1.0:
-        raise ValueError(f"gap_decay must be in (0, 1], got {cfg.gap_decay}")
+        raise bad("gap_decay", f"gap_decay must be in (0, 1], got {cfg.gap_decay}")
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class HashedHybridConfig(SuperbloomConfig):
         super().__post_init__()
         check_term_settings(self)
         if self.weighting not in ("auto",) + WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {('auto',) + WEIGHTINGS}, got {self.weighting!r}")
+            raise bad("weighting", f"weighting must be one of {('auto',) + WEIGHTINGS}, got {self.weighting!r}")
         if self.weighting != "auto" and self.term not in ("auto", "cooccurrence"):
             raise ValueError(f"weighting {self.weighting!r} weighs the co-occurrence term; term {self.term!r} "
                              "has its own values (leave weighting auto)")
@@ -178,6 +180,8 @@ def head_settings(name: str) -> tuple[str, ...]:
 
 def head_config(name: str = "superbloom", **settings) -> HeadConfig:
     """The config of head `name` with the given settings; a setting of another head is an error."""
+    if not isinstance(name, str):
+        raise bad("name", f"name must be a head's name ({', '.join(sorted(HEAD_CONFIGS))}), got {name!r}")
     cls = _config_class(name)
     wrong = sorted(set(settings) - set(head_settings(name)))
     if wrong:

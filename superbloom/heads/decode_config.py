@@ -13,6 +13,17 @@ class DecodeConfig:
     score: str = "sum_log"  # gamma: sum_log | min | max (library callers may pass a callable)
     exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
 
+    def __post_init__(self):
+        """Each field checked (superbloom.ArgumentError naming it)."""
+        from .. import _bounds as check
+
+        if self.beam is not None:
+            check.integer("beam", self.beam, 1)
+        check.flag("exact", self.exact)
+        check.flag("exhaustive", self.exhaustive)
+        if not callable(self.score):
+            check.one_of("score", self.score, SCORES)
+
     def settings(self) -> dict:
         """The settings as JSON values (a callable score by its repr), for reports."""
         return {k: v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)

@@ -76,13 +76,15 @@ class Ensemble(Predictor):
     def load(cls, model_dirs: Sequence[str | Path], mix: float | None = None,
              device: str = "auto", mmap: bool = True) -> "Ensemble":
         """The models of `model_dirs` (each as sb.load reads it) as one ensemble."""
+        if isinstance(model_dirs, (str, bytes)) or not hasattr(model_dirs, "__iter__"):
+            raise check.ArgumentError("model_dirs", f"expected a list of model folders, got {check.shown(model_dirs)}")
         return cls([Predictor.load(d, device, mmap) for d in model_dirs], mix, [str(d) for d in model_dirs])
 
     @classmethod
     def load_dir(cls, ens_dir: str | Path, device: str = "auto", mmap: bool = True) -> "Ensemble":
         """An ensemble folder (training/members.py, `train --members`): config.json's "members" (folders
         inside it) at its "item_mix"."""
-        path = expect_kind(ens_dir, "ensemble")
+        path = expect_kind(check.path("ens_dir", ens_dir), "ensemble")
         config = read_config(path, {"members": list})
         where = path / "config.json"
         mix = config.get("item_mix", 0.0)
@@ -102,6 +104,7 @@ class Ensemble(Predictor):
         in memory (Ensemble.load, --with) its members' folders as member-0, member-1, ... at its weight."""
         from ..storage.share import copy_model, copy_members
 
+        check.path("out", out)
         if self.path is not None:
             return copy_model(self.path, out, "ensemble")
         if any(m.path is None for m in self.members):

@@ -117,6 +117,7 @@ class Predictor:
         optimizer state); `sb.load(out)` ranks exactly as this model."""
         from ..storage.share import copy_model
 
+        check.path("out", out)
         if self.path is None:
             raise ValueError("save: this model was not loaded from a folder (sb.load or sb.fit make one)")
         return copy_model(self.path, out, "model")

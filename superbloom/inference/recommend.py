@@ -51,6 +51,7 @@ class Recommendations:
 
     def items(self, q: int) -> list[tuple[str, float]]:
         """Row q as (id, score) pairs, best first."""
+        q = check.integer("q", q, -len(self), len(self) - 1)
         keep = self.index[q] >= 0
         return list(zip(self.ids[q][keep].tolist(), self.scores[q][keep].astype(float).tolist()))
 

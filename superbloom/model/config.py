@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._bounds import bad
+
 ATTENTION_NAMES = ("softmax", "kernel", "kernel-auto")  # attention.ATTENTIONS
 INPUT_NAMES = ("hashed",)  # embeddings.INPUTS: the input embeddings
 INIT_NAMES = ("auto", "normal", "cooccurrence")  # warmstart.INITS: a new run's token embedding
@@ -32,17 +34,17 @@ class ModelConfig:
     def __post_init__(self):
         for name in ("d", "heads", "d_ff", "layers"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise bad(name, f"{name} must be >= 1, got {getattr(self, name)}")
         if self.d % self.heads:
-            raise ValueError(f"d={self.d} must be divisible by heads={self.heads}")
+            raise bad("d", f"d={self.d} must be divisible by heads={self.heads}")
         if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
             raise ValueError(f"dropout and attn_dropout must be in [0, 1), got {self.dropout}, {self.attn_dropout}")
         if self.positions < 0:
-            raise ValueError(f"positions must be >= 0, got {self.positions}")
+            raise bad("positions", f"positions must be >= 0, got {self.positions}")
         if self.attention not in ATTENTION_NAMES:
-            raise ValueError(f"attention must be one of {sorted(ATTENTION_NAMES)}, got {self.attention!r}")
+            raise bad("attention", f"attention must be one of {sorted(ATTENTION_NAMES)}, got {self.attention!r}")
         if self.embedding not in INPUT_NAMES:
-            raise ValueError(f"embedding must be one of {sorted(INPUT_NAMES)}, got {self.embedding!r}")
+            raise bad("embedding", f"embedding must be one of {sorted(INPUT_NAMES)}, got {self.embedding!r}")
         if self.causal and self.attention != "softmax":
             raise ValueError(f"causal attention needs attention='softmax', got {self.attention!r}")
 
@@ -64,8 +66,8 @@ class MaskConfig:
         if self.n < 2:
             raise ValueError(f"segment length n must be >= 2 (a context and a target), got {self.n}")
         if not 0.0 < self.mask_rate <= 1.0:
-            raise ValueError(f"mask_rate must be in (0, 1], got {self.mask_rate}")
+            raise bad("mask_rate", f"mask_rate must be in (0, 1], got {self.mask_rate}")
         if not (0.0 <= self.p_mask and 0.0 <= self.p_random and self.p_mask + self.p_random <= 1.0):
             raise ValueError(f"p_mask and p_random must be >= 0 with a sum <= 1, got {self.p_mask}, {self.p_random}")
         if not 0.0 <= self.element_dropout < 1.0:
-            raise ValueError(f"element_dropout must be in [0, 1), got {self.element_dropout}")
+            raise bad("element_dropout", f"element_dropout must be in [0, 1), got {self.element_dropout}")

@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from .._bounds import bad
 from ..hashing.config import HashConfig
 from ..heads.config import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
 from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
@@ -33,17 +34,17 @@ class OptimConfig:
 
     def __post_init__(self):
         if self.name not in OPTIMIZER_NAMES:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZER_NAMES)}, got {self.name!r}")
+            raise bad("optimizer", f"optimizer must be one of {sorted(OPTIMIZER_NAMES)}, got {self.name!r}")
         if self.schedule not in SCHEDULE_NAMES:
-            raise ValueError(f"schedule must be one of {sorted(SCHEDULE_NAMES)}, got {self.schedule!r}")
+            raise bad("schedule", f"schedule must be one of {sorted(SCHEDULE_NAMES)}, got {self.schedule!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
+            raise bad("lr", f"lr must be a finite number > 0, got {self.lr}")
         if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0 steps, got {self.warmup}")
+            raise bad("warmup", f"warmup must be >= 0 steps, got {self.warmup}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
+            raise bad("weight_decay", f"weight_decay must be a finite number >= 0, got {self.weight_decay}")
         if not (math.isfinite(self.clip) and self.clip >= 0):
-            raise ValueError(f"clip must be a finite number >= 0 (0: no clipping), got {self.clip}")
+            raise bad("clip", f"clip must be a finite number >= 0 (0: no clipping), got {self.clip}")
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,13 @@ class LoopConfig:
 
     def __post_init__(self):
         if not 0.0 <= self.ema < 1.0:
-            raise ValueError(f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
+            raise bad("ema", f"ema must be in [0, 1) (0: no weight averaging), got {self.ema}")
         if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+            raise bad("batch_size", f"batch_size must be >= 1, got {self.batch_size}")
         for name in ("steps", "epochs", "time_budget", "eval_every", "checkpoint_every", "patience"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v}")
+                raise bad(name, f"{name} must be a finite number >= 0, got {v}")
         if not (self.steps or self.epochs or self.time_budget):
             raise ValueError("set at least one of steps, epochs or time_budget (> 0)")
         if self.patience and not self.eval_every:
@@ -105,9 +106,9 @@ class TrainConfig:
 
     def __post_init__(self):
         if not 0.0 <= self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+            raise bad("val_fraction", f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.val_seed is not None and self.val_seed < 0:
-            raise ValueError(f"val_seed must be >= 0, got {self.val_seed}")
+            raise bad("val_seed", f"val_seed must be >= 0, got {self.val_seed}")
         if self.init not in INIT_NAMES:
             raise ValueError(f"unknown init {self.init!r}; choose one of {', '.join(sorted(INIT_NAMES))}")
         if self.optim.schedule in TO_ZERO and not (self.loop.steps or self.loop.epochs):

@@ -126,6 +126,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     before anything is written. `record`: more top-level entries of a new run's config.json (the
     CLI's preset choice, training/presets.py). `callbacks`: where the metrics.jsonl records go too
     (callbacks.py: TensorBoard, MLflow, your own)."""
+    from .._bounds import instance
+
+    instance("cfg", cfg, TrainConfig, "a superbloom.TrainConfig")
     phases = Phases()
     d = init_distributed(cfg.loop.device)
     out = check_out(cfg.out)
