@@ -101,6 +101,7 @@ def _rows():
         row(f"{name}.read_context", "ids", lambda c, m=model: m(c).read_context(None))
         row(f"{name}.prediction_json", "pred", lambda c, m=model: m(c).prediction_json(None))
         row(f"{name}.save", "out", lambda c, m=model: m(c).save(None))
+        row(f"{name}.export", "out", lambda c, m=model: m(c).export(None))
     row("Predictor.load", "model_dir", lambda c: sb.Predictor.load(None))
     row("Ensemble.load", "model_dirs", lambda c: sb.Ensemble.load(str(c.model_dir)))
     row("Ensemble.load_dir", "ens_dir", lambda c: sb.Ensemble.load_dir(None))

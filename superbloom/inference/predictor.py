@@ -110,7 +110,7 @@ class Predictor:
         decoding stays in the library."""
         from .export import export_network
 
-        return export_network(self, out)
+        return export_network(self, check.path("out", out))
 
     def save(self, out: str | Path) -> Path:
         """This model's folder copied to `out` for sharing (storage/share.py: the inference checkpoint, no
