@@ -241,7 +241,7 @@ class SetsProtocol(_ContextRanking):
                      f"{r['targets_unseen']} targets unseen in training count as misses; "
                      f"{r['sets_skipped']} sets with < 2 ids skipped.")
         if r["examples"] < FEW_EXAMPLES and per_set == 1:
-            lines.append("few examples: the intervals are wide; `eval --targets-per-set 5` (in Python "
+            lines.append("few examples: the intervals are wide; --targets-per-set 5 (in Python "
                          "EvalConfig(targets_per_set=5)) holds out 5 ids of each set (each its own example) for "
                          "about 5x the examples.")
         lines.append(decoding_line(result))
