@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -272,11 +273,13 @@ def stage_serve(args, work: Path, state: State) -> None:
                                 stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            seen = set()
-            while len(seen) < workers:  # new connections until every worker has loaded and answered
+            up = 0
+            while up < workers:  # until every worker has loaded its model and is warm (/metrics: one view of all)
                 try:
-                    r = httpx.post(url + "/v1/predict", json={"context": ctxs[0], "k": 10}, timeout=60)
-                    seen.add(r.headers.get("x-superbloom-worker", "single"))
+                    httpx.post(url + "/v1/predict", json={"context": ctxs[0], "k": 10}, timeout=60)
+                    text = httpx.get(url + "/metrics", timeout=60).text
+                    value = lambda name: float(re.search(rf"^{name} (\S+)$", text, re.M)[1])  # noqa: E731
+                    up = int(value("superbloom_workers")) if value("superbloom_ready") == 1 else 0
                 except httpx.HTTPError:
                     if proc.poll() is not None:
                         sys.exit(f"server exited: {logf.read_text()[-3000:]}")
