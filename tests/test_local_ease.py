@@ -25,25 +25,26 @@ def dense(indptr, cols, values, n):
 
 
 def brute_force(sets: SetArray, n: int, k: int, lam: float, lists: int, by: str, keep: int) -> np.ndarray:
-    """The module docstring's construction, one id at a time in numpy: G from each id's `lists` most
-    frequent co-occurring ids (ties by the smaller id), a ridge regression per target over its k
-    neighbours, P's symmetry for the rows the direct values miss, each row's `keep` largest."""
+    """The module docstring's construction, one id at a time in numpy: G from each id's `lists`
+    co-occurring ids of largest count (or cosine; ties by the smaller id), a ridge regression per
+    target over its k first of them, P's symmetry for the rows the direct values miss, each row's
+    `keep` largest."""
     x = sets.incidence(n).toarray().astype(np.float64)
     full = x.T @ x
     df = np.diag(full).copy()
+    score = full if by == "count" else full / np.sqrt(np.maximum(np.outer(df, df), 1))
     top = {}
     for i in range(n):
         cand = [j for j in range(n) if j != i and full[i, j] > 0]
-        top[i] = sorted(cand, key=lambda j: (-full[i, j], j))[:lists]
+        top[i] = sorted(cand, key=lambda j: (-np.float32(score[i, j]), j))[:lists]
     g = np.zeros((n, n))
     for i in range(n):
         for j in top[i]:
             g[i, j] = g[j, i] = full[i, j]
     g[np.diag_indices(n)] = df
-    score = full if by == "count" else full / np.sqrt(np.maximum(np.outer(df, df), 1))
     direct, p_diag, hood = {}, np.zeros(n), {}
     for j in range(n):
-        nb = sorted(sorted(top[j], key=lambda c: (-score[j, c], c))[:k])
+        nb = sorted(top[j][:k])
         hood[j] = nb
         b = np.linalg.solve(g[np.ix_(nb, nb)] + lam * np.eye(len(nb)), g[nb, j]) if nb else np.zeros(0)
         p_diag[j] = 1.0 / (df[j] + lam - g[j, nb] @ b)

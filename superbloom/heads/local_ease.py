@@ -4,9 +4,9 @@ EASE (Steck 2019; itemitem.ease_weights) weighs id c for target j by B[c, j] = -
 P = (G + lam I)^-1, G = X^T X: column j of B is the ridge regression of j's incidence column on all
 the others, b = (G[O, O] + lam I)^-1 G[O, j] over O = every id but j. Dense, so N x N. Here the
 regression of target j runs over its neighbourhood N(j) only, the `k` ids that co-occur with it most
-(by count, or by cosine), with G[N, N] read from every id's `lists` most frequent co-occurring ids
-(neighbours.py: G[a, b] is known where b is in a's list or a in b's, taken as 0 elsewhere; the
-diagonal is each id's number of sets):
+(by count, or by cosine: a rare id's rare partners first), with G[N, N] read from every id's `lists`
+co-occurring ids of largest count (or cosine) (neighbours.py: G[a, b] is known where b is in a's
+list or a in b's, taken as 0 elsewhere; the diagonal is each id's number of sets):
 
     B[N(j), j] = (G[N, N] + lam I)^-1 G[N, j]          P[j, j] = 1 / (G[j, j] + lam - G[j, N] B[N, j])
 
@@ -58,7 +58,7 @@ def local_ease(sets, n_ids: int, k: int = 64, lam: float = 50.0, lists: int | No
         raise ValueError(f"local EASE: by must be one of {BYS}, got {by!r}")
     lists = max(k, lists or k)
     t0 = time.time()
-    fitted = Lists.of(sets, n_ids, lists, progress)
+    fitted = Lists.of(sets, n_ids, lists, progress, by)
     log.info("local EASE: %s ids, neighbourhoods of %d, G from %d co-occurring ids each (%s values, %.1f s)",
              f"{n_ids:,}", k, lists, f"{len(fitted.cols):,}", time.time() - t0)
     return fitted.term(k, lam, by, keep, progress)
@@ -69,26 +69,26 @@ class Lists:
     sorted by id) and each id's number of sets `df`: what local EASE reads G from. Built once, they
     serve any k, lam, by and any shorter lists (`shorter`): a validation tries its settings on one build."""
 
-    def __init__(self, indptr, cols, counts, df):
-        self.indptr, self.cols, self.counts, self.df = indptr, cols, counts, df
+    def __init__(self, indptr, cols, counts, df, by: str = "count"):
+        self.indptr, self.cols, self.counts, self.df, self.by = indptr, cols, counts, df, by
         self.rows = np.repeat(np.arange(len(df), dtype=np.int64), np.diff(indptr))
 
     @classmethod
-    def of(cls, sets, n_ids: int, lists: int, progress: bool = False) -> "Lists":
-        indptr, cols, counts = cooccurrence_neighbours(sets, n_ids, lists, counts=True, progress=progress)
+    def of(cls, sets, n_ids: int, lists: int, progress: bool = False, by: str = "count") -> "Lists":
+        indptr, cols, counts = cooccurrence_neighbours(sets, n_ids, lists, counts=True, progress=progress, by=by)
         df = np.bincount(memberships(sets, n_ids)[1], minlength=n_ids).astype(np.float64)  # the diagonal of G
-        return cls(indptr, cols, counts, df)
+        return cls(indptr, cols, counts, df, by)
 
     def shorter(self, lists: int) -> "Lists":
-        """Each id's `lists` most frequent of these (ties by the smaller id): as Lists.of(sets, N, lists)."""
+        """Each id's `lists` first of these by their order (ties by the smaller id): as Lists.of(sets, N, lists, by)."""
         n = len(self.df)
-        nb = _neighbourhoods(self.rows, self.cols, self.counts, self.df, n, lists, "count")
+        nb = _neighbourhoods(self.rows, self.cols, self.counts, self.df, n, lists, self.by)
         real = nb >= 0
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(real.sum(1), out=indptr[1:])
         cols = nb[real]
         at = np.searchsorted(self.rows * n + self.cols, np.repeat(np.arange(n), real.sum(1)) * n + cols)
-        return Lists(indptr, cols.astype(np.int32), self.counts[at], self.df)
+        return Lists(indptr, cols.astype(np.int32), self.counts[at], self.df, self.by)
 
     def term(self, k: int, lam: float, by: str = "count", keep: int = 200, progress: bool = False):
         """The local EASE term of these lists (local_ease)."""

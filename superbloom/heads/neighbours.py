@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._log import progress_bar
+from .itemitem import _row_major_descending
 
 
 BLOCK_THREADS = 4  # blocks built at once, at most the cores (each holds O(pair_budget))
@@ -63,13 +64,16 @@ def memberships(sets, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20, progress: bool = False,
-                            counts: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            counts: bool = False, by: str = "count") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The `k` most frequent co-occurring ids of every id (ties by the smaller id, no diagonal) and
     their co-occurrence cosine (`counts`: the number of sets holding both, the entry of X^T X), without
-    the (N, N) co-occurrence matrix (see the module docstring).
+    the (N, N) co-occurrence matrix (see the module docstring). by "cosine": the `k` of largest cosine
+    instead (count / sqrt(n_i n_j): a rare id's rare partners before the common words).
     -> (indptr (N + 1,) int64, cols (nnz,) int32, values (nnz,) float32), each row sorted by id."""
     if k < 1:
         raise ValueError(f"k (neighbours) must be >= 1, got {k}")
+    if by not in ("count", "cosine"):
+        raise ValueError(f"by must be count or cosine, got {by!r}")
     owner, ids = memberships(sets, n_ids)  # (L,), (L,) sorted by (set, id)
     set_len = np.bincount(owner, minlength=len(sets))  # (S,) distinct ids per set
     set_off = np.zeros(len(sets) + 1, np.int64)
@@ -100,7 +104,8 @@ def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20
 
     def block(j: int):
         a, b = edges[j], edges[j + 1]
-        return a, b, _block(a, b, ids, set_len, set_off, id_sets[id_off[a]:id_off[b]], n_sets[a:b], n_ids, k)
+        return a, b, _block(a, b, ids, set_len, set_off, id_sets[id_off[a]:id_off[b]], n_sets[a:b], n_ids, k,
+                            norm if by == "cosine" else None)
 
     bar = progress_bar(total=n_ids, desc="co-occurring ids", unit="id", progress=progress, leave=False)
     used = 0
@@ -120,8 +125,9 @@ def cooccurrence_neighbours(sets, n_ids: int, k: int, pair_budget: int = 1 << 20
     return indptr, cols[:used], values[:used]
 
 
-def _block(a, b, ids, set_len, set_off, sets_of_block, n_sets_block, n_ids, k):
-    """Ids a..b-1 (their sets `sets_of_block`, grouped by id): their k most frequent co-occurring ids.
+def _block(a, b, ids, set_len, set_off, sets_of_block, n_sets_block, n_ids, k, norm=None):
+    """Ids a..b-1 (their sets `sets_of_block`, grouped by id): their k most frequent co-occurring ids
+    (norm (N,): of largest count x norm[id], the cosine's order within a row).
     -> (cols (nnz,) int32, counts (nnz,) int64, lens (b - a,) int64), rows in id order, each sorted
     by column."""
     lens = set_len[sets_of_block]  # (P1,) size of each set of each id
@@ -146,8 +152,11 @@ def _block(a, b, ids, set_len, set_off, sets_of_block, n_sets_block, n_ids, k):
     r, c, count = r[other], c[other], count[other]
     row_lens = np.bincount(r, minlength=b - a)
     if (row_lens > k).any():  # keep each row's k largest counts, ties by the smaller id
-        big = count.max() + 1
-        order = np.argsort(r * big + (big - 1 - count), kind="stable")  # row, count descending, then id
+        if norm is not None:  # row, count x norm descending, then id
+            order = _row_major_descending(r, count.astype(np.float32) * norm[c])
+        else:
+            big = count.max() + 1
+            order = np.argsort(r * big + (big - 1 - count), kind="stable")  # row, count descending, then id
         row_start = np.cumsum(row_lens) - row_lens
         rank = np.arange(len(order)) - row_start[r[order]]
         kept = np.sort(order[rank < k])  # back in (row, id) order
