@@ -91,7 +91,8 @@ def _add_train(sub):
                    help=f"hybrid: item-item values per id, its largest "
                         f"(default {default_of(HybridConfig, 'neighbours')})")
     g.add_argument("--item-term", dest="item_term", choices=HYBRID_TERMS, default=None,
-                   help=f"hybrid: the item-item weights: ease (EASE's closed form, dense: up to 60,000 ids, float32 above 25,000), cooccurrence "
+                   help=f"hybrid: the item-item weights: ease (EASE's closed form, dense: up to 60,000 ids, float32 above 25,000), local-ease "
+                        f"(EASE on each id's 32 most co-occurring ids: sparse, any size), cooccurrence "
                         f"(cosine), transition (directed: log(1 + how often an id follows another in the training "
                         f"sequences), bigram (text, hashed-hybrid only: p(w | left neighbour) + p(w | right neighbour) of the "
                         f"blank, entering as log(1 + term / eps), eps chosen at validation), auto = ease up to 60,000 ids, else cooccurrence; with a sequence objective auto builds "
