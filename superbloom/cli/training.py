@@ -95,7 +95,7 @@ def _add_train(sub):
                         f"(EASE on each id's 32 most co-occurring ids: sparse, any size), cooccurrence "
                         f"(cosine), transition (directed: log(1 + how often an id follows another in the training "
                         f"sequences), bigram (text, hashed-hybrid only: p(w | left neighbour) + p(w | right neighbour) of the "
-                        f"blank, entering as log(1 + term / eps), eps chosen at validation), auto = ease up to 60,000 ids, else cooccurrence; with a sequence objective auto builds "
+                        f"blank, entering as log(1 + term / eps), eps chosen at validation), auto = ease up to 60,000 ids, else local-ease; with a sequence objective auto builds "
                         f"transition too and the validation chooses "
                         f"(default {default_of(HybridConfig, 'term')})")
     g.add_argument("--item-weighting", dest="item_weighting", choices=("auto",) + WEIGHTINGS, default=None,

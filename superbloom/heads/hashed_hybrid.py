@@ -9,7 +9,8 @@ hybrid (hybrid.py, which needs the full softmax over unhashed ids) where hashing
 ids. A is a sparse N x N matrix fixed from the training sets before training: the co-occurrence
 cosine of every id's `neighbours` most frequent co-occurring ids (neighbours.py: built in blocks of
 ids, bounded memory, bit for bit the hybrid's), EASE's `neighbours` largest weights where EASE fits
-(up to itemitem.EASE_MAX_IDS ids, term auto), or, when asked, the directed transition term of
+(up to itemitem.EASE_MAX_IDS ids, term auto), EASE on each id's neighbourhood above (term auto:
+local_ease.py; the registry, terms.py), or, when asked, the directed transition term of
 ordered data (hybrid.transition_pattern). `mix` (from hybrid.MIXES, mix 0 = the superbloom head)
 and `decay` (sequence objectives: from their DECAYS) are chosen at every validation, and so is the
 co-occurrence term's weighting (WEIGHTINGS: the cosine, the pair count, or the count times the
@@ -178,6 +179,9 @@ class HashedHybridHead(SuperbloomHead):
         super().__init__(embedding, hashing, cfg, counts)
         self.n_ids = hashing.n_ids
         self.term_name = resolve_term(cfg.term, self.n_ids)
+        if cfg.weighting != "auto" and self.term_name != "cooccurrence":
+            raise ValueError(f"weighting {cfg.weighting!r} weighs the co-occurrence term; term {cfg.term} is "
+                             f"{self.term_name} at {self.n_ids:,} ids (pass --item-term cooccurrence)")
         self.bigram = self.term_name == "bigram"  # text: rows [left, N + right] of heads/bigram.py, log(1 + t / eps)
         rows = 2 * self.n_ids if self.bigram else self.n_ids
         self.register_buffer("indptr", torch.zeros(rows + 1, dtype=torch.long))
