@@ -758,3 +758,32 @@ def test_storage_row(name, store_world, capsys):
     assert len(lines) == 1, err
     assert paths[out].rsplit("/", 1)[-1] in lines[0] and all(w in lines[0] for w in words), lines[0]
     assert not changed, f"changed or removed: {changed}"
+
+
+@pytest.mark.parametrize("head", ["superbloom", "full"])
+def test_non_finite_scores_are_never_certified(head, tiny_model, wiki_data, tmp_path):
+    """NaN weights (loading refuses them; here they are set in memory): every score is NaN and the
+    ranking arbitrary, so no answer may say exact, whatever the decoding asked (the rank loop's
+    certified(); an ensemble's too)."""
+    import torch
+
+    import superbloom as sb
+
+    if head == "superbloom":
+        model = sb.load(tiny_model)
+    else:
+        out = tmp_path / "full"
+        sb.train(sb.TrainConfig(data=str(wiki_data.path), out=str(out), head=sb.FullConfig(),
+                                model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                                loop=sb.LoopConfig(steps=2, batch_size=16, eval_every=0)), progress=False)
+        model = sb.load(out)
+    assert model.predict(["Jazz"], k=5, decode=sb.DecodeConfig(exact=True)).exact
+    with torch.no_grad():
+        for p in model.model.parameters():
+            if p.is_floating_point():
+                p.fill_(float("nan"))
+    for decode in (sb.DecodeConfig(), sb.DecodeConfig(exact=True), sb.DecodeConfig(exhaustive=True)):
+        assert not model.predict(["Jazz"], k=5, decode=decode).exact
+    assert not model.recommend([["Jazz"], ["Paris"]], k=5).exact.any()
+    if head == "full":
+        assert not sb.Ensemble([model]).predict(["Jazz"], k=5).exact
