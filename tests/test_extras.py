@@ -1,10 +1,14 @@
 """Every path that needs an optional extra, with the extra missing (its package hidden from imports):
 exit 2 with one line on stderr naming the extra and the commands that install it, from a clone and
-from a wheel, before any work: no output file or folder touched, no baseline fitted, nothing printed
-on stdout. The same check in the library (sb.evaluate) before it ranks anything."""
+from a wheel, before any work: no output file or folder touched (no new one written, and the files a
+command updates in place, such as eval's MODEL/README.md and eval.json, byte for byte and time for time
+as they were), no baseline fitted, nothing printed on stdout. The same check in the library
+(sb.evaluate) before it ranks anything."""
 from __future__ import annotations
 
+import hashlib
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +28,18 @@ def inputs(tiny_model, wiki_data, tmp_path_factory):
     (root / "labels.tsv").write_text("".join(f"doc{i}\t{'a' if i % 2 else 'b'}\n" for i in range(6)))
     return {"model": str(tiny_model), "data": str(wiki_data.path), "corpus": str(corpus),
             "labels": str(root / "labels.tsv"), "links": str(sb.embedded_dataset())}
+
+
+def snapshot(inputs: dict) -> dict:
+    """Every file under the folders and files a command reads or updates in place (the model, whose card
+    and eval.json `eval` rewrites; the dataset; the corpus and labels) -> its size, mtime and digest."""
+    files = {}
+    for root in map(Path, inputs.values()):
+        for f in ([root] if root.is_file() else sorted(root.rglob("*"))):
+            if f.is_file():
+                st = f.stat()
+                files[str(f)] = (st.st_size, st.st_mtime_ns, hashlib.sha256(f.read_bytes()).hexdigest())
+    return files
 
 
 # (what, the packages hidden, the extra named, argv with {new} the output that must not appear)
@@ -65,6 +81,7 @@ def test_a_missing_extra_is_one_line_before_any_work(what, hidden, extra, argv, 
         raise AssertionError("a baseline was fitted before the missing extra was reported")
 
     monkeypatch.setattr(protocols, "fit_baseline", no_fit)
+    before = snapshot(inputs)
     assert main(words) == 2
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
@@ -73,6 +90,8 @@ def test_a_missing_extra_is_one_line_before_any_work(what, hidden, extra, argv, 
     assert f"pip install -e '.[{extra}]'" in lines[0] and f"pip install 'superbloom[{extra}]'" in lines[0]
     assert out == ""
     assert not list(tmp_path.iterdir()), f"{what}: wrote {list(tmp_path.iterdir())} before refusing"
+    after = snapshot(inputs)
+    assert after == before, f"{what}: touched {sorted(set(after.items()) ^ set(before.items()))} before refusing"
 
 
 def test_every_extra_and_gated_baseline_is_in_the_table():
