@@ -2,6 +2,7 @@
 largest difference and the decoded top-10 lists (inference/export.py; the library decodes both).
 
     .venv/bin/python -m benchmarks.export_check            # -> benchmarks/results/export_check.{json,md}
+    .venv/bin/python -m benchmarks.export_check --report   # export_check.md again from its JSON
 
 Two heads, trained for a few steps (what is checked is the export, not the model): the superbloom head
 (alpha 8, m 2: its per-map log-probabilities, decoded by Algorithm 1 with its certificate) and the
@@ -10,6 +11,7 @@ Contexts: 512 held-out segments of the test sets (the evaluation's examples), in
 """
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ import numpy as np
 import torch
 
 import superbloom as sb
-from benchmarks.machine import write_results
+from benchmarks.machine import read_results, write_results
 from superbloom.evaluation.protocols import make_examples
 from superbloom.heads.decode_config import DecodeConfig
 from superbloom.inference.export import Network, check_export, network_input
@@ -65,18 +67,38 @@ def check(name: str, settings: dict, data: Path, work: Path) -> dict:
             "pytorch_ms_per_batch": round(1000 * t_pt / len(diffs), 2), "bytes": path.stat().st_size}
 
 
-def main() -> None:
-    torch.set_num_threads(1)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, settings in HEADS.items():
-            rows.append(check(name, settings, sb.embedded_dataset(), Path(tmp) / name.split()[0]))
+def why() -> str:
+    """Why TorchScript and not ONNX: the paragraph of inference/export.py's docstring that says it (one source)."""
+    from superbloom.inference import export
+
+    para = next(p for p in export.__doc__.split("\n\n") if p.startswith("Why TorchScript"))
+    return "**" + " ".join(para.split()).replace(": ", ":** ", 1)
+
+
+def table(rows: list[dict]) -> list[str]:
     md = ["# The exported network (TorchScript) against PyTorch", "", " ".join(__doc__.split("\n\n")[2].split()), "",
+          why(), "",
           "| head | scores per query | contexts | max abs diff | identical top-10 lists | TorchScript ms / 64 | PyTorch ms / 64 | file bytes |",
           "|---|---|---|---|---|---|---|---|"]
     md += [f"| {r['head']} | {' x '.join(map(str, r['scores']))} | {r['contexts']} | {r['max_abs_diff']:.2e} | "
            f"{r['identical_top10']} / {r['contexts']} | {r['torchscript_ms_per_batch']} | {r['pytorch_ms_per_batch']} | "
            f"{r['bytes']:,} |" for r in rows]
+    return md
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--report", action="store_true", help="only rewrite export_check.md from its JSON (no run)")
+    if ap.parse_args(argv).report:
+        done = read_results(RESULTS, "export_check")
+        write_results(RESULTS, "export_check", done, table(done["rows"]), rewrite=True)
+        return
+    torch.set_num_threads(1)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, settings in HEADS.items():
+            rows.append(check(name, settings, sb.embedded_dataset(), Path(tmp) / name.split()[0]))
+    md = table(rows)
     write_results(RESULTS, "export_check", {"rows": rows}, md)
     print("\n".join(md))
 

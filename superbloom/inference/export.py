@@ -3,7 +3,7 @@
 
     path = model.export("model.ts")                     # export_network(model, "model.ts")
     net = torch.jit.load("model.ts")                    # in Python, or libtorch (C++), or any TorchScript host
-    scores = net(tokens, pad, positions, target)        # what model.network_input(contexts) gives
+    scores = net(*network_input(model, contexts))       # (Q, c) context ids, -1 padded -> the head's scores
 
 Inputs, from `network_input` (the query batch of rank.py): tokens (B, T) int64 hashed tokens, pad
 (B, T) bool (True: padding), positions (B, T) int64 (used by a model with learned positions), target
