@@ -2,7 +2,9 @@
 
 A batch equals its queries one at a time; allow / deny / exclude_seen equal exhaustive scoring
 restricted to the ids they leave (hypothesis); similar items equal the exhaustive cosine over the
-allowed ids; the arrays convert to Arrow and pandas with the bulk predict file's columns."""
+allowed ids; each for the superbloom head (Algorithm 1 and its certificate) and the hybrid head (the
+recommended recipe: network + item-item term); the arrays convert to Arrow and pandas with the bulk
+predict file's columns."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +13,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import superbloom as sb
+from superbloom.heads.config import head_config
 from superbloom.heads.decode_config import DecodeConfig
+
+
+@pytest.fixture(scope="module")
+def hybrid_predictor(wiki_data, tmp_path_factory):
+    """A tiny hybrid model (unhashed network + co-occurrence term), its mix set as a validation would."""
+    out = tmp_path_factory.mktemp("hybrid") / "model"
+    sb.train(sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                            model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                            head=head_config("hybrid", neighbours=20, term="cooccurrence"),
+                            loop=sb.LoopConfig(steps=3, batch_size=32, eval_every=0)), progress=False)
+    pred = sb.load(out)
+    pred.model.head.mix.fill_(10.0)
+    return pred
+
+
+@pytest.fixture(scope="module", params=["superbloom", "hybrid"])
+def any_head(request):
+    """The query API's tests on each kind of head: the hashed superbloom head and the hybrid head."""
+    return request.getfixturevalue("tiny_predictor" if request.param == "superbloom" else "hybrid_predictor")
 
 
 def contexts_of(model, n=9):
@@ -21,8 +43,8 @@ def contexts_of(model, n=9):
 
 
 @pytest.mark.parametrize("decode", [DecodeConfig(), DecodeConfig(exact=True)], ids=["approx", "exact"])
-def test_recommend_in_a_batch_equals_one_at_a_time(tiny_predictor, decode):
-    model = tiny_predictor
+def test_recommend_in_a_batch_equals_one_at_a_time(any_head, decode):
+    model = any_head
     s = model.vocab.strings
     contexts = contexts_of(model)
     for lists in [{}, {"allow": list(s[::3])}, {"deny": list(s[:40])}, {"exclude_seen": False}]:
@@ -55,9 +77,9 @@ def exhaustive(model, ctx_ids, allow, deny, exclude_seen, k):
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), share=st.floats(0.01, 1.0), n_deny=st.integers(0, 200),
        k=st.integers(1, 15), width=st.integers(1, 6), exclude_seen=st.booleans(), use_allow=st.booleans())
-def test_recommend_filters_equal_exhaustive_scoring(tiny_predictor, seed, share, n_deny, k, width, exclude_seen,
+def test_recommend_filters_equal_exhaustive_scoring(any_head, seed, share, n_deny, k, width, exclude_seen,
                                                     use_allow):
-    model = tiny_predictor
+    model = any_head
     n = len(model.vocab)
     rng = np.random.default_rng(seed)
     ctx = rng.choice(n, width, replace=False).tolist()
@@ -86,8 +108,8 @@ def test_recommend_filters_equal_exhaustive_scoring(tiny_predictor, seed, share,
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), share=st.floats(0.0, 1.0), n_deny=st.integers(0, 300), k=st.integers(1, 20),
        q=st.integers(1, 5), exclude_seen=st.booleans(), use_allow=st.booleans())
-def test_similar_items_equal_exhaustive_cosine(tiny_predictor, seed, share, n_deny, k, q, exclude_seen, use_allow):
-    model = tiny_predictor
+def test_similar_items_equal_exhaustive_cosine(any_head, seed, share, n_deny, k, q, exclude_seen, use_allow):
+    model = any_head
     n = len(model.vocab)
     rng = np.random.default_rng(seed)
     queries = rng.choice(n, q, replace=False)
