@@ -27,6 +27,7 @@ import torch.nn as nn
 
 from ..hashing.bloom import BloomHash
 from .full import FullHead, target_rows
+from .rows import gather_rows
 from .config import PROPOSALS, SampledConfig  # noqa: F401 (re-exported: callers import them here)
 
 
@@ -106,5 +107,6 @@ def head_sampled_loss(head: FullHead, proposal: Proposal, s: int, hidden: torch.
     `proposal` once for the whole batch, the log-Q correction applied."""
     neg = torch.unique(proposal.sample(s))  # (S',) distinct drawn ids
     v = hidden.mean(1)[target_rows(rows, targets)]  # (M, d)
-    return sampled_softmax_loss(v, head.rows(targets), head.bias[targets], targets,
-                                head.rows(neg), head.bias[neg], neg, proposal.log_inclusion(neg, s))
+    bias = lambda ids: gather_rows(head.bias, ids, head.sparse_rows)  # noqa: E731 (row-sparse gradient: rows.py)
+    return sampled_softmax_loss(v, head.rows(targets), bias(targets), targets,
+                                head.rows(neg), bias(neg), neg, proposal.log_inclusion(neg, s))

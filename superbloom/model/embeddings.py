@@ -13,14 +13,30 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from .dynamic import N_TRITS, DynamicEmbedding, TritVocab
 from ..hashing.bloom import BloomHash
+from ..heads.rows import declare_rows, gather_rows
+
+
+class TokenEmbedding(nn.Embedding):
+    """nn.Embedding (the same weights and state dict) whose gradient is row-sparse, the rows of the
+    batch's tokens only, while the training loop has turned sparse rows on (heads/rows.py)."""
+
+    def __init__(self, n: int, d: int):
+        super().__init__(n, d)
+        declare_rows(self, ("weight",))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.sparse_rows:
+            return gather_rows(self.weight, tokens, True)
+        return F.embedding(tokens, self.weight)
 
 
 def hashed_embedding(hashing: BloomHash, d: int) -> nn.Embedding:
     """(B, T) tokens -> (B, T, d): one row per token of the hashed vocabulary."""
-    return nn.Embedding(hashing.n_tokens, d)
+    return TokenEmbedding(hashing.n_tokens, d)
 
 
 INPUTS = {"hashed": hashed_embedding}

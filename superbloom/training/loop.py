@@ -30,7 +30,10 @@ import torch.nn as nn
 from ..storage.checkpoint import load_extra, load_optimizer, load_weights, restore_rng, rng_state, save_checkpoint
 from ..model.device import Dist, all_gather, any_rank
 from ..storage.files import load_json
+from ..heads.rows import sparse_rows
+from .average import WeightAverage  # noqa: F401 (re-exported: callers import it here)
 from .callbacks import Callback, close_all
+from .gradients import StepGradients
 from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's input)
 from .optim import OptimConfig, make_optimizer, set_lr
 from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
@@ -128,45 +131,13 @@ def restore_state(saved: dict, seed: int, d: Dist) -> tuple[RunState, np.random.
     return state, rng
 
 
-class WeightAverage:
-    """Exponential moving average of the weights (Polyak averaging), for validation and the BEST
-    checkpoint: decay `decay`, warm-started (the average covers the steps taken so far early on)."""
-
-    def __init__(self, model: nn.Module, decay: float):
-        self.params = list(model.parameters())
-        self.decay = decay
-        self.shadow = [p.detach().clone() for p in self.params]
-
-    @torch.no_grad()
-    def update(self, step: int) -> None:
-        torch._foreach_lerp_(self.shadow, [p.detach() for p in self.params],
-                             1.0 - min(self.decay, (1 + step) / (10 + step)))
-
-    @contextlib.contextmanager
-    def swapped(self):
-        """The averaged weights in the model for the block; the trained ones back after it."""
-        with torch.no_grad():
-            saved = [p.detach().clone() for p in self.params]
-            torch._foreach_copy_(self.params, self.shadow)
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                torch._foreach_copy_(self.params, saved)
-
-    def tensors(self) -> dict[str, torch.Tensor]:
-        return {str(i): t for i, t in enumerate(self.shadow)}
-
-    def load(self, tensors: dict[str, torch.Tensor]) -> None:
-        with torch.no_grad():
-            for i, t in enumerate(self.shadow):
-                t.copy_(tensors[str(i)])
-
-
 def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, batch, optim: OptimConfig,
-               step: int, total: int = 0) -> tuple[float, float, float]:
-    """One optimizer step (1-based `step` of `total`, 0: no step count): loss, backward, clip, update.
-    -> (loss, grad norm, lr).
+               step: int, total: int = 0, grads: StepGradients | None = None,
+               average: WeightAverage | None = None) -> tuple[float, float, float]:
+    """One optimizer step (1-based `step` of `total`, 0: no step count): loss, backward, the gradients
+    averaged over the ranks where DDP does not (grads: the row tables, gradients.py) and clipped,
+    update, and the weight average's rows about to change brought up to date (average; its update
+    is the caller's). -> (loss, grad norm, lr).
 
     An optimizer that needs second derivatives on some steps (AdapSGD's Hessian estimate) says so
     with `create_graph` and may give a `forward_context` for the forward pass; one without an `lr`
@@ -176,11 +147,11 @@ def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, bat
         loss = ddp(batch)
     opt.zero_grad(set_to_none=True)
     loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
-    if optim.clip:
-        gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), optim.clip))
-    else:
-        gnorm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()
-                                                            if p.grad is not None])))
+    grads = grads if grads is not None else StepGradients(model)
+    grads.reduce()
+    gnorm = grads.clip(optim.clip)
+    if average is not None:
+        average.before_step(grads.touched())
     opt.step()
     lv = float(loss.detach())
     if not math.isfinite(lv):
@@ -208,10 +179,14 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     if d.world > 1 and hasattr(opt, "create_graph"):
         raise ValueError(f"the {optim.name} optimizer takes second derivatives, which DistributedDataParallel "
                          "does not support; train it in one process")
+    # row-sparse gradients of the tables (heads/rows.py) where the optimizer takes them: a step then
+    # costs the rows its batch reads in the backward, the clipping, the update and the average
+    tables = sparse_rows(model) if getattr(opt, "takes_sparse_rows", False) else []
+    grads = StepGradients(model, tables, d)
     state, rng = RunState(), fresh_rngs(loop.seed, d)
-    # the average serves validation and BEST only: without validation it would be an O(parameters)
-    # pass per step that nothing reads (0.1-0.3 s a step at 5M ids), so it is not kept
-    average = WeightAverage(model, loop.ema) if loop.ema and obj.validate is not None else None
+    # the average serves validation and BEST only: without validation it would be a pass per step
+    # over the weights that nothing reads, so it is not kept
+    average = WeightAverage(model, loop.ema, tables) if loop.ema and obj.validate is not None else None
     if resume_from is not None:
         load_weights(model, resume_from)
         load_optimizer(opt, resume_from)
@@ -226,6 +201,12 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
             log.info(f"resuming from {resume_from.name} (step {state.step}, {state.seconds:.0f} s trained)")
     ddp = model
     if d.world > 1:
+        # the tables' gradients are averaged by `grads` (gradients.py), not by DDP, which also does not
+        # broadcast them at the start: rank 0's are (every rank built the same ones; a start may differ)
+        ignored = [name for name, p in model.named_parameters() if any(p is t for t in tables)]
+        torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
+        for t in tables:
+            dist.broadcast(t.data, 0)
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[d.device.index] if d.device.type == "cuda" else None)
     metrics = MetricsLog(run, d.main, callbacks)
@@ -293,7 +274,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
                 batches = obj.epoch(state.epoch)
             rows = batches[state.cursor][d.rank * per_rank:(d.rank + 1) * per_rank]
             loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1,
-                                          max_steps)
+                                          max_steps, grads, average)
             if average is not None:
                 average.update(state.step)
             state.step += 1
@@ -323,6 +304,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         raise
     finally:
         bar.close()
+        sparse_rows(model, False)  # the model leaves training as it came (plain indexing)
     if stop is not None:
         log.info(stop)
     if d.main and obj.validate is not None:

@@ -6,7 +6,8 @@
             the schedule: inverse-square-root decay lr * sqrt(warmup / step) (the paper: Adam,
             inverse-sqrt decay; "rsqrt", the default), or a linear or cosine decay to 0 at the run's
             last step ("linear", "cosine": the run needs a step count, --steps or --epochs);
-            torch's fused kernel from FUSED_MIN_PARAMS parameters on (the same update, much faster)
+            torch's fused kernel from FUSED_MIN_PARAMS parameters on (the same update, much faster);
+            a row-sparse gradient (heads/rows.py) updates only its rows, lazily (RowAdamW)
     adapsgd AdapSGD (adapsgd.py, the blog's): no learning rate; per-element rates from gradient
             statistics and a Hutchinson Hessian estimate every 5 steps
 
@@ -75,10 +76,64 @@ def use_fused(params: list[torch.nn.Parameter]) -> bool:
             and all(p.dtype == torch.float32 and p.device.type in ("cpu", "cuda") for p in params))
 
 
+class RowAdamW(torch.optim.AdamW):
+    """AdamW that also takes row-sparse gradients (heads/rows.py), updating only the rows they hold.
+
+    A dense gradient gets torch's AdamW update (the same kernels, bit for bit). A sparse one is
+    coalesced and its rows get the same update on their rows of the two moments (the lazy Adam of
+    TensorFlow's LazyAdam and torch's SparseAdam, with AdamW's decoupled weight decay on the rows
+    read): a row the step does not read keeps its value and its moments, where dense AdamW would
+    decay both moments and still move it by its momentum. So it is not the same update as dense
+    AdamW (except on the first step, and on every row read every step); its quality is measured
+    against it (benchmarks/results/scale/step.md). The state is AdamW's (step, exp_avg,
+    exp_avg_sq per parameter): checkpoints of either load into the other."""
+
+    takes_sparse_rows = True
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        sparse = {p: p.grad for g in self.param_groups for p in g["params"] if p.grad is not None and p.grad.is_sparse}
+        for p in sparse:
+            p.grad = None  # AdamW skips a parameter without a gradient
+        try:
+            loss = super().step(closure)
+        finally:
+            for p, grad in sparse.items():
+                p.grad = grad
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p in sparse:
+                    self._row_step(p, sparse[p].coalesce(), group)
+        return loss
+
+    def _row_step(self, p: torch.Tensor, grad: torch.Tensor, group: dict) -> None:
+        """torch's single-tensor AdamW step (adam.py, decoupled weight decay), on the rows of `grad` only."""
+        state = self.state[p]
+        if not state:  # AdamW's own layout, so a parameter can take dense and sparse steps in turn
+            fused = bool(group.get("fused"))
+            state["step"] = (torch.zeros((), dtype=torch.float32, device=p.device) if fused else
+                             torch.tensor(0.0, dtype=torch.get_default_dtype()))
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        rows, g = grad.indices()[0], grad.values()  # (K,), (K, *row)
+        beta1, beta2 = group["betas"]
+        lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+        state["step"] += 1
+        step = float(state["step"])
+        param, exp_avg, exp_avg_sq = p[rows], state["exp_avg"][rows], state["exp_avg_sq"][rows]
+        if wd:
+            param.mul_(1 - lr * wd)
+        exp_avg.lerp_(g, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        denom = (exp_avg_sq.sqrt() / (1 - beta2 ** step) ** 0.5).add_(eps)
+        param.addcdiv_(exp_avg, denom, value=-lr / (1 - beta1 ** step))
+        p[rows], state["exp_avg"][rows], state["exp_avg_sq"][rows] = param, exp_avg, exp_avg_sq
+
+
 def _adamw(params, cfg: OptimConfig) -> torch.optim.Optimizer:
     params = list(params)
-    return torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay,
-                             fused=True if use_fused(params) else None)
+    return RowAdamW(params, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay,
+                    fused=True if use_fused(params) else None)
 
 
 def _adapsgd(params, cfg: OptimConfig) -> torch.optim.Optimizer:
