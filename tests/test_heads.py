@@ -299,8 +299,10 @@ def test_configuration_errors_say_what_is_wrong():
         build_head(head_config("sampled", proposal="unigram"), emb, h)
     with pytest.raises(ValueError, match="per_hash_softmax is not a setting of the full head"):
         head_config("full", per_hash_softmax=True)
-    with pytest.raises(ValueError, match="samples, tree are not settings of the superbloom head"):
-        head_config("superbloom", samples=3, tree="fano")
+    with pytest.raises(ValueError, match="components, tree are not settings of the superbloom head"):
+        head_config("superbloom", components=3, tree="fano")
+    with pytest.raises(ValueError, match="draws hashed tokens, whose numbers carry no frequency order"):
+        head_config("superbloom", samples=8, proposal="log_uniform")
 
 
 def test_head_configs_round_trip_and_read_older_model_directories():
@@ -309,6 +311,8 @@ def test_head_configs_round_trip_and_read_older_model_directories():
     old = {"name": "sampled", "per_hash_softmax": False, "label_smoothing": 0.0, "samples": 64,
            "proposal": "unigram", "tree": "huffman"}  # the single HeadConfig of version 0.1
     assert head_config_from_dict(old) == head_config("sampled", samples=64, proposal="unigram")
+    old = dict(old, name="superbloom", proposal="log_uniform")  # the sampled head's settings, not the superbloom head's
+    assert head_config_from_dict(old) == head_config("superbloom")
     with pytest.raises(ValueError, match="colour is not a setting"):
         head_config_from_dict({"name": "full", "colour": "red"})
     # the removed training options of the hybrid (the term inside the loss) read as absent

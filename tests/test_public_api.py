@@ -64,6 +64,8 @@ def _rows():
     row("SampledConfig", "samples", lambda c: sb.SampledConfig(samples=0))
     row("HierarchicalConfig", "tree", lambda c: sb.HierarchicalConfig(tree="oak"))
     row("SuperbloomConfig", "label_smoothing", lambda c: sb.SuperbloomConfig(label_smoothing=-1.0))
+    row("SuperbloomConfig", "samples", lambda c: sb.SuperbloomConfig(samples=-1))
+    row("SuperbloomConfig", "proposal", lambda c: sb.SuperbloomConfig(samples=8, proposal="log_uniform"))
     row("PrepareConfig", "test_fraction", lambda c: sb.PrepareConfig("in.tsv", "out", test_fraction=1.0))
     row("ReadConfig", "format", lambda c: sb.ReadConfig(format="xml"))
     row("Dataset", "path", lambda c: sb.Dataset(None))

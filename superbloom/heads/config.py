@@ -18,15 +18,28 @@ PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("balanced", "huffman", "fano")
 
 
+TOKEN_PROPOSALS = ("uniform", "unigram")  # the superbloom head's sampled tokens: numbers of no frequency order
+
+
 @dataclass(frozen=True)
 class SuperbloomConfig:
     name: ClassVar[str] = "superbloom"
     per_hash_softmax: bool = False  # softmax j over map j's token range only
     label_smoothing: float = 0.0  # over the classes of each softmax
+    samples: int = 0  # > 0: train with a sampled softmax over the hashed tokens, this many drawn per step
+    proposal: str = "unigram"  # samples > 0: TOKEN_PROPOSALS (unigram: the tokens' training counts + 1)
 
     def __post_init__(self):
         if not 0.0 <= self.label_smoothing < 1.0:
             raise bad("label_smoothing", f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.samples < 0:
+            raise bad("samples", f"samples must be >= 0 (0: the full softmax over the tokens), got {self.samples}")
+        if self.proposal not in TOKEN_PROPOSALS:
+            raise bad("proposal", f"proposal {self.proposal!r}: the {self.name} head draws hashed tokens, whose "
+                                  f"numbers carry no frequency order; choose one of {TOKEN_PROPOSALS}")
+        if self.samples and (self.label_smoothing or self.per_hash_softmax):
+            raise bad("samples", "samples > 0 trains with a sampled softmax over every token: label_smoothing and "
+                                 "per_hash_softmax apply to the full softmax only (samples 0)")
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,8 @@ def head_config_from_dict(d: dict) -> HeadConfig:
     """Inverse of head_config_dict; also reads the single HeadConfig of older model directories."""
     d = dict(d)
     name = d.pop("name", "superbloom")
+    if _LEGACY_FIELDS <= set(d) and name == "superbloom":  # 0.1: the sampled head's settings, not this head's
+        d.pop("samples"), d.pop("proposal")
     own, retired = set(head_settings(name)), _RETIRED_FIELDS.get(name, set())
     return head_config(name, **{k: v for k, v in d.items()
                                 if k not in retired and (k in own or k not in _LEGACY_FIELDS)})

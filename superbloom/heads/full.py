@@ -13,6 +13,9 @@ log_softmax path (tests/test_heads.py), measured ~25% less time per step on S3-R
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -22,6 +25,7 @@ from .beam import DecodeConfig
 from ..hashing.bloom import BloomHash
 from .losses import smoothed_nll
 from .ranking import Ranking, chunked_topk, exact_ranking, positions_in
+from .rows import declare_rows, gather_rows
 from .base import HeadBase
 from .config import FullConfig  # noqa: F401 (re-exported: callers import it here)
 
@@ -32,28 +36,61 @@ def target_rows(rows: torch.Tensor | None, targets: torch.Tensor) -> torch.Tenso
 
 
 class _FusedSoftmaxNLL(torch.autograd.Function):
-    """mean_i -log softmax(v_i W^T + b)[t_i] with hand-written backward (see module docstring)."""
+    """mean_i -log softmax(v_i W^T + b)[t_i] with hand-written backward (see module docstring); with
+    `rows`, (1 / n) sum_i -log softmax(v_{rows_i} W^T + b)[t_i]: several targets may read one row."""
 
     @staticmethod
-    def forward(ctx, v, w, b, targets):  # v (M, d), w (N, d), b (N,), targets (M,) -> scalar
-        logits = torch.addmm(b, v, w.T)  # (M, N)
-        lse = torch.logsumexp(logits, 1, keepdim=True)  # (M, 1)
-        loss = (lse.squeeze(1) - logits.gather(1, targets[:, None]).squeeze(1)).mean()
-        ctx.save_for_backward(v, w, logits, lse, targets)
+    def forward(ctx, v, w, b, targets, rows=None, n=None):  # v (R, d), w (N, d), b (N,), targets (T,) -> scalar
+        logits = torch.addmm(b, v, w.T)  # (R, N)
+        lse = torch.logsumexp(logits, 1, keepdim=True)  # (R, 1)
+        if rows is None:
+            loss = (lse.squeeze(1) - logits.gather(1, targets[:, None]).squeeze(1)).mean()
+        else:
+            loss = (lse.squeeze(1)[rows] - logits[rows, targets]).sum() / n
+        ctx.save_for_backward(v, w, logits, lse, targets, rows)
+        ctx.n = n
         return loss
 
     @staticmethod
     def backward(ctx, grad):
-        v, w, logits, lse, targets = ctx.saved_tensors
-        g = logits.sub_(lse).exp_()  # (M, N) softmax, in the saved buffer (forward is done with it)
-        g[torch.arange(len(targets), device=g.device), targets] -= 1.0
-        g.mul_(grad / len(targets))
-        return g @ w, g.T @ v, g.sum(0), None
+        v, w, logits, lse, targets, rows = ctx.saved_tensors
+        g = logits.sub_(lse).exp_()  # (R, N) softmax, in the saved buffer (forward is done with it)
+        if rows is None:
+            g[torch.arange(len(targets), device=g.device), targets] -= 1.0
+            g.mul_(grad / len(targets))
+        else:  # a row read by c targets: c x its softmax, minus each target's one-hot
+            g.mul_(torch.bincount(rows, minlength=len(g)).to(g.dtype)[:, None])
+            g.index_put_((rows, targets), torch.full((), -1.0, dtype=g.dtype, device=g.device), accumulate=True)
+            g.mul_(grad / ctx.n)
+        return g @ w, g.T @ v, g.sum(0), None, None, None
 
 
-def fused_softmax_nll(v: torch.Tensor, w: torch.Tensor, b: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean full-softmax NLL of targets (M,) from rows v (M, d), output rows w (N, d), bias b (N,)."""
-    return _FusedSoftmaxNLL.apply(v, w, b, targets)
+_TWICE = threading.local()
+
+
+@contextlib.contextmanager
+def differentiable_twice():
+    """Within the block fused_softmax_nll is autograd's own log_softmax (its hand-written backward
+    cannot be differentiated again): for a forward whose gradient is differentiated (AdapSGD's
+    Hessian steps, training/adapsgd.py)."""
+    before = getattr(_TWICE, "on", False)
+    _TWICE.on = True
+    try:
+        yield
+    finally:
+        _TWICE.on = before
+
+
+def fused_softmax_nll(v: torch.Tensor, w: torch.Tensor, b: torch.Tensor, targets: torch.Tensor,
+                      rows: torch.Tensor | None = None, n: int | None = None) -> torch.Tensor:
+    """Mean full-softmax NLL of targets (M,) from rows v (M, d), output rows w (N, d), bias b (N,);
+    with rows (T,): target i reads row rows[i] of v, and the sum over the T targets is divided by n."""
+    if getattr(_TWICE, "on", False):
+        logp = F.log_softmax(torch.addmm(b, v, w.T), -1)
+        if rows is None:
+            return -logp[torch.arange(len(targets), device=targets.device), targets].mean()
+        return -logp[rows, targets].sum() / n
+    return _FusedSoftmaxNLL.apply(v, w, b, targets, rows, n)
 
 
 class FullHead(HeadBase):
@@ -80,14 +117,18 @@ class FullHead(HeadBase):
         else:
             self.weight = nn.Parameter(torch.randn(n, embedding.embedding_dim) * 0.02)  # (N, d)
         self.bias = nn.Parameter(torch.zeros(n))
+        declare_rows(self, ("bias",) if self.tied else ("weight", "bias"))  # read by rows when sampled (rows.py)
 
     def rows(self, ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Output embedding rows of ids (..., d), or of every id (N, d) when ids is None."""
+        """Output embedding rows of ids (..., d), or of every id (N, d) when ids is None; rows of ids
+        get a row-sparse gradient while sparse rows are on (rows.py)."""
         if not self.tied:
-            return self.weight if ids is None else self.weight[ids]
+            return self.weight if ids is None else gather_rows(self.weight, ids, self.sparse_rows)
         if ids is None and self.first is not None:
             return self.embedding.weight[self.first:self.first + self.n_ids]
-        return self.embedding.weight[self.token_of if ids is None else self.token_of[ids]]
+        if ids is None:
+            return self.embedding.weight[self.token_of]
+        return gather_rows(self.embedding.weight, self.token_of[ids], self.sparse_rows)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """(M, m, d) -> (M, N)."""

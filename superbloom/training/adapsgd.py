@@ -117,12 +117,18 @@ class AdapSGD(Optimizer):
         return self.steps_done % self.param_groups[0]["hessian_every"] == 0
 
     def forward_context(self):
-        """Wrap the forward pass: on Hessian steps SDPA must use its twice-differentiable math backend."""
+        """Wrap the forward pass: on Hessian steps SDPA must use its twice-differentiable math backend,
+        and the heads' fused softmax its autograd form (heads/full.py: differentiable_twice)."""
         if not self.create_graph:
             return contextlib.nullcontext()
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        return sdpa_kernel([SDPBackend.MATH])
+        from ..heads.full import differentiable_twice
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(sdpa_kernel([SDPBackend.MATH]))
+        stack.enter_context(differentiable_twice())
+        return stack
 
     # ------------------------------------------------------------------ the update
 
