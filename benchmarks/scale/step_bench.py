@@ -1,0 +1,233 @@
+"""Benchmark: one training step of the recipe a user gets at 283K, 1M and 5.1M ids, by part.
+
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench --label after
+    # the code before a change, from a checkout of it (this file run against that library):
+    flock /tmp/superbloom-cpu.lock env PYTHONPATH=/tmp/base .venv/bin/python -m benchmarks.scale.step_bench --label before
+
+For each size the model `train --preset auto` builds (the preset by presets.choose: `large` at 283K,
+the unhashed hybrid with 4,096 sampled negatives; `millions` above 500K, the hashed hybrid, alpha 50,
+m 2), batch 64 (the presets' batch), the default model (2 layers, d 128), random hash maps (the
+coherent maps need the data; a step costs the same) and no item-item term (it never enters these
+heads' training loss), on sets of Zipf ids (mean size 87, the synthetic data's), each size in its
+own process (its peak RSS is the size's). Every step is timed by part: batch (the masked training
+batch), forward, backward, gradients (averaged over ranks where DDP does not, clipped), optimizer,
+average (the weight average validation uses, the presets' default 0.999); the step as train_step
+runs it (loop.py), its parts timed between them. After each step a 1024^3 fp32 matmul is timed:
+the matmul peak *at that moment* on a shared machine, so that "% of peak" compares the step's
+useful FLOPs per second with what the cores gave a matmul then. Useful FLOPs: the encoder's matmuls
+on the batch's real tokens (3x forward), and the head's logits over what its loss needs: every
+token for the superbloom head's full softmax, the targets' and the drawn negatives' rows for a
+sampled one (3x forward). The label names the code measured (before / after a change); the code
+detects which loop it runs against (a loop without gradients.py is the old dense step).
+Results: benchmarks/results/scale/step_<label>.json (one row per size and batch size); `--report`
+merges the labels into step.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "scale"
+SIZES = (283_000, 1_005_296, 5_139_571)
+PARTS = ("batch", "forward", "backward", "gradients", "optimizer", "average")
+
+
+def fake_sets(n_ids: int, n_sets: int, size: int, rng):
+    from superbloom.data.dataset import SetArray
+
+    ids = (rng.zipf(1.3, n_sets * size) - 1) % n_ids
+    return SetArray(np.arange(0, n_sets * size + 1, size, dtype=np.int64), ids.astype(np.int32))
+
+
+def preset_model(n_ids: int, overrides: dict):
+    """The preset `auto` picks for n_ids set data -> (preset name, hashing, model config, head config)."""
+    from superbloom.hashing.bloom import BloomHash, HashConfig
+    from superbloom.heads import head_config, head_settings
+    from superbloom.model.config import ModelConfig
+    from superbloom.training.presets import PRESETS, DatasetFacts, choose
+
+    name = choose(DatasetFacts(ids=n_ids, mean_set_size=87.0, split="sets", text=False))
+    settings = {**PRESETS[name].settings, **overrides}
+    own = set(head_settings(settings["head"]))
+    head = head_config(settings["head"], **{k: v for k, v in settings.items() if k in own})
+    hashing = BloomHash.build(n_ids, HashConfig(alpha=settings["alpha"], m=settings["m"]))
+    return name, hashing, ModelConfig(), head
+
+
+def useful_flops(model, batch, hashing) -> float:
+    """The step's useful FLOPs (module docstring): encoder matmuls on real tokens, the head's logits."""
+    cfg = model.encoder.cfg
+    d, ff = cfg.d, cfg.d_ff
+    real = (~batch.pad).sum(1).double()  # (B,) real tokens per row
+    t = float(real.sum())
+    per_layer = 2 * t * (4 * d * d + 2 * d * ff) + 4 * float((real ** 2).sum()) * d
+    encoder = 3 * cfg.layers * per_layer
+    head = model.head
+    u = len(torch.unique(batch.target_elem))  # element rows the head scores
+    m = hashing.m
+    samples = getattr(head.cfg, "samples", 0)
+    if samples:  # the targets' rows and the distinct drawn negatives (about `samples` of a large table)
+        drawn = min(samples, hashing.n_tokens if m > 1 else hashing.n_ids)
+        rows = u * m if m > 1 else len(batch.target_ids)
+        logits = 2 * rows * (drawn + 1) * d
+    else:  # the full softmax over every token (hashed) or id
+        logits = 2 * u * m * hashing.n_tokens * d
+    return encoder + 3 * logits
+
+
+def matmul_peak(a: torch.Tensor) -> float:
+    t0 = time.perf_counter()
+    a @ a
+    return 2 * a.shape[0] ** 3 / (time.perf_counter() - t0)
+
+
+def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: dict, seed: int = 0) -> dict:
+    from superbloom.model.batches import MaskConfig, training_batch
+    from superbloom.model.encoder import build_model, count_parameters
+    from superbloom.training import loop
+    from superbloom.training.optim import OptimConfig, make_optimizer, set_lr
+
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(seed)
+    preset, hashing, mcfg, hcfg = preset_model(n_ids, overrides)
+    sets = fake_sets(n_ids, 4000, 87, rng)
+    torch.manual_seed(seed)
+    model = build_model(mcfg, hcfg, hashing, np.bincount(sets.ids, minlength=n_ids))  # the training counts
+    optim = OptimConfig()
+    opt = make_optimizer(optim, model.parameters())
+    try:  # the row-sparse step (gradients.py); without it the old dense one
+        from superbloom.heads.rows import sparse_rows
+        from superbloom.training.gradients import StepGradients
+
+        tables = sparse_rows(model) if getattr(opt, "takes_sparse_rows", False) else []
+        grads = StepGradients(model, tables)
+        average = loop.WeightAverage(model, 0.999, tables)
+        code = "row-sparse" if tables else "dense"
+    except ImportError:
+        grads, average, code = None, loop.WeightAverage(model, 0.999), "dense (old loop)"
+    mask = MaskConfig()
+    ref = torch.randn(1024, 1024)
+    times = {k: [] for k in PARTS}
+    peaks, flops = [], []
+    model.train()
+    for step in range(steps):
+        t0 = time.perf_counter()
+        batch = training_batch(sets, rng.choice(len(sets), batch_size, replace=False), hashing, mask, rng)
+        t1 = time.perf_counter()
+        set_lr(opt, optim, step + 1)
+        loss = model(batch)
+        t2 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        t3 = time.perf_counter()
+        if grads is not None:
+            grads.reduce()
+            grads.clip(optim.clip)
+            average.before_step(grads.touched())
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), optim.clip)
+        t4 = time.perf_counter()
+        opt.step()
+        t5 = time.perf_counter()
+        average.update(step)
+        t6 = time.perf_counter()
+        if step:  # the first step allocates the optimizer state
+            for k, v in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5)):
+                times[k].append(v)
+            flops.append(useful_flops(model, batch, hashing))
+            peaks.append(matmul_peak(ref))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    step_s = sum(med.values())
+    compute_s = step_s - med["batch"]
+    gflops = statistics.median(flops) / 1e9
+    peak = statistics.median(peaks) / 1e9
+    return {"ids": n_ids, "preset": preset, "head": hcfg.name, "samples": getattr(hcfg, "samples", 0),
+            "batch_size": batch_size, "code": code, "threads": threads, "steps_timed": steps - 1,
+            "parameters": count_parameters(model), "tokens": hashing.n_tokens,
+            **{f"{k}_s": round(v, 4) for k, v in med.items()}, "step_s": round(step_s, 4),
+            "sets_per_s": round(batch_size / step_s, 2), "useful_gflop": round(gflops, 2),
+            "gflop_per_s": round(gflops / compute_s, 2), "peak_gflop_per_s": round(peak, 2),
+            "percent_of_peak": round(100 * gflops / compute_s / peak, 1),
+            "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+            "loss": round(float(loss.detach()), 3)}
+
+
+def load_average() -> float:
+    return round(float(Path("/proc/loadavg").read_text().split()[0]), 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ids", default=",".join(str(s) for s in SIZES), help="comma list of vocabulary sizes")
+    ap.add_argument("--batch-size", default="64", help="comma list of batch sizes (the presets': 64)")
+    ap.add_argument("--steps", type=int, default=8, help="steps per size (the first is not timed)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a preset setting to override (e.g. samples=4096), JSON values")
+    ap.add_argument("--label", default="after", help="which code this measures: results/scale/step_<label>.json")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one size, a JSON line
+    ap.add_argument("--report", action="store_true", help="write step.md from the step_*.json present")
+    args = ap.parse_args()
+    if args.report:
+        return report()
+    overrides = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
+    if args.one:
+        (n,), (b,) = [int(float(x)) for x in args.ids.split(",")], [int(x) for x in args.batch_size.split(",")]
+        print(json.dumps(one_size(n, b, args.steps, args.threads, overrides)), flush=True)
+        return
+    from benchmarks.machine import machine_info
+
+    rows = []
+    for n in (int(float(x)) for x in args.ids.split(",")):
+        for b in (int(x) for x in args.batch_size.split(",")):
+            before = load_average()
+            cmd = [sys.executable, "-m", "benchmarks.scale.step_bench", "--one", "--ids", str(n), "--batch-size", str(b),
+                   "--steps", str(args.steps), "--threads", str(args.threads)] + sum((["--set", s] for s in args.set), [])
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            row = dict(json.loads(out), label=args.label, overrides=overrides, load_before=before, load_after=load_average())
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    path = RESULTS / f"step_{args.label}{'_' + '_'.join(f'{k}{v}' for k, v in overrides.items()) if overrides else ''}.json"
+    path.write_text(json.dumps({"benchmark": "step_bench", "label": args.label, "rows": rows,
+                                "machine": machine_info()}, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def report() -> None:
+    """step.md: every step_*.json's rows, one table."""
+    from benchmarks.machine import machine_line
+
+    files = sorted(RESULTS.glob("step_*.json"))
+    md = ["# One training step at 283K, 1M and 5.1M ids: before and after", "",
+          "`benchmarks/scale/step_bench.py` (its docstring says what is measured). Seconds per step, median of the "
+          "timed steps, by part; % of peak: the step's useful GFLOP per second (without the batch) over a 1024^3 "
+          "matmul's timed right after each step (the cores' rate at that moment, shared with other work).", "",
+          "| code | ids | preset (head) | batch | " + " | ".join(PARTS) + " | step s | sets/s | useful GFLOP | GFLOP/s "
+          "| matmul peak | % of peak | peak RSS GB | load before / after |",
+          "|---|---|---|---|" + "---|" * len(PARTS) + "---|---|---|---|---|---|---|---|"]
+    machine = None
+    for f in files:
+        data = json.loads(f.read_text())
+        machine = data["machine"]
+        for r in data["rows"]:
+            head = r["head"] + (f", {r['samples']:,} samples" if r.get("samples") else "")
+            md.append(f"| {r['label']} ({r['code']}) | {r['ids']:,} | {r['preset']} ({head}) | {r['batch_size']} | "
+                      + " | ".join(f"{r[k + '_s']:.3f}" for k in PARTS)
+                      + f" | {r['step_s']:.3f} | {r['sets_per_s']:.1f} | {r['useful_gflop']:.1f} | {r['gflop_per_s']:.1f} "
+                      f"| {r['peak_gflop_per_s']:.1f} | {r['percent_of_peak']:.0f}% | {r['peak_rss_gb']:.2f} "
+                      f"| {r['load_before']:.1f} / {r['load_after']:.1f} |")
+    md.append("")
+    (RESULTS / "step.md").write_text("\n".join(md + ([machine_line(machine), ""] if machine else [])))
+
+
+if __name__ == "__main__":
+    main()
