@@ -121,3 +121,17 @@ def test_the_fused_loss_in_its_twice_differentiable_form_is_the_same_loss():
         plain = head.loss(hidden, targets, rows)
     (g,) = torch.autograd.grad(plain, hidden, create_graph=True)
     assert g.requires_grad and torch.allclose(fused, plain, atol=1e-6)
+
+
+def test_sampled_loss_per_element_is_the_loss_per_target():
+    """Targets sharing an element: the negatives' logits once per element give the same loss."""
+    from superbloom.heads.sampled import Proposal, sampled_softmax_loss
+
+    g = torch.Generator().manual_seed(0)
+    w, b, v = torch.randn(30, 4, generator=g), torch.randn(30, generator=g), torch.randn(3, 4, generator=g)
+    rows, t = torch.tensor([0, 0, 1, 2, 2, 2]), torch.tensor([1, 5, 7, 9, 2, 2])
+    prop = Proposal("uniform", 30)
+    torch.manual_seed(0)
+    neg = torch.unique(prop.sample(12))
+    args = (w[t], b[t], t, w[neg], b[neg], neg, prop.log_inclusion(neg, 12))
+    assert torch.allclose(sampled_softmax_loss(v, *args, rows=rows), sampled_softmax_loss(v[rows], *args), atol=1e-6)

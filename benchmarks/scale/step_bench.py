@@ -75,10 +75,10 @@ def useful_flops(model, batch, hashing) -> float:
     u = len(torch.unique(batch.target_elem))  # element rows the head scores
     m = hashing.m
     samples = getattr(head.cfg, "samples", 0)
-    if samples:  # the targets' rows and the distinct drawn negatives (about `samples` of a large table)
+    if samples:  # each element's logits over the drawn negatives (about `samples` of a large table), its targets'
         drawn = min(samples, hashing.n_tokens if m > 1 else hashing.n_ids)
-        rows = u * m if m > 1 else len(batch.target_ids)
-        logits = 2 * rows * (drawn + 1) * d
+        rows = u * m if m > 1 else u  # the hashed head: m output vectors an element; the others: their mean
+        logits = 2 * rows * drawn * d + 2 * len(batch.target_ids) * m * d
     else:  # the full softmax over every token (hashed) or id
         logits = 2 * u * m * hashing.n_tokens * d
     return encoder + 3 * logits

@@ -74,13 +74,17 @@ class Proposal(nn.Module):
 
 def sampled_softmax_loss(v: torch.Tensor, w_true: torch.Tensor, b_true: torch.Tensor, targets: torch.Tensor,
                          w_neg: torch.Tensor, b_neg: torch.Tensor, neg_ids: torch.Tensor,
-                         neg_log_pi: torch.Tensor) -> torch.Tensor:
+                         neg_log_pi: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
     """Mean sampled-softmax loss (module docstring).
 
     v (M, d) output vectors; w_true (M, d), b_true (M,) output embedding and bias of the targets
-    (M,); w_neg (U, d), b_neg (U,) those of the distinct drawn ids neg_ids (U,); neg_log_pi (U,)."""
+    (M,); w_neg (U, d), b_neg (U,) those of the distinct drawn ids neg_ids (U,); neg_log_pi (U,).
+    With rows (M,): v holds one vector per element (E, d), target i reads v[rows[i]] (targets that
+    share an element, merged [MASK]s: the negatives' logits are computed once per element)."""
+    neg = torch.addmm(b_neg - neg_log_pi.to(v.dtype), v, w_neg.T)  # (M or E, U) corrected logits
+    if rows is not None:
+        v, neg = v[rows], neg[rows]  # (M, d), (M, U)
     true = (v * w_true).sum(-1) + b_true  # (M,)
-    neg = v @ w_neg.T + b_neg - neg_log_pi.to(v.dtype)  # (M, U) corrected logits
     neg = neg.masked_fill(neg_ids[None, :] == targets[:, None], float("-inf"))  # accidental hits
     return (torch.logsumexp(torch.cat([true[:, None], neg], 1), 1) - true).mean()
 
@@ -106,7 +110,6 @@ def head_sampled_loss(head: FullHead, proposal: Proposal, s: int, hidden: torch.
     """Sampled softmax over a full head's output rows (`head.rows`, `head.bias`): `s` ids drawn from
     `proposal` once for the whole batch, the log-Q correction applied."""
     neg = torch.unique(proposal.sample(s))  # (S',) distinct drawn ids
-    v = hidden.mean(1)[target_rows(rows, targets)]  # (M, d)
     bias = lambda ids: gather_rows(head.bias, ids, head.sparse_rows)  # noqa: E731 (row-sparse gradient: rows.py)
-    return sampled_softmax_loss(v, head.rows(targets), bias(targets), targets,
-                                head.rows(neg), bias(neg), neg, proposal.log_inclusion(neg, s))
+    return sampled_softmax_loss(hidden.mean(1), head.rows(targets), bias(targets), targets, head.rows(neg), bias(neg),
+                                neg, proposal.log_inclusion(neg, s), target_rows(rows, targets))
