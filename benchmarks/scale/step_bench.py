@@ -1,26 +1,32 @@
 """Benchmark: one training step of the recipe a user gets at 283K, 1M and 5.1M ids, by part.
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench --label after
-    # the code before a change, from a checkout of it (this file run against that library):
-    flock /tmp/superbloom-cpu.lock env PYTHONPATH=/tmp/base .venv/bin/python -m benchmarks.scale.step_bench --label before
+    # the code before the row-sparse step, from a checkout with its own venv:
+    #   git worktree add --detach /tmp/base 3d197f3 && python3 -m venv /tmp/base/.venv \
+    #   && /tmp/base/.venv/bin/pip install torch==2.13.0 -e /tmp/base
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench \
+        --code before=/tmp/base/.venv/bin/python --code after=.venv/bin/python
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench --code after=.venv/bin/python \
+        --set samples=4096 --ids 1005296,5139571
 
 For each size the model `train --preset auto` builds (the preset by presets.choose: `large` at 283K,
 the unhashed hybrid with 4,096 sampled negatives; `millions` above 500K, the hashed hybrid, alpha 50,
 m 2), batch 64 (the presets' batch), the default model (2 layers, d 128), random hash maps (the
 coherent maps need the data; a step costs the same) and no item-item term (it never enters these
-heads' training loss), on sets of Zipf ids (mean size 87, the synthetic data's), each size in its
-own process (its peak RSS is the size's). Every step is timed by part: batch (the masked training
-batch), forward, backward, gradients (averaged over ranks where DDP does not, clipped), optimizer,
-average (the weight average validation uses, the presets' default 0.999); the step as train_step
-runs it (loop.py), its parts timed between them. After each step a 1024^3 fp32 matmul is timed:
-the matmul peak *at that moment* on a shared machine, so that "% of peak" compares the step's
-useful FLOPs per second with what the cores gave a matmul then. Useful FLOPs: the encoder's matmuls
-on the batch's real tokens (3x forward), and the head's logits over what its loss needs: every
-token for the superbloom head's full softmax, the targets' and the drawn negatives' rows for a
-sampled one (3x forward). The label names the code measured (before / after a change); the code
-detects which loop it runs against (a loop without gradients.py is the old dense step).
-Results: benchmarks/results/scale/step_<label>.json (one row per size and batch size); `--report`
-merges the labels into step.md.
+heads' training loss), on sets of Zipf ids (mean size 87, the synthetic data's), the training counts
+theirs. Every step is timed by part: batch (the masked training batch), forward, backward,
+gradients (averaged over ranks where DDP does not, clipped), optimizer, average (the weight average
+validation uses, the presets' default 0.999), as train_step runs them (loop.py). After each step a
+1024^3 fp32 matmul is timed: the matmul peak *at that moment* on a shared machine, so that "% of
+peak" compares the step's useful FLOPs per second with what the cores gave a matmul then. Useful
+FLOPs: the encoder's matmuls on the batch's real tokens (3x forward), and the head's logits over
+what its loss needs: every token for the superbloom head's full softmax, each element's logits over
+the drawn negatives (and its targets') for a sampled one (3x forward).
+
+Each (code, size) runs in a child process of that code's Python (its peak RSS is the size's), the
+codes one after the other for each size so that they meet about the same load; a child runs this
+file by its path from a neutral folder, so it imports that Python's own superbloom (a loop without
+gradients.py is the old dense step). Rows accumulate in benchmarks/results/scale/step.json (one per
+code, size, batch and setting), and step.md shows them all.
 """
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "scale"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 SIZES = (283_000, 1_005_296, 5_139_571)
 PARTS = ("batch", "forward", "backward", "gradients", "optimizer", "average")
 
@@ -169,64 +175,69 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ids", default=",".join(str(s) for s in SIZES), help="comma list of vocabulary sizes")
     ap.add_argument("--batch-size", default="64", help="comma list of batch sizes (the presets': 64)")
-    ap.add_argument("--steps", type=int, default=8, help="steps per size (the first is not timed)")
+    ap.add_argument("--steps", type=int, default=10, help="steps per size (the first is not timed)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a preset setting to override (e.g. samples=4096), JSON values")
-    ap.add_argument("--label", default="after", help="which code this measures: results/scale/step_<label>.json")
+    ap.add_argument("--code", action="append", default=[], metavar="LABEL=PYTHON",
+                    help="the code to measure: a label and the Python whose superbloom it is (default: after=this one)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one size, a JSON line
-    ap.add_argument("--report", action="store_true", help="write step.md from the step_*.json present")
+    ap.add_argument("--report", action="store_true", help="write step.md again from step.json")
     args = ap.parse_args()
-    if args.report:
-        return report()
     overrides = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     if args.one:
         (n,), (b,) = [int(float(x)) for x in args.ids.split(",")], [int(x) for x in args.batch_size.split(",")]
         print(json.dumps(one_size(n, b, args.steps, args.threads, overrides)), flush=True)
         return
-    from benchmarks.machine import machine_info
+    from benchmarks.machine import read_results  # the parent only: a child runs this file by its path
 
-    rows = []
+    if args.report:
+        return report(read_results(RESULTS, "scale/step"))
+    codes = [c.split("=", 1) for c in args.code] or [["after", sys.executable]]
+    result = read_results(RESULTS, "scale/step") or {"benchmark": "step_bench", "rows": []}
     for n in (int(float(x)) for x in args.ids.split(",")):
         for b in (int(x) for x in args.batch_size.split(",")):
-            before = load_average()
-            cmd = [sys.executable, "-m", "benchmarks.scale.step_bench", "--one", "--ids", str(n), "--batch-size", str(b),
-                   "--steps", str(args.steps), "--threads", str(args.threads)] + sum((["--set", s] for s in args.set), [])
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-            row = dict(json.loads(out), label=args.label, overrides=overrides, load_before=before, load_after=load_average())
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    path = RESULTS / f"step_{args.label}{'_' + '_'.join(f'{k}{v}' for k, v in overrides.items()) if overrides else ''}.json"
-    path.write_text(json.dumps({"benchmark": "step_bench", "label": args.label, "rows": rows,
-                                "machine": machine_info()}, indent=2) + "\n")
-    print(f"wrote {path}")
+            for label, python in codes:
+                before = load_average()
+                cmd = [str(Path(python).resolve()), str(Path(__file__).resolve()), "--one", "--ids", str(n),
+                       "--batch-size", str(b), "--steps", str(args.steps), "--threads", str(args.threads)]
+                cmd += sum((["--set", s] for s in args.set), [])
+                done = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp")
+                if done.returncode:
+                    raise SystemExit(f"{label} at {n:,} ids failed:\n{done.stderr[-3000:]}")
+                row = dict(json.loads(done.stdout.strip().splitlines()[-1]), label=label, overrides=overrides,
+                           setting=" ".join(f"{k}={v}" for k, v in overrides.items()),
+                           load_before=before, load_after=load_average(), date=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                print(json.dumps(row), flush=True)
+                key = (label, n, b, json.dumps(overrides, sort_keys=True))
+                result["rows"] = [r for r in result["rows"] if (r["label"], r["ids"], r["batch_size"],
+                                  json.dumps(r["overrides"], sort_keys=True)) != key] + [row]
+                result.pop("machine", None)  # this run's machine and command
+                result.pop("command", None)
+                report(result)
 
 
-def report() -> None:
-    """step.md: every step_*.json's rows, one table."""
-    from benchmarks.machine import machine_line
+def report(result: dict) -> None:
+    """step.json as it is and step.md: every row, one table."""
+    from benchmarks.machine import write_results
 
-    files = sorted(RESULTS.glob("step_*.json"))
     md = ["# One training step at 283K, 1M and 5.1M ids: before and after", "",
           "`benchmarks/scale/step_bench.py` (its docstring says what is measured). Seconds per step, median of the "
           "timed steps, by part; % of peak: the step's useful GFLOP per second (without the batch) over a 1024^3 "
-          "matmul's timed right after each step (the cores' rate at that moment, shared with other work).", "",
+          "matmul's timed right after each step (the cores' rate at that moment, shared with other work); loads: the "
+          "1-minute load average of the 2-core machine before and after the row's run.", "",
           "| code | ids | preset (head) | batch | " + " | ".join(PARTS) + " | step s | sets/s | useful GFLOP | GFLOP/s "
           "| matmul peak | % of peak | peak RSS GB | load before / after |",
           "|---|---|---|---|" + "---|" * len(PARTS) + "---|---|---|---|---|---|---|---|"]
-    machine = None
-    for f in files:
-        data = json.loads(f.read_text())
-        machine = data["machine"]
-        for r in data["rows"]:
-            head = r["head"] + (f", {r['samples']:,} samples" if r.get("samples") else "")
-            md.append(f"| {r['label']} ({r['code']}) | {r['ids']:,} | {r['preset']} ({head}) | {r['batch_size']} | "
-                      + " | ".join(f"{r[k + '_s']:.3f}" for k in PARTS)
-                      + f" | {r['step_s']:.3f} | {r['sets_per_s']:.1f} | {r['useful_gflop']:.1f} | {r['gflop_per_s']:.1f} "
-                      f"| {r['peak_gflop_per_s']:.1f} | {r['percent_of_peak']:.0f}% | {r['peak_rss_gb']:.2f} "
-                      f"| {r['load_before']:.1f} / {r['load_after']:.1f} |")
-    md.append("")
-    (RESULTS / "step.md").write_text("\n".join(md + ([machine_line(machine), ""] if machine else [])))
+    rows = sorted(result["rows"], key=lambda r: (r["ids"], r["batch_size"], r.get("samples", 0), r["label"] != "before"))
+    for r in rows:
+        head = r["head"] + (f", {r['samples']:,} samples" if r.get("samples") else "")
+        md.append(f"| {r['label']} ({r['code']}) | {r['ids']:,} | {r['preset']} ({head}) | {r['batch_size']} | "
+                  + " | ".join(f"{r[k + '_s']:.3f}" for k in PARTS)
+                  + f" | {r['step_s']:.3f} | {r['sets_per_s']:.1f} | {r['useful_gflop']:.1f} | {r['gflop_per_s']:.1f} "
+                  f"| {r['peak_gflop_per_s']:.1f} | {r['percent_of_peak']:.0f}% | {r['peak_rss_gb']:.2f} "
+                  f"| {r['load_before']:.1f} / {r['load_after']:.1f} |")
+    write_results(RESULTS, "scale/step", result, md)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "scale"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def load_average() -> float:
@@ -33,10 +32,12 @@ def load_average() -> float:
 
 
 def start(cmd: list[str], log: Path) -> subprocess.Popen:
-    """Start cmd under /usr/bin/time (its figures in log.time), its output into `log`."""
+    """Start cmd under /usr/bin/time (its figures in log.time), its output into `log`; in the log's folder,
+    so that `python -m superbloom` imports the package of that Python's own install, not a checkout in
+    the working directory."""
     with open(log, "w") as out:
         return subprocess.Popen(["/usr/bin/time", "-f", "%e %U %S %M", "-o", str(log.with_suffix(".time"))] + cmd,
-                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+                                stdout=out, stderr=subprocess.STDOUT, cwd=log.parent)
 
 
 def timed(proc: subprocess.Popen, log: Path) -> dict:
@@ -78,7 +79,13 @@ def main() -> None:
                     help="runs at a time (each on --threads threads: on a 2-core machine 2 runs of 1 thread; the "
                          "sets/s of runs that share the cores are not the step's speed, step_bench.py measures that)")
     ap.add_argument("--skip-train", action="store_true", help="reuse the runs already under --runs")
+    ap.add_argument("--report", action="store_true", help="write the markdown again from the results' JSON")
     args = ap.parse_args()
+    if args.report:
+        from benchmarks.machine import read_results, write_results
+
+        out = read_results(RESULTS, f"step_quality_{args.name}")
+        return write_md(out, args.name, lambda name, result, md: write_results(RESULTS, name, result, md, rewrite=True))
     runs = Path(args.runs) / args.name
     runs.mkdir(parents=True, exist_ok=True)
     variants = []
@@ -113,10 +120,6 @@ def main() -> None:
         entry.update(curve(run, args.batch_size))
         out["variants"][name] = entry
     out["evaluation"] = paired_evaluation(args.data, [runs / n for n, _, _ in variants], args.max_sets, args.threads)
-    from benchmarks.machine import machine_info
-
-    out["machine"] = machine_info()
-    (RESULTS / f"step_quality_{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
     write_md(out, args.name)
 
 
@@ -157,9 +160,11 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def write_md(out: dict, name: str) -> None:
-    from benchmarks.machine import machine_line
+def write_md(out: dict, name: str, write=None) -> None:
+    """results/scale/step_quality_<name>.{json,md} through the one results writer (machine, load, command)."""
+    from benchmarks.machine import write_results
 
+    write = write or (lambda n, result, md: write_results(RESULTS, n, result, md))
     md = [f"# Training step: the same validation curve per sets seen ({name})", "",
           f"`benchmarks/scale/step_quality.py` (its docstring says what is run). Data: `{out['data']}`. {out['about']}",
           f"{out['steps']:,} steps of batch {out['batch_size']}, validation every {out['eval_every']:,} steps on the "
@@ -199,7 +204,7 @@ def write_md(out: dict, name: str) -> None:
             md.append(f"| {v} | {part} | " + " | ".join(f"{p[k]['diff']:+.4f} [{p[k]['lo']:+.4f}, {p[k]['hi']:+.4f}]"
                                                         for k in ("rec@1", "rec@10", "rec@20")) + " |")
     md.append("")
-    (RESULTS / f"step_quality_{name}.md").write_text("\n".join(md + [machine_line(out["machine"]), ""]))
+    write(f"step_quality_{name}", out, md)
 
 
 if __name__ == "__main__":

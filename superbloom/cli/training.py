@@ -114,11 +114,13 @@ def _add_train(sub):
                         "checkpoint) (default: chosen)")
     g.add_argument("--samples", type=POS_INT, default=None,
                    help=f"sampled: ids drawn per training step (default {default_of(SampledConfig, 'samples')}); "
-                        "hybrid: train its network with this many sampled negatives instead of the full softmax "
+                        "hybrid: train its network with this many sampled negatives instead of the full softmax; "
+                        "superbloom, hashed-hybrid: a sampled softmax over this many hashed tokens a step "
                         "(default: full softmax)")
     g.add_argument("--proposal", choices=PROPOSALS, default=None,
                    help=f"sampled, hybrid with --samples: where the sampled negatives are drawn from "
-                        f"(default {default_of(SampledConfig, 'proposal')})")
+                        f"(default {default_of(SampledConfig, 'proposal')}); superbloom, hashed-hybrid: uniform or "
+                        "unigram over the hashed tokens (default unigram)")
     g.add_argument("--tree", choices=TREES, default=None, help="hierarchical: tree built from the training counts "
                                                              f"(default {default_of(HierarchicalConfig, 'tree')})")
     mk = lambda name: default_of(MaskConfig, name)  # noqa: E731
