@@ -194,8 +194,7 @@ def test_sparse_training_resumes_bit_for_bit(wiki_data, tmp_path):
         cfg = sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
                              model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
                              head=HybridConfig(samples=64, neighbours=10),
-                             loop=sb.LoopConfig(steps=steps, batch_size=16, eval_every=3, checkpoint_every=1e9,
-                                                threads=1))
+                             loop=sb.LoopConfig(steps=steps, batch_size=16, eval_every=3, checkpoint_every=1e9))
         sb.train(cfg, progress=False, resume=resume)
 
     run(tmp_path / "whole", 8, False)
