@@ -225,12 +225,12 @@ def test_a_file_output_is_ours_only_while_it_is_the_file_we_wrote(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def inputs(wiki_data, tiny_model, tmp_path_factory):
-    """What the writers read: a dataset, an id model, a set embedding, documents with labels, a text
-    corpus, new ids, a links file."""
+def inputs(wiki_small, tiny_model, tmp_path_factory):
+    """What the writers read: a dataset (about 200 Wikispeedia pages: each killed run is quick, its writes
+    the same), an id model, a set embedding, documents with labels, a text corpus, new ids, a links file."""
     root = tmp_path_factory.mktemp("guard_inputs")
     embed = root / "embed"
-    assert main(["embed-train", str(wiki_data.path), "--out", str(embed), "--steps", "2", *EMBED_TINY]) == 0
+    assert main(["embed-train", str(wiki_small.path), "--out", str(embed), "--steps", "2", *EMBED_TINY]) == 0
     docs = root / "docs"
     docs.mkdir()
     labels = ["# name\tlabel"]
@@ -244,9 +244,9 @@ def inputs(wiki_data, tiny_model, tmp_path_factory):
     (corpus / "a.txt").write_text("New York is a city. The city of New York is big.\nParis is a city too.\n" * 20)
     (root / "new_ids.txt").write_text("Brand_new_page\nAnother_new_page\n")
     (root / "contexts.jsonl").write_text("".join(f'{{"context": ["Jazz"], "id": "u{i}"}}\n' for i in range(2000)))
-    return {"data": str(wiki_data.path), "model": str(tiny_model), "embed": str(embed), "docs": str(docs),
+    return {"data": str(wiki_small.path), "model": str(tiny_model), "embed": str(embed), "docs": str(docs),
             "labels": str(root / "labels.tsv"), "corpus": str(corpus), "ids": str(root / "new_ids.txt"),
-            "links": str(sb.embedded_dataset()), "contexts": str(root / "contexts.jsonl")}
+            "links": str(wiki_small.path.parent / "links.tsv"), "contexts": str(root / "contexts.jsonl")}
 
 
 # writer -> (argv for OUT, the kind it writes, the flag that replaces an output of ours, or None: it always may)
@@ -263,8 +263,8 @@ WRITERS = {
     "extend": (lambda i, out: ["extend", i["model"], i["ids"], "--out", out], "model", "fresh"),
     "embed": (lambda i, out: ["embed", i["embed"], i["data"], "--out", out], "vectors", None),
     "synth": (lambda i, out: ["synth", "--ids", "2000", "--topics", "10", "--links", "3000", "--out", out, "--quiet"], "links", None),
-    "demo": (lambda i, out: ["demo", "--out", out, "--time-budget", "1", "--threads", "1", "--quiet", "--pure"],
-             "demo", "--overwrite"),
+    "demo": (lambda i, out: ["demo", "--out", out, "--input", i["links"], "--time-budget", "1", "--threads", "1",
+                             "--quiet", "--pure"], "demo", "--overwrite"),
     "predict": (lambda i, out: ["predict", i["model"], "--input", i["contexts"], "--output", out, "--quiet"],
                 "recommendations", None),
     "vectors": (lambda i, out: ["vectors", i["model"], "--out", out], "item-vectors", None),
