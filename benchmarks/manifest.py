@@ -88,6 +88,10 @@ RESULT_FILES: list[Result] = [
            "--datasets wikispeedia-paths --baselines popularity,cooccurrence,ease --name sequence_wikispeedia_paths_terms",
            "Wikispeedia's navigation paths, with the back click as an id and resolved to its page"),
     # ---------------------------------------------------------------- millions of ids
+    Result(("scale/terms.json", "scale/terms.md"),
+           f"{LOCK} bash benchmarks/scale/terms_runs.sh text-sets",
+           "the closed-form item-item terms alone (local EASE, the cosine, SANSA) at 1,005,296 real ids, settings "
+           "chosen on validation, paired intervals, fit time and memory"),
     Result(("scale/text_sets_time_to_quality.json", "scale/text_sets_time_to_quality.md",
             "scale/text_sets_time_to_quality.png"),
            f"{PY} benchmarks.scale.text_sets_prepare && {LOCK} {PY} benchmarks.scale.baselines /tmp/sb/textsets_data "

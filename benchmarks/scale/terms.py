@@ -255,7 +255,7 @@ def report(results: Path, name: str) -> None:
             d = t.get("local-ease_minus")
             dtxt = f"{d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]" if d else "—"
             md.append(f"| {Path(r['data']).name} | {r['n_ids']:,} | {t['method']} | {json.dumps(t['setting'])} "
-                      f"{t['val_rec@10']:.4f} | {t['rec@10']:.4f} [{t['lo']:.4f}, {t['hi']:.4f}] | {dtxt} | "
+                      f"(val {t['val_rec@10']:.4f}) | {t['rec@10']:.4f} [{t['lo']:.4f}, {t['hi']:.4f}] | {dtxt} | "
                       f"{t['fit_s']} ({t['fit_cpu_s']}) | {t['peak_rss_gb']} | {t['load_before']}–{t['load_after']} |")
         failed = [x for x in r["tried"] if x["exit"] != 0]
         if failed:

@@ -12,11 +12,10 @@ heads it serves, whether it is for ordered data only, and an estimate of its pea
   transition    ordered data: log(1 + how often j follows c within `window` ids) (itemitem.py)
   bigram        text, the hashed hybrid only: p(b | left a), p(b | right c) (bigram.py)
 
-auto: EASE up to AUTO_EASE_MAX_IDS ids, local EASE above: at 1,005,296 real ids (text paragraphs) local
-EASE scored test rec@10 0.302 against SANSA's 0.286 (paired +0.016 [+0.002, +0.032]) and the cosine
-term's 0.269, fitted in 319 s wall / 129 s CPU (SANSA 387 s / 138 s), 5.2 GB peak (SANSA 8.3 GB)
-(benchmarks/results/scale/terms.md). With ordered training data the hybrid builds the transition
-term beside it and the validation chooses.
+auto: EASE up to AUTO_EASE_MAX_IDS ids, local EASE above, the strongest closed form measured there
+(above SANSA and the cosine term at 1M real ids, in less memory: benchmarks/results/scale/terms.md,
+docs/guides/millions.md). With ordered training data the hybrid builds the transition term beside
+it and the validation chooses.
 """
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ import numpy as np
 from .itemitem import EASE_FLOAT64_MAX_IDS, EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
 
 # local EASE's settings, chosen on validation sets carved from the training sets (benchmarks/scale/terms.py):
-# at 1M ids count beat cosine neighbourhoods (validation rec@10 0.293 / 0.280) in half the time; on the
-# small sets 64 cosine neighbours were within 0.005 of 32 by count at 2-3x the time
+# neighbourhoods by count (validation rec@10 0.293 at 1M ids: benchmarks/results/scale/terms.md)
 LOCAL_K = 32  # the neighbourhood of each target: its 32 most co-occurring ids (G read from the same lists)
 LOCAL_LAM = 50.0  # the ridge
 LOCAL_BY = "count"  # neighbourhoods by count
