@@ -97,7 +97,13 @@ class _Popularity:
         return self.base.rank(contexts, contexts if exclude is None else np.concatenate([contexts, exclude], 1), k)
 
 
-SETTINGS = {"item2vec": _item2vec, "als": _als, "popularity": _Popularity}  # fits with this script's flags
+def _sansa(data, args):
+    from superbloom.evaluation.baselines import Sansa
+    given = dict(p.partition("=")[::2] for p in args.sansa.split(",") if p)
+    return Sansa(data.train, data.n_ids, **{k: (v if k == "ordering" else float(v)) for k, v in given.items()})
+
+
+SETTINGS = {"item2vec": _item2vec, "als": _als, "popularity": _Popularity, "sansa": _sansa}  # fits with this script's flags
 
 
 def fit(name: str, data, args):
@@ -109,6 +115,9 @@ def fit(name: str, data, args):
 
 def worker(args) -> None:
     """One baseline in this process: fit, rank, write ranks (.npy) and timings (.json) to args.out."""
+    import torch
+
+    torch.set_num_threads(args.threads)  # the fit and the ranking on --threads (BLAS too: run_one's environment)
     data, _, ex = examples(args.data, args.eval_sets, args.seed, args.targets_per_set)
     rss0 = rss_gb()
     t, c = time.perf_counter(), time.process_time()
@@ -139,8 +148,9 @@ def run_one(name: str, args) -> dict:
                "--eval-sets", str(args.eval_sets), "--seed", str(args.seed), "--depth", str(args.depth),
                "--targets-per-set", str(args.targets_per_set),
                "--threads", str(args.threads), "--als-confidence", args.als_confidence, "--als", args.als,
-               "--item2vec", args.item2vec] + (["--skip-gram"] if args.skip_gram else [])
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+               "--item2vec", args.item2vec, "--sansa", args.sansa] + (["--skip-gram"] if args.skip_gram else [])
+        env = dict(os.environ, **{v: str(args.threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             return {"failed": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
         timing = json.loads((Path(tmp) / "timing.json").read_text())
@@ -164,6 +174,8 @@ def main():
     ap.add_argument("--als", default="", help="als: more ALSConfig settings, e.g. factors=128,alpha=10,confidence=plain "
                     "(the settings chosen on a validation split: benchmarks/results/quality_user_baselines.json)")
     ap.add_argument("--item2vec", default="", help="item2vec: more Item2VecConfig settings, e.g. epochs=30")
+    ap.add_argument("--sansa", default="", help="sansa: its fit_sansa settings, e.g. l2=20,density=2e-5 (the registry's "
+                    "defaults otherwise)")
     ap.add_argument("--name", default="baselines")
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "scale"),
                     help="folder of NAME.json and NAME.md (default benchmarks/results/scale)")
@@ -197,6 +209,7 @@ def main():
               "targets_unseen": int((ex.targets < 0).sum()), "protocol": protocol.describe() | {"depth": args.depth},
               "threads": args.threads, "item2vec": "skip-gram" if args.skip_gram else "cbow", "als_confidence": args.als_confidence,
               "als_settings": args.als, "item2vec_settings": args.item2vec,
+              "sansa_settings": args.sansa,
               "baselines": rows, "machine": machine_info(), "loadavg_before": load0, "loadavg_after": os.getloadavg()}
     md.append(f"# Baselines at scale: {args.name}\n")
     md.append(f"{result['data']}: {data.n_ids:,} ids, {len(data.train):,} training sets, "

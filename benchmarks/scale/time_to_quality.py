@@ -137,6 +137,7 @@ def run_baselines(args, work: Path, data: str) -> None:
     cmd = [sys.executable, "-m", "benchmarks.scale.baselines", data, "--eval-sets", str(args.eval_sets),
            "--seed", str(args.seed), "--targets-per-set", str(args.targets_per_set), "--threads", str(args.threads), "--baselines", ",".join(todo),
            "--ranks-dir", str(work / "baselines"), "--results", str(work), "--name", "baselines_new"]
+    cmd += args.baselines_args.split()
     for family, setting in tuned.items():
         cmd += [f"--{family}", setting] + (["--als-confidence", "plain"] if "confidence=plain" in setting else [])
     m = run_measured(cmd, work / "baselines.log")
@@ -436,6 +437,8 @@ def main():
                     help="cumulative training seconds, comma-separated (0: the first answer, right after step 0)")
     ap.add_argument("--train-args", default="", help="extra `superbloom train` flags for the first segment")
     ap.add_argument("--baselines", default="", help="run benchmarks.scale.baselines for these first (comma-separated)")
+    ap.add_argument("--baselines-args", default="", help="more benchmarks.scale.baselines flags, e.g. "
+                    "'--sansa l2=20,density=2e-5'")
     ap.add_argument("--eval-sets", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--targets-per-set", type=int, default=1, help="held-out ids per set, each its own example "
