@@ -12,6 +12,13 @@ server share the machine's cores (the client is a minimal asyncio HTTP/1.1 one, 
 the server). Records requests/s, p50 / p99 / max latency, errors (any non-200
 or transport error; the run fails if there is one) and the server's mean batch size (from /health).
 Results: benchmarks/results/load.{json,md}.
+
+--before DIR compares two versions of the server: DIR is a checkout of other code (e.g.
+`git worktree add --detach /tmp/serve_before REV`), whose `superbloom serve` runs from DIR with
+DIR on PYTHONPATH (the same Python and packages, the same model and settings), and the rounds
+alternate (before, after, before, after for --rounds 2) so that load from other work on the machine
+falls on both. Each level records the 1-minute load average at its start and end; the percentiles
+of each version pool its rounds' latencies. "levels" in the JSON is this code's (after).
 """
 from __future__ import annotations
 
@@ -66,10 +73,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: Path, port: int, log: Path, extra: tuple[str, ...] = ()) -> subprocess.Popen:
-    """`superbloom serve MODEL` (and `extra` flags) on `port`, once /health answers; its output in `log`."""
-    cmd = [sys.executable, "-m", "superbloom", "serve", str(model), "--port", str(port), "--no-access-log", *extra]
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
+def start_server(model: Path, port: int, log: Path, extra: tuple[str, ...] = (), code: Path | None = None) -> subprocess.Popen:
+    """`superbloom serve MODEL` (and `extra` flags) on `port`, once /health answers; its output in `log`.
+    code: a checkout whose superbloom package runs instead of this one (from there, on PYTHONPATH)."""
+    cmd = [sys.executable, "-m", "superbloom", "serve", str(Path(model).resolve()), "--port", str(port),
+           "--no-access-log", *extra]
+    env = None
+    if code is not None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
+                            cwd=None if code is None else str(code))
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -109,10 +122,13 @@ class Connection:
 
 
 async def run_level(url: str, ctxs: list[list[str]], concurrency: int, duration: float, k: int,
-                    exact: bool = False) -> dict:
+                    exact: bool = False, latencies: list[float] | None = None) -> dict:
     """Closed loop: `concurrency` connections, each sending its next request when the last one returns
-    (exact: certified exact decoding requested)."""
-    latencies, errors, samples = [], [], []
+    (exact: certified exact decoding requested). latencies: a list the seconds of each answer are
+    appended to (to pool several runs)."""
+    latencies = [] if latencies is None else latencies
+    first = len(latencies)
+    errors, samples = [], []
     host, port = url.split("//")[1].split(":")
     before = httpx.get(url + "/health").json()
     stop = time.perf_counter() + duration
@@ -144,14 +160,70 @@ async def run_level(url: str, ctxs: list[list[str]], concurrency: int, duration:
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
     elapsed = time.perf_counter() - t0
     after = httpx.get(url + "/health").json()
-    lat = np.array(latencies) * 1000
+    lat = np.array(latencies[first:]) * 1000
     batches = after["batches"] - before["batches"]
-    return {"concurrency": concurrency, "seconds": round(elapsed, 2), "requests": len(latencies),
-            "requests_per_s": round(len(latencies) / elapsed, 1),
+    return {"concurrency": concurrency, "seconds": round(elapsed, 2), "requests": len(lat),
+            "requests_per_s": round(len(lat) / elapsed, 1),
             "p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),
             "mean_ms": round(float(lat.mean()), 2), "max_ms": round(float(lat.max()), 2),
             "errors": len(errors), "error_examples": errors[:5],
             "mean_batch": round((after["queries"] - before["queries"]) / max(1, batches), 2), "samples": samples}
+
+
+def revision(code: Path) -> str:
+    """The short commit of the checkout at `code` ("+changes" when its package differs from it)."""
+    def git(*a):
+        return subprocess.run(["git", "-C", str(code), *a], capture_output=True, text=True).stdout.strip()
+    rev = git("rev-parse", "--short", "HEAD") or "?"
+    return rev + ("+changes" if git("status", "--porcelain", "--", "superbloom") else "")
+
+
+def serve_levels(model: Path, ctxs: list[list[str]], levels: list[int], args, code: Path | None,
+                 pooled: dict[int, list[float]]) -> tuple[list[dict], dict]:
+    """One server (this code, or the checkout `code`): a warm-up, then each level in turn, with the
+    1-minute load average at its start and end; each level's latencies appended to pooled[c].
+    -> (the levels, the server's /v1/model)."""
+    port = free_port()
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"superbloom-load-{port}.log"
+    proc = start_server(model, port, log, code=code)
+    url = f"http://127.0.0.1:{port}"
+    out = []
+    try:
+        asyncio.run(run_level(url, ctxs, 4, args.warmup, args.k))  # warm-up, not recorded
+        for c in levels:
+            start = os.getloadavg()[0]
+            r = asyncio.run(run_level(url, ctxs, c, args.duration, args.k, latencies=pooled.setdefault(c, [])))
+            r["load_average_1min"] = [round(start, 2), round(os.getloadavg()[0], 2)]
+            print(f"{'before ' if code else 'after  ' if args.before else ''}concurrency {c:>3}: "
+                  f"{r['requests_per_s']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
+                  f"errors {r['errors']}  mean batch {r['mean_batch']}  load {r['load_average_1min']}", flush=True)
+            out.append(r)
+        info = httpx.get(url + "/v1/model").json()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return out, info
+
+
+def pool(rounds: list[list[dict]], pooled: dict[int, list[float]]) -> list[dict]:
+    """Per level over several rounds of one server: requests/s and mean batch summed over the rounds'
+    time and requests, the percentiles of all their latencies, errors summed, each round's p99 and load."""
+    out = []
+    for i, c in enumerate(sorted(pooled, key=[r["concurrency"] for r in rounds[0]].index)):
+        rs = [rnd[i] for rnd in rounds]
+        lat = np.array(pooled[c]) * 1000
+        seconds = sum(r["seconds"] for r in rs)
+        batches = sum(r["requests"] / max(r["mean_batch"], 1e-9) for r in rs)
+        out.append({"concurrency": c, "seconds": round(seconds, 2), "requests": len(lat),
+                    "requests_per_s": round(len(lat) / seconds, 1),
+                    "p50_ms": round(float(np.percentile(lat, 50)), 2), "p99_ms": round(float(np.percentile(lat, 99)), 2),
+                    "mean_ms": round(float(lat.mean()), 2), "max_ms": round(float(lat.max()), 2),
+                    "errors": sum(r["errors"] for r in rs),
+                    "error_examples": [e for r in rs for e in r["error_examples"]][:5],
+                    "mean_batch": round(len(lat) / max(batches, 1e-9), 2), "samples": rs[0]["samples"],
+                    "rounds_p99_ms": [r["p99_ms"] for r in rs],
+                    "rounds_load_average_1min": [r["load_average_1min"] for r in rs]})
+    return out
 
 
 def main(argv=None) -> int:
@@ -163,31 +235,34 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per concurrency level")
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--before", default=None, help="a checkout of other code to compare against (its server "
+                                                   "runs from there); the rounds alternate between the two")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per server (default 1, 2 with --before)")
     ap.add_argument("--results", default="benchmarks/results")
     args = ap.parse_args(argv)
 
     model, data = Path(args.model), Path(args.data)
+    before = None if args.before is None else Path(args.before).resolve()
+    if before is not None and not (before / "superbloom" / "__init__.py").exists():
+        ap.error(f"--before {args.before}: not a checkout of superbloom (no superbloom/__init__.py there)")
+    rounds = args.rounds or (2 if before else 1)
     ensure_model(model, data, args.train_seconds)
     ctxs = contexts(data, model, 2000)
-    port = free_port()
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"superbloom-load-{port}.log"
+    levels = [int(x) for x in args.concurrency.split(",")]
     load_before = os.getloadavg()
-    proc = start_server(model, port, log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        asyncio.run(run_level(url, ctxs, 4, args.warmup, args.k))  # warm-up, not recorded
-        levels = []
-        for c in [int(x) for x in args.concurrency.split(",")]:
-            r = asyncio.run(run_level(url, ctxs, c, args.duration, args.k))
-            print(f"concurrency {c:>3}: {r['requests_per_s']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  "
-                  f"p99 {r['p99_ms']:7.2f} ms  errors {r['errors']}  mean batch {r['mean_batch']}", flush=True)
-            levels.append(r)
-        info = httpx.get(url + "/v1/model").json()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    codes = [before, None] if before else [None]
+    runs = {c: [] for c in codes}
+    pooled = {c: {} for c in codes}
+    order = []
+    for rnd in range(rounds):  # before, after, before, after: drift in the machine's load falls on both
+        for code in codes:
+            got, info = serve_levels(model, ctxs, levels, args, code, pooled[code])
+            runs[code].append(got)
+            order.append({"round": rnd + 1, "code": "before" if code else "after", "levels": got})
 
     state = load_json(latest_checkpoint(model) / "state.json")
+    after = pool(runs[None], pooled[None])
+    here = Path(__file__).resolve().parent.parent
     result = {
         "benchmark": "HTTP load: POST /v1/predict, closed loop",
         "machine": dict(machine_info(), load_average_before=[round(x, 2) for x in load_before]),
@@ -195,29 +270,51 @@ def main(argv=None) -> int:
                   "hash": info["hash"], "layers": info["model"]["layers"], "d": info["model"]["d"],
                   "trained_steps": state["step"], "trained_seconds": round(state["seconds"], 1)},
         "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "k": args.k, "decode": "approximate, B = k",
+                     "rounds": rounds,
                      "context_ids": "1-8 ids from one held-out page", "client": "asyncio HTTP/1.1 keep-alive, one connection per concurrent request, same machine",
                      "server": "superbloom serve --no-access-log (uvicorn, 1 process, 1 torch thread: the default)"},
-        "levels": levels,
+        "code": revision(here),
+        "levels": after,
     }
+    if before:
+        result["before"] = {"code": revision(before), "dir": str(before), "levels": pool(runs[before], pooled[before])}
+        result["rounds"] = order
     m = result["machine"]
     md = ["# HTTP load benchmark (POST /v1/predict)", "",
           f"Model: data {Path(args.data).name}, head {info.get('head', {}).get('name', '?')}, {info['n_ids']:,} ids, {info['parameters']:,} parameters "
           f"({info['model']['layers']} layers, d={info['model']['d']}, alpha={info['hash']['alpha']}, "
           f"m={info['hash']['m']}; trained {state['step']} steps). k = {args.k}, approximate decoding; "
-          f"closed loop, {args.duration:.0f} s per level; one server process (1 torch thread, the default) and "
-          f"the client on the same {m['cores']} cores "
-          f"(load average before the run: {', '.join(map(str, m['load_average_before']))}).", "",
-          "| concurrency | requests/s | p50 ms | p99 ms | max ms | errors | mean batch |",
-          "|---:|---:|---:|---:|---:|---:|---:|"]
-    md += [f"| {r['concurrency']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
-           f"{r['errors']} | {r['mean_batch']} |" for r in levels]
+          f"closed loop, {args.duration:.0f} s per level{f', {rounds} rounds' if rounds > 1 else ''}; one server process "
+          f"(1 torch thread, the default) and the client on the same {m['cores']} cores "
+          f"(load average before the run: {', '.join(map(str, m['load_average_before']))}).", ""]
+    if before:
+        b = result["before"]
+        md += [f"Before: the server of `{b['code']}`; after: `{result['code']}`. The runs alternate "
+               f"({', '.join(o['code'] for o in order)}), {args.duration:.0f} s per level each; the percentiles pool "
+               "each version's rounds. Load: the 1-minute load average at the start of each level's rounds.", "",
+               "| concurrency | requests/s before | after | p50 ms before | after | p99 ms before | after | "
+               "p99 per round before | after | max ms before | after | errors | mean batch before | after | load before | after |",
+               "|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|"]
+        for x, y in zip(b["levels"], after):
+            rp = lambda r: " / ".join(f"{v:.0f}" for v in r["rounds_p99_ms"])  # noqa: E731
+            ld = lambda r: " / ".join(f"{v[0]:.1f}" for v in r["rounds_load_average_1min"])  # noqa: E731
+            md.append(f"| {y['concurrency']} | {x['requests_per_s']} | {y['requests_per_s']} | {x['p50_ms']} | "
+                      f"{y['p50_ms']} | {x['p99_ms']} | {y['p99_ms']} | {rp(x)} | {rp(y)} | {x['max_ms']} | {y['max_ms']} | "
+                      f"{x['errors'] + y['errors']} | {x['mean_batch']} | {y['mean_batch']} | {ld(x)} | {ld(y)} |")
+    else:
+        md += ["| concurrency | requests/s | p50 ms | p99 ms | max ms | errors | mean batch |",
+               "|---:|---:|---:|---:|---:|---:|---:|"]
+        md += [f"| {r['concurrency']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['max_ms']} | "
+               f"{r['errors']} | {r['mean_batch']} |" for r in after]
     cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.load"
     if args.model != ap.get_default("model"):  # a model trained elsewhere (e.g. the demo's)
         cmd += f" --model {args.model} --data {args.data}"
+    if before:
+        cmd += f" --before {args.before}" + (f" --rounds {rounds}" if args.rounds else "")
     md += ["", f"Regenerate: `{cmd}`", ""]
     write_results(Path(args.results), "load", result, md)
     print(f"results in {args.results}/load.json and load.md")
-    return 1 if any(r["errors"] for r in levels) else 0
+    return 1 if any(r["errors"] for rs in runs.values() for rnd in rs for r in rnd) else 0
 
 
 if __name__ == "__main__":
