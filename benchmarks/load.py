@@ -13,12 +13,14 @@ the server). Records requests/s, p50 / p99 / max latency, errors (any non-200
 or transport error; the run fails if there is one) and the server's mean batch size (from /health).
 Results: benchmarks/results/load.{json,md}.
 
---before DIR compares two versions of the server: DIR is a checkout of other code (e.g.
-`git worktree add --detach /tmp/serve_before REV`), whose `superbloom serve` runs from DIR with
-DIR on PYTHONPATH (the same Python and packages, the same model and settings), and the rounds
-alternate (before, after, before, after for --rounds 2) so that load from other work on the machine
-falls on both. Each level records the 1-minute load average at its start and end; the percentiles
-of each version pool its rounds' latencies. "levels" in the JSON is this code's (after).
+--before DIR compares versions of the server: DIR is a checkout of other code (e.g.
+`git worktree add --detach /tmp/serve_before REV`; repeat --before for several, oldest first),
+whose `superbloom serve` runs from DIR with DIR on PYTHONPATH (the same Python and packages, the
+same model and settings), and the rounds alternate (before, after, before, after for --rounds 2) so
+that load from other work on the machine falls on every version. Each level records the 1-minute
+load average at its start and end; the percentiles of each version pool its rounds' latencies.
+In the JSON, "versions" lists them all (--labels names them, default before, before2, ..., after),
+"before" is the first and "levels" this code's (the last).
 """
 from __future__ import annotations
 
@@ -179,7 +181,7 @@ def revision(code: Path) -> str:
 
 
 def serve_levels(model: Path, ctxs: list[list[str]], levels: list[int], args, code: Path | None,
-                 pooled: dict[int, list[float]]) -> tuple[list[dict], dict]:
+                 pooled: dict[int, list[float]], label: str = "") -> tuple[list[dict], dict]:
     """One server (this code, or the checkout `code`): a warm-up, then each level in turn, with the
     1-minute load average at its start and end; each level's latencies appended to pooled[c].
     -> (the levels, the server's /v1/model)."""
@@ -194,7 +196,7 @@ def serve_levels(model: Path, ctxs: list[list[str]], levels: list[int], args, co
             start = os.getloadavg()[0]
             r = asyncio.run(run_level(url, ctxs, c, args.duration, args.k, latencies=pooled.setdefault(c, [])))
             r["load_average_1min"] = [round(start, 2), round(os.getloadavg()[0], 2)]
-            print(f"{'before ' if code else 'after  ' if args.before else ''}concurrency {c:>3}: "
+            print(f"{label + ' ' if label else ''}concurrency {c:>3}: "
                   f"{r['requests_per_s']:8.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
                   f"errors {r['errors']}  mean batch {r['mean_batch']}  load {r['load_average_1min']}", flush=True)
             out.append(r)
@@ -235,34 +237,43 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per concurrency level")
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--before", default=None, help="a checkout of other code to compare against (its server "
-                                                   "runs from there); the rounds alternate between the two")
+    ap.add_argument("--before", action="append", default=[], help="a checkout of other code to compare against "
+                    "(its server runs from there; repeat for several, oldest first); the rounds alternate")
+    ap.add_argument("--labels", default=None, help="names of the versions, comma-separated, the --before ones "
+                    "then this code (default before, before2, ..., after)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds per server (default 1, 2 with --before)")
     ap.add_argument("--results", default="benchmarks/results")
     args = ap.parse_args(argv)
 
     model, data = Path(args.model), Path(args.data)
-    before = None if args.before is None else Path(args.before).resolve()
-    if before is not None and not (before / "superbloom" / "__init__.py").exists():
-        ap.error(f"--before {args.before}: not a checkout of superbloom (no superbloom/__init__.py there)")
-    rounds = args.rounds or (2 if before else 1)
+    befores = [Path(b).resolve() for b in args.before]
+    for b, given in zip(befores, args.before):
+        if not (b / "superbloom" / "__init__.py").exists():
+            ap.error(f"--before {given}: not a checkout of superbloom (no superbloom/__init__.py there)")
+    codes = [*befores, None]
+    labels = (args.labels.split(",") if args.labels else
+              ["before" + (str(i + 1) if i else "") for i in range(len(befores))] + (["after"] if befores else [""]))
+    if len(labels) != len(codes) or len(set(labels)) != len(labels):
+        ap.error(f"--labels {args.labels}: {len(codes)} distinct names needed (the --before checkouts, then this code)")
+    rounds = args.rounds or (2 if befores else 1)
     ensure_model(model, data, args.train_seconds)
     ctxs = contexts(data, model, 2000)
     levels = [int(x) for x in args.concurrency.split(",")]
     load_before = os.getloadavg()
-    codes = [before, None] if before else [None]
-    runs = {c: [] for c in codes}
-    pooled = {c: {} for c in codes}
+    runs = [[] for _ in codes]
+    pooled = [{} for _ in codes]
     order = []
-    for rnd in range(rounds):  # before, after, before, after: drift in the machine's load falls on both
-        for code in codes:
-            got, info = serve_levels(model, ctxs, levels, args, code, pooled[code])
-            runs[code].append(got)
-            order.append({"round": rnd + 1, "code": "before" if code else "after", "levels": got})
+    for rnd in range(rounds):  # before, after, before, after: drift in the machine's load falls on every version
+        for v, (code, label) in enumerate(zip(codes, labels)):
+            got, info = serve_levels(model, ctxs, levels, args, code, pooled[v], label)
+            runs[v].append(got)
+            order.append({"round": rnd + 1, "version": label, "levels": got})
 
     state = load_json(latest_checkpoint(model) / "state.json")
-    after = pool(runs[None], pooled[None])
     here = Path(__file__).resolve().parent.parent
+    versions = [{"label": label, "code": revision(code or here), "dir": str(code or here), "levels": pool(rs, pl)}
+                for code, label, rs, pl in zip(codes, labels, runs, pooled)]
+    after = versions[-1]["levels"]
     result = {
         "benchmark": "HTTP load: POST /v1/predict, closed loop",
         "machine": dict(machine_info(), load_average_before=[round(x, 2) for x in load_before]),
@@ -273,12 +284,11 @@ def main(argv=None) -> int:
                      "rounds": rounds,
                      "context_ids": "1-8 ids from one held-out page", "client": "asyncio HTTP/1.1 keep-alive, one connection per concurrent request, same machine",
                      "server": "superbloom serve --no-access-log (uvicorn, 1 process, 1 torch thread: the default)"},
-        "code": revision(here),
+        "code": versions[-1]["code"],
         "levels": after,
     }
-    if before:
-        result["before"] = {"code": revision(before), "dir": str(before), "levels": pool(runs[before], pooled[before])}
-        result["rounds"] = order
+    if befores:
+        result.update(before=versions[0], versions=versions, rounds=order)
     m = result["machine"]
     md = ["# HTTP load benchmark (POST /v1/predict)", "",
           f"Model: data {Path(args.data).name}, head {info.get('head', {}).get('name', '?')}, {info['n_ids']:,} ids, {info['parameters']:,} parameters "
@@ -287,20 +297,19 @@ def main(argv=None) -> int:
           f"closed loop, {args.duration:.0f} s per level{f', {rounds} rounds' if rounds > 1 else ''}; one server process "
           f"(1 torch thread, the default) and the client on the same {m['cores']} cores "
           f"(load average before the run: {', '.join(map(str, m['load_average_before']))}).", ""]
-    if before:
-        b = result["before"]
-        md += [f"Before: the server of `{b['code']}`; after: `{result['code']}`. The runs alternate "
-               f"({', '.join(o['code'] for o in order)}), {args.duration:.0f} s per level each; the percentiles pool "
-               "each version's rounds. Load: the 1-minute load average at the start of each level's rounds.", "",
-               "| concurrency | requests/s before | after | p50 ms before | after | p99 ms before | after | "
-               "p99 per round before | after | max ms before | after | errors | mean batch before | after | load before | after |",
-               "|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|"]
-        for x, y in zip(b["levels"], after):
-            rp = lambda r: " / ".join(f"{v:.0f}" for v in r["rounds_p99_ms"])  # noqa: E731
-            ld = lambda r: " / ".join(f"{v[0]:.1f}" for v in r["rounds_load_average_1min"])  # noqa: E731
-            md.append(f"| {y['concurrency']} | {x['requests_per_s']} | {y['requests_per_s']} | {x['p50_ms']} | "
-                      f"{y['p50_ms']} | {x['p99_ms']} | {y['p99_ms']} | {rp(x)} | {rp(y)} | {x['max_ms']} | {y['max_ms']} | "
-                      f"{x['errors'] + y['errors']} | {x['mean_batch']} | {y['mean_batch']} | {ld(x)} | {ld(y)} |")
+    if befores:
+        md += ["Versions: " + "; ".join(f"{v['label']} = the server of `{v['code']}`" for v in versions) +
+               f". The runs alternate ({', '.join(o['version'] for o in order)}), {args.duration:.0f} s per level "
+               "each; a version's percentiles pool its rounds. p99 per round and load (the 1-minute load average "
+               "at the start of the level) list its rounds in order.", "",
+               "| concurrency | version | requests/s | p50 ms | p99 ms | p99 ms per round | max ms | errors | mean batch | load per round |",
+               "|---:|---|---:|---:|---:|---|---:|---:|---:|---|"]
+        for i, c in enumerate(levels):
+            for v in versions:
+                r = v["levels"][i]
+                md.append(f"| {c} | {v['label']} (`{v['code']}`) | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | "
+                          f"{' / '.join(f'{x:.0f}' for x in r['rounds_p99_ms'])} | {r['max_ms']} | {r['errors']} | "
+                          f"{r['mean_batch']} | {' / '.join(f'{x[0]:.1f}' for x in r['rounds_load_average_1min'])} |")
     else:
         md += ["| concurrency | requests/s | p50 ms | p99 ms | max ms | errors | mean batch |",
                "|---:|---:|---:|---:|---:|---:|---:|"]
@@ -309,12 +318,12 @@ def main(argv=None) -> int:
     cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.load"
     if args.model != ap.get_default("model"):  # a model trained elsewhere (e.g. the demo's)
         cmd += f" --model {args.model} --data {args.data}"
-    if before:
-        cmd += f" --before {args.before}" + (f" --rounds {rounds}" if args.rounds else "")
+    cmd += "".join(f" --before {b}" for b in args.before)
+    cmd += (f" --labels {args.labels}" if args.labels else "") + (f" --rounds {rounds}" if args.rounds else "")
     md += ["", f"Regenerate: `{cmd}`", ""]
     write_results(Path(args.results), "load", result, md)
     print(f"results in {args.results}/load.json and load.md")
-    return 1 if any(r["errors"] for rs in runs.values() for rnd in rs for r in rnd) else 0
+    return 1 if any(r["errors"] for rs in runs for rnd in rs for r in rnd) else 0
 
 
 if __name__ == "__main__":
