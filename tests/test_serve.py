@@ -274,3 +274,21 @@ def test_cli_serve_answers_concurrent_requests(server, tiny_predictor):
         r = http.post("/v1/predict", json={"context": ["Jazz"] * 17})
         assert r.status_code == 422 and "at most 16 items" in r.json()["message"]
         assert http.get("/health").json()["queries"] >= len(contexts)
+
+
+def test_freeze_heap_takes_the_loaded_objects_out_of_full_collections():
+    """serve freezes what loading left alive: a full collection while serving no longer walks it."""
+    import gc
+
+    from superbloom.serving.launch import freeze_heap
+
+    before = gc.get_freeze_count()
+    kept = [[i] for i in range(10_000)]  # alive, tracked by the collector
+    try:
+        freeze_heap()
+        assert gc.get_freeze_count() >= before + len(kept)
+        assert gc.get_count()[0] < 100  # the collection ran first: the garbage of loading is not frozen
+        tracked = {id(o) for o in gc.get_objects()}
+        assert not any(id(x) in tracked for x in kept[:100])  # out of every generation
+    finally:
+        gc.unfreeze()

@@ -8,7 +8,9 @@ reverse, and only inside the functions that serve, so importing this module does
 
 One process: the model is loaded here (errors are raised before the server starts) and its app is
 run by uvicorn with its own limits and timeouts (keep-alive, the request head's size, open
-connections: `uvic_limits`) and guards.HeadDeadline's deadline for the request head.
+connections: `uvicorn_limits`) and guards.HeadDeadline's deadline for the request head. Before
+it serves, what loading left alive is frozen out of the garbage collector's full passes
+(`freeze_heap`), in each worker too.
 
 N workers: uvicorn's process manager binds the socket once in a supervisor process (which loads no
 model), spawns N worker processes that inherit it and restarts a worker that dies. Each worker builds
@@ -86,6 +88,7 @@ def serve(model_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Ser
     if embed:
         from ..setembed.embedder import load_embedder
         app.state.embedder = load_embedder(embed, device)
+    freeze_heap()
     uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level,
                 http=with_head_timeout(config.head_timeout), **uvicorn_limits(config))
 
@@ -155,7 +158,18 @@ def app_from_env():
     set_threads(s["threads"])  # a fresh process: the thread setting serve was given
     app = create_app(load(s["model"], s["device"], part=s.get("part", "whole")), ServeConfig(**s["config"]),
                      access_log=s.get("access_log", True))
+    freeze_heap()
     return app
+
+
+def freeze_heap() -> None:
+    """Collect the garbage of loading, then move every object alive (the model, the vocabulary, torch,
+    the app) out of the garbage collector's reach (gc.freeze): otherwise each full
+    collection while serving walks them all, holding the GIL, and every request in flight waits."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def WorkerProtocol(**kwargs):  # noqa: N802 - what uvicorn calls as the protocol "class"
