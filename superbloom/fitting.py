@@ -49,7 +49,7 @@ def fit(data, *, data_out: str | Path | None = None, out: str | Path | None = No
     read = {k: settings.pop(k) for k in READ_KEYS if k in settings}
     prep = {k: settings.pop(k) for k in PREPARE_KEYS if k in settings}
     parser = command_parser("train")
-    dests = {a.dest: a for a in parser._actions if a.option_strings}  # argparse keeps no public list of actions
+    dests = {o.name.replace("-", "_"): o for o in parser.options if o.flags and not o.hidden}  # cli/parser.py
     own = {"data", "out", "preset", "quiet", "json", "resume", "overwrite", "print_config", "config", "help",
            "recipe", "threads", "device", "log_level"}
     unknown = sorted(set(settings) - (set(dests) - own))
@@ -79,18 +79,20 @@ def _flags(settings: dict, dests: dict) -> list[str]:
     flag given True is the flag, False its --no- form; a list repeats the flag)."""
     words = []
     for key, value in settings.items():
-        action = dests[key]
-        flag = next((o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-")),
-                    action.option_strings[0])
+        opt = dests[key]
+        flag = next((o for o in opt.flags if o.startswith("--") and not o.startswith("--no-")), opt.flags[0])
         if isinstance(value, bool) or value is None:
             if value is None:
                 continue
-            neg = next((o for o in action.option_strings if o.startswith("--no-")), None)
-            if action.nargs == 0 and value:
+            neg = next((o for o in opt.flags if o.startswith("--no-")), None)
+            flag_only = opt.action in ("store_true", "store_false", "store_const", "boolean")
+            if flag_only and value:
                 words.append(flag)
-            elif action.nargs == 0 and neg:
+            elif flag_only and opt.action == "boolean":
+                words.append("--no-" + flag[2:])
+            elif flag_only and neg:
                 words.append(neg)
-            elif action.nargs == 0:
+            elif flag_only:
                 continue  # a store_true flag given False: its default
             else:
                 words += [flag, str(value).lower()]
@@ -105,7 +107,8 @@ def _flags(settings: dict, dests: dict) -> list[str]:
 def _parsed(argv: list[str]):
     """`superbloom train ARGV` parsed as the command line parses it (its flags typed: args.given), a
     usage error raised as a ValueError naming the setting."""
-    from .cli import _given, command_parser
+    from .cli import command_parser
+    from .cli.parser import finish
 
     parser = command_parser("train")
 
@@ -113,8 +116,8 @@ def _parsed(argv: list[str]):
         raise ValueError(f"fit: {message}")
 
     parser.error = error
-    args = parser.parse_args(argv)
-    args.command, args.given = "train", _given(parser, argv)
+    args = finish(parser, parser.parse_args(argv), {})  # the typed flags are args.given
+    args.command, args.parser = "train", parser
     return args
 
 

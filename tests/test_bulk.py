@@ -96,7 +96,7 @@ def test_cli_bulk_predict_equals_predict(tiny_model, tiny_predictor, tmp_path, c
                               (parquet, ["--context-column", "items", "--key-column", "user"],
                                [f"u{i}" for i in range(len(contexts))])]:
         out = tmp_path / f"recs-{path.suffix[1:]}.parquet"
-        assert main(["predict", str(tiny_model), "--input", str(path), "--output", str(out), "--k", "5",
+        assert main(["predict", str(tiny_model), "--input", str(path), "--out", str(out), "--k", "5",
                      "--batch-size", "4", "--deny", str(deny), *extra]) == 0
         err = capsys.readouterr().err
         assert "contexts/s" in err and "1 with no known id skipped" in err and "1 of the 31 ids of --deny" in err
@@ -142,8 +142,8 @@ def test_cli_allow_and_deny(tiny_model, tiny_predictor, tmp_path, capsys):
     assert [p["id"] for p in got["predictions"]] == [i for i, _ in ref.items]
     assert all(strings.index(p["id"]) % 5 == 0 and strings.index(p["id"]) % 10 for p in got["predictions"])
     assert got["exact"]
-    assert main(["predict", str(tiny_model), "--input", str(allow)]) == 2  # --input needs --output
-    assert "predict: give context ids, or --input FILE with --output FILE" in capsys.readouterr().err
+    assert main(["predict", str(tiny_model), "--input", str(allow)]) == 2  # --input needs --out
+    assert "predict: give context ids, or --input FILE with --out FILE" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

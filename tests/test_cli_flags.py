@@ -49,7 +49,8 @@ MEANINGS = {
     "--time-budget": "stop training after N seconds", "--resume": "continue the run in --out",
     "--overwrite": "replace the model in --out", "--keep-best": "keep the best validated weights",
     "--no-keep-best": "(--keep-best's negation)", "--eval-every": "validate every N steps",
-    "--checkpoint-every": "seconds between checkpoints", "--val-fraction": "training sets held out for validation",
+    "--checkpoint-every": "seconds between checkpoints", "--eval-every-steps": "(--eval-every's older name)",
+    "--checkpoint-every-seconds": "(--checkpoint-every's older name)", "--val-fraction": "training sets held out for validation",
     "--test-fraction": "what prepare holds out for testing", "--split": "how prepare splits a dataset",
     "--format": "the file format of the command's file", "--segment": "ids per segment (training example, row)",
     "--objective": "what the trainer trains for (its registry)", "--attention": "the attention (its registry)",
@@ -116,12 +117,14 @@ def test_every_flag_and_argument_says_what_it_is(command):
 
 
 def _signature(a: argparse.Action):
-    return (a.dest, type(a).__name__, tuple(sorted(map(str, a.choices))) if a.choices else None, a.nargs,
+    """What a flag stores: its action, choices, arity and type (its destination is the config path of
+    the field it sets, which may differ: train's --segment sets mask.n, embed-train's embed.segment)."""
+    return (type(a).__name__, tuple(sorted(map(str, a.choices))) if a.choices else None, a.nargs,
             getattr(a.type, "__name__", None))
 
 
 def test_one_meaning_per_flag_name():
-    """A flag name shared by commands stores the same destination with the same action, type and
+    """A flag name shared by commands stores the same field with the same action, type and
     choices everywhere (DIFFERENT_VALUES: on purpose), and states its one meaning in MEANINGS."""
     uses = collections.defaultdict(dict)
     for command, p in _parsers().items():

@@ -14,7 +14,6 @@ import superbloom as sb
 from superbloom.model.batches import MaskConfig
 from superbloom.cli import command_parser, main
 from superbloom.cli import recipe
-from superbloom.cli.config_file import INTERNAL_DESTS
 
 TINY = ["--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1", "--batch-size", "8", "--threads", "1",
         "--quiet", "--steps", "2", "--eval-every", "0"]
@@ -74,14 +73,14 @@ def test_a_model_directory_is_a_recipe(data, tmp_path):
     assert "preset" not in b  # the recipe of a --preset none run
 
 
-def test_recipe_reads_the_flags_of_every_train_field():
+def test_recipe_reads_every_train_setting():
     cfg = sb.TrainConfig(data="d", out="o", hash=sb.HashConfig(alpha=3, seed=5), mask=MaskConfig(n=9),
                          model=sb.ModelConfig(norm_first=False, dynamic=True))
-    flags = recipe.recipe_flags(cfg.to_dict())
-    assert flags["segment"] == 9 and flags["hash_seed"] == 5 and flags["post_ln"] is True
-    assert flags["dynamic_embedding"] is True and flags["head"] == "superbloom"
-    assert "data" not in flags and "out" not in flags and "p_mask" not in flags
-    assert "label_smoothing" not in flags  # the head's default: left to the flag's own
+    settings = recipe.recipe_settings(cfg)
+    assert settings["mask.n"] == 9 and settings["hash.seed"] == 5 and settings["model.norm_first"] is False
+    assert settings["model.dynamic"] is True and settings["head.name"] == "superbloom"
+    assert "data" not in settings and "out" not in settings and "mask.p_mask" not in settings
+    assert "head.label_smoothing" not in settings  # the head's default: left to the option's own
 
 
 # ---------------------------------------------------------------- the file's keys and values
@@ -110,7 +109,6 @@ def test_yaml_config(data, tmp_path, capsys):
     ("lr = -1.0\n", "key 'lr': expected a number > 0"),
     ("head = \"nope\"\n", "key 'head': expected one of"),
     ("quiet = 1\n", "key 'quiet': expected true or false"),
-    ("data = \"x\"\n", "a positional argument (give it on the command line) 'data'"),
     ("lr = [\n", "not valid toml"),
 ])
 def test_bad_config_names_the_file_and_key(data, tmp_path, capsys, text, expected):
@@ -131,64 +129,50 @@ def test_a_model_config_is_no_recipe_for_eval(data, tmp_path, capsys):
     assert "reads no recipe" in capsys.readouterr().err
 
 
-def test_every_config_command_prints_its_config(capsys):
-    from superbloom.cli import CONFIG_COMMANDS
-
-    for command in CONFIG_COMMANDS:
-        dests = {a.dest for a in command_parser(command)._actions}
-        assert {"config", "print_config"} <= dests, command
-
-
-# ---------------------------------------------------------------- train --help <-> the config dataclasses
+def test_positionals_and_required_options_come_from_the_file(data, tmp_path, capsys):
+    (tmp_path / "c.toml").write_text(f'data = "{data}"\nout = "{tmp_path / "m"}"\n')
+    assert main(["train", "--config", str(tmp_path / "c.toml"), *TINY, "--print-config"]) == 0
+    assert f'data = "{data}"' in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["train", "--out", "m", "--print-config"])  # neither typed nor in a file: required
+    assert "the following arguments are required: data" in capsys.readouterr().err
 
 
-def _fields(cls, prefix="") -> set[str]:
-    out = set()
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(f.type) or f.name in recipe.SECTIONS:
-            continue
-        out.add(prefix + f.name)
-    return out
+# ---------------------------------------------------------------- train's options <-> the config dataclasses
 
 
 def _train_config_fields() -> set[str]:
-    """Every field of TrainConfig as config.json's "train" spells it; the head: every head's fields."""
+    """Every setting of TrainConfig as config.json's "train" spells it (config paths), the head's of every
+    head, less those no option sets (cli=False)."""
+    from superbloom._settings import about
     from superbloom.heads.registry import HEADS
+    from superbloom.training.resolve import SECTIONS, TOP
 
-    sections = {"hash": sb.HashConfig, "model": sb.ModelConfig, "mask": MaskConfig, "optim": sb.OptimConfig,
-                "loop": sb.LoopConfig}
-    out = {f.name for f in dataclasses.fields(sb.TrainConfig) if f.name not in recipe.SECTIONS}
-    for name, cls in sections.items():
-        out |= _fields(cls, name + ".")
-    out.add("head.name")
+    fields = {**{f"{s}.{f.name}": f for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)},
+              **{name: f for f in dataclasses.fields(sb.TrainConfig) for name in (f.name,) if name in (*TOP, "data", "out")}}
     for config_class, _ in HEADS.values():
-        out |= _fields(config_class, "head.")
-    assert set(recipe.SECTIONS) == set(sections) | {"head"}
-    return out
+        fields.update({f"head.{f.name}": f for f in dataclasses.fields(config_class)})
+    return {p for p, f in fields.items() if (about(f) or {}).get("cli", True)} | {"head.name"}
 
 
-def test_train_flags_and_config_fields_agree():
-    """Every field has a flag (same name, or recipe.ALIASES) or is DERIVED with its reason; every flag
-    sets a field or is in NOT_SETTINGS."""
+def test_every_train_setting_has_an_option_and_every_option_a_setting():
+    """The options are derived from the fields (cli/settings.py): each setting with cli=True is one
+    option whose destination is its config path, and each option with a path sets a real field."""
     parser = command_parser("train")
-    dests = {a.dest for a in parser._actions if a.option_strings} - INTERNAL_DESTS
+    paths = {o.path for o in parser.options if o.path}
     fields = _train_config_fields()
-    no_flag = sorted(p for p in fields if p not in recipe.DERIVED and recipe.flag_of(p) not in dests)
-    assert not no_flag, f"config fields without a train flag (add one, or a DERIVED entry): {no_flag}"
-    set_by_flags = {recipe.flag_of(p) for p in fields if p not in recipe.DERIVED}
-    no_field = sorted(dests - set_by_flags - set(recipe.NOT_SETTINGS))
-    assert not no_field, f"train flags that set no config field (map them in recipe.py): {no_field}"
-    assert set(recipe.ALIASES) <= fields and set(recipe.DERIVED) <= fields
-    assert set(recipe.NOT_SETTINGS) <= dests
-    for path, dest in recipe.ALIASES.items():  # an alias is a real rename, its flag a train flag
-        assert dest != path.rsplit(".", 1)[-1] and dest in dests, path
-    assert recipe.NEGATED <= set(recipe.ALIASES.values())
+    assert not fields - paths, f"settings without a train option: {sorted(fields - paths)}"
+    assert not paths - fields, f"train options that set no field: {sorted(paths - fields)}"
+    for o in parser.options:
+        assert o.path is None or o.dest == o.path, o
 
 
-def test_the_drift_names_are_in_the_alias_table():
-    for path, flag in [("mask.n", "segment"), ("head.term", "item_term"), ("model.norm_first", "post_ln"),
-                       ("hash.seed", "hash_seed"), ("optim.name", "optimizer")]:
-        assert recipe.ALIASES[path] == flag
+def test_the_flag_names_users_know():
+    names = {o.path: o.name for o in command_parser("train").options if o.path}
+    for path, flag in [("mask.n", "segment"), ("head.term", "item-term"), ("model.norm_first", "post-ln"),
+                       ("hash.seed", "hash-seed"), ("optim.name", "optimizer"), ("head.mix", "item-mix"),
+                       ("head.name", "head"), ("model.dynamic", "dynamic-embedding")]:
+        assert names[path] == flag
 
 
 @pytest.mark.parametrize("argv", [

@@ -265,7 +265,7 @@ WRITERS = {
     "synth": (lambda i, out: ["synth", "--ids", "2000", "--topics", "10", "--links", "3000", "--out", out, "--quiet"], "links", None),
     "demo": (lambda i, out: ["demo", "--out", out, "--input", i["links"], "--time-budget", "1", "--threads", "1",
                              "--quiet", "--pure"], "demo", "--overwrite"),
-    "predict": (lambda i, out: ["predict", i["model"], "--input", i["contexts"], "--output", out, "--quiet"],
+    "predict": (lambda i, out: ["predict", i["model"], "--input", i["contexts"], "--out", out, "--quiet"],
                 "recommendations", None),
     "vectors": (lambda i, out: ["vectors", i["model"], "--out", out], "item-vectors", None),
 }

@@ -130,7 +130,7 @@ CORRUPT = {"model": ["{bad_model_json}", "{bad_model_weights}", "{bad_model_hash
 OUTPUTS = [("prepare", "--out", "dir"), ("prepare-text", "--out", "dir"), ("synth", "--out", "file"),
            ("train", "--out", "dir"), ("vectors", "--out", "file"), ("embed-train", "--out", "dir"),
            ("embed", "--out", "file"), ("textclass-train", "--out", "dir"), ("extend", "--out", "dir"),
-           ("predict", "--output", "file")]
+           ("predict", "--out", "file")]
 # never "/" or /dev/null itself: run as root without the guarded writer, a failing row would write into
 # the root folder or replace the machine's /dev/null; a private device node stands in for it
 # (an --out whose parent folders are missing is not bad: the commands create them, as the README's
@@ -147,7 +147,7 @@ def _spoil(command: str, where, value: str) -> list[str]:
         argv[argv.index(where) + 1] = value
     else:
         argv += [where, value]
-    if command == "predict" and where in ("--output",):
+    if command == "predict" and where in ("--out",):
         argv += ["--input", "{contexts}"]
         argv.remove("Jazz")
     return argv
@@ -497,7 +497,7 @@ def test_a_size_beyond_what_can_be_done_is_refused_at_once(command, argv, words,
 # clamped to what exists: exit 0 with one note (or warning) naming the flag, the answer bounded
 SIZE_CLAMPED = [
     (["predict", "{model}", "Jazz", "--k", "2147483647", "--json"], "--k"),
-    (["predict", "{model}", "--input", "{contexts}", "--output", "{new}.parquet", "--k", "2147483647", "--quiet"],
+    (["predict", "{model}", "--input", "{contexts}", "--out", "{new}.parquet", "--k", "2147483647", "--quiet"],
      "--k"),
     (["expand", "{model}", "Jazz", "--add", "2", "--k", "1000000000", "--json"], "--k"),
     (["eval", "{scratch_model}", "{data}", "--max-sets", "5", "--depth", "1000000000", "--baselines", "none",
@@ -570,7 +570,7 @@ def test_repeated_ids_rank_as_one_in_bulk_python_and_http(world, run, tiny_predi
     contexts.write_text("".join(json.dumps({"context": r, "id": f"r{i}"}) + "\n" + json.dumps({"context": o, "id": f"o{i}"})
                                 + "\n" for i, (r, o) in enumerate(REPEATED)))
     out = scratch / "repeated.parquet"
-    code, _, err = run(["predict", "{model}", "--input", str(contexts), "--output", str(out), "--quiet"])
+    code, _, err = run(["predict", "{model}", "--input", str(contexts), "--out", str(out), "--quiet"])
     assert code == 0, err
     rows = pq.read_table(out).to_pylist()
     for i in range(len(REPEATED)):
@@ -713,7 +713,7 @@ STORE_ROWS = {  # name -> (argv with {out}, the --out it is given, words the one
                                      "--overwrite", "--epochs", "1"], "link_user", ["symbolic link"]),
     "extend onto a link": (["extend", "{model}", "{newids}", "--out", "{out}"], "link_dangling", ["symbolic link"]),
     "demo onto a link": (["demo", "--out", "{out}", "--time-budget", "1", "--quiet"], "link_user", ["symbolic link"]),
-    "predict --output onto a link": (["predict", "{model}", "--input", "{contexts}", "--output", "{out}"], "link_file",
+    "predict --out onto a link": (["predict", "{model}", "--input", "{contexts}", "--out", "{out}"], "link_file",
                                      ["symbolic link"]),
     "a link inside the model": (TRAIN_OVER, "model_link", ["model_link/checkpoints/elsewhere", "symbolic link"]),
     "a link inside the model, resumed": (["train", "{data}", "--out", "{out}", "--resume", *STORE], "model_link",

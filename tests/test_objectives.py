@@ -237,10 +237,11 @@ def test_entries_own_their_requirements_and_defaults():
         objective_entry("nope")
 
 
-def test_a_registered_entry_is_asked_not_its_name(monkeypatch):
+def test_a_registered_entry_is_asked_not_its_name(monkeypatch, wiki_small):
     """A new causal objective is one entry (and its name in training/config.py's OBJECTIVE_NAMES, which
-    `train --help` lists without torch): the config check and the CLI's implied --causal follow it."""
+    `train --help` lists without torch): the config check and the implied causal model follow it."""
     from superbloom.training import config as training_config
+    from superbloom.training.resolve import resolve_train
 
     monkeypatch.setitem(OBJECTIVES, "my-causal", ObjectiveEntry("my-causal", OBJECTIVES["next-item"].build,
                                                                 causal=True, mask_defaults={"mask_rate": 0.5}))
@@ -248,12 +249,7 @@ def test_a_registered_entry_is_asked_not_its_name(monkeypatch):
     with pytest.raises(ValueError, match="next-item, my-causal objective only"):
         check_objective("masked", ModelConfig(causal=True), MaskConfig())
     check_objective("my-causal", ModelConfig(causal=True), MaskConfig())
-    from superbloom.cli import Parser
-    from superbloom.cli.training import register, train_config_from_args
-    parser = Parser()
-    register(parser.add_subparsers(dest="command"))
-    cfg = train_config_from_args(parser.parse_args(["train", "--preset", "none", "d", "--out", "o", "--objective", "my-causal",
-                                                    "--steps", "1"]))
+    cfg, _ = resolve_train(wiki_small.path, "o", {"objective": "my-causal", "loop.steps": 1}, preset="none")
     assert cfg.model.causal and cfg.mask.mask_rate == 0.5
 
 

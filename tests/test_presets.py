@@ -108,7 +108,7 @@ def test_auto_small_sets(sets_data, tmp_path, capsys):
     assert "(evidence: benchmarks/results/quality.md)" in line
     cfg = _config(tmp_path / "m")
     assert cfg["preset"]["name"] == "small" and cfg["preset"]["chosen_by"] == "auto"
-    assert cfg["preset"]["applied"] == {"head": "hybrid", "alpha": 1, "m": 1}
+    assert cfg["preset"]["applied"] == {"head.name": "hybrid", "hash.alpha": 1, "hash.m": 1}
     assert cfg["preset"]["dataset"]["ids"] == 40 and cfg["preset"]["dataset"]["split"] == "sets"
     assert cfg["head"]["name"] == "hybrid" and (cfg["hash"]["alpha"], cfg["hash"]["m"]) == (1, 1)
 
@@ -134,7 +134,7 @@ def test_auto_sequences(seq_data, tmp_path, capsys):
     assert cfg["preset"]["name"] == "sequences" and cfg["train"]["objective"] == "next-item"
     assert cfg["head"]["name"] == "hybrid" and cfg["head"]["samples"] == 2048
     assert cfg["model"]["positions"] == 50 and cfg["train"]["mask"]["n"] == 50  # the preset's, not the objective's
-    assert cfg["model"]["d"] == 16 and "d" in cfg["preset"]["overridden"]  # TINY's typed --d wins
+    assert cfg["model"]["d"] == 16 and "model.d" in cfg["preset"]["overridden"]  # TINY's typed --d wins
     assert "preset auto -> sequences:" in capsys.readouterr().out
 
 
@@ -143,8 +143,8 @@ def test_auto_text(text_data, tmp_path):
     cfg = _config(tmp_path / "m")
     assert cfg["preset"]["name"] == "text" and cfg["train"]["objective"] == "text-mlm"
     assert (cfg["hash"]["alpha"], cfg["hash"]["m"], cfg["model"]["positions"]) == (4, 2, 128)
-    assert cfg["preset"]["applied"] == {"objective": "text-mlm", "positions": 128, "m": 2, "head": "hashed-hybrid",
-                                        "item_term": "bigram"}
+    assert cfg["preset"]["applied"] == {"objective": "text-mlm", "model.positions": 128, "hash.m": 2,
+                                        "head.name": "hashed-hybrid", "head.term": "bigram"}
     assert cfg["head"]["name"] == "hashed-hybrid" and cfg["head"]["term"] == "bigram"
 
 
@@ -155,7 +155,7 @@ def test_typed_flags_override_the_preset(sets_data, tmp_path):
     assert _train(sets_data, tmp_path / "m", "--head", "full", "--preset", "small") == 0
     cfg = _config(tmp_path / "m")
     assert cfg["head"]["name"] == "full" and cfg["preset"]["chosen_by"] == "--preset"
-    assert cfg["preset"]["overridden"] == ["head"] and cfg["preset"]["applied"] == {"alpha": 1, "m": 1}
+    assert cfg["preset"]["overridden"] == ["head.name"] and cfg["preset"]["applied"] == {"hash.alpha": 1, "hash.m": 1}
 
 
 @pytest.mark.parametrize("flags, flag, why", [
@@ -182,15 +182,13 @@ def test_typed_alpha_keeps_m_meaningful(sets_data, tmp_path):
 
 
 def test_preset_none_is_the_library_defaults(sets_data, tmp_path, capsys):
-    from superbloom.cli import command_parser
-    from superbloom.cli.training import apply_preset, train_config_from_args
+    from superbloom.training.resolve import resolve_train
 
+    cfg, choice = resolve_train(sets_data, tmp_path / "m", {"loop.steps": 2}, preset="none")
+    assert choice is None and capsys.readouterr().out == ""
+    plain = sb.TrainConfig(data=str(sets_data), out=str(tmp_path / "m"), loop=sb.LoopConfig(steps=2))
+    assert cfg == plain  # the configs' own defaults, no preset applied
     argv = ["train", str(sets_data), "--out", str(tmp_path / "m"), "--steps", "2"]
-    args = command_parser("train").parse_args(argv[1:] + ["--preset", "none"])
-    args.given = {"out", "steps", "preset"}
-    assert apply_preset(args) is None and capsys.readouterr().out == ""
-    plain = command_parser("train").parse_args(argv[1:])  # the flags' defaults, no preset applied
-    assert train_config_from_args(args) == train_config_from_args(plain)
     assert main([*argv, "--preset", "none", *TINY[:-4]]) == 0
     cfg = _config(tmp_path / "m")
     assert "preset" not in cfg and cfg["head"]["name"] == "superbloom"
@@ -213,23 +211,23 @@ def test_with_no_stop_flag_the_preset_trains_until_the_network_stops_improving(s
     facts = DatasetFacts(ids=40, mean_set_size=5.0, split="sets", text=False)
     # every preset can run alone: a cap, and the patience
     assert all(set(p.stop) <= set(STOP_RULE) and set(p.stop) & set(STOP_FLAGS) for p in PRESETS.values())
-    assert all(p.stop["patience"] == PATIENCE for p in PRESETS.values())
+    assert all(p.stop["loop.patience"] == PATIENCE for p in PRESETS.values())
     applied = resolve("auto", facts, set()).applied
-    assert applied["steps"] == PRESETS["small"].stop["steps"] and applied["patience"] == PATIENCE
+    assert applied["loop.steps"] == PRESETS["small"].stop["loop.steps"] and applied["loop.patience"] == PATIENCE
     for typed in STOP_FLAGS:  # a typed bound wins: no cap, no patience of the preset's
         assert not set(resolve("auto", facts, {typed}).applied) & set(STOP_RULE)
-    typed = resolve("auto", facts, {"patience"}).applied  # a typed --patience keeps the cap
-    assert "patience" not in typed and typed["steps"] == PRESETS["small"].stop["steps"]
+    typed = resolve("auto", facts, {"loop.patience"}).applied  # a typed --patience keeps the cap
+    assert "loop.patience" not in typed and typed["loop.steps"] == PRESETS["small"].stop["loop.steps"]
     with pytest.raises(ValueError, match="a stop rule is made of"):
-        presets.Preset("x", {}, "never", "README.md", stop={"lr": 1.0})
+        presets.Preset("x", {}, "never", "README.md", stop={"optim.lr": 1.0})
     with pytest.raises(ValueError, match="a stop rule is made of"):  # patience alone has no cap
-        presets.Preset("x", {}, "never", "README.md", stop={"patience": 2})
+        presets.Preset("x", {}, "never", "README.md", stop={"loop.patience": 2})
     small = dict(PRESETS["small"].stop)
     monkeypatch.setitem(PRESETS, "small", presets.Preset("small", PRESETS["small"].settings, "tiny", PRESETS["small"].evidence,
-                                                         stop={"steps": 3, "patience": 2}))
+                                                         stop={"loop.steps": 3, "loop.patience": 2}))
     assert main(["train", str(sets_data), "--out", str(tmp_path / "m"), "--d", "16", "--heads", "2", "--d-ff", "32",
                  "--layers", "1", "--batch-size", "8", "--threads", "1", "--quiet", "--eval-every", "1"]) == 0
-    assert "stop: steps 3, patience 2 (no stop flag typed)" in capsys.readouterr().out
+    assert "stop: steps 3, patience 2 (no bound given)" in capsys.readouterr().out
     cfg = _config(tmp_path / "m")
-    assert cfg["train"]["loop"]["steps"] == 3 and cfg["preset"]["applied"]["steps"] == 3 and small["steps"] == 8000
+    assert cfg["train"]["loop"]["steps"] == 3 and cfg["preset"]["applied"]["loop.steps"] == 3 and small["loop.steps"] == 8000
     assert cfg["train"]["loop"]["patience"] == 2

@@ -17,7 +17,7 @@ PKG = ROOT / "superbloom"
 # the stages, in the order the data flows: a folder imports only from itself and the folders before it
 STAGES = ("storage", "data", "hashing", "text", "heads", "model", "inference", "evaluation", "training",
           "setembed", "textclass", "serving", "cli")
-BOTTOM = ("_version", "_lazy", "_extras", "_log", "_bounds")  # top-level modules every stage may import
+BOTTOM = ("_version", "_lazy", "_extras", "_log", "_bounds", "_settings")  # top-level modules every stage may import
 TOP = ("__init__", "__main__", "fitting")  # the public API (fitting: sb.fit, the in-memory one) and `python -m superbloom`: may import any stage
 
 

@@ -122,21 +122,17 @@ def test_masked_rows_are_seeded_and_in_place(text_data):
 
 
 def test_text_mlm_defaults_are_berts(text_data, tmp_path):
-    from superbloom.cli import Parser
-    from superbloom.cli.training import register, train_config_from_args
+    """train --objective text-mlm: BERT's masking (segment 128, 15%, 80/10/10, no element dropout) unless given."""
+    from superbloom.training.resolve import resolve_train
 
-    parser = Parser()
-    sub = parser.add_subparsers(dest="command")
-    register(sub)
-    args = parser.parse_args(["train", "--preset", "none", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1"])
-    cfg = train_config_from_args(args)
-    assert (cfg.mask.n, cfg.mask.mask_rate, cfg.mask.element_dropout) == (128, 0.15, 0.0)
-    args = parser.parse_args(["train", "--preset", "none", str(text_data), "--out", "x", "--objective", "text-mlm", "--steps", "1",
-                              "--segment", "64", "--mask-rate", "0.2"])
-    cfg = train_config_from_args(args)
-    assert (cfg.mask.n, cfg.mask.mask_rate) == (64, 0.2)
-    args = parser.parse_args(["train", "--preset", "none", str(text_data), "--out", "x", "--steps", "1"])
-    assert train_config_from_args(args).mask.n == 32  # the set objective keeps its defaults
+    def mask(**given):
+        return resolve_train(text_data, "x", {"loop.steps": 1, **given}, preset="none")[0].mask
+
+    m = mask(objective="text-mlm")
+    assert (m.n, m.mask_rate, m.element_dropout, m.p_mask, m.p_random) == (128, 0.15, 0.0, 0.8, 0.1)
+    m = mask(objective="text-mlm", **{"mask.n": 64, "mask.mask_rate": 0.2})
+    assert (m.n, m.mask_rate) == (64, 0.2)
+    assert mask().n == 32 and mask().p_mask == 0.6  # the set objective keeps its defaults
 
 
 def test_text_mlm_without_positions_is_a_clear_error(text_data, tmp_path, capsys):
@@ -312,16 +308,3 @@ def test_http_fill(text_model, tiny_model):
         assert client.post("/v1/fill", json={"text": "a [MASK]"}).status_code in (404, 405)  # not a text model
 
 
-def test_text_mlm_cli_defaults_are_berts_masking():
-    """train --objective text-mlm: BERT's 80/10/10 (not the set model's default masking) unless changed."""
-    import argparse
-
-    from superbloom.cli import main  # noqa: F401  (the parser is built by main)
-    from superbloom.cli.training import _mask_default
-    from superbloom.model.text_batches import TEXT_MASK
-
-    args = argparse.Namespace(objective="text-mlm", given=set())
-    assert _mask_default(args, "p_mask", fixed=0.6) == TEXT_MASK.p_mask == 0.8
-    assert _mask_default(args, "p_random", fixed=0.2) == TEXT_MASK.p_random == 0.1
-    args.objective = "masked"
-    assert _mask_default(args, "p_mask", fixed=0.6) == 0.6

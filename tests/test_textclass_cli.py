@@ -42,7 +42,7 @@ def test_train_then_classify(corpus, tmp_path, capsys, embedding):
     assert sorted(names) == ["animal", "tool"] and config["textclass"]["embedding"] == embedding
     assert config["history"][-1]["eval"]["examples"] == 4
     assert (out / "vocab.txt").exists() == (embedding == "table")
-    rc = main(["textclass", str(out), "the cat and the goat", "a saw and a drill", "--json", "--top", "2"])
+    rc = main(["textclass", str(out), "the cat and the goat", "a saw and a drill", "--json", "--k", "2"])
     assert rc == 0
     answers = json.loads(capsys.readouterr().out)["predictions"]  # one JSON object, like every command
     assert [a["label"] for a in answers] == ["animal", "tool"]

@@ -8,7 +8,7 @@
     superbloom prepare Beauty.txt --format lines --split leave-one-out --out DATA_DIR   # sequences
     superbloom eval MODEL_DIR DATA_DIR --protocol leave-one-out --holdout valid|test [--no-exclude-history]
     superbloom predict MODEL_DIR Copenhagen [--k 10]
-    superbloom predict MODEL_DIR --input contexts.jsonl --output recs.parquet [--allow FILE] [--deny FILE]
+    superbloom predict MODEL_DIR --input contexts.jsonl --out recs.parquet [--allow FILE] [--deny FILE]
     superbloom vectors MODEL_DIR --out vectors.parquet; superbloom similar-ids MODEL_DIR Copenhagen [--k 10]
     superbloom expand MODEL_DIR Copenhagen [--add 10] [--strategy sample --temperature 0.7]
     superbloom serve MODEL_DIR [--host 127.0.0.1] [--port 8000]
@@ -47,7 +47,8 @@ import sys
 
 from .._log import LEVELS, configure as configure_logging
 from .._version import __version__
-from .config_file import add_config_args, apply_config, flag_names, options, to_toml
+from .config_file import add_config_args, convert, options, read_config_argv, to_toml
+from .parser import Parser, expect_from_file, finish, missing_positionals
 
 # command -> (its group module in cli/, its line in `superbloom --help`), in the order listed
 COMMANDS = {
@@ -72,21 +73,14 @@ COMMANDS = {
     "extend": ("extend", "add new ids to a trained model (no table grows)"),
     "card": ("card", "write a model directory's model card (README.md) from its files"),
 }
-# commands that build a config: they take --config FILE and --print-config (config_file.py); those
-# with a recipe hook (train: cli/recipe.py) also --recipe MODEL_DIR
-CONFIG_COMMANDS = ("prepare", "prepare-text", "synth", "train", "eval", "serve", "embed-train", "textclass-train")
-RECIPE_COMMANDS = ("train",)
-__all__ = ["COMMANDS", "CONFIG_COMMANDS", "Parser", "command_parser", "main", "train_config_from_args"]
+# every command takes --config FILE and --print-config (config_file.py); these also take --recipe
+# MODEL_DIR, a model's config.json read back as their options by the hook named
+RECIPE_COMMANDS = {"train": "saved_recipe"}  # cli/recipe.py
+CONFIG_COMMANDS = tuple(COMMANDS)  # (kept for callers: every command)
+__all__ = ["COMMANDS", "CONFIG_COMMANDS", "Parser", "command_parser", "main"]
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error: what was wrong and where to read more (exit 2, no usage dump)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-
-def command_parser(command: str) -> argparse.ArgumentParser:
+def command_parser(command: str) -> Parser:
     """The full parser of `command` (prog `superbloom COMMAND`): its group module imported, its
     register(sub) run, and that command's parser taken."""
     root = Parser(prog="superbloom")
@@ -96,14 +90,20 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     p.add_argument("--log-level", choices=LEVELS, default="info",  # every command's: _log.py
                    help="the library's messages on stderr at this level and above (default %(default)s; warning: "
                         "only warnings and errors)")
-    if command in CONFIG_COMMANDS:
-        add_config_args(p, recipe=command in RECIPE_COMMANDS)
+    add_config_args(p, recipe=command in RECIPE_COMMANDS)
     return p
+
+
+def _recipe_hook(command: str):
+    if command not in RECIPE_COMMANDS:
+        return None
+    from . import recipe
+    return getattr(recipe, RECIPE_COMMANDS[command])
 
 
 class _Command(Parser):
     """A command as the main parser lists it: parsing its arguments (or its --help) builds its full
-    parser first (command_parser), once."""
+    parser first (command_parser), once, knowing which options a --config file gives."""
 
     def __init__(self, *args, command: str, **kwargs):
         super().__init__(*args, **kwargs)
@@ -111,27 +111,17 @@ class _Command(Parser):
 
     def parse_known_args(self, args=None, namespace=None):
         if self.full is None:
-            self.full = command_parser(self.command)
-            try:  # --config FILE: the file's values become the defaults, a typed flag still wins
-                self.full.config_given = apply_config(self.full, list(args or []))
+            try:  # --config FILE: its entries, read before the parser is built (they may give positionals)
+                raw, path = read_config_argv(list(args or []), _recipe_hook(self.command))
             except (ValueError, OSError) as e:
+                self.error(str(e))
+            with expect_from_file(set(raw)):
+                self.full = command_parser(self.command)
+            try:
+                self.full.from_file = convert(self.full, raw, path)
+            except ValueError as e:
                 self.full.error(str(e))
         return self.full.parse_known_args(args, namespace)
-
-
-def _given(subparser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The destinations of the flags typed on the command line (not left at their default):
-    the same subcommand parsed again with every default suppressed."""
-    actions = subparser._actions  # argparse keeps no public list of a parser's actions
-    saved = [a.default for a in actions]
-    for a in actions:
-        a.default = argparse.SUPPRESS
-    try:
-        given = set(vars(subparser.parse_known_args(argv)[0]))
-    finally:
-        for a, d in zip(actions, saved):
-            a.default = d
-    return given
 
 
 def main(argv=None) -> int:
@@ -147,7 +137,11 @@ def main(argv=None) -> int:
     command = sub.choices[args.command].full
     if unknown:  # blamed on the command when typed after it: its --help lists its flags
         (parser if set(unknown) & set(words[:at]) else command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    args.given = _given(command, words[at + 1:]) | getattr(command, "config_given", set())
+    finish(command, args, command.from_file)  # the file's values, then the defaults; args.given
+    args.parser = command  # its options: what a command's settings are (cli/settings.values)
+    missing = missing_positionals(command, args)
+    if missing:
+        command.error(f"the following arguments are required: {', '.join(missing)}")
     configure_logging(args.log_level)
     from .._bounds import ArgumentError
     from .._extras import MissingExtra
@@ -174,13 +168,15 @@ def main(argv=None) -> int:
         return 130
 
 
-def _as_flag(command: argparse.ArgumentParser, args, e) -> str:
+def _as_flag(command: Parser, args, e) -> str:
     """An ArgumentError's message with the parameter it names replaced by the flag that set it (the
-    flag whose destination is that parameter: `--add 1000000000: ...` for expand's steps)."""
+    flag whose destination, or config field, is that parameter: `--add 1000000000: ...` for expand's steps)."""
     flags: dict[str, str] = {}
-    for a in command._actions:  # argparse keeps no public list; a renamed flag's old name is hidden
-        if a.option_strings and a.help != argparse.SUPPRESS:
-            flags.setdefault(a.dest, a.option_strings[0])
+    for o in command.options:  # a renamed flag's old name is hidden
+        if o.flags and not o.hidden:
+            flags.setdefault(o.dest, o.flags[0])
+            if o.path:
+                flags.setdefault(o.path.rsplit(".", 1)[-1], o.flags[0])
     prefix = f"{e.argument}: "
     if e.argument not in flags or not str(e).startswith(prefix):
         return str(e)
@@ -188,7 +184,7 @@ def _as_flag(command: argparse.ArgumentParser, args, e) -> str:
     return f"{flags[e.argument]}{'' if value is None or isinstance(value, bool) else f' {value}'}: {str(e)[len(prefix):]}"
 
 
-def _print_config(command: argparse.ArgumentParser, args) -> int:
+def _print_config(command: Parser, args) -> int:
     """--print-config: the command's options, resolved by its `resolve` hook where it has one (train:
     the preset applied), as TOML for --config; nothing runs."""
     values, comments = options(command, args), []
@@ -196,8 +192,9 @@ def _print_config(command: argparse.ArgumentParser, args) -> int:
     if resolve is not None:
         resolved, comments = resolve(args)
         values.update(resolved)
+    names = {o.dest: o.name for o in command.options if not o.hidden}
     print(to_toml(values, [f"superbloom {args.command} --config FILE: these options; a flag typed wins",
-                           *comments], flag_names(command)), end="")
+                           *comments], names), end="")
     return 0
 
 

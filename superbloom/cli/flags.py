@@ -32,13 +32,10 @@ PORT = number(int, 0, 65535, what="a port number in [0, 65535]")
 
 
 def add_decode_args(p):
-    d = lambda name: default_of(DecodeConfig, name)  # noqa: E731
-    g = p.add_argument_group("decoding (Algorithm 1)")
-    g.add_argument("--beam", type=POS_INT, default=d("beam"), help="beam width B per hash map (default: B = k)")
-    g.add_argument("--exact", action="store_true", help="widen the beam until the top-k is certified exact")
-    g.add_argument("--score", choices=sorted(SCORES), default=d("score"),
-                   help="gamma: how the m scores combine (default %(default)s)")
-    g.add_argument("--exhaustive", action="store_true", help="score every id (reference; slow)")
+    """The decoding options (DecodeConfig's fields, destinations decode.*), the same on every command."""
+    from .settings import add_config
+
+    add_config(p.add_argument_group("decoding (Algorithm 1)"), DecodeConfig, "decode")
 
 
 def add_device_arg(p, default="auto"):
@@ -59,7 +56,7 @@ def log_to_callbacks(args) -> list:
 
 
 def decode_config(args) -> DecodeConfig:
-    return DecodeConfig(beam=args.beam, exact=args.exact, score=args.score, exhaustive=args.exhaustive)
+    return DecodeConfig(**{f: getattr(args, f"decode.{f}") for f in DecodeConfig.__dataclass_fields__})
 
 
 def finite(x: float) -> float | None:
@@ -101,9 +98,9 @@ DEPRECATED: dict[tuple[str, str], str] = {}
 
 def deprecated_alias(p, old: str, new: str) -> None:
     """Keep `old` working on `p` as a hidden, warning alias of its flag `new` (added before this call)."""
-    action = next(a for a in p._actions if new in a.option_strings)  # argparse keeps no public list
-    p.add_argument(old, action=_Deprecated, new=new, dest=action.dest, type=action.type, choices=action.choices,
-                   default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    opt = next(o for o in p.options if new in o.flags)  # the command's recorded options (parser.py)
+    p.add_argument(old, action=_Deprecated, new=new, dest=opt.dest, type=opt.type, choices=opt.choices,
+                   nargs=opt.nargs, help=argparse.SUPPRESS)
     DEPRECATED[(p.prog.split(" ", 1)[-1], old)] = new
 
 

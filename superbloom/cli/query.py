@@ -14,6 +14,8 @@ from .flags import (NONNEG, NONNEG_INT, PORT, POS_INT, add_decode_args, add_devi
     finite, number)
 from .flags import add_quiet_arg, add_threads_arg, deprecated_alias
 from .flags import add_model_command, finish_model_command
+from .settings import add_config, values
+from .._settings import replaced
 
 
 def register(sub):
@@ -30,37 +32,14 @@ def _add_eval(sub):
     p.add_argument("model", help="model directory")
     p.add_argument("data", help="prepared dataset directory (the one the model was trained on)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--seed", type=NONNEG_INT, default=e("seed"), help="example sampling seed (default %(default)s)")
-    p.add_argument("--targets-per-set", type=POS_INT, default=e("targets_per_set"),
-                   help="held-out ids per set (default %(default)s)")
-    p.add_argument("--max-sets", type=NONNEG_INT, default=e("max_sets"),
-                   help="use at most N held-out sets, 0: all (default %(default)s)")
-    p.add_argument("--depth", type=POS_INT, default=e("depth"), help="ids retrieved per example (default %(default)s)")
+    add_config(p, EvalConfig, only=("seed", "targets_per_set", "max_sets", "depth"))
     g = p.add_argument_group("sequence recommendation (datasets from prepare --split leave-one-out)")
-    g.add_argument("--protocol", choices=PROTOCOLS, default=e("protocol"),
-                   help="sets: the paper's held-out sets; leave-one-out: each user's last id (test) or the one "
-                        "before (valid) ranked against all ids from the history before it; text: 15%% of the tokens of "
-                        "test rows masked in place (--max-sets rows, 0: 2000), unigram and bigram-context baselines; "
-                        "auto: the dataset's split, text for a prepare-text dataset (default %(default)s)")
-    g.add_argument("--holdout", dest="split", choices=("valid", "test"), default=e("split"),
-                   help="leave-one-out: which held-out targets (validation picks a checkpoint; test is touched "
-                        "once) (default %(default)s)")
+    add_config(g, EvalConfig, only=("protocol", "split", "context_len", "exclude_history", "cooc_last"))
     deprecated_alias(p, "--split", "--holdout")  # --split is prepare's split kind
-    g.add_argument("--context-len", type=POS_INT, default=e("context_len"),
-                   help="leave-one-out: the most recent history ids in the context, in order (at most the "
-                        "model's --positions - 1) (default %(default)s)")
-    g.add_argument("--exclude-history", dest="exclude_history", action="store_true", default=e("exclude_history"),
-                   help="leave-one-out: never rank an id of the user's history (default)")
-    g.add_argument("--no-exclude-history", dest="exclude_history", action="store_false",
-                   help="leave-one-out: rank every id, the user's history included")
-    g.add_argument("--cooc-last", type=NONNEG_INT, default=e("cooc_last"),
-                   help="leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all "
-                        "(default %(default)s)")
     p.add_argument("--baselines", default=",".join(e("baselines")),
                    help=f"comma-separated: {', '.join(BASELINE_NAMES)}; or 'none'; the text protocol ranks its own "
                         "(default %(default)s)")
-    p.add_argument("--batch-size", type=POS_INT, default=e("batch_size"), help="queries per model call "
-                                                                             "(default %(default)s)")
+    add_config(p, EvalConfig, only=("batch_size",))
     p.add_argument("--compare", action="append", default=[], metavar="MODEL_DIR",
                    help="another model trained on the same dataset (repeatable): evaluated on the same examples, "
                         "with the paired difference of MODEL minus it, and minus each baseline, and the bootstrap "
@@ -77,7 +56,7 @@ def _add_predict(sub):
     p = sub.add_parser("predict", help="top-k ids for a context of ids, or for every context of a file",
                        description="Predict the missing ids of a set from the given ids (as they appear in the "
                                    "data, e.g. Copenhagen, or URL-decoded). With --input, predict for every "
-                                   "context of a JSONL or Parquet file into a Parquet file (--output).")
+                                   "context of a JSONL or Parquet file into a Parquet file (--out).")
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="*", help="context ids (without --input)")
     p.add_argument("-k", "--k", type=POS_INT, default=10, help="ids to return (default %(default)s)")
@@ -86,11 +65,12 @@ def _add_predict(sub):
     g = p.add_argument_group("bulk (a file of contexts)")
     g.add_argument("--input", metavar="FILE", help='contexts: .jsonl ({"context": [ids], "id": key}, key optional) '
                    "or .parquet (a list column, --context-column, and an optional key column, --key-column)")
-    g.add_argument("--output", metavar="FILE", help="recommendations, Parquet: key, rank, id, score, exact")
+    g.add_argument("--out", metavar="FILE", help="recommendations, Parquet: key, rank, id, score, exact")
     g.add_argument("--context-column", default="context", help="the list-of-ids field (default %(default)s)")
     g.add_argument("--key-column", default="id", help="the row key field, if present; else the row number "
                    "(default %(default)s)")
     g.add_argument("--batch-size", type=POS_INT, default=256, help="contexts per model call (default %(default)s)")
+    deprecated_alias(p, "--output", "--out")  # --out is what every command writes
     add_ensemble_args(p)
     add_part_arg(p)
     add_device_arg(p)
@@ -192,14 +172,8 @@ def _add_expand(sub):
                                    "again; each added id joins the context of the next prediction.")
     p.add_argument("model", help="model directory")
     p.add_argument("ids", nargs="+", help="seed ids")
-    p.add_argument("--add", dest="steps", type=POS_INT, default=x("steps"), help="ids to add (default %(default)s)")
+    add_config(p, ExpandConfig, skip=("decode",))
     deprecated_alias(p, "--steps", "--add")  # --steps is train's step limit
-    p.add_argument("--strategy", choices=STRATEGIES, default=x("strategy"), help="argmax, or sample from "
-                   "softmax(score / temperature) over the top k (default %(default)s)")
-    p.add_argument("--temperature", type=checks.TEMPERATURE, default=x("temperature"),
-                   help="sample: temperature (default %(default)s)")
-    p.add_argument("-k", "--k", type=POS_INT, default=x("k"), help="candidates ranked per step (default %(default)s)")
-    p.add_argument("--seed", type=NONNEG_INT, default=x("seed"), help="sample: random seed (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/expand's answer)")
     add_part_arg(p)
     add_device_arg(p)
@@ -239,26 +213,7 @@ def _add_serve(sub):
     p.add_argument("--threads", type=checks.THREADS, default=1,
                    help="torch CPU threads for inference (default 1: requests are batched instead; intra-op "
                         "threads spin and stall when the cores are shared with the server itself)")
-    for name, hlp in [("max_context", "ids per context / seed"), ("max_k", "largest k"),
-                      ("max_steps", "largest expansion"), ("max_body_bytes", "request body size"),
-                      ("max_batch", "queries per model call"), ("max_contexts", "contexts per list request"),
-                      ("max_list", "ids in an allow- or deny-list"),
-                      ("heavy_workers", "heavy requests (expand, list predict, fill) running at once")]:
-        p.add_argument("--" + name.replace("_", "-"), type=POS_INT, default=default_of(ServeConfig, name),
-                       help=f"{hlp} (default %(default)s)")
-    p.add_argument("--heavy-queue", type=checks.bounded(int, 0, 1 << 16), default=default_of(ServeConfig, "heavy_queue"),
-                   help="heavy requests waiting; one more is a 503 with Retry-After (default %(default)s)")
-    p.add_argument("--max-head-bytes", type=checks.bounded(int, 1024, 1 << 20),
-                   default=default_of(ServeConfig, "max_head_bytes"),
-                   help="bytes of a request line and headers; a longer head is a 400 (default %(default)s)")
-    p.add_argument("--max-connections", type=checks.bounded(int, 1, 1 << 20),
-                   default=default_of(ServeConfig, "max_connections"),
-                   help="open connections and requests beyond which the server answers 503 (default %(default)s)")
-    for name, hlp in [("body_timeout", "seconds to receive a request body, then 408"),
-                      ("keep_alive_timeout", "seconds an idle keep-alive connection stays open"),
-                      ("head_timeout", "seconds to receive a request's line and headers")]:
-        p.add_argument("--" + name.replace("_", "-"), type=number(float, 0.0, 3600.0, lo_open=True),
-                       default=default_of(ServeConfig, name), help=f"{hlp} (default %(default)s)")
+    add_config(p.add_argument_group("limits"), ServeConfig)
     p.add_argument("--workers", type=checks.WORKERS, default=1,
                    help="server processes on the one port, sharing the memory-mapped weights; the kernel gives "
                         "each new connection to one of them (default %(default)s)")
@@ -277,10 +232,8 @@ def cmd_eval(args):
     from ..inference.loader import load
 
     baselines = () if args.baselines == "none" else tuple(b for b in args.baselines.split(",") if b)
-    cfg = EvalConfig(seed=args.seed, targets_per_set=args.targets_per_set, depth=args.depth, decode=decode_config(args),
-                     baselines=baselines, batch_size=args.batch_size, max_sets=args.max_sets,
-                     protocol=args.protocol, split=args.split, context_len=args.context_len,
-                     exclude_history=args.exclude_history, cooc_last=args.cooc_last)
+    cfg = replaced(EvalConfig(decode=decode_config(args), baselines=baselines),
+                   {p: v for p, v in values(args.parser, args, given_only=False).items() if not p.startswith("decode.")})
     model, data = load_model(args), Dataset(args.data)
     note_over("--depth", args.depth, data.n_ids, "ids", "every id is retrieved")
     # a model of several parts (a hybrid, an ensemble: its head's variants) is always reported with the paired
@@ -313,19 +266,19 @@ def _record(model_dir, result) -> None:
 def cmd_predict(args):
     from ..inference.bulk import bulk_predict
 
-    if bool(args.input) == bool(args.ids) or bool(args.input) != bool(args.output):
-        raise ValueError("predict: give context ids, or --input FILE with --output FILE (not both)")
+    if bool(args.input) == bool(args.ids) or bool(args.input) != bool(args.out):
+        raise ValueError("predict: give context ids, or --input FILE with --out FILE (not both)")
     if args.input and not Path(args.input).is_file():  # checked before the model loads and before any output
         raise ValueError(f"--input {args.input}: no such file")
     check_filter_files(args)
-    if args.output:  # before the model loads: a user's file, a folder or a device is refused (storage/guarded.py)
+    if args.out:  # before the model loads: a user's file, a folder or a device is refused (storage/guarded.py)
         from ..inference.bulk import claim_output
-        claim_output(args.output)
+        claim_output(args.out)
     model = load_model(args)
     note_over("--k", args.k, len(model.vocab), "ids", "at most those (less the context) can be returned")
     lists = filter_lists(args, model)
     if args.input:
-        stats = bulk_predict(model, args.input, args.output, args.k, decode_config(args), lists.get("allow"),
+        stats = bulk_predict(model, args.input, args.out, args.k, decode_config(args), lists.get("allow"),
                              lists.get("deny"), args.context_column, args.key_column, args.batch_size,
                              progress=not args.quiet, exclude_seen=not args.include_seen)
         print(stats.summary(), file=sys.stderr)
@@ -352,8 +305,8 @@ def cmd_expand(args):
 
     model = load(args.model, device=args.device, part=args.part)
     note_over("--k", args.k, len(model.vocab), "ids", "at most those (less the set) are ranked per step")
-    cfg = ExpandConfig(steps=args.steps, strategy=args.strategy, temperature=args.temperature, k=args.k,
-                       seed=args.seed, decode=decode_config(args))
+    cfg = replaced(ExpandConfig(decode=decode_config(args)),
+                   {p: v for p, v in values(args.parser, args, given_only=False).items() if not p.startswith("decode.")})
     out = expand(model, args.ids, cfg)
     if args.json:  # the shape of POST /v1/expand's answer
         added = [dict(id=a.id, display=model.vocab.display(model.vocab.get(a.id)), score=finite(a.score),
@@ -414,9 +367,6 @@ def cmd_vectors(args):
 def cmd_serve(args):
     from ..serving.launch import ServeConfig, serve
 
-    names = ["max_context", "max_k", "max_steps", "max_body_bytes", "max_batch", "max_contexts", "max_list",
-             "body_timeout", "keep_alive_timeout",
-             "head_timeout", "heavy_workers", "heavy_queue", "max_head_bytes", "max_connections"]
-    cfg = ServeConfig(**{n: getattr(args, n) for n in names})
+    cfg = replaced(ServeConfig(), values(args.parser, args, given_only=False))
     serve(args.model, args.host, args.port, cfg, args.threads, access_log=args.access_log, device=args.device,
           embed=args.embed, workers=args.workers, log_level=args.log_level, part=args.part)

@@ -1,111 +1,48 @@
-"""train's flags <-> TrainConfig's fields: the one table of names, and a model's config.json as a recipe.
+"""A trained model's config.json as a recipe for `train`: its settings read back as train's options.
 
     superbloom train DATA --out M2 --recipe M        # M's hash / model / head / mask / optim / loop settings
     superbloom train DATA --out M2 --config M/config.json --steps 5000   # the same, a typed flag wins
 
-Every field of TrainConfig (as config.json's "train" section spells it: `section.field`) is set by
-the `train` flag of the same name, unless it is in ALIASES (the flag has another name: the names
-users know, --segment for the paper's n) or in DERIVED (no flag of its own, with the reason).
-NOT_SETTINGS lists train's flags that set no field. tests/test_config_file.py reads these tables
-and checks them against `train --help` and the config dataclasses, so a new field or flag that fits
-none of them fails a test.
-
-A recipe is the "train" section of a model's config.json read back as flag values (recipe_flags):
-the data and output paths (given on the command line now), and everything outside "train" are
-ignored: "versions", "data" (the prepare record), "dataset", "preset" (the record of how the
-settings were chosen: the settings themselves are in "train"), "head_built", "init" (the record;
-"train"'s init is the setting), "parameters", "hash_build_seconds", the top-level "hash", "model"
-and "head" (the resolved copies of "train"'s) and the resume history. A head setting equal to its
-head's default is left out (the flag's own default, None, means the same). Imports no torch until
-a recipe is read.
+The "train" section of config.json is TrainConfig.to_dict(), whose entries are the config paths train's
+options set (cli/settings.py: every option's destination is its field's path), so the recipe is that
+section flattened, read through TrainConfig.from_saved (older layouts read alike). Left out: the data
+and output paths (given on the command line now), the settings no option sets (a field with cli=False:
+the objective's masking shares, the input embedding, the validation seed), and a head setting equal to
+its head's default. Everything outside "train" is a record, not a setting ("versions", "data",
+"dataset", "head_built", "init", "parameters", the resume history); "preset" gives only the name of
+the preset the recipe came from (its settings are all in "train"). Imports no torch until a recipe is read.
 """
 from __future__ import annotations
 
-# config field -> train's flag (argparse dest), where the two names differ
-ALIASES = {
-    "hash.seed": "hash_seed",  # --seed is the training loop's seed
-    "model.norm_first": "post_ln",  # negated (NEGATED): --post-ln trains the paper's post-LN blocks
-    "model.dynamic": "dynamic_embedding",  # reads as an embedding, not as a dynamic model
-    "head.name": "head",
-    "head.term": "item_term",  # the hybrids' item-item term; --term would read as model-wide
-    "head.weighting": "item_weighting",  # the hashed hybrid's co-occurrence weighting
-    "head.window": "transition_window",  # of the transition term only
-    "head.mix": "item_mix",  # the hybrids' term weight
-    "mask.n": "segment",  # the paper's segment length n
-    "optim.name": "optimizer",
-}
-NEGATED = frozenset({"post_ln"})  # flag = not field
+import dataclasses
 
-# config fields no flag sets, and why
-DERIVED = {
-    "data": "the DATA argument (a path: never part of a recipe)",
-    "model.embedding": "the input embedding: always 'hashed' for train (--dynamic-embedding adds the dynamic one)",
-    "mask.p_mask": "BERT's share of masked ids fed as [MASK]: set by the objective (objectives.py mask_defaults)",
-    "mask.p_random": "BERT's share of masked ids fed as a random id: set by the objective",
-    "val_seed": "the validation sets' seed: train --members gives every member the first one's (None: --seed)",
-}
-
-# fields a recipe leaves out: the paths, given on the command line now
-PATHS = ("data", "out")
-
-# train's flags that set no config field, and why
-NOT_SETTINGS = {
-    "preset": "chooses the defaults of the settings (training/presets.py); recorded as config.json's preset",
-    "resume": "how to run (continue --out), not what to train",
-    "overwrite": "how to run (replace --out), not what to train",
-    "quiet": "output only",
-    "json": "output only",
-    "log_level": "output only (which messages are shown)",
-    "log_to": "output only (where the metrics also go)",
-    "memory_limit": "a check before the run (cli/checks.py), not what to train",
-    "threads": "how to run (torch's CPU threads: model/device.set_threads), not what to train",
-    "members": "how many models of the recipe to train as one ensemble (training/members.py), not the recipe",
-    "member_proposals": "the ensemble's members' proposals (training/members.py), each saved in its member's config",
-}
-
-# the sections of config.json's "train" (TrainConfig's nested configs); the rest are top-level fields
-SECTIONS = ("hash", "model", "head", "mask", "optim", "loop")
+__all__ = ["saved_recipe", "recipe_settings"]
 
 
-def flag_of(path: str) -> str:
-    """The train flag (argparse dest) of config field `path` ('mask.n' -> 'segment')."""
-    return ALIASES.get(path, path.rsplit(".", 1)[-1])
-
-
-def train_fields(train: dict) -> dict:
-    """config.json's "train" section flattened: {'hash.alpha': 1, ..., 'objective': 'masked'}."""
-    out = {}
-    for key, value in train.items():
-        if key in SECTIONS and isinstance(value, dict):
-            out.update({f"{key}.{f}": v for f, v in value.items()})
-        else:
-            out[key] = value
-    return out
-
-
-def recipe_flags(train: dict) -> dict:
-    """A TrainConfig.to_dict() (config.json's "train") -> train's flag values (dest -> value)."""
+def recipe_settings(cfg) -> dict:
+    """A TrainConfig -> {config path: value} of the settings train's options set."""
+    from .._settings import about
     from ..heads import head_config, head_config_dict
+    from ..training.resolve import SECTIONS, TOP
+    from ..training.train import TrainConfig
 
-    fields = train_fields(train)
-    defaults = head_config_dict(head_config(fields.get("head.name", "superbloom")))
     out = {}
-    for path, value in fields.items():
-        if path in DERIVED or path in PATHS:
-            continue
-        if path.startswith("head.") and path != "head.name" and defaults.get(path[5:]) == value:
-            continue
-        dest = flag_of(path)
-        out[dest] = (not value) if dest in NEGATED else value
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            if (about(f) or {}).get("cli", True):
+                out[f"{section}.{f.name}"] = getattr(getattr(cfg, section), f.name)
+    top = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out.update({name: getattr(cfg, name) for name in TOP if (about(top[name]) or {}).get("cli", True)})
+    head, default = head_config_dict(cfg.head), head_config_dict(head_config(cfg.head.name))
+    out.update({f"head.{k}": v for k, v in head.items() if k == "name" or default.get(k) != v})
     return out
 
 
 def saved_recipe(saved: dict) -> dict:
-    """A model directory's config.json -> train's flag values (train's recipe hook, config_file.py):
-    read through TrainConfig.from_saved, so the older layouts read alike."""
+    """A model directory's config.json -> train's option values (the recipe hook, config_file.py)."""
     from ..training.train import TrainConfig
 
-    return {**recipe_flags(TrainConfig.from_saved(saved, "", "").to_dict()), **_preset_of(saved)}
+    return {**recipe_settings(TrainConfig.from_saved(saved, "", "")), **_preset_of(saved)}
 
 
 def _preset_of(saved: dict) -> dict:

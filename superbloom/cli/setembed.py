@@ -14,36 +14,18 @@ from pathlib import Path
 
 from ..model.device import DEVICE_CHOICES
 from ..training.config import OPTIMIZER_NAMES
-from ..setembed.config import METHODS, OBJECTIVES, EmbedTrainConfig
+from .._settings import replaced
+from ..hashing.config import HashConfig
+from ..model.config import ModelConfig
+from ..setembed.config import METHODS, EmbedConfig, EmbedTrainConfig
+from ..training.config import LoopConfig, OptimConfig
 from . import checks
 from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
 from .flags import add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
 from .flags import add_model_command, add_trainer_tail, finish_model_command
+from .settings import add_config, values
 
-DEFAULT = EmbedTrainConfig(data="", out="")  # the defaults embed-train's flags show
-
-# flag destination -> (section of EmbedTrainConfig, field): how a resumed run's saved settings meet the typed flags
-FIELDS = {
-    "labels": (None, "labels"), "val_fraction": (None, "val_fraction"),
-    "objective": ("embed", "objective"), "segment": ("embed", "segment"), "pool_heads": ("embed", "pool_heads"),
-    "uniformity_t": ("embed", "uniformity_t"), "uniformity_weight": ("embed", "uniformity_weight"),
-    "temperature": ("embed", "temperature"), "momentum": ("embed", "momentum"), "smoothing": ("embed", "smoothing"),
-    "logit_scale": ("embed", "logit_scale"), "max_len": ("embed", "max_len"),
-    "alpha": ("hash", "alpha"), "m": ("hash", "m"), "hash_seed": ("hash", "seed"),
-    "d": ("model", "d"), "heads": ("model", "heads"), "d_ff": ("model", "d_ff"), "layers": ("model", "layers"),
-    "dropout": ("model", "dropout"), "dynamic_embedding": ("model", "dynamic"),
-    "optimizer": ("optim", "name"), "lr": ("optim", "lr"), "warmup": ("optim", "warmup"),
-    "weight_decay": ("optim", "weight_decay"), "clip": ("optim", "clip"),
-    "batch_size": ("loop", "batch_size"), "steps": ("loop", "steps"), "epochs": ("loop", "epochs"),
-    "time_budget": ("loop", "time_budget"), "eval_every": ("loop", "eval_every"), "keep_best": ("loop", "keep_best"),
-    "checkpoint_every": ("loop", "checkpoint_every"), "seed": ("loop", "seed"),
-    "device": ("loop", "device"), "ema": ("loop", "ema"),
-}
-
-
-def _default(dest: str):
-    section, name = FIELDS[dest]
-    return getattr(DEFAULT if section is None else getattr(DEFAULT, section), name)
+DEFAULT = EmbedTrainConfig(data="d", out="o")  # the defaults embed-train's options show (its own model, loop)
 
 
 def register(sub):
@@ -59,75 +41,20 @@ def _add_embed_train(sub):
                                    "softmax (a label-smoothed classifier head; needs --labels). Stops at --steps, "
                                    "--epochs or --time-budget; checkpoints are resumable. Writes an index of every "
                                    "training set's vector for `similar` and `classify`.")
-    p.add_argument("data", help="prepared dataset directory (superbloom prepare)")
-    p.add_argument("--out", required=True, help="model directory to write")
-    p.add_argument("--objective", choices=OBJECTIVES, default=_default("objective"),
-                   help="what the vector is trained for (default %(default)s)")
-    p.add_argument("--labels", default="", metavar="FILE",
-                   help="two columns per line, set key and label (several lines for several labels); needed by nca "
-                        "and softmax, used for validation by uniformity")
-    g = p.add_argument_group("hashing")
-    g.add_argument("--alpha", type=NONNEG_INT, default=_default("alpha"),
-                   help="ids per hash bucket, 0: chosen from the vocabulary size (default %(default)s)")
-    g.add_argument("--m", type=checks.HASHES, default=_default("m"), help="hash functions per id (default %(default)s)")
-    g.add_argument("--hash-seed", type=NONNEG_INT, default=_default("hash_seed"), help="(default %(default)s)")
+    add_config(p, EmbedTrainConfig, only=("data", "out", "labels"), data={"positional": True})
+    add_config(p, EmbedConfig, "embed", only=("objective",))
+    add_config(p.add_argument_group("hashing"), HashConfig, "hash", skip=("coherent",), base=DEFAULT.hash)
     g = p.add_argument_group("model")
-    g.add_argument("--d", type=checks.WIDTH, default=_default("d"), help="vector size (default %(default)s)")
-    g.add_argument("--heads", type=checks.HEADS, default=_default("heads"), help="attention heads (default %(default)s)")
-    g.add_argument("--d-ff", type=checks.FF_WIDTH, default=_default("d_ff"), help="feed-forward size (default %(default)s)")
-    g.add_argument("--layers", type=checks.LAYERS, default=_default("layers"), help="Transformer layers (default %(default)s)")
-    g.add_argument("--dropout", type=FRACTION, default=_default("dropout"), help="(default %(default)s)")
-    g.add_argument("--pool-heads", type=checks.HEADS, default=_default("pool_heads"),
-                   help="heads of the attention pool (default %(default)s)")
-    g.add_argument("--dynamic-embedding", action="store_true",
-                   help="add to each id's token embeddings the dynamic embedding of its string (MD5 -> 64 trits -> "
-                        "64 x d projection): any id string gets an input")
-    g = p.add_argument_group("objective settings")
-    g.add_argument("--segment", type=checks.LENGTH, default=_default("segment"),
-                   help="ids per training example: a random run of the set (default %(default)s)")
-    g.add_argument("--uniformity-t", type=number(float, 0.0, 1e4, lo_open=True), default=_default("uniformity_t"),
-                   help="uniformity: t in log mean exp(-t d^2) (default %(default)s)")
-    g.add_argument("--uniformity-weight", type=checks.LOSS_WEIGHT, default=_default("uniformity_weight"),
-                   help="uniformity: its weight next to alignment (default %(default)s)")
-    g.add_argument("--temperature", type=checks.TEMPERATURE, default=_default("temperature"),
-                   help="nca: cosine / temperature (default %(default)s)")
-    g.add_argument("--momentum", type=FRACTION, default=_default("momentum"),
-                   help="nca: memory bank momentum (default %(default)s)")
-    g.add_argument("--smoothing", type=FRACTION, default=_default("smoothing"),
-                   help="softmax: label smoothing (default %(default)s)")
-    g.add_argument("--logit-scale", type=number(float, 0.0, 1e4, lo_open=True), default=_default("logit_scale"),
-                   help="softmax: logits = scale x classifier(unit vector) (default %(default)s)")
-    g.add_argument("--max-len", type=checks.LENGTH, default=_default("max_len"),
-                   help="inference: a longer set is the mean of chunks of at most this many ids (default %(default)s)")
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--optimizer", choices=sorted(OPTIMIZER_NAMES), default=_default("optimizer"), help="(default %(default)s)")
-    g.add_argument("--lr", type=checks.LR, default=_default("lr"), help="peak learning rate (default %(default)s)")
-    g.add_argument("--warmup", type=NONNEG_INT, default=_default("warmup"), help="warm-up steps (default %(default)s)")
-    g.add_argument("--weight-decay", type=checks.WEIGHT_DECAY, default=_default("weight_decay"), help="(default %(default)s)")
-    g.add_argument("--clip", type=checks.CLIP, default=_default("clip"), help="gradient norm clip, 0: none (default %(default)s)")
+    add_config(g, ModelConfig, "model", only=("d", "heads", "d_ff", "layers", "dropout", "dynamic"), base=DEFAULT.model)
+    add_config(g, EmbedConfig, "embed", only=("pool_heads",))
+    add_config(p.add_argument_group("objective settings"), EmbedConfig, "embed", skip=("objective", "pool_heads"))
+    add_config(p.add_argument_group("optimisation"), OptimConfig, "optim", skip=("schedule",), base=DEFAULT.optim)
     g = p.add_argument_group("loop")
-    g.add_argument("--batch-size", type=number(int, 2, 1 << 24), default=_default("batch_size"),
-                   help="sets per step, over all processes (default %(default)s)")
-    g.add_argument("--steps", type=NONNEG_INT, default=_default("steps"),
-                   help="stop after N steps, 0: no limit (default %(default)s)")
-    g.add_argument("--epochs", type=checks.EPOCHS, default=_default("epochs"), help="stop after N passes (default %(default)s)")
-    g.add_argument("--time-budget", type=checks.SECONDS, default=_default("time_budget"),
-                   help="stop after N seconds (default %(default)s)")
-    g.add_argument("--eval-every", type=NONNEG_INT, default=_default("eval_every"), metavar="STEPS",
-                   help="validate every STEPS, 0: only at the end (default %(default)s)")
-    g.add_argument("--checkpoint-every", type=checks.SECONDS, default=_default("checkpoint_every"), metavar="SECONDS",
-                   help="(default %(default)s)")
-    g.add_argument("--val-fraction", type=FRACTION, default=_default("val_fraction"),
-                   help="training sets held out for validation, at most 2000 (default %(default)s)")
-    g.add_argument("--seed", type=NONNEG_INT, default=_default("seed"), help="(default %(default)s)")
+    add_config(g, LoopConfig, "loop", skip=("patience",), base=DEFAULT.loop,
+               batch_size={"type": number(int, 2, 1 << 24)})  # two sets at least: a pair's views
+    add_config(g, EmbedTrainConfig, only=("val_fraction",))
     g.add_argument("--threads", type=checks.THREADS, default=0,
                    help="torch CPU threads, 0: torch's default (default %(default)s)")
-    g.add_argument("--device", default=_default("device"), help=f"{DEVICE_CHOICES} (default %(default)s)")
-    g.add_argument("--ema", type=FRACTION, default=_default("ema"),
-                   help="> 0: validate and keep as BEST an average of the weights with this decay (default %(default)s)")
-    g.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=_default("keep_best"),
-                   help="index and serve the weights with the best validation score; --no-keep-best: the last "
-                        "weights (default %(default)s)")
     g.add_argument("--resume", action="store_true", help="continue the run in --out (flags given now may change the "
                    "optimisation and loop, not the model, labels or split)")
     g.add_argument("--overwrite", action="store_true", help="replace the model in --out")
@@ -180,19 +107,6 @@ def _add_classify(sub):
 # ------------------------------------------------------------------------------ commands
 
 
-def embed_config_from_args(args, base: EmbedTrainConfig | None = None, given: set[str] = frozenset()) -> EmbedTrainConfig:
-    """The EmbedTrainConfig of the command line; with `base` (a resumed run's saved config) only the
-    flags typed (`given`) replace its settings."""
-    start = base or EmbedTrainConfig(data=args.data, out=args.out)  # the dataclasses' defaults
-    changes: dict = {s: {} for s in (None, "embed", "hash", "model", "optim", "loop")}
-    for dest, (section, name) in FIELDS.items():
-        if base is None or dest in given:
-            changes[section][name] = getattr(args, dest)
-    top = changes.pop(None)
-    return dataclasses.replace(start, data=args.data, out=args.out, **top,
-                               **{s: dataclasses.replace(getattr(start, s), **c) for s, c in changes.items()})
-
-
 def cmd_embed_train(args):
     from ..storage.checkpoint import latest_checkpoint
     from ..storage.files import load_json
@@ -204,7 +118,8 @@ def cmd_embed_train(args):
     if args.resume and latest_checkpoint(args.out) is not None:
         from ..training.rundir import read_saved  # a broken config.json: one line naming it
         base = read_saved(Path(args.out), ("train",), lambda config: EmbedTrainConfig.from_dict(config["train"]))
-    cfg = embed_config_from_args(args, base, args.given)
+    given = {p: v for p, v in values(args.parser, args, given_only=base is not None).items()}
+    cfg = replaced(base or DEFAULT, {"data": args.data, "out": args.out, **given})
     checks.refuse_training_memory("embed-train", cfg.data, cfg.hash, cfg.model, cfg.loop.batch_size,
                                   cfg.embed.segment, None, args.memory_limit)
     with json_stdout(args.json):

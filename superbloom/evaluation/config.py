@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import _bounds as check
+from .._settings import setting
 from ..heads.decode_config import DecodeConfig
 
 PROTOCOLS = ("auto", "sets", "leave-one-out", "text")  # text: masked tokens in place (evaluation/text_protocol.py)
@@ -37,19 +38,28 @@ def require_baselines(names) -> None:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    seed: int = 0
-    n: int = 32  # segment length
-    targets_per_set: int = 1  # held-out ids per set, each its own example
-    depth: int = 20  # ids retrieved per example (MRR is truncated here)
+    seed: int = setting(0, range=(0, None), help="example sampling seed")
+    n: int = setting(32, cli=False, help="segment length (the paper's 32)")
+    targets_per_set: int = setting(1, range=(1, None), help="held-out ids per set, each its own example")
+    depth: int = setting(20, range=(1, None), help="ids retrieved per example (MRR is truncated here)")
     decode: DecodeConfig = DecodeConfig()
-    baselines: tuple[str, ...] = ("popularity", "cooccurrence")
-    batch_size: int = 256
-    max_sets: int = 0  # evaluate on at most this many held-out sets / users (0: all)
-    protocol: str = "auto"  # a protocols.REGISTRY name, or "auto": the one the dataset was prepared for
-    split: str = "test"  # leave-one-out: rank the "valid" or the "test" targets
-    context_len: int = 50  # leave-one-out: the most recent ids of the history in the context
-    exclude_history: bool = True  # leave-one-out: the user's whole history is never ranked
-    cooc_last: int = 1  # leave-one-out: co-occurrence scores from the last this many context ids (0: all)
+    baselines: tuple[str, ...] = setting(("popularity", "cooccurrence"), cli=False,
+                                         help="the baselines ranked on the same examples (baselines.BASELINES)")
+    batch_size: int = setting(256, range=(1, 1 << 24), help="queries per model call")
+    max_sets: int = setting(0, range=(0, None), help="use at most N held-out sets / users, 0: all")
+    protocol: str = setting("auto", choices=PROTOCOLS, help=(
+        "sets: the paper's held-out sets; leave-one-out: each user's last id (test) or the one before (valid) "
+        "ranked against all ids from the history before it; text: 15% of the tokens of test rows masked in place "
+        "(--max-sets rows, 0: 2000), unigram and bigram-context baselines; auto: the dataset's split, text for a "
+        "prepare-text dataset"))
+    split: str = setting("test", flag="holdout", choices=("valid", "test"), help=(
+        "leave-one-out: which held-out targets (validation picks a checkpoint; test is touched once)"))
+    context_len: int = setting(50, range=(1, None), help=(
+        "leave-one-out: the most recent history ids in the context, in order (at most the model's --positions - 1)"))
+    exclude_history: bool = setting(True, help=(
+        "leave-one-out: never rank an id of the user's history; --no-exclude-history: rank every id"))
+    cooc_last: int = setting(1, range=(0, None), help=(
+        "leave-one-out: the co-occurrence baseline scores from the last N context ids, 0: all"))
 
     def __post_init__(self):
         """Each field checked (ArgumentError naming it); depth beyond the ids is clamped by evaluate."""

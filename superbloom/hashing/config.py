@@ -9,6 +9,7 @@ import numbers
 from dataclasses import dataclass
 
 from .._bounds import bad
+from .._settings import setting
 
 UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids (benchmarks/results/quality.md)
 AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
@@ -17,10 +18,14 @@ TREE_MIN_IDS = 500_000  # coherent maps: from this many ids on, the bisection tr
 
 @dataclass(frozen=True)
 class HashConfig:
-    alpha: int = 0  # ids per bucket; 0 (default): chosen from the vocabulary size (resolve)
-    m: int = 2  # hash maps (tokens per id)
-    seed: int = 0
-    coherent: int = 0  # how many of the m maps are coherent (appendix C, coherent.py); they come first
+    alpha: int = setting(0, range=(0, None), help="ids per hash bucket; 0: chosen from the vocabulary size "
+                         f"(unhashed up to {UNHASHED_MAX_IDS:,} ids, else {AUTO_ALPHA}: resolve)")
+    m: int = setting(2, range=(1, 1024), help="hash functions (maps, tokens) per id")
+    seed: int = setting(0, range=(0, None), flag="hash-seed", help="the hash maps' seed")
+    coherent: int = setting(0, range=(0, None), help=(
+        "how many of the m maps are coherent: similar ids (training co-occurrence) share a bucket (appendix C, "
+        f"coherent.py: the exact greedy below {TREE_MIN_IDS:,} ids, a bisection tree from there on); the rest are "
+        "random; they come first. Helps on set data with structure; on text random maps did better"))
 
     def __post_init__(self):
         if self.alpha < 0 or self.m < 1:

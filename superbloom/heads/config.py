@@ -13,9 +13,28 @@ from dataclasses import dataclass
 from typing import ClassVar, Union
 
 from .._bounds import bad
+from .._settings import setting
 
 PROPOSALS = ("uniform", "unigram", "log_uniform")
 TREES = ("balanced", "huffman", "fano")
+MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the hybrids' term weights tried at validation
+TERMS = ("auto", "ease", "local-ease", "cooccurrence", "transition", "bigram")  # heads/terms.py; bigram: the hashed hybrid only
+WEIGHTINGS = ("cosine", "count", "idf")  # the hashed hybrid's co-occurrence weightings (below)
+
+_SMOOTHING = dict(range=(0.0, 0.999999), what="a fraction in [0, 1)", help="label smoothing over the classes of each softmax")
+_TERM = dict(flag="item-term", choices=TERMS, help=(
+    "the item-item weights (heads/terms.py): ease (EASE's closed form, dense: up to 60,000 ids, float32 above 25,000), "
+    "local-ease (EASE on each id's 32 most co-occurring ids: sparse, any size), cooccurrence (cosine), transition (directed: "
+    "log(1 + how often an id follows another in the training sequences)), bigram (text, hashed-hybrid only: "
+    "p(w | left neighbour) + p(w | right neighbour) of the blank, entering as log(1 + term / eps), eps chosen at "
+    "validation), auto = ease up to 60,000 ids, else local-ease; with a sequence objective auto builds "
+    "transition too and the validation chooses"))
+_NEIGHBOURS = dict(range=(1, None), help="item-item values per id (EASE: its largest; cosine: its most frequent "
+                   "co-occurring ids)")
+_WINDOW = dict(flag="transition-window", range=(1, None), help="--item-term transition: an id counts as following "
+               "another up to this many ids later")
+_GAP_DECAY = dict(range=(0.0, 1.0), lo_open=True, what="a number in (0, 1]",
+                  help="--item-term transition: a pair g ids apart counts gap_decay ** (g - 1)")
 
 
 TOKEN_PROPOSALS = ("uniform", "unigram")  # the superbloom head's sampled tokens: numbers of no frequency order
@@ -24,10 +43,12 @@ TOKEN_PROPOSALS = ("uniform", "unigram")  # the superbloom head's sampled tokens
 @dataclass(frozen=True)
 class SuperbloomConfig:
     name: ClassVar[str] = "superbloom"
-    per_hash_softmax: bool = False  # softmax j over map j's token range only
-    label_smoothing: float = 0.0  # over the classes of each softmax
-    samples: int = 0  # > 0: train with a sampled softmax over the hashed tokens, this many drawn per step
-    proposal: str = "unigram"  # samples > 0: TOKEN_PROPOSALS (unigram: the tokens' training counts + 1)
+    per_hash_softmax: bool = setting(False, help="softmax j over map j's tokens only")
+    label_smoothing: float = setting(0.0, **_SMOOTHING)
+    samples: int = setting(0, range=(0, None), help="a sampled softmax over this many hashed tokens a step "
+                           "(0: the full softmax over the tokens)")
+    proposal: str = setting("unigram", choices=TOKEN_PROPOSALS, help="with --samples: uniform or unigram (the "
+                            "tokens' training counts + 1) over the hashed tokens, whose numbers carry no frequency order")
 
     def __post_init__(self):
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -45,7 +66,7 @@ class SuperbloomConfig:
 @dataclass(frozen=True)
 class FullConfig:
     name: ClassVar[str] = "full"
-    label_smoothing: float = 0.0
+    label_smoothing: float = setting(0.0, **_SMOOTHING)
 
     def __post_init__(self):
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -55,8 +76,8 @@ class FullConfig:
 @dataclass(frozen=True)
 class SampledConfig:
     name: ClassVar[str] = "sampled"
-    samples: int = 1024  # ids drawn per training step, shared by the batch
-    proposal: str = "log_uniform"  # uniform | unigram | log_uniform
+    samples: int = setting(1024, range=(1, None), help="ids drawn per training step, shared by the batch")
+    proposal: str = setting("log_uniform", choices=PROPOSALS, help="where the sampled negatives are drawn from")
 
     def __post_init__(self):
         if self.samples < 1:
@@ -68,7 +89,7 @@ class SampledConfig:
 @dataclass(frozen=True)
 class HierarchicalConfig:
     name: ClassVar[str] = "hierarchical"
-    tree: str = "huffman"  # balanced | huffman | fano, built from the training counts
+    tree: str = setting("huffman", choices=TREES, help="the tree, built from the training counts")
 
     def __post_init__(self):
         if self.tree not in TREES:
@@ -78,16 +99,18 @@ class HierarchicalConfig:
 @dataclass(frozen=True)
 class HybridConfig:
     name: ClassVar[str] = "hybrid"
-    neighbours: int = 200  # item-item values per id (EASE: its largest; cosine: its most frequent co-occurring ids)
-    term: str = "auto"  # ease | cooccurrence | transition | auto (resolve_term)
-    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
-    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
-    label_smoothing: float = 0.0
-    samples: int = 0  # > 0: train the network with sampled softmax, this many negatives per step
-    proposal: str = "log_uniform"  # samples > 0: where the negatives are drawn from (sampled.py: uniform | unigram |
-    # log_uniform)
-    mix: float | None = None  # the term's weight: None = chosen at every validation (MIXES); a number = fixed
-    # (0: the network alone, its BEST checkpoint chosen by its own scores)
+    neighbours: int = setting(200, **_NEIGHBOURS)
+    term: str = setting("auto", **_TERM)
+    window: int = setting(10, **_WINDOW)
+    gap_decay: float = setting(0.8, **_GAP_DECAY)
+    label_smoothing: float = setting(0.0, **_SMOOTHING)
+    samples: int = setting(0, range=(0, None), help="train the network with this many sampled negatives per step "
+                           "instead of the full softmax (0)")
+    proposal: str = setting("log_uniform", choices=PROPOSALS, help="with --samples: where the sampled negatives are "
+                            "drawn from")
+    mix: float | None = setting(None, flag="item-mix", range=(0.0, None), shown="chosen", help=(
+        "fix the item-item term's weight instead of choosing it at every validation from "
+        f"{', '.join(f'{m:g}' for m in MIXES)}; 0 = the network alone (BEST is the network's own best checkpoint)"))
 
     def __post_init__(self):
         if self.mix is not None and not 0.0 <= self.mix < float("inf"):
@@ -108,11 +131,9 @@ class HybridConfig:
             raise bad("label_smoothing", f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
 
 
-MIXES = (0.0, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)  # the hybrids' term weights tried at validation
 # the recency weights of a hybrid's item-item term (decay ** age) the sequence objectives' validation tries,
 # and the `transition` baseline chooses from on the validation targets (evaluation/protocols.py)
 DECAYS = (1.0, 0.7, 0.4, 0.15)
-TERMS = ("auto", "ease", "local-ease", "cooccurrence", "transition", "bigram")  # heads/terms.py; bigram: the hashed hybrid only
 
 
 def check_term_settings(cfg) -> None:
@@ -130,12 +151,13 @@ def check_term_settings(cfg) -> None:
 @dataclass(frozen=True)
 class HashedHybridConfig(SuperbloomConfig):
     name: ClassVar[str] = "hashed-hybrid"
-    neighbours: int = 200  # item-item values per id (cosine: its most frequent co-occurring ids; EASE: its largest)
-    term: str = "auto"  # ease | cooccurrence | transition | bigram (text: heads/bigram.py) | auto (EASE up to
-    # EASE_MAX_IDS ids, else cooccurrence)
-    window: int = 10  # transition: j counts for c when it comes at most this many ids after c in a sequence
-    gap_decay: float = 0.8  # transition: a pair `gap` ids apart counts gap_decay ** (gap - 1)
-    weighting: str = "auto"  # cooccurrence: cosine | count | idf | auto (the validation chooses; WEIGHTINGS)
+    neighbours: int = setting(200, **_NEIGHBOURS)
+    term: str = setting("auto", **_TERM)
+    window: int = setting(10, **_WINDOW)
+    gap_decay: float = setting(0.8, **_GAP_DECAY)
+    weighting: str = setting("auto", flag="item-weighting", choices=("auto",) + WEIGHTINGS, help=(
+        "--item-term cooccurrence: how the co-occurrence term weighs a pair: cosine, count (how many training sets "
+        "hold both), idf (count x log(sets / sets holding the candidate)); auto = the validation chooses"))
 
     def __post_init__(self):
         super().__post_init__()
@@ -152,8 +174,7 @@ class HashedHybridConfig(SuperbloomConfig):
 # df_i the training sets holding i and S their number:
 #   cosine  count / sqrt(df_c df_j)      count  count      idf  count x log(S / df_j)
 # count and idf are divided by a global scale (fit: their mean value over the pairs over the cosine's)
-# so that one grid of MIXES fits all three; the validation chooses one (config weighting auto).
-WEIGHTINGS = ("cosine", "count", "idf")
+# so that one grid of MIXES fits all three; the validation chooses one (config weighting auto): WEIGHTINGS
 
 
 # ------------------------------------------------------------------ the configs by head name

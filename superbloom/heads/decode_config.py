@@ -3,15 +3,18 @@ module that imports nothing heavy: the command line shows their defaults and cho
 importing torch. decode.py (Algorithm 1) and ranking.py (gamma) use them."""
 from dataclasses import dataclass
 
+from .._settings import setting
+
 SCORES = ("sum_log", "min", "max")  # gamma over the m per-map log-probabilities (ranking.py folds them)
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    beam: int | None = None  # beam width B per map; None: B = k (appendix B)
-    exact: bool = False  # widen the beam until the top-k is certified exact
-    score: str = "sum_log"  # gamma: sum_log | min | max (library callers may pass a callable)
-    exhaustive: bool = False  # score every id (the reference; slow for big vocabularies)
+    beam: int | None = setting(None, range=(1, None), shown="B = k", help="beam width B per hash map (appendix B)")
+    exact: bool = setting(False, help="widen the beam until the top-k is certified exact")
+    score: str = setting("sum_log", choices=SCORES, help=(
+        "gamma: how the m scores combine (library callers may pass a callable)"))
+    exhaustive: bool = setting(False, help="score every id (the reference; slow for big vocabularies)")
 
     def __post_init__(self):
         """Each field checked (superbloom.ArgumentError naming it)."""

@@ -1,5 +1,5 @@
 """Bulk recommendations: a file of contexts -> a Parquet file of top-k ids, streamed in batches
-(`superbloom predict MODEL --input contexts.jsonl --output recs.parquet`).
+(`superbloom predict MODEL --input contexts.jsonl --out recs.parquet`).
 
     stats = bulk_predict(predictor, "contexts.jsonl", "recs.parquet", k=10)   # -> BulkStats
 
@@ -174,7 +174,7 @@ def bulk_predict(predictor, contexts_path: str | Path, output: str | Path, k: in
     return stats
 
 
-def claim_output(output: str | Path, flag: str = "--output"):
+def claim_output(output: str | Path, flag: str = "--out"):
     """The checked output of bulk_predict (storage/guarded.claim: a new file, or a recommendations file of
     ours) -> its Target; OutputError (one line naming `flag`) otherwise, before any work."""
     return claim(output, "recommendations", flag)

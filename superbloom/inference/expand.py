@@ -24,6 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import _bounds as check
+from .._settings import setting
 from ..heads.decode_config import DecodeConfig
 
 STRATEGIES = ("argmax", "sample")
@@ -31,11 +32,12 @@ STRATEGIES = ("argmax", "sample")
 
 @dataclass(frozen=True)
 class ExpandConfig:
-    steps: int = 10  # ids to add
-    strategy: str = "argmax"  # argmax | sample
-    temperature: float = 1.0  # sample: softmax(score / temperature) over the top k
-    k: int = 10  # candidates ranked per step (sample draws among them)
-    seed: int = 0  # sample: random seed
+    steps: int = setting(10, flag="add", range=(1, None), aliases=(), help="ids to add")
+    strategy: str = setting("argmax", choices=STRATEGIES, help="argmax, or sample from softmax(score / temperature) "
+                            "over the top k")
+    temperature: float = setting(1.0, range=(0.0, 1e6), lo_open=True, help="sample: the temperature")
+    k: int = setting(10, range=(1, None), help="candidates ranked per step (sample draws among them)")
+    seed: int = setting(0, range=(0, None), help="sample: random seed")
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def __post_init__(self):

@@ -58,7 +58,7 @@ class Recommendations:
     def to_arrow(self, keys: Sequence | None = None):
         """A pyarrow Table, one row per answer: key (string; the query's position unless `keys` gives
         one per query), rank (int32, 1 = best), id (string), score (float64), exact (bool) -- the
-        columns of `superbloom predict --input ... --output recs.parquet`."""
+        columns of `superbloom predict --input ... --out recs.parquet`."""
         import pyarrow as pa
 
         if keys is not None and len(keys) != len(self):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._bounds import bad
+from .._settings import setting
 
 ATTENTION_NAMES = ("softmax", "kernel", "kernel-auto")  # attention.ATTENTIONS
 INPUT_NAMES = ("hashed",)  # embeddings.INPUTS: the input embeddings
@@ -18,18 +19,27 @@ INIT_NAMES = ("auto", "normal", "cooccurrence")  # warmstart.INITS: a new run's 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    d: int = 128
-    heads: int = 4
-    d_ff: int = 512
-    layers: int = 2
-    dropout: float = 0.1  # on embeddings and residual branches
-    attn_dropout: float = 0.0  # on attention weights (costly on CPU: ~2.5x the attention time)
-    positions: int = 0  # > 0: learned position embeddings for up to this many elements
-    norm_first: bool = True  # pre-LN blocks (stabler at high learning rates); False: paper's post-LN
-    embedding: str = "hashed"  # input embedding (embeddings.py)
-    attention: str = "softmax"  # softmax | kernel (kernel_attention.py: linear in the set size)
-    causal: bool = False  # True: element i attends to elements <= i only (next-item models, sequence.py)
-    dynamic: bool = False  # True: + the dynamic embedding of each id's string (embeddings.DynamicIdInput)
+    d: int = setting(128, range=(1, 65_536), help="embedding / hidden size (the vector size)")
+    heads: int = setting(4, range=(1, 4096), help="attention heads")
+    d_ff: int = setting(512, range=(1, 1 << 20), help="feed-forward size")
+    layers: int = setting(2, range=(1, 1024), help="Transformer layers")
+    dropout: float = setting(0.1, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                             help="dropout on embeddings and residual branches")
+    attn_dropout: float = setting(0.0, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                                  help="dropout on attention weights (costly on CPU: ~2.5x the attention time)")
+    positions: int = setting(0, range=(0, 1 << 20), help="learned position embeddings for ordered data, up to "
+                             "this many elements (0: a set)")
+    norm_first: bool = setting(True, flag="post-ln", negate=True,
+                               help="post-LN blocks as in the paper (default: pre-LN, stabler at high learning rates)")
+    embedding: str = setting("hashed", cli=False, help="the input embedding (embeddings.py); always hashed")
+    attention: str = setting("softmax", choices=ATTENTION_NAMES, help="softmax, or the blog's kernelized "
+                             "attention, linear in the set size (kernel_attention.py; kernel-auto: its cheaper form)")
+    causal: bool = setting(False, help="causal attention: each id sees the ids before it only (implied by "
+                           "--objective next-item)")
+    dynamic: bool = setting(False, flag="dynamic-embedding", help=(
+        "add to each id's token embeddings the dynamic embedding of its string (MD5 -> 64 trits -> a learned 64 x d "
+        "projection): an id the table never trained, e.g. one added by `superbloom extend`, still gets an input "
+        "of its own"))
 
     def __post_init__(self):
         for name in ("d", "heads", "d_ff", "layers"):
@@ -56,11 +66,13 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class MaskConfig:
-    n: int = 32  # max elements per segment
-    mask_rate: float = 0.5  # the paper: 0.15; 0.5 learns faster on small data (benchmarks/results/recipe.md)
-    p_mask: float = 0.6  # of masked elements: fed as [MASK] (BERT, the paper: 0.8; 0.6 measured better for sets)
-    p_random: float = 0.2  # ... fed as a random id (the rest: unchanged) (BERT: 0.1)
-    element_dropout: float = 0.2  # each unmasked context element dropped (fed as padding) with this probability
+    n: int = setting(32, flag="segment", range=(2, 1 << 20), help="max ids per segment (the paper's n)")
+    mask_rate: float = setting(0.5, range=(0.0, 1.0), lo_open=True, help="fraction of a segment's ids masked, at "
+                               "least one (the paper: 0.15; 0.5 learns faster on small data)")
+    p_mask: float = setting(0.6, cli=False, help="of the masked ids: fed as [MASK] (BERT: 0.8); the objective's")
+    p_random: float = setting(0.2, cli=False, help="of the masked ids: fed as a random id (BERT: 0.1); the objective's")
+    element_dropout: float = setting(0.2, range=(0.0, 0.999999), what="a fraction in [0, 1)", help=(
+        "probability that an unmasked context id is dropped from a training example (fed as padding)"))
 
     def __post_init__(self):
         if self.n < 2:

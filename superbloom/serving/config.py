@@ -3,25 +3,33 @@ the app (serving/app.py), the launcher (serve.py) and the command line (`serve -
 defaults) read it without importing torch."""
 from dataclasses import dataclass
 
+from .._settings import setting
+
 
 @dataclass(frozen=True)
 class ServeConfig:
-    max_context: int = 512  # ids in a context / seed
-    max_k: int = 1000  # predictions per request
-    max_steps: int = 100  # ids added by one expansion
-    max_id_chars: int = 1000  # characters in one id
-    max_body_bytes: int = 1 << 20  # request body
-    max_batch: int = 64  # queries ranked in one model call
-    max_contexts: int = 256  # contexts in one list request to /v1/predict
-    max_list: int = 100_000  # ids in an allow- or deny-list (the body size limits it too)
-    max_batch_ids: int = 1 << 14  # padded context ids in one model call
-    body_timeout: float = 10.0  # seconds to receive a whole request body, else 408 and the connection closed
-    keep_alive_timeout: float = 5.0  # seconds an idle keep-alive connection stays open (uvicorn)
-    head_timeout: float = 10.0  # seconds for a connection to deliver a complete request line and headers
-    heavy_workers: int = 2  # heavy requests (expand, list predict, fill) running at once (lanes.py)
-    heavy_queue: int = 32  # heavy requests waiting; one more is a 503 with Retry-After
-    max_head_bytes: int = 16 * 1024  # a request line and headers (uvicorn's h11 limit): a longer head is a 400
-    max_connections: int = 1024  # open connections (and requests) beyond which uvicorn answers 503
+    max_context: int = setting(512, range=(1, None), help="ids per context / seed")
+    max_k: int = setting(1000, range=(1, None), help="largest k")
+    max_steps: int = setting(100, range=(1, None), help="largest expansion")
+    max_id_chars: int = setting(1000, cli=False, help="characters in one id")
+    max_body_bytes: int = setting(1 << 20, range=(1, None), help="request body size")
+    max_batch: int = setting(64, range=(1, None), help="queries per model call")
+    max_contexts: int = setting(256, range=(1, None), help="contexts per list request")
+    max_list: int = setting(100_000, range=(1, None), help="ids in an allow- or deny-list (the body size limits "
+                            "it too)")
+    max_batch_ids: int = setting(1 << 14, cli=False, help="padded context ids in one model call")
+    body_timeout: float = setting(10.0, range=(0.0, 3600.0), lo_open=True,
+                                  help="seconds to receive a request body, then 408")
+    keep_alive_timeout: float = setting(5.0, range=(0.0, 3600.0), lo_open=True,
+                                        help="seconds an idle keep-alive connection stays open")
+    head_timeout: float = setting(10.0, range=(0.0, 3600.0), lo_open=True,
+                                  help="seconds to receive a request's line and headers")
+    heavy_workers: int = setting(2, range=(1, None), help="heavy requests (expand, list predict, fill) running at once")
+    heavy_queue: int = setting(32, range=(0, 1 << 16), help="heavy requests waiting; one more is a 503 with Retry-After")
+    max_head_bytes: int = setting(16 * 1024, range=(1024, 1 << 20), help=(
+        "bytes of a request line and headers (uvicorn's h11 limit); a longer head is a 400"))
+    max_connections: int = setting(1024, range=(1, 1 << 20), help=(
+        "open connections and requests beyond which the server answers 503"))
 
     def __post_init__(self):
         for name in ("body_timeout", "keep_alive_timeout", "head_timeout"):

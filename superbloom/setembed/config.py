@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from .._settings import setting
+
 from ..hashing.config import HashConfig
 from ..model.config import ModelConfig
 from ..training.config import LoopConfig, OptimConfig
@@ -20,16 +22,25 @@ METHODS = ("auto", "knn", "head")  # how classify decides (auto: the softmax hea
 @dataclass(frozen=True)
 class EmbedConfig:
     """What the set vector is trained for, and how sets are cut (saved in config.json's "embed")."""
-    objective: str = "uniformity"  # uniformity (alignment + uniformity, no labels) | nca | softmax
-    segment: int = 32  # ids per training segment (a random contiguous run of the set, as batches.py)
-    pool_heads: int = 4  # heads of the attention pool
-    uniformity_t: float = 2.0  # uniformity's t (Wang & Isola: 2; the blog: 2 or 3)
-    uniformity_weight: float = 1.0  # loss = alignment + weight * mean of the two views' uniformity
-    temperature: float = 0.05  # NCA: cosine / temperature (Wu et al. 2018)
-    momentum: float = 0.5  # NCA: memory bank momentum (Wu et al. 2018)
-    smoothing: float = 0.1  # softmax: label smoothing (the blog's 0.1)
-    logit_scale: float = 10.0  # softmax: logits = scale * classifier(unit vector)
-    max_len: int = 256  # inference: longer sets are embedded as the mean of chunks of <= max_len ids
+    objective: str = setting("uniformity", choices=OBJECTIVES, help=(
+        "what the vector is trained for: uniformity (alignment + uniformity of two halves of a set; no labels), "
+        "nca (neighbourhood component analysis with a memory bank; needs --labels) or softmax (a label-smoothed "
+        "classifier head; needs --labels)"))
+    segment: int = setting(32, range=(2, 1 << 20), help="ids per training example: a random run of the set")
+    pool_heads: int = setting(4, range=(1, 4096), help="heads of the attention pool")
+    uniformity_t: float = setting(2.0, range=(0.0, 1e4), lo_open=True, help=(
+        "uniformity: t in log mean exp(-t d^2) (Wang & Isola: 2; the blog: 2 or 3)"))
+    uniformity_weight: float = setting(1.0, range=(0.0, 1e6), help="uniformity: its weight next to alignment")
+    temperature: float = setting(0.05, range=(0.0, 1e6), lo_open=True, help="nca: cosine / temperature "
+                                 "(Wu et al. 2018)")
+    momentum: float = setting(0.5, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                              help="nca: memory bank momentum (Wu et al. 2018)")
+    smoothing: float = setting(0.1, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                               help="softmax: label smoothing (the blog's 0.1)")
+    logit_scale: float = setting(10.0, range=(0.0, 1e4), lo_open=True,
+                                 help="softmax: logits = scale x classifier(unit vector)")
+    max_len: int = setting(256, range=(2, 1 << 20), help="inference: a longer set is the mean of chunks of at "
+                           "most this many ids")
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -53,15 +64,17 @@ class EmbedConfig:
 
 @dataclass(frozen=True)
 class EmbedTrainConfig:
-    data: str  # prepared dataset directory
-    out: str  # model directory to write
-    labels: str = ""  # two-column file (set key, label); needed by nca and softmax
+    data: str = setting(help="prepared dataset directory (superbloom prepare)")
+    out: str = setting(help="model directory to write")
+    labels: str = setting("", metavar="FILE", help="two columns per line, set key and label (several lines for "
+                          "several labels); needed by nca and softmax, used for validation by uniformity")
     embed: EmbedConfig = field(default_factory=EmbedConfig)
     hash: HashConfig = field(default_factory=HashConfig)
     model: ModelConfig = field(default_factory=lambda: ModelConfig(d=64, heads=4, d_ff=128, layers=1))
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-3, warmup=100, weight_decay=0.01))
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000, eval_every=250))
-    val_fraction: float = 0.1  # training sets held out for validation (max 2000)
+    val_fraction: float = setting(0.1, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                                  help="training sets held out for validation, at most 2000")
 
     def __post_init__(self):
         if self.embed.supervised and not self.labels:

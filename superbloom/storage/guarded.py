@@ -1,7 +1,7 @@
 """The guarded writer of every output: ownership marker, checks before any work, staged swap, recovery.
 
 Every output of every command (a model, a set embedding, a text classifier, a prepared dataset, the
-demo's folder, an embed, synth, vectors or predict --output file) is checked before any work, carries our
+demo's folder, an embed, synth, vectors or predict --out file) is checked before any work, carries our
 ownership marker, is built beside its final name and swapped in at once, and any state a kill leaves is
 recovered on the next run and read correctly on load.
 
@@ -132,7 +132,7 @@ KINDS: dict[str, Kind] = {
                  tuple(f"{name}{side}" for name in ("data", "model") for side in ("",) + SIDE_SUFFIXES)),
     "vectors": Kind("a vectors file (superbloom embed)", lambda p: False, file=True),
     "links": Kind("a links file (superbloom synth)", lambda p: False, file=True),
-    "recommendations": Kind("a recommendations file (superbloom predict --output)", lambda p: False, file=True),
+    "recommendations": Kind("a recommendations file (superbloom predict --out)", lambda p: False, file=True),
     "item-vectors": Kind("an item vectors file (superbloom vectors)", lambda p: False, file=True),
     "exported-network": Kind("an exported network (model.export)", lambda p: False, file=True),
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from .._settings import setting
 from ..model.config import ATTENTION_NAMES
 from ..training.config import OptimConfig
 
@@ -16,12 +17,16 @@ EMBEDDINGS = ("dynamic", "table")
 
 @dataclass(frozen=True)
 class TextClassConfig:
-    d: int = 100  # embedding size (the blog's 100)
-    heads: int = 10  # attention heads; must divide d (no parameters depend on it)
-    attention: str = "kernel-auto"  # the blog's kernel (kernel_attention.py; -auto: its cheaper form) | softmax
-    embedding: str = "dynamic"  # dynamic (64 * d parameters) | table ((V + 1) * d)
-    smoothing: float = 0.1  # label smoothing of the loss
-    dropout: float = 0.0  # on the input embeddings (the blog: none)
+    d: int = setting(100, range=(1, 65_536), help="embedding size (the blog's 100)")
+    heads: int = setting(10, range=(1, 4096), help="attention heads, must divide --d (no parameters depend on it)")
+    attention: str = setting("kernel-auto", choices=ATTENTION_NAMES, help=(
+        "kernel: the blog's kernelized attention (linear form); kernel-auto: the same kernel in its cheaper form "
+        "for the document length; softmax"))
+    embedding: str = setting("dynamic", choices=EMBEDDINGS, help="dynamic (MD5 trits, 64 x d parameters) or a "
+                             "table over the training words ((V + 1) x d)")
+    smoothing: float = setting(0.1, range=(0.0, 0.999999), what="a fraction in [0, 1)", help="label smoothing")
+    dropout: float = setting(0.0, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                             help="dropout on the input embeddings (the blog: none)")
 
     def __post_init__(self):
         if self.d < 1 or self.heads < 1:
@@ -40,12 +45,12 @@ class TextClassConfig:
 
 @dataclass(frozen=True)
 class TrainTextConfig:
-    epochs: int = 5
-    batch_size: int = 32
-    seed: int = 0
+    epochs: int = setting(5, range=(1, 1_000_000), help="passes over the training documents")
+    batch_size: int = setting(32, range=(1, 1 << 24), help="documents per step")
+    seed: int = setting(0, range=(0, None), help="split, initial weights, batches")
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(name="adapsgd"))  # clip 1, no lr
-    steps: int = 0  # > 0: stop after this many steps, if the epochs have not ended before
-    device: str = "cpu"  # cpu | cuda | cuda:N | auto (device.py); the blog's small model trains on the CPU
+    steps: int = setting(0, range=(0, None), help="stop after N steps if --epochs has not ended before, 0: no limit")
+    device: str = setting("cpu", help="auto, cpu, cuda or cuda:N (the blog's small model trains on the CPU)")
 
     def __post_init__(self):
         if self.epochs < 1 or self.batch_size < 1:
@@ -55,16 +60,20 @@ class TrainTextConfig:
 @dataclass(frozen=True)
 class TextClassRunConfig:
     """A run of `textclass-train`: the documents, the model, the training, the model directory."""
-    out: str  # model directory to write
+    out: str = setting(help="model directory to write")
     corpus: tuple[str, ...] = ()  # directories / tars of .txt files, or text files (one file = one document)
-    labels: str = ""  # two columns per line: document name, label (with corpus)
-    wikispeedia: str = ""  # instead of corpus and labels: the Wikispeedia directory
+    labels: str = setting("", metavar="FILE", help="two columns per line: document name (file name without .txt) "
+                          "and label")
+    wikispeedia: str = setting("", metavar="DIR", help=(
+        "instead of CORPUS and --labels: the Wikispeedia directory (plaintext_articles.tar.xz, categories.tsv); "
+        "label = the first listed top-level category, the header naming it is cut"))
     model: TextClassConfig = field(default_factory=TextClassConfig)
     train: TrainTextConfig = field(default_factory=TrainTextConfig)
-    max_words: int = 256  # words read per document
-    test_fraction: float = 0.1  # documents held out (seeded by train.seed), scored after every epoch
-    checkpoint_every: float = 60.0  # seconds between checkpoints
-    keep_best: bool = True  # keep the checkpoint with the best held-out accuracy as BEST too
+    max_words: int = setting(256, range=(2, 1 << 20), help="words read per document")
+    test_fraction: float = setting(0.1, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                                   help="documents held out (seeded by --seed), scored after every epoch")
+    checkpoint_every: float = setting(60.0, cli=False, help="seconds between checkpoints")
+    keep_best: bool = setting(True, cli=False, help="keep the checkpoint with the best held-out accuracy as BEST too")
 
     def __post_init__(self):
         object.__setattr__(self, "corpus", tuple(str(c) for c in self.corpus))

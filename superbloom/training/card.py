@@ -201,7 +201,7 @@ def _recipe(config: dict) -> list[str]:
     train = config.get("train") or {}
     preset = config.get("preset")
     out = [f"- preset: `{preset['name']}` (chosen by {preset.get('chosen_by', '?')}"
-           + (f"; typed flags kept: {', '.join(preset['overridden'])}" if preset.get("overridden") else "") + ")"
+           + (f"; settings given kept: {', '.join(preset['overridden'])}" if preset.get("overridden") else "") + ")"
            if preset else "- preset: none (the library's defaults and the settings given)"]
     if "objective" in train:
         out.append(f"- objective: `{train['objective']}`")

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .._bounds import bad
+from .._settings import setting
 from ..hashing.config import HashConfig
 from ..heads.config import HeadConfig, SuperbloomConfig, head_config_dict, head_config_from_dict
 from ..model.config import INIT_NAMES, MaskConfig, ModelConfig
@@ -25,12 +26,15 @@ OBJECTIVE_NAMES = ("masked", "next-item", "masked-sequence", "text-mlm")  # obje
 
 @dataclass(frozen=True)
 class OptimConfig:
-    name: str = "adamw"  # OPTIMIZER_NAMES (optim.OPTIMIZERS)
-    lr: float = 3e-3  # peak learning rate
-    warmup: int = 300  # linear warm-up steps, then the schedule
-    weight_decay: float = 0.0
-    clip: float = 1.0  # gradient norm clip (0: none)
-    schedule: str = "rsqrt"  # after the warm-up: lr * sqrt(warmup / step) (the paper); linear | cosine: to 0 at the last step
+    name: str = setting("adamw", flag="optimizer", choices=OPTIMIZER_NAMES,
+                        help="adamw, or adapsgd (no learning rate: --lr and --warmup are not used)")
+    lr: float = setting(3e-3, range=(0.0, 100.0), lo_open=True, help="peak learning rate")
+    warmup: int = setting(300, range=(0, None), help="linear warm-up steps, then the schedule")
+    weight_decay: float = setting(0.0, range=(0.0, 100.0), help="weight decay")
+    clip: float = setting(1.0, range=(0.0, 1e6), help="gradient norm clip, 0: none")
+    schedule: str = setting("rsqrt", choices=SCHEDULE_NAMES, help=(
+        "the learning rate after the warm-up: rsqrt, lr * sqrt(warmup / step) (the paper's); linear or cosine: "
+        "down to 0 at the last step (needs --steps or --epochs)"))
 
     def __post_init__(self):
         if self.name not in OPTIMIZER_NAMES:
@@ -50,19 +54,26 @@ class OptimConfig:
 @dataclass(frozen=True)
 class LoopConfig:
     """How long and how often: shared by every objective."""
-    batch_size: int = 64  # examples per step, over all ranks
-    steps: int = 0  # stop after this many steps (0: no step limit)
-    epochs: float = 0.0  # ... or this many passes over the training examples
-    time_budget: float = 0.0  # ... or this many seconds (whichever comes first)
-    eval_every: int = 500  # validation every this many steps (0: only at the end)
-    keep_best: bool = True  # keep the checkpoint with the best validation score too; inference uses it
-    checkpoint_every: float = 60.0  # seconds between checkpoints
-    seed: int = 0
-    device: str = "auto"  # auto | cpu | cuda | cuda:N (device.py)
-    ema: float = 0.999  # > 0: validate and keep as BEST an exponential moving average of the weights, this decay
-    # > 0: also stop once this many validations in a row improved neither the validation score nor (a hybrid's)
-    # its network alone's: the network has stopped improving (steps, epochs and time_budget still bound the run)
-    patience: int = 0
+    batch_size: int = setting(64, range=(1, 1 << 24), help="examples (sets) per step, over all processes")
+    steps: int = setting(0, range=(0, None), help="stop after N steps (0: no limit)")
+    epochs: float = setting(0.0, range=(0.0, 1e9), help="stop after N passes over the training examples")
+    time_budget: float = setting(0.0, range=(0.0, 1e9), help=(
+        "stop after N seconds of training; give at least one of --steps, --epochs, --time-budget"))
+    eval_every: int = setting(500, range=(0, None), metavar="STEPS", aliases=("--eval-every-steps",),
+                              help="validate every this many STEPS, 0: only at the end")
+    keep_best: bool = setting(True, help=(
+        "keep the weights with the best validation score as BEST, which inference loads; --no-keep-best: the "
+        "last weights"))
+    checkpoint_every: float = setting(60.0, range=(0.0, 1e9), metavar="SECONDS",
+                                      aliases=("--checkpoint-every-seconds",), help="SECONDS between checkpoints")
+    seed: int = setting(0, range=(0, None), help="training seed (initial weights, batches)")
+    device: str = setting("auto", help="auto, cpu, cuda or cuda:N (auto: CUDA when available)")
+    ema: float = setting(0.999, range=(0.0, 0.999999), what="a fraction in [0, 1)", help=(
+        "> 0: validate and keep as BEST an exponential moving average of the weights with this decay (0: none)"))
+    patience: int = setting(0, range=(0, None), metavar="VALIDATIONS", help=(
+        "also stop once this many validations in a row improved neither the validation score (the objective's) "
+        "nor a hybrid's network alone's: the network has stopped improving; 0: off. The presets stop so (patience "
+        "3) within a cap of steps or seconds when no --steps, --epochs or --time-budget is given"))
 
     def __post_init__(self):
         if not 0.0 <= self.ema < 1.0:
@@ -89,20 +100,31 @@ class LoopConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """The masked id model: what to train on, the model, and the loop."""
-    data: str
-    out: str
+    data: str = setting(help="prepared dataset directory")
+    out: str = setting(help="model directory to write")
     hash: HashConfig = field(default_factory=HashConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     head: HeadConfig = field(default_factory=SuperbloomConfig)
     mask: MaskConfig = field(default_factory=MaskConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     loop: LoopConfig = field(default_factory=lambda: LoopConfig(steps=1000))
-    val_fraction: float = 0.02  # training sets held out for validation (max 2000 sets)
-    objective: str = "masked"  # an entry of objectives.OBJECTIVES: how examples are made and the model validated
-    init: str = "auto"  # a new run's token embedding (warmstart.INITS): auto | normal | cooccurrence
+    val_fraction: float = setting(0.02, range=(0.0, 0.999999), what="a fraction in [0, 1)",
+                                  help="training sets held out for validation, at most 2000")
+    objective: str = setting("masked", choices=OBJECTIVE_NAMES, help=(
+        "how training examples are made and the model validated (objectives.OBJECTIVES): masked = the paper's "
+        "masked set completion; text-mlm = BERT's masked language model on a prepare-text dataset (needs "
+        "--positions; --segment 128 and --mask-rate 0.15 unless given); for ordered data (sequence.py, needs "
+        "--positions >= --segment): next-item = causal, every position predicts the next id (SASRec-style), "
+        "masked-sequence = masked with positions plus last-id examples (BERT4Rec-style); both validate "
+        "leave-one-out"))
+    init: str = setting("auto", choices=INIT_NAMES, help=(
+        "a new run's token embedding: normal (random, as the paper), cooccurrence (rank-d factors of the training "
+        "sets' co-occurrence: rare ids start near the ids they co-occur with), auto (cooccurrence for the masked "
+        "set model up to 500,000 ids, else normal)"))
     # which training sets are held out for validation (and its examples): None = loop.seed; the members
     # of an ensemble (members.py) share it, so their weight is chosen on sets none of them trained on
-    val_seed: int | None = None
+    val_seed: int | None = setting(None, cli=False, help="the validation sets' seed (None: loop.seed); "
+                                   "train --members gives every member the first one's")
 
     def __post_init__(self):
         if not 0.0 <= self.val_fraction < 1.0:
