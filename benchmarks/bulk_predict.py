@@ -48,7 +48,7 @@ def bulk(model: Path, inp: Path, out: Path, k: int, threads: int) -> dict:
     """One `superbloom predict --input --output` run with `threads` torch threads."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "superbloom", "predict", str(model), "--input", str(inp), "--output",
+    p = subprocess.run([sys.executable, "-m", "superbloom", "predict", str(model), "--input", str(inp), "--out",
                         str(out), "--k", str(k)], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if p.returncode != 0:

@@ -196,11 +196,3 @@ def _print_config(command: Parser, args) -> int:
     print(to_toml(values, [f"superbloom {args.command} --config FILE: these options; a flag typed wins",
                            *comments], names), end="")
     return 0
-
-
-def __getattr__(name: str):
-    """`train_config_from_args` (cli/training.py), imported on first use (tests and scripts build configs)."""
-    if name == "train_config_from_args":
-        from .training import train_config_from_args
-        return train_config_from_args
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

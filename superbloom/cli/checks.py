@@ -97,7 +97,7 @@ def _threads(text: str) -> int:
     n = bounded(int, 0)(text)
     c = cores()
     if n > c:
-        if n not in _WARNED:  # argparse may parse a command line twice (cli.main's _given)
+        if n not in _WARNED:
             _WARNED.add(n)
             print(f"superbloom: warning: --threads {n} is more than this machine's {c} cores; using {c}",
                   file=sys.stderr)
