@@ -178,3 +178,19 @@ def test_strip_refs():
     assert strip_refs("Growing the vocabulary (issue 15).") == "Growing the vocabulary."
     assert strip_refs('Set embeddings (issue 13; the blog\'s "Learning")') == 'Set embeddings (the blog\'s "Learning")'
     assert strip_refs("Training for sequences (issue 12): ordered") == "Training for sequences: ordered"
+
+
+# ------------------------------------------------------------------- what the library's text may not hold
+
+
+def test_no_issue_numbers_process_wide_settings_or_pick_tables():
+    """Docstrings say what and why, not which issue (the docs hold the history); torch's thread count is
+    set in one place (model/device.set_threads, called by the command line); the command line derives
+    its configs from the fields, with no per-field copy table."""
+    issue = re.compile(r"issues? [0-9]")
+    texts = {p: p.read_text() for p in PKG.rglob("*.py")}
+    assert not [str(p.relative_to(ROOT)) for p, t in texts.items() if issue.search(t)]
+    threads = [str(p.relative_to(ROOT)) for p, t in texts.items() if "torch.set_num_threads" in t
+               and p.parent.name != "cli" and p.relative_to(PKG).as_posix() != "model/device.py"]
+    assert not threads, threads
+    assert not [str(p.relative_to(ROOT)) for p, t in texts.items() if p.parent.name == "cli" and "pick(" in t]

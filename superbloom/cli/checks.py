@@ -5,7 +5,7 @@ the data that a command compares with the machine before it allocates.
 
 A hostile or mistyped number (`--d 1000000`, `--samples 100000000`, `--lr 1e300`, `--threads 10000`,
 `synth --ids 100000000000`) must end in one line naming the flag and what was allowed, not in an
-allocation that runs for minutes, an overflow traceback or a segfault (issue 32, class 2). Three
+allocation that runs for minutes, an overflow traceback or a segfault. Three
 layers, all torch-free so that parsing never imports torch:
 
 - argparse types (`bounded`, `THREADS` and the named ranges below): finite numbers inside float32

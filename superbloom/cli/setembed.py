@@ -1,4 +1,4 @@
-"""Set-embedding commands (issue 13): embed-train, embed, similar, classify.
+"""Set-embedding commands: embed-train, embed, similar, classify.
 
     superbloom embed-train DATA --out MODEL --objective nca --labels labels.tsv --steps 1000
     superbloom embed MODEL DATA --out vectors.parquet            # set key, split, vector

@@ -1,4 +1,4 @@
-"""Text classifier commands (issue 15): textclass-train, textclass.
+"""Text classifier commands: textclass-train, textclass.
 
     superbloom textclass-train corpus/ --labels labels.tsv --out MODEL [--embedding dynamic|table]
         [--attention kernel-auto|kernel|softmax] [--heads 10] [--optimizer adapsgd|adamw] [--epochs 5]

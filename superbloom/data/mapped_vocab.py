@@ -1,4 +1,4 @@
-"""A vocabulary that `serve --workers N` processes share (issue 14): strings and lookup tables
+"""A vocabulary that `serve --workers N` processes share: strings and lookup tables
 memory-mapped from files next to `vocab.txt`, instead of a Python list and dict in every process.
 
 At 5.1M ids a worker's own copy of the vocabulary (a list of Python strings, the string -> int dict

@@ -1,4 +1,4 @@
-"""Out-of-core prepare: the dataset of prepare.py, byte for byte, in memory bounded by a setting (issue 14).
+"""Out-of-core prepare: the dataset of prepare.py, byte for byte, in memory bounded by a setting.
 
     superbloom prepare links.parquet --format parquet --out data/synth --memory-limit 4GB
 

@@ -24,7 +24,7 @@ training sets only (ids numbered by decreasing training count), and write (all t
     DATA_DIR/{train,test}.ids.npy       int32 ids; in test, ids unseen in training are -1
     DATA_DIR/{train,test}.sets.txt      set keys, one per line
 
-`split="leave-one-out"` (sequence recommendation, issue 12; the S3-Rec / SASRec protocol): each set
+`split="leave-one-out"` (sequence recommendation, the S3-Rec / SASRec protocol): each set
 is a sequence in the order read (S3-Rec `lines` files are chronological per user; edge lists keep
 file order, a sequence's links need not be contiguous), and repeated ids are KEPT (a user may
 interact with an item twice; S3-Rec does the same; `repeats_kept` counts them). Of each sequence of

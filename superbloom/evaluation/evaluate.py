@@ -7,7 +7,7 @@ excluded from every ranking. A held-out id never seen in training is kept as an 
 as a miss for every method (reported as `targets_unseen`); sets with fewer than two ids cannot give
 an example (reported as `sets_skipped`).
 
-`protocol="leave-one-out"` (sequence recommendation, issue 12) on a `prepare --split leave-one-out`
+`protocol="leave-one-out"` (sequence recommendation) on a `prepare --split leave-one-out`
 dataset: one example per user, the `split` ("valid" or "test") target ranked against every id (full
 ranking, no sampled negatives) from the most recent `context_len` ids of the user's history, order
 kept. `exclude_history` says whether the user's whole history is excluded from every ranking (the

@@ -7,7 +7,7 @@ Two example drawers, `drawer.examples(data) -> Examples` (plus the text protocol
                random contiguous segment of up to n ids, one random id of it held out (or
                `targets_per_set`, each its own example); the rest of the segment is the context and
                is excluded from the ranking.
-  LeaveOneOut  sequence recommendation (issue 12; SASRec / S3-Rec / BERT4Rec full ranking): one
+  LeaveOneOut  sequence recommendation (SASRec / S3-Rec / BERT4Rec full ranking): one
                example per user of a `prepare --split leave-one-out` dataset, the target is the
                user's validation or test id, the context the user's history up to it (ids unseen
                in training dropped), the most recent n ids, ORDER KEPT (oldest first, newest

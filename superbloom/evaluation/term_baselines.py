@@ -1,7 +1,7 @@
 """The hybrid head's item-item term alone, as baselines: rank by the closed-form term, no network.
 
 The hybrid head (heads/hybrid.py) reports "term alone" beside a trained model; these entries of
-baselines.BASELINES give the same ranking without training anything (issue 33):
+baselines.BASELINES give the same ranking without training anything:
 
   transition  the directed transition term of ordered data (heads/itemitem.transition_pattern):
               log(1 + how often, gap-discounted, j follows c within `window` ids), its `neighbours`

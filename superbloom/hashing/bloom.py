@@ -132,7 +132,7 @@ class BloomHash:
     @classmethod
     def load(cls, path: str | Path, mmap: bool = False) -> "BloomHash":
         """The saved maps; mmap=True: views of a copy-on-write memory map of the file (mapped.py), so
-        that every server process that loads them shares one copy of the pages (issue 14)."""
+        that every server process that loads them shares one copy of the pages."""
         from safetensors import safe_open
 
         from ..storage.loading import LoadError, check_safetensors

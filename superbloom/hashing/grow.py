@@ -1,4 +1,4 @@
-"""Growing the id vocabulary of a trained model without resizing a table (issue 15).
+"""Growing the id vocabulary of a trained model without resizing a table.
 
     superbloom extend runs/wiki/model new_ids.txt --out runs/wiki/model+new
 

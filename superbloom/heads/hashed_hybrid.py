@@ -1,4 +1,4 @@
-"""The hashed hybrid head: the superbloom head plus a sparse item-item term, at every size (issue 29).
+"""The hashed hybrid head: the superbloom head plus a sparse item-item term, at every size.
 
     score(j | context) = gamma(log p_1(eta_1(j)), ..., log p_m(eta_m(j)))  +  mix * term(j | context)
     term(j | context)  = sum_{c in context} decay ** age(c) * A[c, j]

@@ -1,4 +1,4 @@
-"""Several trained models of the same ids ranked as one (issue 33: a seed ensemble as the hybrid's network).
+"""Several trained models of the same ids ranked as one (a seed ensemble as the hybrid's network).
 
     import superbloom as sb
     ens = sb.Ensemble.load(["runs/m0", "runs/m1", "runs/m2"])   # the same data, other seeds or recipes

@@ -50,7 +50,7 @@ def build_embedding(name: str, hashing: BloomHash, d: int) -> nn.Module:
 
 class DynamicIdInput(nn.Module):
     """The dynamic embedding of each element's id string (dynamic.py), per token: an extra input of
-    the id model (ModelConfig.dynamic; issue 15). tokens (B, T) -> (B, T, d), added to the hashed
+    the id model (ModelConfig.dynamic). tokens (B, T) -> (B, T, d), added to the hashed
     token embedding, so an id's input is its m token rows + the projection of its string's 64 trits:
     an id the table never trained (one added by `superbloom extend`) still gets an input of its own.
 

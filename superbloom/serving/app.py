@@ -371,7 +371,7 @@ PATH_FIELDS = ("data", "out", "input", "inputs")  # config.json's path fields (t
 
 
 def _without_paths(obj, key: str = ""):
-    """A JSON value with every file-system path reduced to its last component (issue 30: the server
+    """A JSON value with every file-system path reduced to its last component (the server
     must not disclose its directories): the strings of PATH_FIELDS, and any absolute path elsewhere."""
     if isinstance(obj, dict):
         return {k: _without_paths(v, k) for k, v in obj.items()}

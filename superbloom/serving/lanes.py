@@ -2,7 +2,7 @@
 
 A burst of heavy requests (/v1/expand: up to max_steps model calls each; /v1/predict with a list of
 contexts; /v1/fill) used to take every thread of the shared pool, and a cheap /v1/similar or /health
-waited behind them for tens of seconds (issue 32, class 6). A `Lane` admits at most
+waited behind them for tens of seconds. A `Lane` admits at most
 `workers + queue` requests of its class at once: `workers` run (sync handlers in the lane's own
 threads, not the shared pool), `queue` wait; one more is refused at once with 503 and
 `Retry-After`, before any work. Light routes never enter a lane, so they keep the shared pool and the

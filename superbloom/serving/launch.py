@@ -1,7 +1,7 @@
 """The server launcher: `superbloom serve` in one process or in N worker processes on one port.
 
     superbloom serve runs/wiki/model --port 8000        # then open http://127.0.0.1:8000/ (API docs: /docs)
-    superbloom serve runs/synth/model --workers 2       # N processes sharing one copy of the weights (issue 14)
+    superbloom serve runs/synth/model --workers 2       # N processes sharing one copy of the weights
 
 The app itself (routes, batching, guards) is serving/app.py; this module imports it, never the
 reverse, and only inside the functions that serve, so importing this module does not import torch.

@@ -1,4 +1,4 @@
-"""Set embeddings and set classifiers (issue 13; the blog's "Learning Local Neighborhoods With NCA",
+"""Set embeddings and set classifiers (the blog's "Learning Local Neighborhoods With NCA",
 "Simple Unsupervised Learning of Contextualized Bag-of-Word Representations", "Simple First: When
 10K Parameters is All You Need"): one L2-normalised vector per set, kNN retrieval and kNN / softmax
 classification with confidence rejection.

@@ -52,7 +52,7 @@ class SetEmbedder(nn.Module):
         self.model_cfg, self.cfg = model_cfg, cfg
         if model_cfg.dynamic and vocab is None:
             raise ValueError("this set embedding has the dynamic input (model.dynamic): build it with the id strings")
-        dynamic = DynamicIdInput(hashing, vocab, model_cfg.d) if model_cfg.dynamic else None  # issue 15
+        dynamic = DynamicIdInput(hashing, vocab, model_cfg.d) if model_cfg.dynamic else None
         self.encoder = SetEncoder(model_cfg, build_embedding(model_cfg.embedding, hashing, model_cfg.d), hashing.m,
                                   dynamic)
         self.pool = AttentionPool(model_cfg.d, cfg.pool_heads)

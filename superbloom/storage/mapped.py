@@ -1,4 +1,4 @@
-"""Model weights as views of a memory-mapped safetensors file: one copy shared by every process (issue 14).
+"""Model weights as views of a memory-mapped safetensors file: one copy shared by every process.
 
     map_weights(model, ckpt)   # model's parameters now alias ckpt/model.safetensors' pages (and the
                                # fixed-*.safetensors file it names, storage/fixed.py)

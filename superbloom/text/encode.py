@@ -4,7 +4,7 @@
     q = enc.encode("Miles Davis is a jazz musician, he is similar to [MASK] .")
     q.elements -> [id(miles_davis), id(is), ..., MASK_ELEM, id(.)];  q.blanks -> [11]
 
-This is the tokenising half of fill-in-the-blank (issue 11 item 4; the paper's appendix E): blanks
+This is the tokenising half of fill-in-the-blank (the paper's appendix E): blanks
 are `[MASK]` (or numbered, `[MASK1]`, `[MASK2]`, as in the paper); the text between blanks goes
 through the same NFKC, sentence and word split (tokenize.py) and the same greedy bigram merge
 (ngrams.greedy_encode) as the training data, so `miles davis` becomes the one id `miles_davis`;

@@ -2,7 +2,7 @@
 
     superbloom prepare-text plaintext_articles.tar.xz gcide.dict.dz brown.tar.xz --as-sets --out data/text-sets
 
-A real set dataset with a vocabulary of a million ids (issue 29), written by the one writer
+A real set dataset with a vocabulary of a million ids, written by the one writer
 (data/writer.py) in the layout of `superbloom prepare --split sets`, so that every set model,
 baseline and the "sets" evaluation protocol read it unchanged (its meta.json has no "text" key:
 it is not a text-model dataset).

@@ -1,5 +1,5 @@
 """Labelled documents for text classification: Wikispeedia article words -> top-level category
-(the task of benchmarks/heads_study.py, issue 15's "heads study" on a real text task).
+(the task of benchmarks/heads_study.py: the blog's heads study on a real text task).
 
     docs = load_wikispeedia("../shared/data/wikispeedia", max_words=256)
     docs.words[docs.doc_ids(0)]  -> the first <= 256 words of the first article

@@ -1,6 +1,6 @@
 """A small text classifier: words -> embedding -> one attention layer -> mean pool -> linear classes.
 
-The model of the blog post "It is Important to Use Your Heads" (its heads study; issue 15): "the
+The model of the blog post "It is Important to Use Your Heads" (its heads study): "the
 network consists of the embedding layer and a single attention layer, plus a linear output layer
 to predict the classes", trained with label smoothing and gradient clipping and AdapSGD, "no other
 tuning or regularization". Here:

@@ -1,4 +1,4 @@
-"""Train an ensemble: K models of one recipe and other seeds, saved as one model folder (issue 33).
+"""Train an ensemble: K models of one recipe and other seeds, saved as one model folder.
 
     superbloom train data/toys --out runs/toys6 --members 6      # six hybrids; load / eval / predict / serve runs/toys6
     superbloom train data/beauty --objective next-item --samples 2048 --out runs/pair \

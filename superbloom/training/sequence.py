@@ -1,4 +1,4 @@
-"""Training for sequence recommendation (issue 12): ordered examples of the two sequence objectives
+"""Training for sequence recommendation: ordered examples of the two sequence objectives
 of `train --objective`, their leave-one-out validation examples, and ordered queries.
 
 Two objectives, both with learned positions (ModelConfig.positions, counted from the oldest id of
