@@ -46,7 +46,7 @@ from benchmarks.machine import machine_info, write_results
 import superbloom as sb
 from superbloom.data.dataset import Dataset, SetArray
 from superbloom.heads.beam import DecodeConfig
-from superbloom.hashing.grow import extend
+from superbloom.training.extend import extend
 from superbloom.storage.files import load_json, write_lines
 from superbloom.evaluation.metrics import summarize_ci, target_ranks
 from superbloom.model.encoder import count_parameters

@@ -37,7 +37,9 @@ from benchmarks.datasets import DATA_ROOT
 from benchmarks.machine import load_average, machine_info, machine_line, read_results, write_results
 from superbloom.training.optim import OptimConfig
 from superbloom.textclass.docs import LabelledDocs, load_wikispeedia, split_rows
-from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, fit_classifier
+from superbloom.textclass.config import TextClassConfig, TrainTextConfig
+from superbloom.textclass.model import TextClassifier
+from superbloom.textclass.train import fit_classifier
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = DATA_ROOT / "wikispeedia"  # links.tsv, categories.tsv, plaintext_articles.tar.xz (benchmarks/datasets.py)

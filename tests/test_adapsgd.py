@@ -259,7 +259,7 @@ def test_the_training_loops_train_step_drives_it(wiki_data):
     rng = np.random.default_rng(0)
     batch = training_batch(wiki_data.train, rng.choice(len(wiki_data.train.lengths), 16), hashing, MaskConfig(), rng)
     opt = AdapSGD(model.parameters(), weight_decay=0.0)
-    losses = [train_step(model, model, opt, batch, OptimConfig(), step)[0] for step in range(1, 12)]
+    losses = [train_step(model, model, opt, batch, OptimConfig(name="adapsgd"), step)[0] for step in range(1, 12)]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     assert opt.param_groups[0]["step"] == 11 and "lr" not in opt.param_groups[0]
 

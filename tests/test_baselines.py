@@ -232,7 +232,7 @@ def test_cooccurrence_uses_the_inverted_index_from_the_sparse_floor(monkeypatch)
     did); from there the same sums from the inverted index, with no N x N matrix."""
     from superbloom.evaluation.baselines import Cooccurrence
     from superbloom.heads import ranking
-    from superbloom.heads.cooccur_index import CoocCosine, CooccurIndex
+    from superbloom.evaluation.cooccur_index import CoocCosine, CooccurIndex
 
     train = SetArray.from_lists(SETS)
     ctx = np.array([[0, 3], [5, -1]])

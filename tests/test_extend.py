@@ -17,7 +17,8 @@ from superbloom.model.batches import query_batch
 from superbloom.storage.checkpoint import inference_checkpoint, latest_checkpoint
 from superbloom.cli import main
 from superbloom.heads.beam import DecodeConfig
-from superbloom.hashing.grow import assign, extend, least_filled, read_new_ids
+from superbloom.hashing.grow import assign, least_filled, read_new_ids
+from superbloom.training.extend import extend
 from superbloom.storage.files import load_json
 from superbloom.hashing.bloom import BloomHash, HashConfig, duplicate_rows, inverse_index
 from superbloom.data.readers import InputError

@@ -461,7 +461,7 @@ def test_a_cut_last_metrics_line_is_dropped_on_resume_naming_the_file(model_copy
 LOADERS = {  # kind -> load(path): raises unless the output there is complete and usable
     "model": lambda p: sb.load(p).predict(["Jazz"], k=2),
     "set-embedding": lambda p: __import__("superbloom.setembed", fromlist=["load_embedder"]).load_embedder(p),
-    "text-classifier": lambda p: __import__("superbloom.textclass.model", fromlist=["x"]).load_classifier(p),
+    "text-classifier": lambda p: __import__("superbloom.textclass.folder", fromlist=["x"]).load_classifier(p),
     "dataset": lambda p: sb.Dataset(p).train,
     "vectors": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),
     "links": lambda p: __import__("pyarrow.parquet", fromlist=["x"]).read_table(p),

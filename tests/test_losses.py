@@ -1,4 +1,4 @@
-"""superbloom.heads.losses against the direct formulas, on hand-made tensors."""
+"""superbloom.setembed.losses and heads.losses (label smoothing) against the direct formulas, on hand-made tensors."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superbloom.heads.losses import PAD, MemoryBank, _positive_log_mass, alignment, nca_log_mass, nca_loss, smoothed_cross_entropy, split_views, uniformity
+from superbloom.heads.losses import smoothed_cross_entropy
+from superbloom.setembed.losses import PAD, MemoryBank, _positive_log_mass, alignment, nca_log_mass, nca_loss, split_views, uniformity
 
 
 def unit(*rows) -> torch.Tensor:

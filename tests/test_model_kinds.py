@@ -167,7 +167,7 @@ def test_a_set_embedding_given_to_an_id_model_command_is_one_line_naming_it(mode
 
 
 def test_a_model_of_another_kind_given_to_the_other_loaders_names_it(models):
-    from superbloom.textclass.model import load_classifier
+    from superbloom.textclass.folder import load_classifier
 
     with pytest.raises(ValueError, match="holds an id model .*expected a set embedding"):
         Embedder.load(models["set-model"])

@@ -25,7 +25,10 @@ from superbloom.training.optim import OptimConfig
 from superbloom.training.rundir import config_changes, resume_point
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, embed_train, load_embedder
 from superbloom.text import TextPrepareConfig, prepare_text
-from superbloom.textclass.model import TextClassConfig, TextClassifier, TextClassRunConfig, TrainTextConfig, load_classifier, fit_classifier, train_textclass
+from superbloom.textclass.config import TextClassConfig, TextClassRunConfig, TrainTextConfig
+from superbloom.textclass.folder import load_classifier
+from superbloom.textclass.model import TextClassifier
+from superbloom.textclass.train import fit_classifier, train_textclass
 from superbloom.textclass.docs import label_table, read_labelled, split_rows
 from superbloom.model.warmstart import COOC_INIT_MAX_IDS, resolve_init
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from superbloom.evaluation.baselines import BASELINES, Cooccurrence
-from superbloom.heads.cooccur_index import CooccurIndex
+from superbloom.evaluation.cooccur_index import CooccurIndex
 from superbloom.data.dataset import SetArray
 from superbloom.heads.dot_topk import table_topk
 
@@ -112,7 +112,7 @@ def test_exclusion_ties_and_fill():
 def test_batches_and_chunks_do_not_change_the_ranking(monkeypatch, budget, dense, weight):
     """One query per batch summed in chunks (np.add.at), the np.unique path, and both (partial sums
     merged: exact only for integer counts) rank as the default (one batch, one bincount)."""
-    from superbloom.heads import cooccur_index as ci
+    from superbloom.evaluation import cooccur_index as ci
 
     train, contexts = tiny(6, n_queries=60)
     index = CooccurIndex(train, N)

@@ -12,7 +12,8 @@ import torch
 import superbloom as sb
 from superbloom.data.dataset import SetArray
 from superbloom.hashing.bloom import BloomHash, HashConfig
-from superbloom.heads.losses import alignment, nca_loss, smoothed_cross_entropy, uniformity
+from superbloom.heads.losses import smoothed_cross_entropy
+from superbloom.setembed.losses import alignment, nca_loss, uniformity
 from superbloom.model.encoder import ModelConfig
 from superbloom.setembed import EmbedConfig, EmbedTrainConfig, SetEmbedder, embed_sets, embed_train, load_embedder
 from superbloom.setembed.model import chunk_rows, set_tokens
@@ -102,7 +103,7 @@ def test_nca_objective_reads_and_updates_the_bank():
 
 
 def _copy(bank, vectors):
-    from superbloom.heads.losses import MemoryBank
+    from superbloom.setembed.losses import MemoryBank
     return MemoryBank(vectors.clone(), bank.labels.clone(), bank.momentum)
 
 

@@ -10,7 +10,11 @@ import torch
 from superbloom.training.optim import OptimConfig
 from superbloom.data.readers import InputError
 from superbloom.textclass.docs import LabelledDocs, first_words, load_wikispeedia, split_rows, strip_wikispeedia, top_level_categories
-from superbloom.textclass.model import TextClassConfig, TextClassifier, TrainTextConfig, evaluate, text_batch, fit_classifier
+from superbloom.textclass.batches import text_batch
+from superbloom.textclass.config import TextClassConfig, TrainTextConfig
+from superbloom.textclass.loss import evaluate
+from superbloom.textclass.model import TextClassifier
+from superbloom.textclass.train import fit_classifier
 
 from conftest import shared_file
 
@@ -173,7 +177,7 @@ def test_wikispeedia_articles_load_with_labels_and_no_header():
 
 @pytest.mark.parametrize("embedding", ["dynamic", "table"])
 def test_save_and_load_give_the_same_predictions(tmp_path, embedding):
-    from superbloom.textclass.model import load_classifier, save_classifier
+    from superbloom.textclass.folder import load_classifier, save_classifier
 
     torch.manual_seed(0)
     docs = toy_docs(8)
@@ -190,7 +194,8 @@ def test_save_and_load_give_the_same_predictions(tmp_path, embedding):
 def test_memory_parts_counts_parameters_the_padded_batch_and_the_word_inputs():
     """textclass-train's lower bound (memory_parts): a batch of B documents pads to at least the B-th
     shortest training document; parameters and gradients; the dynamic embedding's trits per word."""
-    from superbloom.textclass.model import TextClassConfig, memory_parts
+    from superbloom.textclass.config import TextClassConfig
+    from superbloom.textclass.train import memory_parts
 
     lengths = np.array([5, 3, 8])
     table = memory_parts(TextClassConfig(d=10, heads=1, embedding="table"), 2, 4, 7, lengths, batch_size=2)

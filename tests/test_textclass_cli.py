@@ -6,7 +6,7 @@ import json
 import pytest
 
 from superbloom.cli import main
-from superbloom.textclass.model import load_classifier
+from superbloom.textclass.folder import load_classifier
 
 ANIMALS = "the cat and the dog chased a horse while the cow and sheep watched the goat"
 TOOLS = "use a hammer and a saw then the drill and wrench with chisel and pliers"

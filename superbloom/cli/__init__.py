@@ -41,7 +41,6 @@ repeated here.
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from . import checks
 from .flags import add_device_arg
@@ -50,7 +49,7 @@ DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
     model with the library's default recipe (for 4,093 ids: unhashed, co-occurrence start, element
-    dropout, weight averaging; benchmarks/results/quality.md) and the hybrid head (the network plus a
+    dropout, weight averaging) and the hybrid head (the network plus a
     sparse item-item term mixed in on the validation sets; --pure: the default head) for --time-budget
     seconds, evaluate it on the held-out pages next to the popularity, co-occurrence and EASE baselines
     (the hybrid's network alone beside it), print the top-10 predictions for a few contexts and how to

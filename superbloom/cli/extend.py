@@ -26,7 +26,7 @@ def register(sub):
 
 
 def cmd_extend(args):
-    from ..hashing.grow import extend, format_summary
+    from ..training.extend import extend, format_summary
 
     summary = extend(args.model, args.new_ids, args.out, ExtendConfig(seed=args.seed))
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))

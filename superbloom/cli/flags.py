@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 import math
 
-from ..heads.decode_config import SCORES, DecodeConfig
+from ..heads.decode_config import DecodeConfig
 from ..model.device import DEVICE_CHOICES
 from .checks import bounded as number  # every numeric flag bounded (checks.py)
 from .checks import MEMORY_LIMIT, THREADS

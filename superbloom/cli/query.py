@@ -6,12 +6,12 @@ import json
 import sys
 from pathlib import Path
 
-from ..evaluation.config import BASELINE_NAMES, PROTOCOLS, EvalConfig
-from ..inference.expand import STRATEGIES, ExpandConfig
+from ..evaluation.config import BASELINE_NAMES, EvalConfig
+from ..inference.expand import ExpandConfig
 from ..inference.parts import PARTS
 from . import checks
-from .flags import (NONNEG, NONNEG_INT, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
-    finite, number)
+from .flags import (NONNEG, PORT, POS_INT, add_decode_args, add_device_arg, decode_config, default_of,
+    finite)
 from .flags import add_quiet_arg, add_threads_arg, deprecated_alias
 from .flags import add_model_command, finish_model_command
 from .settings import add_config, values
@@ -166,7 +166,6 @@ def note_over(flag: str, value: int, n: int, what: str, then: str) -> None:
 
 
 def _add_expand(sub):
-    x = lambda name: default_of(ExpandConfig, name)  # noqa: E731
     p = sub.add_parser("expand", help="grow a set one predicted id at a time",
                        description="Set expansion: predict, add the best (or a sampled) id to the set, predict "
                                    "again; each added id joins the context of the next prediction.")

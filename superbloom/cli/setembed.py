@@ -7,21 +7,17 @@
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 from pathlib import Path
 
-from ..model.device import DEVICE_CHOICES
-from ..training.config import OPTIMIZER_NAMES
 from .._settings import replaced
 from ..hashing.config import HashConfig
 from ..model.config import ModelConfig
 from ..setembed.config import METHODS, EmbedConfig, EmbedTrainConfig
 from ..training.config import LoopConfig, OptimConfig
 from . import checks
-from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, add_device_arg, number
-from .flags import add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
+from .flags import POS_INT, number
+from .flags import deprecated_alias, json_stdout, log_to_callbacks
 from .flags import add_model_command, add_trainer_tail, finish_model_command
 from .settings import add_config, values
 

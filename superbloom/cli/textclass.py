@@ -12,16 +12,14 @@ skeleton of rundir.py); documents are read by text/labelled.py. This module only
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
 from ..storage.files import load_json
-from ..model.config import ATTENTION_NAMES
-from ..training.config import OPTIMIZER_NAMES, OptimConfig
-from ..textclass.config import EMBEDDINGS, TextClassConfig, TextClassRunConfig, TrainTextConfig
+from ..training.config import OptimConfig
+from ..textclass.config import TextClassConfig, TextClassRunConfig, TrainTextConfig
 from . import checks
-from .flags import FRACTION, NONNEG, NONNEG_INT, POS_INT, POSITIVE, default_of
+from .flags import POS_INT
 from .flags import add_device_arg, add_log_to_arg, add_threads_arg, deprecated_alias, json_stdout, log_to_callbacks
 from .settings import add_config, values
 from .._settings import replaced
@@ -77,7 +75,7 @@ def register(sub):
 
 
 def cmd_train(args) -> int:
-    from ..textclass.model import train_textclass
+    from ..textclass.train import train_textclass
 
     cfg = replaced(TextClassRunConfig(out=args.out, wikispeedia="-"),
                    dict(values(args.parser, args, given_only=False), corpus=tuple(args.corpus)))

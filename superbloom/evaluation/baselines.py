@@ -54,7 +54,7 @@ import scipy.sparse as sp
 from .als import ALS, tuned_als
 from ..heads import ranking
 from ..heads.config import DECAYS
-from ..heads.cooccur_index import CoocCosine, CoocCount, CoocIdf
+from .cooccur_index import CoocCosine, CoocCount, CoocIdf
 from ..data.dataset import SetArray
 from ..heads.itemitem import EASE_MAX_IDS, cooccurrence_cosine, ease_weights, spd_inverse  # noqa: F401 (re-exported)
 from .item2vec import Item2Vec, tuned_item2vec
@@ -136,7 +136,7 @@ class Baseline:
 class Popularity(Baseline):
     """Rank by training count. `rank` never builds a dense score row: one popularity order serves
     every context (first_not_excluded; O(N) memory once; 5.1M ids: ~80 MB instead of the 13.5 GB of
-    the dense path, benchmarks/results/scale/). Ties in count go to the lower id."""
+    the dense path). Ties in count go to the lower id."""
 
     name = "popularity"
 

@@ -108,9 +108,8 @@ class EvalResult:
 
 
 log = logging.getLogger(__name__)
-# examples x ids above which a full evaluation names --max-sets (113,304 users x 957,363 ids: about
-# 17 minutes for a hybrid and its two parts on 2 cores, estimated from 2,048 users in
-# benchmarks/results/chunk_queries.md)
+# examples x ids above which a full evaluation names --max-sets (113,304 users x 957,363 ids took
+# about 17 minutes for a hybrid and its two parts on 2 cores)
 SAMPLE_HINT_SCORES = 2e10
 
 

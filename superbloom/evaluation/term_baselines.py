@@ -19,9 +19,8 @@ no popularity tiebreak; tests/test_term_baselines.py). Every context id counts (
 in the registry), as in the head.
 
 decay: the head chooses it on validation data with mix; a baseline has no validation, so it is a
-setting. The transition term's default, 0.7, is the decay the validation chose most often for it in
-benchmarks/results/sequence_terms.md (Toys, LastFM, BERT4Rec Beauty; 0.4 on Beauty). EASE and the
-cosine default to 1 (every context id alike: the set model's decay, the only one the set objectives try).
+setting. The transition term's default, 0.7, is the decay the sequence hybrids' validation chose
+most often for it (Toys, LastFM, BERT4Rec Beauty; 0.4 on Beauty). EASE and the cosine default to 1 (every context id alike: the set model's decay, the only one the set objectives try).
 """
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ import torch
 from ..data.dataset import SetArray
 from ..heads.hybrid import HybridConfig, build_term, term_topk
 
-TRANSITION_DECAY = 0.7  # benchmarks/results/sequence_terms.md: the transition term's most chosen decay (3 of 4)
+TRANSITION_DECAY = 0.7  # the transition term's most chosen decay on the sequence datasets (module docstring)
 
 
 class ItemItemTerm:

@@ -25,7 +25,7 @@ each, the last may hold fewer), which `BloomHash.from_orders` turns into buckets
    whose K-list ran short is rescanned against every unassigned id, so the result equals the
    one-seed-at-a-time greedy (up to ties in similarity). The nearest neighbours are exact, so
    the cost is O(N^2 r / alpha) multiply-adds in block matrix products: about a minute per map
-   for Epinions' 278K ids on 2 CPU cores (benchmarks/results/paper/t7_coherent.md).
+   for Epinions' 278K ids on 2 CPU cores.
 
 3. Above TREE_MIN_IDS ids (the paper's 5.3M: the exact greedy would take hours), a balanced
    bisection tree (`tree_order`) replaces it: every segment of the current order is split, at a
@@ -34,9 +34,8 @@ each, the last may hold fewer), which `BloomHash.from_orders` turns into buckets
    adjacent, so consecutive buckets are similar too. Later maps take one id from each of alpha
    consecutive first-map buckets (`interleaved_order`): similar ids, never two of one first-map bucket.
    About O(N r log(N / alpha)) work: 280-302 s for 5.1M ids on one 2-core machine with the rank-32
-   factorisation (benchmarks/results/scale/e2e7.md), of which the tree took 142 s; keeping the rows
-   in tree order and one uint64 argsort per pass brought the tree to 81-84 s, the same permutation
-   (benchmarks/results/scale/tree_order.md).
+   factorisation, of which the tree took 142 s; keeping the rows in tree order and one uint64
+   argsort per pass brought the tree to 81-84 s, the same permutation.
 
 Where the constraint cannot be met (the last few ids may all come from a few first-map buckets)
 the bucket is filled anyway and the violation counted; `BloomHash.from_orders` then separates any
@@ -276,8 +275,7 @@ def tree_order(emb: np.ndarray, alpha: int, seed: int = 0) -> np.ndarray:
 def _order_within(proj: np.ndarray, seg: np.ndarray, n_segments: int) -> np.ndarray:
     """np.lexsort((proj, seg)), ties included, for non-decreasing seg. From LEXSORT_MAX_SEGMENTS
     segments on, one stable argsort of a uint64 key (segment, then the order-preserving bits of
-    proj) instead: 0.3-0.4 s against 1.2-1.3 s for 5.1M positions and 1,000-100,000 segments
-    (benchmarks/results/scale/tree_order.md)."""
+    proj) instead: 0.3-0.4 s against 1.2-1.3 s for 5.1M positions and 1,000-100,000 segments."""
     if n_segments < LEXSORT_MAX_SEGMENTS:
         return np.lexsort((proj, seg))
     bits = (proj.astype(np.float32) + np.float32(0)).view(np.uint32)  # -0.0 -> +0.0: a tie, as lexsort sees it

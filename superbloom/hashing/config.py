@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .._bounds import bad
 from .._settings import setting
 
-UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids (benchmarks/results/quality.md)
+UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids
 AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
 TREE_MIN_IDS = 500_000  # coherent maps: from this many ids on, the bisection tree instead of the exact greedy
 
@@ -36,7 +36,7 @@ class HashConfig:
     def resolve(self, n_ids: int) -> "HashConfig":
         """alpha = 0 (auto) -> a concrete config for `n_ids` ids: the unhashed model (alpha = 1, m = 1)
         while the id table is small (<= UNHASHED_MAX_IDS ids: hashing would save little memory and
-        costs accuracy there, benchmarks/results/quality.md), else alpha = AUTO_ALPHA with this m.
+        costs accuracy there), else alpha = AUTO_ALPHA with this m.
         A config with alpha >= 1 is returned unchanged."""
         if isinstance(n_ids, bool) or not isinstance(n_ids, numbers.Integral) or n_ids < 0:
             raise bad("n_ids", f"n_ids must be an integer >= 0, got {n_ids!r}")

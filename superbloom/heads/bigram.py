@@ -10,8 +10,7 @@ one CSR matrix of 2N rows, so that the hashed hybrid's sparse machinery sums it 
     row N + c             p(b | c on the right), the `keep` most likely b of each c
 
 and a blank's context is the two rows [left, N + right] (-1 where the neighbour is masked, padding or
-outside the row: hashed_hybrid.py's query_context). Measured beside a hash40-d128 text model in
-benchmarks/results/text/text_fusion_*.md (the late fusion network + beta log(term + eps)).
+outside the row: hashed_hybrid.py's query_context). What it adds to a text model: docs/results.md.
 """
 from __future__ import annotations
 

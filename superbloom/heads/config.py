@@ -43,6 +43,7 @@ TOKEN_PROPOSALS = ("uniform", "unigram")  # the superbloom head's sampled tokens
 @dataclass(frozen=True)
 class SuperbloomConfig:
     name: ClassVar[str] = "superbloom"
+    extendable: ClassVar[bool] = True  # new ids join by their tokens alone (training/extend.py): no row per id
     per_hash_softmax: bool = setting(False, help="softmax j over map j's tokens only")
     label_smoothing: float = setting(0.0, **_SMOOTHING)
     samples: int = setting(0, range=(0, None), help="a sampled softmax over this many hashed tokens a step "
@@ -66,6 +67,7 @@ class SuperbloomConfig:
 @dataclass(frozen=True)
 class FullConfig:
     name: ClassVar[str] = "full"
+    extendable: ClassVar[bool] = False  # one output row per id
     label_smoothing: float = setting(0.0, **_SMOOTHING)
 
     def __post_init__(self):
@@ -76,6 +78,7 @@ class FullConfig:
 @dataclass(frozen=True)
 class SampledConfig:
     name: ClassVar[str] = "sampled"
+    extendable: ClassVar[bool] = False
     samples: int = setting(1024, range=(1, None), help="ids drawn per training step, shared by the batch")
     proposal: str = setting("log_uniform", choices=PROPOSALS, help="where the sampled negatives are drawn from")
 
@@ -89,6 +92,7 @@ class SampledConfig:
 @dataclass(frozen=True)
 class HierarchicalConfig:
     name: ClassVar[str] = "hierarchical"
+    extendable: ClassVar[bool] = False  # a leaf per id
     tree: str = setting("huffman", choices=TREES, help="the tree, built from the training counts")
 
     def __post_init__(self):
@@ -99,6 +103,7 @@ class HierarchicalConfig:
 @dataclass(frozen=True)
 class HybridConfig:
     name: ClassVar[str] = "hybrid"
+    extendable: ClassVar[bool] = False
     neighbours: int = setting(200, **_NEIGHBOURS)
     term: str = setting("auto", **_TERM)
     window: int = setting(10, **_WINDOW)
@@ -151,6 +156,7 @@ def check_term_settings(cfg) -> None:
 @dataclass(frozen=True)
 class HashedHybridConfig(SuperbloomConfig):
     name: ClassVar[str] = "hashed-hybrid"
+    extendable: ClassVar[bool] = False  # its item-item term holds a row per id
     neighbours: int = setting(200, **_NEIGHBOURS)
     term: str = setting("auto", **_TERM)
     window: int = setting(10, **_WINDOW)
@@ -169,7 +175,7 @@ class HashedHybridConfig(SuperbloomConfig):
                              "has its own values (leave weighting auto)")
 
 
-# the hashed hybrid's co-occurrence term's weightings (heads/hashed_hybrid.py; cooccur_index.WEIGHTS, over
+# the hashed hybrid's co-occurrence term's weightings (heads/hashed_hybrid.py; evaluation/cooccur_index.WEIGHTS, over
 # the same neighbour lists): the value of a pair (c, j) held together by count(c, j) training sets, with
 # df_i the training sets holding i and S their number:
 #   cosine  count / sqrt(df_c df_j)      count  count      idf  count x log(S / df_j)

@@ -17,13 +17,13 @@ co-occurrence term's weighting (WEIGHTINGS: the cosine, the pair count, or the c
 candidate's idf, all three over the same neighbour lists, recovered from the stored cosine and each
 id's number of training sets `df`): the count or idf wins where popularity carries the signal (the
 synthetic topics: validation picks the count, the hybrid's test rec@10 goes from 0.070 to 0.080 at 50
-values per id), the cosine on real word sets (benchmarks/results/scale/weighting_choice.md).
+values per id), the cosine on real word sets.
 
 Text (term `bigram`, heads/bigram.py): A has 2N rows, p(b | left a) and p(b | right c) from the
 training rows' adjacent tokens, and a blank's context is its two neighbours [left, N + right]
 (query_context); the term enters as log(1 + term / eps), 0 wherever the term is, so the top-k below stays
 exact; the validation chooses eps in the place of the decay. At the 1M-id text vocabulary it fuses the
-network with the bigram-context baseline (benchmarks/results/text/text_bigram_head_s17_*.md).
+network with the bigram-context baseline (docs/results.md).
 
 Top-k, exact, without scoring every id. Call T(q) the ids that the rows of A of query q's context
 ids touch (at most |context| x neighbours). Then
@@ -54,10 +54,7 @@ each candidate only re-scores the touched ids and merges; mix 0 is the plain sup
 the term alone (mix TERM_ALONE) is a candidate too: before any training step (train validates then)
 it is what the model serves, and no later checkpoint is kept below it.
 
-Measured (benchmarks/results/hashed_hybrid_topk.md: 283K ids, alpha 16, m 2, 200 neighbours, 256
-queries of 10 context ids, k 10, random weights, one shared CPU core): 0.18 s CPU against 0.14 s for
-Algorithm 1 alone (approximate; certified 74% against 0%), 0.34 against 0.22 s (exact). The term's
-build: neighbours.py.
+The term's build: neighbours.py; the top-k's cost, measured: docs/architecture.md.
 
 Storage: the pattern (indptr (N + 1,) int64, cols (nnz,) int32), its values (nnz,) float32, mix () and decay (),
 and for the weightings df (N,) float32, n_sets (), scales (3,) and weighting () are buffers of the model.

@@ -88,7 +88,7 @@ def ease_weights(sets, n_ids: int, lam: float = 100.0) -> np.ndarray:
     ease_memory_check(n_ids)
     x = sets.incidence(n_ids)  # (S, N) binary
     # N x N, inverted and scaled in place: peak ~1 N^2 x 8 bytes (+ the float32 result) in float64, was
-    # ~4 copies (23K ids: 17.7 GB, benchmarks/results/quality.md); above EASE_FLOAT64_MAX_IDS float32 throughout,
+    # ~4 copies (23K ids: 17.7 GB); above EASE_FLOAT64_MAX_IDS float32 throughout,
     # N^2 x 4 bytes (lam bounds the condition number by 1 + the Gram matrix's largest eigenvalue / lam)
     dtype = np.float64 if n_ids <= EASE_FLOAT64_MAX_IDS else np.float32
     if n_ids >= 10_000:  # minutes of silence otherwise: n^3 at ~60 (float64) / ~120 (float32) G per s, one thread

@@ -11,29 +11,14 @@ pairs are counted by one sort (np.unique), and only each id's `k` largest counts
 memory: the memberships twice (by set and by id, O(links)) + O(pair_budget) for each block being
 built + the result (N x k). Time: O(sum over sets of |set|^2 log) for the sorts, in vectorised numpy, the blocks
 on up to BLOCK_THREADS cores at once (numpy releases the GIL) and their keys 32-bit where they fit.
-Epinions sequences (287,851 ids, 305M pairs; benchmarks/results/neighbours_epinions_sequences.md):
-21.1 s on one thread, 11.1 s on two, the same arrays.
+Epinions sequences (287,851 ids, 305M pairs): 21.1 s on one thread, 11.1 s on two, the same arrays.
 
 The result is bit for bit the hybrid's term: the same neighbours (count descending, ties by the
 smaller id, no diagonal) and the same float32 cosine, count(i, j) / sqrt(n_i) / sqrt(n_j) with n_i
 the number of sets holding i (at least 1), computed in float32 in the same order as the sparse
 product diag(norm) @ C @ diag(norm) of baselines.Cooccurrence (tests/test_hashed_hybrid.py).
 
-Measured (benchmarks/neighbours_bench.py; results in benchmarks/results/neighbours*.md; AMD EPYC,
-2 cores shared with other jobs, so wall time is ~3.5x the CPU time), neighbours 200, on the training
-sets of `superbloom synth --ids 300000 --links 3000000` + `prepare`:
-  mean set size 20: 283K ids, 2.7M links, 100M pairs (sum of |set|^2): 3.8 s CPU (13.8 s wall),
-                    peak 454 MB traced (the result, 36.8M values, is 283 MB of it), RSS 767 MB;
-                    pair budget 4M instead of 1M: 4.5 s CPU, 724 MB;
-  mean set size 87: 296K ids, 2.7M links, 465M pairs: 12.7 s CPU (46 s wall), peak 587 MB traced.
-The hybrid's X^T X path on the first set (hybrid.neighbour_pattern + baselines.Cooccurrence, same
-term bit for bit, 63.9M off-diagonal values in X^T X) took 125 s wall, 2.68 GB traced, 3.6 GB RSS.
-So about 30-40 ns of CPU per pair. Estimate for 5M ids and 50M links: at mean set size 20, ~1.9G
-pairs, ~70 s CPU; at mean set size 87, ~8.6G pairs, ~4 min CPU (the 462M links of the paper's 5.1M
-id dataset: ~79G pairs, ~40 min). Memory: O(links) for the memberships (~30 bytes a link in the
-transient sort, ~1.5 GB at 50M links), ~90 bytes per pair of `pair_budget` for one block (~90 MB
-at 1M pairs: a 4M budget peaked 270 MB above a 1M one), and the result, 8 bytes a value (int32 id + float32 cosine): 5M ids x 200 neighbours
-is 8 GB, x 50 neighbours 2 GB, so choose `neighbours` with the vocabulary.
+Its cost, measured, is in docs/architecture.md (design notes: the co-occurrence neighbours).
 """
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ def pad_to_k(vals: torch.Tensor, ids: torch.Tensor, k: int) -> tuple[torch.Tenso
 # (N x d), read from memory once per chunk. At 957,363 ids chunks of 4 queries (4M scores) read the
 # 245 MB of rows once per 4 queries, and that product was 87% of an eval; 32 queries a chunk rank
 # the same lists in 0.6x the time there, 0.92x at 287,851 ids (64: 1.2x there, the larger blocks
-# cost more than the rows they save; benchmarks/results/chunk_queries{,_epinions}.md)
+# cost more than the rows they save)
 CHUNK_MIN_QUERIES = 32
 CHUNK_MAX_SCORES = 1 << 25
 

@@ -12,10 +12,8 @@ Every id is scored, so every answer is exact. The members must be models of one 
 score every id (full, hybrid: HeadBase.network_scores); each reads the context through its own
 hashing and encoder. `mix` defaults to the median of the hybrid members' own validated weights (0
 without a hybrid member: the networks alone); `choose_mix` picks it from MIXES on held-out examples,
-as the hybrid's validation does for one network.
-
-Measured (benchmarks/results/quality.md, "Six networks beside EASE"): six networks + EASE lift
-hybrid - term alone above 0 on Wikispeedia and Toys, where one network's hybrid ties its term.
+as the hybrid's validation does for one network. What an ensemble adds over one network is on the
+results page (docs/results.md).
 """
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def training_batch(sets: SetArray, rows: np.ndarray, hashing: BloomHash, cfg: Ma
 
 
 def drop_elements(elems: np.ndarray, targets: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
-    """Element dropout (a set-level regulariser for short sparse sets, benchmarks/results/quality.md):
+    """Element dropout (a set-level regulariser for short sparse sets):
     every context element that is not a target becomes padding with probability `rate`, so the model
     sees many sub-contexts of each set. Targets and their [MASK] / random / unchanged inputs are never
     dropped. (B, n) elements, (B, n) targets (-1: none) -> (B, n) elements."""

@@ -9,7 +9,7 @@
                   of the rows of the ids in its bucket. Rows are scaled to the norm of the random
                   rows, so the rest of the model sees the scale it was initialised for.
 
-Why (benchmarks/results/quality.md): on sparse purchase sets (Beauty, 2-19 occurrences
+Why: on sparse purchase sets (Beauty, 2-19 occurrences
 for half the items) an item seen 5 times has barely moved from its random start after a few epochs,
 so the tied softmax ranks it below every popular item; a start that already places every id near
 the ids it co-occurs with gives the rare ids a sensible position from step 0. The embedding is

@@ -3,7 +3,7 @@
 10K Parameters is All You Need"): one L2-normalised vector per set, kNN retrieval and kNN / softmax
 classification with confidence rejection.
 
-This subpackage imports the core (the encoder, datasets, losses); the core never imports it.
+This subpackage imports the core (the encoder, datasets, label smoothing); the core never imports it.
 
     pool.py      AttentionPool: a learned query token attends over the encoder's hidden states
     model.py     SetEmbedder: the set encoder + AttentionPool (+ classifier head, NCA memory bank)
@@ -12,9 +12,9 @@ This subpackage imports the core (the encoder, datasets, losses); the core never
     train.py     embed_train: the chosen objective on train.fit's loop
     embedder.py  Embedder: a trained model's vectors, similar sets, classification with rejection
     knn.py       exact chunked top-k by cosine, kNN votes, rejection, coverage curve, scores
+    losses.py    alignment, uniformity, NCA with a memory bank: pure functions of tensors
 
-The labels file (set key, label) is read by data/labels.py; the losses (alignment, uniformity, NCA
-with a memory bank, label smoothing) are in heads/losses.py.
+The labels file (set key, label) is read by data/labels.py; label smoothing is heads/losses.py's.
 """
 from .._lazy import lazy_exports
 

@@ -23,7 +23,7 @@ import torch.nn as nn
 from ..data.dataset import SetArray
 from ..model.embeddings import DynamicIdInput, build_embedding
 from ..hashing.bloom import PAD_ELEM, BloomHash
-from ..heads.losses import MemoryBank
+from .losses import MemoryBank
 from ..model.encoder import ModelConfig, SetEncoder
 from .objectives import objective
 from .pool import AttentionPool

@@ -12,7 +12,7 @@ embedder.py never test an objective's name:
   select      the validation score that picks BEST (None: kNN precision@10 where labels are given,
               else the negated validation loss)
   loss        (SetEmbedder, batch) -> scalar; the losses themselves are pure functions in
-              heads/losses.py
+              losses.py (label smoothing: heads/losses.py)
 
 The names, without torch, are config.OBJECTIVES (what `embed-train --help` shows); a test checks that
 they are this registry's keys, in order, and that config.SUPERVISED are the entries with labels.
@@ -26,7 +26,8 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from ..heads.losses import alignment, nca_loss, smoothed_cross_entropy, uniformity
+from ..heads.losses import smoothed_cross_entropy
+from .losses import alignment, nca_loss, uniformity
 
 
 @dataclass(frozen=True)

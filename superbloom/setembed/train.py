@@ -5,7 +5,7 @@ resume history).
 
     superbloom embed-train data/pages --out runs/pages_nca --objective nca --labels labels.tsv --steps 1000
 
-Objectives (registry entries in objectives.py; the losses are pure functions in heads/losses.py):
+Objectives (registry entries in objectives.py; the losses are pure functions in losses.py):
   uniformity  no labels: alignment + uniformity (Wang & Isola 2020) of the blog's two views of a set
               (a random segment of <= `segment` ids, shuffled, split in halves); BEST by kNN
               precision@10 of category agreement on validation sets if labels are given, else by
@@ -49,7 +49,7 @@ from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
 from ..storage.files import atomic_path, load_json, save_json, write_lines
 from ..hashing.bloom import BloomHash, HashConfig
-from ..heads.losses import split_views, uniformity
+from .losses import split_views, uniformity
 from ..model.encoder import count_parameters
 from ..training.callbacks import Callback
 from ..training.card import write_card

@@ -9,8 +9,7 @@ named entities such as `miles_davis` are single ids, hashed like any other id. H
              `np.unique` (a sort) and chunk tables are merged when the pending ones outgrow the
              merged one, so memory is the table of distinct bigrams (16 bytes each), not the
              text. On the 6.9M adjacent pairs of Brown + 1,500 Wikispeedia articles: np.unique
-             0.53 s, Arrow's hash `value_counts` 2.6 s, a Python Counter of tuples 12.6 s
-             (benchmarks/results/text/count.md).
+             0.53 s, Arrow's hash `value_counts` 2.6 s, a Python Counter of tuples 12.6 s.
              If the table passes `max_bigrams` entries, bigrams seen once so far are dropped
              (word2phrase's "reduce" step); the summary then says the counts are lower bounds.
   choosing   unigrams and bigrams ranked together by training count (ties: unigrams first, then
@@ -28,7 +27,7 @@ named entities such as `miles_davis` are single ids, hashed like any other id. H
              in-vocabulary pairs (exactly what the left-to-right scan takes). The scan's cost: a
              pair can shadow the one to its right (`the_united states`, never `the united_states`);
              on the three corpora 68,952 of the 814,717 bigrams kept are never emitted in training
-             (benchmarks/results/text/prepare.json, `never_emitted_in_train`).
+             (prepare-text's summary counts them: `never_emitted_in_train`).
 """
 from __future__ import annotations
 

@@ -20,8 +20,7 @@ Steps, each one Arrow kernel over a whole chunk of documents (no Python object p
      "13,517" -> "13 , 517"). A word is a maximal run of letters, digits and combining marks.
      So `_` never occurs inside a word, which makes it safe as the bigram separator (ngrams.py).
 
-Why Arrow and not a Python regex or Hugging Face `tokenizers`: on the same 6.9M words
-(benchmarks/results/text/count.md) words -> ints took 3.9 s here (NFKC, sentences, words and
+Why Arrow and not a Python regex or Hugging Face `tokenizers`: on the same 6.9M words, words -> ints took 3.9 s here (NFKC, sentences, words and
 `dictionary_encode`), 5.2 s with `re.findall` + a dict per word (no sentences), 28.7 s with the
 `BertPreTokenizer` (Rust, but it returns a Python tuple with offsets per word). The Python regex is
 close in time; Arrow wins by never holding a Python object per word (memory at 20M+ words) and by

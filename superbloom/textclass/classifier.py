@@ -15,10 +15,10 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from .docs import first_words
-from .model import TextClassifier, load_classifier
+from .folder import load_classifier
+from .model import TextClassifier
 
 
 @dataclass

@@ -71,7 +71,7 @@ Integration contract for a training loop (one loop for every optimizer):
         opt.zero_grad(set_to_none=True)
 
 `create_graph` is True on the steps whose `step()` estimates the Hessian (steps 0, 5, 10, ...;
-for another optimizer `getattr(opt, "create_graph", False)` is False). `step()` then computes
+the training loop asks because its registry entry says so: optim.OptimizerSpec.second_order). `step()` then computes
 H z = d(sum(grad * z)) / d(params) from the gradients' graph itself and detaches the gradients
 (breaking the param <-> grad reference cycle that create_graph makes). It raises if the graph
 is missing on such a step, naming the fix. `forward_context()` is needed because PyTorch's fused

@@ -35,7 +35,7 @@ from .average import WeightAverage  # noqa: F401 (re-exported: callers import it
 from .callbacks import Callback, close_all
 from .gradients import StepGradients
 from .objectives import SELECT, Objective  # noqa: F401 (re-exported: the loop's input)
-from .optim import OptimConfig, make_optimizer, set_lr
+from .optim import OptimConfig, make_optimizer, optimizer_spec, set_lr
 from .rundir import RunDir, truncate_metrics as _truncate_metrics  # noqa: F401 (re-exported)
 from .config import LoopConfig  # noqa: F401 (re-exported: callers import it here)
 from .._log import progress_bar
@@ -139,14 +139,14 @@ def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, bat
     update, and the weight average's rows about to change brought up to date (average; its update
     is the caller's). -> (loss, grad norm, lr).
 
-    An optimizer that needs second derivatives on some steps (AdapSGD's Hessian estimate) says so
-    with `create_graph` and may give a `forward_context` for the forward pass; one without an `lr`
-    (learning-rate free) gets no schedule."""
+    The optimizer's spec (optim.OPTIMIZERS) says what the step needs: second derivatives on some
+    steps (AdapSGD's Hessian estimate), no learning-rate schedule for a learning-rate-free one."""
+    spec = optimizer_spec(optim.name)
     lr = set_lr(opt, optim, step, total)
-    with getattr(opt, "forward_context", contextlib.nullcontext)():
+    with spec.forward_context(opt):
         loss = ddp(batch)
     opt.zero_grad(set_to_none=True)
-    loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
+    loss.backward(create_graph=spec.create_graph(opt))
     grads = grads if grads is not None else StepGradients(model)
     grads.reduce()
     gnorm = grads.clip(optim.clip)
@@ -176,12 +176,12 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         run.path.mkdir(parents=True, exist_ok=True)
     model = obj.model
     opt = make_optimizer(optim, model.parameters())
-    if d.world > 1 and hasattr(opt, "create_graph"):
+    if d.world > 1 and optimizer_spec(optim.name).second_order:
         raise ValueError(f"the {optim.name} optimizer takes second derivatives, which DistributedDataParallel "
                          "does not support; train it in one process")
     # row-sparse gradients of the tables (heads/rows.py) where the optimizer takes them: a step then
     # costs the rows its batch reads in the backward, the clipping, the update and the average
-    tables = sparse_rows(model) if getattr(opt, "takes_sparse_rows", False) else []
+    tables = sparse_rows(model) if optimizer_spec(optim.name).sparse_rows else []
     grads = StepGradients(model, tables, d)
     state, rng = RunState(), fresh_rngs(loop.seed, d)
     # the average serves validation and BEST only: without validation it would be a pass per step

@@ -7,26 +7,19 @@
     from superbloom.training.members import train_members
     train_members(cfg, 6)                                        # -> cfg.out, an "ensemble" folder
 
-Member i is trained by train() into OUT/member-i with the seed cfg.loop.seed + i and the validation
-sets of cfg.validation_seed (the first member's); with `proposals` (a head trained on sampled
-negatives) member i draws them from proposals[i % len(proposals)]: on Beauty and Toys a log-uniform
-and a uniform network err apart, and their mean gains more than a second seed's
-(benchmarks/results/sequence_decomposition.md). Every member holds out the same training sets,
-so the ensemble's term weight is chosen on sets none of them trained on. Then the members are
-ranked as one (inference/ensemble.py: the mean of their networks' log p + mix x the first hybrid
-member's item-item term) on those validation examples, the weight is chosen from MIXES (recall@10,
-as one set hybrid's validation chooses it; one sequence hybrid chooses by NDCG@10, and on Toys the
-recall@10 choice gave the term too little weight for the test users: sequence_decomposition.md, the
-trio in one command), and OUT/config.json records the members,
-the weight and every candidate's score. `superbloom.load(OUT)` returns the sb.Ensemble.
+Member i is trained by train() into OUT/member-i with the seed cfg.loop.seed + i; with `proposals`
+(a head trained on sampled negatives) member i draws them from proposals[i % len(proposals)], so
+that two members err apart. Every member holds out the same validation sets (cfg.validation_seed:
+the first member's), so the ensemble's term weight is chosen on sets none of them trained on: the
+members are ranked as one (inference/ensemble.py: the mean of their networks' log p + mix x the
+first hybrid member's item-item term) on those examples, mix is chosen from MIXES by recall@10, and
+OUT/config.json records the members, the weight and every candidate's score. `superbloom.load(OUT)`
+returns the sb.Ensemble.
 
-The members train on the same sets, so an item-item term (EASE's: minutes at tens of thousands of
-ids) is built once and reused (heads/hybrid.py shared_terms). A kill loses no finished member:
-`--resume` skips the members whose run is complete (its done.json, written when its training ended)
-and resumes the rest from their last checkpoints.
-Measured (benchmarks/results/quality.md, the section on `train --members 6`; tables
-quality_members_*): the harness's hybrid recipe with six members against one, its networks alone
-and its term alone, on the same examples.
+The members train on the same sets, so an item-item term is built once and reused (heads/hybrid.py
+shared_terms). A kill loses no finished member: `--resume` skips the members whose run is complete
+(its done.json, written when its training ended) and resumes the rest from their last checkpoints.
+What ensembles measured against one model is on the results page (docs/results.md).
 """
 from __future__ import annotations
 

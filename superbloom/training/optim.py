@@ -12,14 +12,17 @@
             statistics and a Hutchinson Hessian estimate every 5 steps
 
 The training loop calls `set_lr(optimizer, cfg, step, total)` before optimizer step `step` (1-based) and
-clips the gradient norm at `clip` (0: no clipping). A new optimizer is one builder and one entry in
-OPTIMIZERS (and its name in config.OPTIMIZER_NAMES, which --help reads without torch); it keeps its
-state as tensors and JSON-able scalars (checkpoint.py saves it with safetensors, never pickle).
+clips the gradient norm at `clip` (0: no clipping). A new optimizer is one `OptimizerSpec` in
+OPTIMIZERS (its builder and what the loop must do for it; its name in config.OPTIMIZER_NAMES, which
+--help reads without torch); it keeps its state as tensors and JSON-able scalars (checkpoint.py saves
+it with safetensors, never pickle).
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import torch
 
@@ -54,18 +57,19 @@ def lr_factor(step: int, warmup: int, schedule: str = "rsqrt", total: int = 0) -
 
 def set_lr(optimizer: torch.optim.Optimizer, cfg: OptimConfig, step: int, total: int = 0) -> float:
     """Set the learning rate of optimizer step `step` (1-based) of a run of `total` steps (0: no step
-    count, which only the rsqrt schedule allows); returns it."""
+    count, which only the rsqrt schedule allows), where the optimizer has one (OptimizerSpec.scheduled);
+    returns it."""
     lr = cfg.lr * lr_factor(step, cfg.warmup, cfg.schedule, total)
-    for g in optimizer.param_groups:
-        if "lr" in g:  # a learning-rate-free optimizer has none
+    if optimizer_spec(cfg.name).scheduled:
+        for g in optimizer.param_groups:
             g["lr"] = lr
     return lr
 
 
 # At or above this many parameters AdamW runs its fused kernel (one pass over parameter, gradient
 # and both moments instead of ~10 elementwise passes): the same update up to float rounding (1 ulp,
-# tests/test_scale_training.py), 5-10x faster on CPU (benchmarks/results/scale/step_profile.md: the
-# optimizer over a 205K x 128 token table went from ~0.6 to ~0.06 s a step). Smaller models keep the
+# tests/test_scale_training.py), 5-10x faster on CPU (the optimizer over a 205K x 128 token table
+# went from ~0.6 to ~0.06 s a step). Smaller models keep the
 # reference (for-loop) kernel, bit for bit as before.
 FUSED_MIN_PARAMS = 1_000_000
 
@@ -87,8 +91,6 @@ class RowAdamW(torch.optim.AdamW):
     AdamW (except on the first step, and on every row read every step); its quality is measured
     against it (benchmarks/results/scale/step.md). The state is AdamW's (step, exp_avg,
     exp_avg_sq per parameter): checkpoints of either load into the other."""
-
-    takes_sparse_rows = True
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -138,14 +140,38 @@ def _adamw(params, cfg: OptimConfig) -> torch.optim.Optimizer:
 
 def _adapsgd(params, cfg: OptimConfig) -> torch.optim.Optimizer:
     """No learning rate (lr and warmup are not used); weight decay as given (0 by default: the blog's
-    0.1 stalls the id model, benchmarks/results/adapsgd.md), gradients clipped at `clip`."""
+    0.1 stalls the id model), gradients clipped at `clip`."""
     from .adapsgd import AdapSGD
 
     return AdapSGD(params, weight_decay=cfg.weight_decay, max_grad_norm=cfg.clip or None)
 
 
-OPTIMIZERS = {"adamw": _adamw, "adapsgd": _adapsgd}
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer of the registry: its builder, and what the training loop does for it."""
+    build: Callable[[Iterable[torch.nn.Parameter], OptimConfig], torch.optim.Optimizer]
+    scheduled: bool = True  # its learning rate follows the schedule (set_lr); False: learning-rate free
+    # some steps need second derivatives: the optimizer's `create_graph` says which, its
+    # `forward_context()` wraps their forward pass (adapsgd.py); not with DistributedDataParallel
+    second_order: bool = False
+    sparse_rows: bool = False  # it takes row-sparse gradients of the tables (heads/rows.py; RowAdamW)
+
+    def forward_context(self, optimizer) -> contextlib.AbstractContextManager:
+        return optimizer.forward_context() if self.second_order else contextlib.nullcontext()
+
+    def create_graph(self, optimizer) -> bool:
+        return self.second_order and bool(optimizer.create_graph)
+
+
+OPTIMIZERS = {"adamw": OptimizerSpec(_adamw, sparse_rows=True),
+              "adapsgd": OptimizerSpec(_adapsgd, scheduled=False, second_order=True)}
+
+
+def optimizer_spec(name: str) -> OptimizerSpec:
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[name]
 
 
 def make_optimizer(cfg: OptimConfig, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    return OPTIMIZERS[cfg.name](params, cfg)
+    return optimizer_spec(cfg.name).build(params, cfg)

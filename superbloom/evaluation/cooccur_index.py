@@ -35,7 +35,7 @@ Memory (L links, S sets, N ids): the two CSRs, 8 L + 8 (S + N) bytes, plus ~6 in
 reach, the popularity order and rank, a, b). Building holds ~10 L bytes at its peak (scipy's copy of
 the ids and its transpose, one byte per link for each matrix's data). Measured: 4.49M links, 52K
 sets, 200K ids: +61 MB kept, +80 MB at the peak of the build; 18.0M links, 1M ids: +0.30 GB at the
-peak, the pages of the memory-mapped ids included (benchmarks/results/scale/smoke_synth1m_cooc.md).
+peak, the pages of the memory-mapped ids included.
 At the paper's Wikipedia size (5.3M ids, 462M links, ~5M sets): ~4.0 GB kept, ~5 GB while building
 (estimated from these sizes, not run). Ranking adds ~40 bytes per candidate entry gathered at once
 (at most CANDIDATE_BUDGET: ~0.3 GB; a query that gathers more is summed in chunks) and the dense
@@ -47,7 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.dataset import SetArray
-from .dot_topk import id_counts
+from ..heads.dot_topk import id_counts
 
 CANDIDATE_BUDGET = 8 << 20  # candidate entries (query, set, id) gathered per batch of queries
 DENSE_ENTRIES = 16 << 20  # a batch sums on a dense (queries x ids) accumulator up to this size
