@@ -128,8 +128,9 @@ def add_head_settings(target, head_help: str) -> None:
         for f in config_fields(cls):
             fields.setdefault(f.name, []).append((name, f))
     for field, owners in fields.items():
-        # the loosest range and every head's choices: the head's own config refuses the rest, naming itself
-        f = min((g for _, g in owners), key=lambda g: _low(about(g)))
+        # the narrowest range (0 is no setting a user types: it is the default "off" of the heads that
+        # have it) and every head's choices: the head's own config refuses the others, naming itself
+        f = max((g for _, g in owners), key=lambda g: _low(about(g)))
         meta = about(f)
         kw = _argparse_kwargs(f, meta, None, show_default=False)
         if "choices" in kw:
