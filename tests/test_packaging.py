@@ -13,11 +13,17 @@ from superbloom._extras import EXTRAS, MissingExtra, require_extra
 from superbloom.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
+NOT_IN_TEST = {"sansa"}  # needs SuiteSparse's system library first (docs/install.md), so [test] leaves it out
 
 
 @pytest.mark.parametrize("extra", sorted(EXTRAS))
 def test_a_missing_extra_names_its_pip_command(extra, monkeypatch):
-    require_extra(extra, "this test")  # installed here (the test extra pulls every one)
+    if extra in NOT_IN_TEST:
+        try:
+            require_extra(extra, "this test")
+        except MissingExtra:
+            pytest.skip(f"the [{extra}] extra is not part of [test] and is not installed here")
+    require_extra(extra, "this test")  # installed here (the test extra pulls every other one)
     monkeypatch.setitem(sys.modules, EXTRAS[extra][0], None)  # as if not installed
     with pytest.raises(MissingExtra, match=rf"this test needs {EXTRAS[extra][0]} .*pip install -e '\.\[{extra}\]' "
                                            rf"from a clone, pip install 'superbloom\[{extra}\]' from a wheel"):
@@ -52,7 +58,7 @@ def test_the_base_install_imports_all_but_the_server_and_says_how_to_install_ext
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     server = {"superbloom.serving.app", "superbloom.serving.fill_route", "superbloom.serving.guards",
-              "superbloom.serving.launch", "superbloom.serving.telemetry", "superbloom.serving.lanes",
+              "superbloom.serving.telemetry", "superbloom.serving.lanes",
               "superbloom.serving.similar_route", "superbloom.setembed.http"}
     assert set(out["failed"]) == server, out["failed"]
     assert all("MissingExtra" in e and "pip install 'superbloom[serve]'" in e for e in out["failed"].values())

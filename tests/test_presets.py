@@ -162,7 +162,6 @@ def test_typed_flags_override_the_preset(sets_data, tmp_path):
     (["--m", "2"], "--m:", "unhashed"),
     (["--coherent", "1"], "--coherent:", "unhashed"),
     (["--preset", "text", "--tree", "fano"], "--tree:", "hashed-hybrid head"),
-    (["--preset", "millions", "--proposal", "uniform"], "--proposal:", "hashed-hybrid head"),
     (["--preset", "none", "--m", "3"], "--m:", "alpha 0 (auto) trains unhashed at 40 ids"),
     (["--preset", "millions", "--item-term", "bigram"], "--item-term bigram:", "not prepare-text data"),
 ])
