@@ -65,6 +65,11 @@ RESULT_FILES: list[Result] = [
     Result(("quality_user_baselines.json", "quality_user_baselines.md"),
            f"{LOCK} {PY} benchmarks.quality.user_baselines --datasets {SETS} --name quality_user_baselines",
            "ALS and item2vec with settings chosen on the val split, against `train --members 6`"),
+    Result(("quality_tuned_baselines.json", "quality_tuned_baselines.md"),
+           f"{LOCK} {PY} benchmarks.quality.tuned_baselines --datasets wikispeedia,fb15k237,lastfm,wn18rr "
+           "--name quality_tuned_baselines",
+           "ALS and item2vec as `eval` runs them (settings chosen on held-out training sets) against their "
+           "defaults (`als-untuned`, `item2vec-untuned`), paired, on the quality tables' test examples"),
     Result(("export_check.json", "export_check.md"), f"{PY} benchmarks.export_check",
            "the exported network (TorchScript) against PyTorch: its scores and the decoded top-10 lists"),
     # ---------------------------------------------------------------- sequences

@@ -19,13 +19,15 @@ import json
 import os
 import time
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads OpenBLAS: implicit runs its own threads
 
-from benchmarks.machine import read_results, write_results
-from benchmarks.quality.harness import RESULTS, examples, split_dataset
-from superbloom.evaluation.baselines import fit_baseline
-from superbloom.evaluation.compare import paired
-from superbloom.evaluation.metrics import hits_at, mean_ci, target_ranks
+import numpy as np  # noqa: E402
+
+from benchmarks.machine import read_results, write_results  # noqa: E402
+from benchmarks.quality.harness import RESULTS, examples, split_dataset  # noqa: E402
+from superbloom.evaluation.baselines import fit_baseline  # noqa: E402
+from superbloom.evaluation.compare import paired  # noqa: E402
+from superbloom.evaluation.metrics import hits_at, mean_ci, target_ranks  # noqa: E402
 
 FAMILIES = (("als", "als-untuned"), ("item2vec", "item2vec-untuned"))
 COMMITTED = ("hybrid_x6", "hybrid_x6 network only", "als", "item2vec")  # quality_user_baselines.json's rows
@@ -90,7 +92,6 @@ def main(argv=None) -> None:
     p.add_argument("--datasets", default="wikispeedia,fb15k237,lastfm,wn18rr")
     p.add_argument("--name", default="quality_tuned_baselines")
     a = p.parse_args(argv)
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     done = read_results(RESULTS, a.name) or {"rows": []}
     rows = [r for r in done["rows"] if r["dataset"] not in a.datasets.split(",")]
     for name in a.datasets.split(","):
