@@ -221,6 +221,28 @@ def test_batcher_batches_concurrent_queries_and_equals_one_by_one(tiny_predictor
         assert torch.equal(r.ids, ref.ids) and torch.allclose(r.scores, ref.scores, atol=1e-5)
 
 
+def test_batcher_answer_is_the_ranking_as_python_values_in_one_batch_with_rankings(tiny_predictor):
+    """answer() (the app's: no tensor on the event loop) gives submit()'s ranking as lists, and both
+    kinds of query share the batches."""
+    rng = np.random.default_rng(1)
+    contexts = [rng.choice(len(tiny_predictor.vocab), size=rng.integers(1, 12), replace=False) for _ in range(30)]
+    batcher = Batcher(tiny_predictor, max_batch=64)
+    try:
+        futures = [(batcher.answer if i % 2 else batcher.submit)(c, 5, DecodeConfig()) for i, c in enumerate(contexts)]
+        results = [f.result(timeout=60) for f in futures]
+    finally:
+        batcher.close()
+    assert batcher.queries == 30
+    for i, (c, r) in enumerate(zip(contexts, results)):
+        ref = tiny_predictor.rank(c[None], 5, DecodeConfig())
+        if i % 2:
+            assert isinstance(r.ids, list) and all(type(x) is int for x in r.ids) and all(type(x) is float for x in r.scores)
+            assert r.ids == ref.ids[0].tolist() and np.allclose(r.scores, ref.scores[0].numpy(), atol=1e-5)
+            assert (r.exact, r.beam) == (bool(ref.exact[0]), int(ref.beam[0]))
+        else:
+            assert torch.equal(r.ids, ref.ids)
+
+
 def test_a_failing_batch_fails_its_requests_only(tiny_predictor):
     class Flaky:
         vocab, calls = tiny_predictor.vocab, 0

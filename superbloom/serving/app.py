@@ -274,12 +274,12 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
         knowns = [known_or_422(c, f"context.{i}" if many else "context") for i, c in enumerate(contexts)]
         allow, deny = id_list(req.allow, "allow"), id_list(req.deny, "deny")
         decode = DecodeConfig(exact=req.exact)
-        futures = [asyncio.wrap_future(batcher.submit(known, req.k, decode, allow, deny, req.include_seen))
-                   for known, _, _ in knowns]
+        futures = [asyncio.wrap_future(batcher.answer(known, req.k, decode, allow, deny, req.include_seen))
+                   for known, _, _ in knowns]  # plain Python answers: no tensor on the event loop (batcher.py)
         answers = []
-        for (known, unknown, repeated), r in zip(knowns, await asyncio.gather(*futures)):
-            preds = [item(i, s) for i, s in zip(r.ids[0].tolist(), r.scores[0].tolist()) if i >= 0]
-            answers.append({"predictions": preds, "exact": bool(r.exact[0]), "beam": int(r.beam[0]),
+        for (known, unknown, repeated), a in zip(knowns, await asyncio.gather(*futures)):
+            preds = [item(i, s) for i, s in zip(a.ids, a.scores) if i >= 0]
+            answers.append({"predictions": preds, "exact": a.exact, "beam": a.beam,
                             "context": vocab.decode(known.tolist()), "unknown": unknown, "repeated": repeated})
         return answers if many else answers[0]
 

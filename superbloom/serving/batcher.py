@@ -26,6 +26,16 @@ class _Query:
     deny: np.ndarray  # (D,) int64 ids never returned, besides the context
     allow: np.ndarray | None  # (A,) sorted int64: the only ids returned (None: all)
     include_seen: bool = False  # the context's own ids may be returned
+    plain: bool = False  # answered with an Answer (Python values), not a one-row Ranking
+
+
+@dataclass
+class Answer:
+    """One query's ranking as plain Python values (Batcher.answer), made in the batcher's thread."""
+    ids: list[int]  # best first; -1 where fewer than k ids could be ranked
+    scores: list[float]
+    exact: bool
+    beam: int
 
 
 class Batcher:
@@ -44,15 +54,23 @@ class Batcher:
         self.thread.start()
 
     def submit(self, context: np.ndarray, k: int, decode: DecodeConfig, allow: np.ndarray | None = None,
-               deny: np.ndarray | None = None, include_seen: bool = False) -> Future:
+               deny: np.ndarray | None = None, include_seen: bool = False, plain: bool = False) -> Future:
         """Queue one context (known int ids), with an optional allow-list (sorted unique ids) and deny-list,
-        its own ids excluded unless include_seen; the future's result is a one-row Ranking."""
+        its own ids excluded unless include_seen; the future's result is a one-row Ranking (plain: an
+        Answer, see `answer`)."""
         fut: Future = Future()
         deny = np.zeros(0, np.int64) if deny is None else np.asarray(deny, np.int64)
-        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow, include_seen))
+        self.queue.put(_Query(np.asarray(context, np.int64), k, decode, fut, deny, allow, include_seen, plain))
         if self.on_queue is not None:
             self.on_queue(self.queue.qsize())
         return fut
+
+    def answer(self, context: np.ndarray, k: int, decode: DecodeConfig, allow: np.ndarray | None = None,
+               deny: np.ndarray | None = None, include_seen: bool = False) -> Future:
+        """`submit`, the future's result an Answer: the event loop that awaits it touches no tensor (a
+        torch call there releases the GIL and must take it back from this thread, busy with the next
+        batch), and the batch's rows become Python lists once, not one tensor selection per query."""
+        return self.submit(context, k, decode, allow, deny, include_seen, plain=True)
 
     def read_context(self, ids, name: str = "ids"):
         """The predictor's (expand.expand reads its seed as the model reads a context)."""
@@ -125,5 +143,10 @@ class Batcher:
         self.batches, self.queries = self.batches + 1, self.queries + len(qs)
         if self.on_batch is not None:
             self.on_batch(len(qs))
+        rows = None  # the batch's answers as Python lists, made once if a query wants an Answer
         for i, q in enumerate(qs):
-            q.future.set_result(r.select(torch.tensor([i])))
+            if q.plain:
+                rows = rows or (r.ids.tolist(), r.scores.tolist(), r.exact.tolist(), r.beam.tolist())
+                q.future.set_result(Answer(rows[0][i], rows[1][i], bool(rows[2][i]), int(rows[3][i])))
+            else:
+                q.future.set_result(r.select(torch.tensor([i])))
