@@ -1,12 +1,15 @@
 """Benchmark: one training step of the recipe a user gets at 283K, 1M and 5.1M ids, by part.
 
-    # the code before the row-sparse step, from a checkout with its own venv:
-    #   git worktree add --detach /tmp/base 3d197f3 && python3 -m venv /tmp/base/.venv \
-    #   && /tmp/base/.venv/bin/pip install torch==2.13.0 -e /tmp/base
+    # the code before the row-sparse step: a checkout of it run on this venv's packages
+    #   git worktree add --detach /tmp/step/before 325c9e9 && printf '#!/bin/sh\nPYTHONPATH=/tmp/step/before \
+    #   exec %s/.venv/bin/python "$@"\n' "$PWD" > /tmp/step/before-python && chmod +x /tmp/step/before-python
     flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench \
-        --code before=/tmp/base/.venv/bin/python --code after=.venv/bin/python
+        --code before=/tmp/step/before-python --code after=.venv/bin/python --steps 6
     flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench --code after=.venv/bin/python \
-        --set samples=4096 --ids 1005296,5139571
+        --steps 6 --set samples=4096 --ids 1005296,5139571
+    # what the step spends its time on, by operator (step_profile.{json,md})
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_bench --profile --steps 4 \
+        --code before=/tmp/step/before-python --code after=.venv/bin/python --ids 5139571
 
 For each size the model `train --preset auto` builds (the preset by presets.choose: `large` at 283K,
 the unhashed hybrid with 4,096 sampled negatives; `millions` above 500K, the hashed hybrid, alpha 50,
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -96,7 +100,8 @@ def matmul_peak(a: torch.Tensor) -> float:
     return 2 * a.shape[0] ** 3 / (time.perf_counter() - t0)
 
 
-def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: dict, seed: int = 0) -> dict:
+def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: dict, seed: int = 0,
+             profile: bool = False) -> dict:
     from superbloom.model.batches import MaskConfig, training_batch
     from superbloom.model.encoder import build_model, count_parameters
     from superbloom.training import loop
@@ -125,7 +130,10 @@ def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: d
     times = {k: [] for k in PARTS}
     peaks, flops = [], []
     model.train()
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if profile else None
     for step in range(steps):
+        if prof is not None and step == 1:  # the timed steps only
+            prof.__enter__()
         t0 = time.perf_counter()
         batch = training_batch(sets, rng.choice(len(sets), batch_size, replace=False), hashing, mask, rng)
         t1 = time.perf_counter()
@@ -151,6 +159,8 @@ def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: d
                 times[k].append(v)
             flops.append(useful_flops(model, batch, hashing))
             peaks.append(matmul_peak(ref))
+    if prof is not None:
+        prof.__exit__(None, None, None)
     med = {k: statistics.median(v) for k, v in times.items()}
     step_s = sum(med.values())
     compute_s = step_s - med["batch"]
@@ -164,7 +174,24 @@ def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: d
             "gflop_per_s": round(gflops / compute_s, 2), "peak_gflop_per_s": round(peak, 2),
             "percent_of_peak": round(100 * gflops / compute_s / peak, 1),
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
-            "loss": round(float(loss.detach()), 3)}
+            "loss": round(float(loss.detach()), 3), "source": str(Path(sys.modules["superbloom"].__file__).parents[1]),
+            **({"top_ops": top_ops(prof, steps - 1)} if prof is not None else {})}
+
+
+def top_ops(prof, steps: int, n: int = 15) -> list[dict]:
+    """The profiled steps' operators by their own CPU time (not their children's), per step."""
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    return [{"op": e.key, "self_s_per_step": round(e.self_cpu_time_total / 1e6 / steps, 4),
+             "share": round(e.self_cpu_time_total / total, 3), "calls_per_step": round(e.count / steps, 1)}
+            for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:n]]
+
+
+def commit_of(source: str) -> str:
+    """The commit of the checkout a child imported superbloom from (and whether it had changes)."""
+    git = lambda *a: subprocess.run(["git", "-C", source, *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    head = git("rev-parse", "--short", "HEAD")
+    return head + (" (modified)" if head and git("status", "--porcelain", "--untracked-files=no", "superbloom") else "")
 
 
 def load_average() -> float:
@@ -183,29 +210,35 @@ def main() -> None:
                     help="the code to measure: a label and the Python whose superbloom it is (default: after=this one)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process: one size, a JSON line
     ap.add_argument("--report", action="store_true", help="write step.md again from step.json")
+    ap.add_argument("--profile", action="store_true",
+                    help="profile the timed steps by operator (torch.profiler, which slows them): rows in "
+                         "step_profile.{json,md}, not step.json")
     args = ap.parse_args()
     overrides = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     if args.one:
         (n,), (b,) = [int(float(x)) for x in args.ids.split(",")], [int(x) for x in args.batch_size.split(",")]
-        print(json.dumps(one_size(n, b, args.steps, args.threads, overrides)), flush=True)
+        print(json.dumps(one_size(n, b, args.steps, args.threads, overrides, profile=args.profile)), flush=True)
         return
     from benchmarks.machine import read_results  # the parent only: a child runs this file by its path
 
+    name = "scale/step_profile" if args.profile else "scale/step"
+    write = profile_report if args.profile else report
     if args.report:
-        return report(read_results(RESULTS, "scale/step"))
+        return write(read_results(RESULTS, name))
     codes = [c.split("=", 1) for c in args.code] or [["after", sys.executable]]
-    result = read_results(RESULTS, "scale/step") or {"benchmark": "step_bench", "rows": []}
+    result = read_results(RESULTS, name) or {"benchmark": "step_bench" + (" --profile" if args.profile else ""), "rows": []}
     for n in (int(float(x)) for x in args.ids.split(",")):
         for b in (int(x) for x in args.batch_size.split(",")):
             for label, python in codes:
                 before = load_average()
-                cmd = [str(Path(python).resolve()), str(Path(__file__).resolve()), "--one", "--ids", str(n),
+                cmd = [os.path.abspath(python), str(Path(__file__).resolve()), "--one", "--ids", str(n),
                        "--batch-size", str(b), "--steps", str(args.steps), "--threads", str(args.threads)]
-                cmd += sum((["--set", s] for s in args.set), [])
+                cmd += sum((["--set", s] for s in args.set), []) + (["--profile"] if args.profile else [])
                 done = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp")
                 if done.returncode:
                     raise SystemExit(f"{label} at {n:,} ids failed:\n{done.stderr[-3000:]}")
-                row = dict(json.loads(done.stdout.strip().splitlines()[-1]), label=label, overrides=overrides,
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+                row = dict(row, label=label, commit=commit_of(row["source"]), overrides=overrides,
                            setting=" ".join(f"{k}={v}" for k, v in overrides.items()),
                            load_before=before, load_after=load_average(), date=time.strftime("%Y-%m-%dT%H:%M:%S"))
                 print(json.dumps(row), flush=True)
@@ -214,7 +247,7 @@ def main() -> None:
                                   json.dumps(r["overrides"], sort_keys=True)) != key] + [row]
                 result.pop("machine", None)  # this run's machine and command
                 result.pop("command", None)
-                report(result)
+                write(result)
 
 
 def report(result: dict) -> None:
@@ -232,12 +265,35 @@ def report(result: dict) -> None:
     rows = sorted(result["rows"], key=lambda r: (r["ids"], r["batch_size"], r.get("samples", 0), r["label"] != "before"))
     for r in rows:
         head = r["head"] + (f", {r['samples']:,} samples" if r.get("samples") else "")
-        md.append(f"| {r['label']} ({r['code']}) | {r['ids']:,} | {r['preset']} ({head}) | {r['batch_size']} | "
+        md.append(f"| {r['label']} ({r['code']}, {r.get('commit', '?')}) | {r['ids']:,} | {r['preset']} ({head}) | {r['batch_size']} | "
                   + " | ".join(f"{r[k + '_s']:.3f}" for k in PARTS)
                   + f" | {r['step_s']:.3f} | {r['sets_per_s']:.1f} | {r['useful_gflop']:.1f} | {r['gflop_per_s']:.1f} "
                   f"| {r['peak_gflop_per_s']:.1f} | {r['percent_of_peak']:.0f}% | {r['peak_rss_gb']:.2f} "
                   f"| {r['load_before']:.1f} / {r['load_after']:.1f} |")
     write_results(RESULTS, "scale/step", result, md)
+
+
+
+def profile_report(result: dict) -> None:
+    """step_profile.json as it is and step_profile.md: each row's operators by their own CPU time."""
+    from benchmarks.machine import write_results
+
+    md = ["# What one training step spends its time on, by operator", "",
+          "`benchmarks/scale/step_bench.py --profile` (torch.profiler over the timed steps, which it slows: the "
+          "seconds are the profiled steps', their shares are what to read; step.md has the unprofiled times). "
+          "Self CPU time: an operator's own time, without the operators it calls.", ""]
+    for r in sorted(result["rows"], key=lambda r: (r["ids"], r.get("samples", 0), r["label"] != "before")):
+        head = r["head"] + (f", {r['samples']:,} samples" if r.get("samples") else "")
+        md += [f"## {r['label']} ({r['code']}, {r.get('commit', '?')}): {r['ids']:,} ids, {r['preset']} ({head}), "
+               f"batch {r['batch_size']}", "",
+               f"Profiled step {r['step_s']:.2f} s: forward {r['forward_s']:.2f}, backward {r['backward_s']:.2f}, "
+               f"gradients {r['gradients_s']:.2f}, optimizer {r['optimizer_s']:.2f}, average {r['average_s']:.2f} s; "
+               f"load {r['load_before']:.1f} / {r['load_after']:.1f}.", "",
+               "| operator | self s per step | share | calls per step |", "|---|---|---|---|"]
+        md += [f"| `{o['op']}` | {o['self_s_per_step']:.3f} | {o['share']:.0%} | {o['calls_per_step']:g} |"
+               for o in r["top_ops"]]
+        md.append("")
+    write_results(RESULTS, "scale/step_profile", result, md)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,13 @@
 """Benchmark: a change to the training step must not lose quality at equal sets seen (paired runs).
 
-    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_quality --data DATA --name text_sets \\
-        --steps 1200 --eval-every 300 --variant before=/tmp/base/.venv/bin/python \\
-        --variant after=.venv/bin/python --variant sampled=.venv/bin/python:--samples,4096
+    flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.scale.step_quality --data DATA --name synth283k \\
+        --steps 300 --eval-every 100 --parallel 2 --max-sets 500 \\
+        --variant before=/tmp/step/before-python:--item-term,cooccurrence,--val-fraction,0.005 \\
+        --variant after=.venv/bin/python:--item-term,cooccurrence,--val-fraction,0.005
+
+(/tmp/step/before-python: the code before the change, as in step_bench.py; DATA: `superbloom synth
+--ids 283000 --links 3000000 --topics 1000 --format edges --out L.tsv` then `superbloom prepare L.tsv
+--out DATA`.)
 
 Each variant is `superbloom train DATA` with no preset flag (the recipe `auto` picks for the data, as
 a user gets it), the same seed, steps and validation (the same validation sets and examples), one
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -97,7 +103,7 @@ def main() -> None:
            "eval_every": args.eval_every, "batch_size": args.batch_size, "threads": args.threads, "variants": {}}
     entries, pending = {}, []
     for name, python, flags in variants:
-        cmd = [python, "-m", "superbloom", "train", args.data, "--out", str(runs / name), "--steps", str(args.steps),
+        cmd = [os.path.abspath(python), "-m", "superbloom", "train", args.data, "--out", str(runs / name), "--steps", str(args.steps),
                "--eval-every", str(args.eval_every), "--batch-size", str(args.batch_size), "--threads",
                str(args.threads), "--quiet", "--overwrite", *flags]
         entries[name] = {"python": python, "flags": flags, "command": " ".join(cmd)}
