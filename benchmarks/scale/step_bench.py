@@ -66,7 +66,9 @@ def preset_model(n_ids: int, overrides: dict):
     from superbloom.training.presets import PRESETS, DatasetFacts, choose
 
     name = choose(DatasetFacts(ids=n_ids, mean_set_size=87.0, split="sets", text=False))
-    settings = {**PRESETS[name].settings, **overrides}
+    # a preset's settings by config path ("head.name", "hash.alpha") or, in the code before, by flag name
+    flat = lambda d: {("head" if k == "head.name" else k.rsplit(".", 1)[-1]): v for k, v in d.items()}  # noqa: E731
+    settings = {**flat(PRESETS[name].settings), **flat(overrides)}
     own = set(head_settings(settings["head"]))
     head = head_config(settings["head"], **{k: v for k, v in settings.items() if k in own})
     hashing = BloomHash.build(n_ids, HashConfig(alpha=settings["alpha"], m=settings["m"]))
@@ -119,7 +121,13 @@ def one_size(n_ids: int, batch_size: int, steps: int, threads: int, overrides: d
         from superbloom.heads.rows import sparse_rows
         from superbloom.training.gradients import StepGradients
 
-        tables = sparse_rows(model) if getattr(opt, "takes_sparse_rows", False) else []
+        try:  # the optimizer registry's spec says whether it takes row-sparse gradients (loop.fit's test)
+            from superbloom.training.optim import optimizer_spec
+
+            takes = optimizer_spec(optim.name).sparse_rows
+        except ImportError:  # before the registry: the optimizer said so itself
+            takes = getattr(opt, "takes_sparse_rows", False)
+        tables = sparse_rows(model) if takes else []
         grads = StepGradients(model, tables)
         average = loop.WeightAverage(model, 0.999, tables)
         code = "row-sparse" if tables else "dense"
