@@ -371,7 +371,7 @@ def test_eval_reports_the_hybrid_beside_its_network_alone(wiki_data, tmp_path):
     ranks = res.ranks
     assert not np.array_equal(ranks["model"], ranks["network_only"])  # the term changes the ranking
     report = res.report()
-    assert "hybrid (mix 10)" in report and "network only" in report
+    assert " x 10, decay 1)" in report and "network only" in report  # the head's label: its term and weight
     pred.model.head.mix.fill_(0.0)
     again = evaluate(pred, wiki_data, EvalConfig(max_sets=40, baselines=()), progress=False)
     assert np.array_equal(again.ranks["model"], ranks["network_only"]) and "network_only" not in again.to_dict()

@@ -76,8 +76,8 @@ def test_eval_gives_a_hybrid_the_paired_differences_from_its_parts(wiki_data, ou
     args = [str(wiki_data.path), "--max-sets", "40", "--baselines", "cooccurrence", "--threads", "1", "--quiet"]
     assert main(["eval", str(outs["hybrid"]), *args]) == 0
     text = capsys.readouterr().out
-    assert "hybrid (mix 10)" in text and "paired differences, this model minus each" in text
-    assert all(f"vs {x}" in text for x in ("network only (mix 0)", "term only", "cooccurrence baseline"))
+    assert " x 10, decay 1)" in text and "paired differences, this model minus each" in text
+    assert all(f"vs {x}" in text for x in ("network only", "term only", "cooccurrence baseline"))
     assert "compared models" not in text  # no other model was given
     assert main(["eval", str(outs["hybrid"]), *args, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)

@@ -54,7 +54,7 @@ import superbloom as sb
 from superbloom.evaluation.baselines import baseline_entry, fit_baseline
 from superbloom.model.batches import MaskConfig
 from superbloom.storage.checkpoint import inference_checkpoint, latest_checkpoint
-from superbloom.evaluation.evaluate import Examples, make_examples, variant_key
+from superbloom.evaluation.evaluate import Examples, make_examples
 from superbloom.storage.files import load_json
 from superbloom.heads import head_config
 from superbloom.data.holdout import hold_out
@@ -159,7 +159,7 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
             else:
                 with context:
                     alone = predictor.rank(ex.contexts, 20, sb.DecodeConfig(), 256, False)
-            np.save(run_dir / f"ranks.{variant_key(variant)}.npy",
+            np.save(run_dir / f"ranks.{context.key}.npy",
                     target_ranks(alone.ids.numpy(), ex.targets).astype(np.int16))
         best = state.get("best", {})
         record = {"recipe": recipe_name, "threads": THREADS, "config": asdict(recipe), "alpha": config["hash"]["alpha"],
@@ -170,7 +170,7 @@ def model_ranks(name: str, split: str, recipe_name: str, steps: int, data: sb.Da
                   "examples_per_s": round(state["examples"] / max(state["seconds"], 1e-9), 1),
                   "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
                   "inference_checkpoint": inference_checkpoint(first).name,
-                  "variants": [variant_key(v) for v in variants],
+                  "variants": [v.key for v in variants.values()],
                   **({k: v for k, v in predictor.describe_head().items() if k.startswith("item_")} if variants else {}),
                   **({"item_item_values": config["head_built"]["item_item_values"]} if variants else {})}
         np.save(run_dir / "ranks.npy", ranks.astype(np.int16))

@@ -121,7 +121,7 @@ def format_comparison(comparison: Comparison) -> str:
     lines.append(f"paired differences, this model minus each (95% bootstrap interval of the difference, whole "
                  f"{first.entry.unit} resampled):")
     rows = [(n, comparison.paired[n]) for n in comparison.compared]
-    rows += [(VARIANT_LABELS.get(n, n.replace("_", " ")) if n in first.variants else f"{n} baseline", p)
+    rows += [(first.labels.get(n, n) if n in first.variants else f"{n} baseline", p)
              for n, p in comparison.paired_vs_baselines.items()]
     width = max([len(n) for n, _ in rows] + [14])
     for name, p in rows:
@@ -129,5 +129,3 @@ def format_comparison(comparison: Comparison) -> str:
             f"{k} {p[k]['diff']:+.4f} [{p[k]['lo']:+.4f}, {p[k]['hi']:+.4f}]" for k in keys))
     return "\n".join(lines)
 
-
-VARIANT_LABELS = {"network_only": "network only (mix 0)", "term_only": "term only"}  # a variant's row in the paired table

@@ -46,11 +46,6 @@ from .protocols import EvalProtocol, protocol, resolve
 from .config import PROTOCOLS, EvalConfig, require_baselines  # noqa: F401 (re-exported: callers import them here)
 
 
-def variant_key(name: str) -> str:
-    """A head variant's key in the result: "network alone" -> "network_only", "term alone" -> "term_only"."""
-    return name.replace(" alone", "_only").replace(" ", "_")
-
-
 @dataclass
 class EvalResult:
     """One evaluation: the metrics of every method on the same examples, and the ranks behind them."""
@@ -61,11 +56,13 @@ class EvalResult:
     settings: dict  # the protocol settings ("protocol" in to_dict())
     baselines: dict[str, dict] = field(default_factory=dict)  # name -> metrics + "seconds", or {"skipped": why}
     head: dict | None = None  # head.describe(), where the head has variants
-    variants: dict[str, dict] = field(default_factory=dict)  # variant_key -> metrics ("network_only")
+    variants: dict[str, dict] = field(default_factory=dict)  # a variant's key -> metrics ("network_only")
     ranks: dict[str, np.ndarray] = field(default_factory=dict)  # method -> (E,) 1-based target ranks, 0: missed
     # ("model", the variants' keys, the baselines ranked)
     targets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (E,) the examples' targets
     groups: np.ndarray | None = None  # (E,) the bootstrap's groups; None: each example its own
+    labels: dict[str, str] = field(default_factory=dict)  # the report's rows: "model" and each variant's key -> label
+    about: str = ""  # what the variants are, for the report (heads/base.py Variant.about)
 
     @property
     def entry(self) -> EvalProtocol:
@@ -88,7 +85,8 @@ class EvalResult:
         path.mkdir(parents=True, exist_ok=True)
         meta = {"protocol": self.protocol, "model": self.model, "counts": self.counts, "decoding": self.decoding,
                 "settings": self.settings, "baselines": self.baselines, "head": self.head,
-                "variants": self.variants, "methods": list(self.ranks), "grouped": self.groups is not None}
+                "variants": self.variants, "methods": list(self.ranks), "grouped": self.groups is not None,
+                "labels": self.labels, "about": self.about}
         (path / "result.json").write_text(json.dumps(meta, indent=1) + "\n")
         arrays = {"targets": self.targets, **{f"ranks.{m}": r for m, r in self.ranks.items()}}
         if self.groups is not None:
@@ -104,7 +102,8 @@ class EvalResult:
             ranks = {m: z[f"ranks.{m}"] for m in meta["methods"]}
             targets, groups = z["targets"], (z["groups"] if meta["grouped"] else None)
         return cls(meta["protocol"], meta["model"], meta["counts"], meta["decoding"], meta["settings"],
-                   meta["baselines"], meta["head"], meta["variants"], ranks, targets, groups)
+                   meta["baselines"], meta["head"], meta["variants"], ranks, targets, groups,
+                   meta.get("labels", {}), meta.get("about", ""))
 
 
 log = logging.getLogger(__name__)
@@ -167,14 +166,17 @@ def evaluate(predictor, data: Dataset, cfg: EvalConfig = EvalConfig(), progress:
     variants = predictor.variants()  # its head's (Predictor) or its own (an Ensemble)
     if variants:
         result.head = predictor.describe_head()
-    for name, context in variants.items():  # the head as each named variant, on the same examples
+        result.about = "; ".join(f"'{v.label}' is {v.about}" for v in variants.values())
+    result.labels["model"] = predictor.label()
+    for name, variant in variants.items():  # the head as each named variant, on the same examples
         if name in alongside:
             r = target_ranks(alongside[name].ids.numpy(), targets)
         else:
-            with context:
+            with variant:
                 r = target_ranks(entry.rank_model(predictor, ex, cfg, progress).ids.numpy(), targets)
-        ranks[variant_key(name)] = r
-        result.variants[variant_key(name)] = entry.summarize(r, ex)
+        ranks[variant.key] = r
+        result.variants[variant.key] = entry.summarize(r, ex)
+        result.labels[variant.key] = variant.label
     bar = progress_bar(skipped.items(), desc="baselines", progress=progress and any(not w for w in skipped.values()),
                        leave=False)
     for name, why in bar:

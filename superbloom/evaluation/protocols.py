@@ -230,11 +230,10 @@ class SetsProtocol(_ContextRanking):
     def report(self, result) -> str:
         cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
         r, p = result.to_dict(), result.settings
-        lines = method_table(result, cols, 18, lambda head: f"hybrid (mix {head['item_mix']:g})")
-        if result.variants:
-            lines.append("hybrid head: the network's log-probabilities + mix x a sparse item-item term (EASE's or "
-                         "cosine weights), mix chosen on the validation sets unless fixed (--item-mix); 'network "
-                         "only' is the same model at mix 0, 'term only' the term's ranking without the network.")
+        rows = method_rows(result)
+        lines = method_table(result, cols, max(18, *(len(name) + 1 for name, _ in rows)))
+        if result.about:
+            lines.append(f"beside the model on the same examples: {result.about}.")
         per_set = p["targets_per_set"]
         lines.append(f"{r['examples']:,} examples ({per_set} held-out id{'s' * (per_set != 1)} per set, segments "
                      f"of <= {p['n']}, seed {p['seed']}); context ids excluded from every ranking; "
@@ -310,10 +309,8 @@ class LeaveOneOutProtocol(_ContextRanking):
     def report(self, result) -> str:
         cols = ["hr@1", "hr@5", "hr@10", "hr@20", "ndcg@5", "ndcg@10", "ndcg@20", "mrr"]
         r, p = result.to_dict(), result.settings
-        label = lambda h: (f"hybrid ({h.get('item_term', 'term')} x {h['item_mix']:g}, "  # noqa: E731
-                           f"decay {h.get('item_decay', 1.0):g})")
-        rows = method_rows(result, label)
-        lines = method_table(result, cols, max(18, *(len(name) + 1 for name, _ in rows)), label)
+        rows = method_rows(result)
+        lines = method_table(result, cols, max(18, *(len(name) + 1 for name, _ in rows)))
         excl = ("the user's whole history EXCLUDED from every ranking" if p["exclude_history"]
                 else "nothing excluded from the ranking (the user's history may be ranked)")
         lines.append("hr@10 95% bootstrap intervals (users resampled): " + "; ".join(
@@ -333,11 +330,10 @@ class LeaveOneOutProtocol(_ContextRanking):
 # ---------------------------------------------------------------- report pieces the entries share
 
 
-def method_rows(result, head_label: Callable[[dict], str]) -> list[tuple[str, dict]]:
-    """(row name, metrics) of the model, its head's variants (beside it: "network only") and the
-    baselines; with variants the model's row is named by head_label(result.head)."""
-    rows = [(head_label(result.head) if result.variants else "superbloom model", result.model)]
-    rows += [(key.replace("_", " "), m) for key, m in result.variants.items()]
+def method_rows(result) -> list[tuple[str, dict]]:
+    """(row name, metrics) of the model, its variants (beside it, each by its label) and the baselines."""
+    rows = [(result.labels.get("model", "superbloom model"), result.model)]
+    rows += [(result.labels.get(key, key), m) for key, m in result.variants.items()]
     return rows + [(_with_setting(name, m), m) for name, m in result.baselines.items()]
 
 
@@ -352,10 +348,10 @@ def _with_setting(name: str, m: dict) -> str:
     return f"{name} ({', '.join(shown)})" if shown else name
 
 
-def method_table(result, cols: list[str], width: int, head_label: Callable[[dict], str]) -> list[str]:
+def method_table(result, cols: list[str], width: int) -> list[str]:
     """The report's table: a header, then one line per method with `cols`, or why it was skipped."""
     lines = [f"{'method':<{width}}" + "".join(f"{c:>9}" for c in cols)]
-    for name, r in method_rows(result, head_label):
+    for name, r in method_rows(result):
         if "skipped" in r:
             lines.append(f"{name:<{width}}  skipped: {r['skipped']}")
         else:

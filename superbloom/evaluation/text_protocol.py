@@ -243,10 +243,8 @@ class TextProtocol:
     def report(self, result) -> str:
         """One row per method, then the splits by kind and by decile."""
         r, d = result.to_dict(), result.decoding
-        h = result.head or {}
-        label = (f"hybrid ({h.get('item_term', 'term')} x {h.get('item_mix', 0):g}, eps {h.get('item_eps', 0):g})"
-                 if result.variants else "superbloom model")  # the bigram hashed hybrid: its parts beside it
-        rows = [(label, result.model)] + [(k.replace("_", " "), v) for k, v in result.variants.items()]
+        rows = [(result.labels.get("model", "superbloom model"), result.model)]
+        rows += [(result.labels.get(k, k), v) for k, v in result.variants.items()]
         rows += [(f"{k} baseline", v) for k, v in result.baselines.items()]
         cols = ["rec@1", "rec@10", "rec@20", "mrr", "ndcg@10"]
         w = max(18, *(len(name) + 1 for name, _ in rows))

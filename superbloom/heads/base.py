@@ -27,9 +27,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
   choose(rank, summarize, select, decays) -> dict
                                           validation: the head may choose settings on the validation
                                           queries (default: summarize(rank()), nothing chosen)
-  variants() -> {name: context manager}   named variants reported beside the head on the same
+  variants() -> {name: Variant}           named variants reported beside the head on the same
                                           examples (default: none; the hybrid: "network alone",
-                                          "term alone"); inside `with` the head ranks as that variant
+                                          "term alone"); each says its result key, report row and
+                                          part, and inside `with` the head ranks as that variant
   ranked_alongside() -> context manager of a dict
                                           the block's rank passes also rank those variants the head
                                           can score from the same pass; the dict then holds their
@@ -39,6 +40,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
                                           None; the hybrids: the hybrid, its network alone, its term
                                           alone)
   describe() -> dict                      what a report says about the head (default: its name)
+  label() -> str                          the model's row in an evaluation report (default
+                                          "superbloom model"; a hybrid names its term and weight)
+  term_weight() -> float                  the weight of the head's item-item term in its ranking
+                                          (default 0: none)
   fixed_weights() -> int                  weights kept as buffers, fitted in closed form, counted
                                           with the parameters (default 0)
   fixed_buffers                           names of the buffers `fit` fills and training never changes;
@@ -56,6 +61,22 @@ import torch.nn as nn
 
 from .decode_config import DecodeConfig
 from .ranking import NEG_INF, Ranking, is_allowed
+
+
+class Variant:
+    """A way the model also ranks, reported beside it on the same examples (`variants()`): `key` its
+    entry in EvalResult.variants and eval.json, `label` its row in reports, `about` what the report
+    says it is, `part` what `--part` calls it (inference/parts.py). Used as the context manager
+    inside which the model ranks as this variant."""
+
+    def __init__(self, key: str, label: str, part: str, about: str, context: contextlib.AbstractContextManager):
+        self.key, self.label, self.part, self.about, self.context = key, label, part, about, context
+
+    def __enter__(self):
+        return self.context.__enter__()
+
+    def __exit__(self, *exc):
+        return self.context.__exit__(*exc)
 
 
 class HeadBase(nn.Module):
@@ -124,7 +145,7 @@ class HeadBase(nn.Module):
                decays: tuple[float, ...] = (1.0,)) -> dict:
         return summarize(rank())
 
-    def variants(self) -> dict[str, contextlib.AbstractContextManager]:
+    def variants(self) -> dict[str, Variant]:
         return {}
 
     def ranked_alongside(self) -> contextlib.AbstractContextManager[dict]:
@@ -141,6 +162,12 @@ class HeadBase(nn.Module):
 
     def describe(self) -> dict:
         return {"name": self.cfg.name}
+
+    def label(self) -> str:
+        return "superbloom model"
+
+    def term_weight(self) -> float:
+        return 0.0
 
     def fixed_weights(self) -> int:
         return 0

@@ -79,7 +79,8 @@ from .neighbours import memberships
 from .ranking import NEG_INF, Ranking, combine, excluded, topk_last
 from .terms import auto_term, build_term, term_entry
 from .hybrid import MIXES, age_weights  # recency weights
-from .parts import TERM_ALONE, first_best, mixed, parts_note, ranked_alongside, term_alone  # the variants, the choice, the note
+from .parts import (TERM_ALONE, first_best, hybrid_label, mixed, network_only, parts_note,  # the variants, the choice,
+                    ranked_alongside, term_alone, term_only)  # the note
 from .superbloom import SuperbloomHead
 from .base import HeadBase
 from .config import WEIGHTINGS, HashedHybridConfig
@@ -299,8 +300,8 @@ class HashedHybridHead(SuperbloomHead):
         """With an item-item weight: the network alone (mix 0) and the term alone; at weight 0 (the
         validation chose the network alone) the term alone beside it, once a term is built (fit)."""
         if not float(self.mix):
-            return {"term alone": term_alone(self)} if self.values.numel() else {}
-        return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
+            return {"term alone": term_only(term_alone(self))} if self.values.numel() else {}
+        return {"network alone": network_only(mixed(self, 0.0)), "term alone": term_only(term_alone(self))}
 
     def ranked_alongside(self):
         """The network alone and the term alone ranked in the hybrid's own passes, from one network
@@ -317,6 +318,12 @@ class HashedHybridHead(SuperbloomHead):
             if self.term_name == "cooccurrence":
                 out.update(item_weighting=WEIGHTINGS[int(self.weighting)])
         return out
+
+    def label(self) -> str:
+        return hybrid_label(self.describe()) if self.variants() else super().label()
+
+    def term_weight(self) -> float:
+        return float(self.mix)
 
     @torch.no_grad()
     def topk(self, hidden, k: int, exclude=None, decode: DecodeConfig = DecodeConfig(), context=None) -> Ranking:

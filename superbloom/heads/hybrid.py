@@ -49,7 +49,8 @@ from .terms import auto_term, build_term as registry_build, term_entry
 from .ranking import Ranking, chunked_topk_variants, exact_ranking, mask_excluded, sparse_best
 from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F401 (re-exported)
 from .full import FullHead
-from .parts import TERM_ALONE, first_best, mixed, parts_note, ranked_alongside, term_alone
+from .parts import (TERM_ALONE, first_best, hybrid_label, mixed, network_only, parts_note, ranked_alongside,
+                    term_alone, term_only)
 from .base import HeadBase
 from .sampled import Proposal, head_sampled_loss
 from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
@@ -157,8 +158,8 @@ class HybridHead(FullHead):
         ranked on the same examples; at weight 0 (fixed by cfg.mix 0, or chosen: the head is its
         network alone) the term alone beside it, once a term is built (fit)."""
         if float(self.mix):
-            return {"network alone": mixed(self, 0.0), "term alone": term_alone(self)}
-        return {"term alone": term_alone(self)} if self.values.numel() else {}
+            return {"network alone": network_only(mixed(self, 0.0)), "term alone": term_only(term_alone(self))}
+        return {"term alone": term_only(term_alone(self))} if self.values.numel() else {}
 
     def ranked_alongside(self):
         """The network alone (mix 0) ranked in the hybrid's own passes: the same network scores, one
@@ -176,6 +177,12 @@ class HybridHead(FullHead):
             out.update(item_mix=float(self.mix), item_decay=round(float(self.decay), 3),
                        item_term=self.term_names()[int(self.alt)])
         return out
+
+    def label(self) -> str:
+        return hybrid_label(self.describe()) if self.variants() else super().label()
+
+    def term_weight(self) -> float:
+        return float(self.mix)
 
     def age_weights(self, context: torch.Tensor, decay: float | None = None) -> torch.Tensor | None:
         """Context ids (U, T), -1 padded, oldest first -> decay ** age (U, T), age 0 for each row's

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
+from .base import Variant
 from .ranking import Ranking
 
 # a candidate weight of the hybrids' validation (choose): the limit mix -> infinity, the term alone (the
@@ -23,6 +24,24 @@ TERM_ALONE = float("inf")
 # the `eval --baselines` entry that ranks as each term alone does (evaluation/term_baselines.py; a test
 # checks that these are its names)
 TERM_BASELINES = {"ease": "ease-term", "cooccurrence": "cooc-term", "transition": "transition"}
+
+
+def network_only(context) -> Variant:
+    """The variant of a hybrid (or an ensemble with a term) that ranks by its network alone."""
+    return Variant("network_only", "network only", "network", "the same model at mix 0", context)
+
+
+def term_only(context) -> Variant:
+    """The variant that ranks by the item-item term alone, without the network."""
+    return Variant("term_only", "term only", "term", "its item-item term's ranking without the network", context)
+
+
+def hybrid_label(describe: dict) -> str:
+    """A hybrid's row in reports, from its describe(): the term, its weight and its decay (eps for
+    the bigram term)."""
+    setting = (f"eps {describe['item_eps']:g}" if "item_eps" in describe
+               else f"decay {describe.get('item_decay', 1.0):g}")
+    return f"hybrid ({describe.get('item_term', 'term')} x {describe.get('item_mix', 0.0):g}, {setting})"
 
 
 def parts_note(best: dict, select: str, unmixed: bool = False) -> str | None:

@@ -31,7 +31,7 @@ from .rank import bounded_k, certified, query_contexts
 from ..storage.loading import LoadError, expect_kind, read_config
 from ..heads.beam import DecodeConfig
 from ..heads.config import MIXES
-from ..heads.parts import term_alone
+from ..heads.parts import network_only, term_alone, term_only
 from ..heads.ranking import NEG_INF, Ranking, chunked_topk, exact_ranking, is_allowed
 from ..model.sequence_batches import ordered_query_batch
 
@@ -44,8 +44,7 @@ class Ensemble(Predictor):
             raise ValueError("an ensemble needs at least one model")
         # an ensemble among the members (a folder of `train --members` given to --with) adds its own members;
         # its chosen weight counts with the hybrids' own ones for the default
-        own = [m.mix if isinstance(m, Ensemble) else float(m.model.head.describe().get("item_mix", 0.0))
-               for m in members]
+        own = [m.mix if isinstance(m, Ensemble) else m.model.head.term_weight() for m in members]
         if names:
             names = [n for m, n in zip(members, names) for _ in (m.members if isinstance(m, Ensemble) else [m])]
         members = [x for m in members for x in (m.members if isinstance(m, Ensemble) else [m])]
@@ -123,8 +122,15 @@ class Ensemble(Predictor):
         """With a term weight: the networks alone (mix 0) and the term alone, on the same examples (evaluate);
         at weight 0 (the ensemble is its networks alone) the term alone, where a member has a term."""
         if not self.mix:
-            return {"term alone": self._as(0.0, True)} if self.term_member is not None else {}
-        return {"network alone": self._as(0.0, False), "term alone": self._as(self.mix, True)}
+            return {"term alone": term_only(self._as(0.0, True))} if self.term_member is not None else {}
+        return {"network alone": network_only(self._as(0.0, False)),
+                "term alone": term_only(self._as(self.mix, True))}
+
+    def label(self) -> str:
+        if not self.variants():
+            return "superbloom model"
+        term = self.term_member.model.head.describe() if self.term_member is not None else {}
+        return f"ensemble of {len(self.members)} ({term.get('item_term', 'term')} x {self.mix:g})"
 
     def ranked_alongside(self):
         """Each variant is ranked by a pass of its own (Predictor.ranked_alongside's dict stays empty)."""

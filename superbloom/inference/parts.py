@@ -12,7 +12,6 @@ from __future__ import annotations
 from .._bounds import ArgumentError
 
 PARTS = ("whole", "network", "term")
-_VARIANTS = {"network": "network alone", "term": "term alone"}  # the parts' names among model.variants()
 
 
 def rank_by(model, part: str = "whole"):
@@ -25,16 +24,16 @@ def rank_by(model, part: str = "whole"):
         raise ArgumentError("part", f"expected one of {', '.join(PARTS)}, got {part!r}")
     if part == "whole":
         return model
-    variants = model.variants()
-    if part == "network" and _VARIANTS["term"] in variants and _VARIANTS["network"] not in variants:
+    variants = {v.part: v for v in model.variants().values()}  # heads/base.py Variant
+    if part == "network" and "term" in variants and "network" not in variants:
         model.part = part  # a hybrid (or ensemble) at weight 0: the whole model is its network alone
         return model
-    if _VARIANTS[part] not in variants:
-        has = [p for p, v in _VARIANTS.items() if v in variants]
-        raise ArgumentError("part", f"this model has no {_VARIANTS[part]} (it ranks by "
+    if part not in variants:
+        has = [p for p in PARTS[1:] if p in variants]
+        raise ArgumentError("part", f"this model has no {part} alone (it ranks by "
                             f"{', '.join(['whole', *has])}); a hybrid head with an item-item weight, or an ensemble "
                             "with a term, has a network alone and a term alone", f"--part {part}")
-    context = variants[_VARIANTS[part]]
+    context = variants[part]
     context.__enter__()  # for the model's life: the reference below keeps it from being closed (and undone)
     model.part, model._part_context = part, context
     return model

@@ -179,8 +179,12 @@ class Predictor:
 
     def variants(self) -> dict:
         """Named variants ranked beside the model on the same examples (evaluate): its head's
-        (heads/base.py; the hybrid's "network alone" and "term alone"), as context managers."""
+        (heads/base.py Variant: the hybrid's "network alone" and "term alone")."""
         return self.model.head.variants()
+
+    def label(self) -> str:
+        """The model's row in an evaluation report (its head's)."""
+        return self.model.head.label()
 
     def ranked_alongside(self):
         """A block whose rank passes also rank some variants from the same scores (heads/base.py);

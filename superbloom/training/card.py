@@ -71,7 +71,7 @@ def record_evaluation(model_dir: str | Path, result) -> Path:
 
     res = getattr(result, "result", result)  # a Comparison's own evaluation
     name = f"{res.entry.recall}@10"
-    names = {"model": "this model", **{k: k.replace("_", " ") for k in res.variants}}
+    names = {"model": "this model", **{k: res.labels.get(k, k) for k in res.variants}}
     intervals, diffs = {}, {}
     for method, ranks in res.ranks.items():
         value, lo, hi = mean_ci(hits_at(ranks, 10), res.groups)
