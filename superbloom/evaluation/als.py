@@ -121,7 +121,7 @@ class ALS:
 
 
 # the settings `als` tunes (tuning.py), the defaults first: plain confidences with a larger alpha and
-# more factors won on most of the shared set datasets (benchmarks/results/quality_user_baselines.md);
+# more factors won on most of the shared set datasets (docs/results.md);
 # regularisation and iterations after them
 ALS_AXES = [(("confidence", "alpha"), [("plain", 10.0), ("plain", 40.0)]), ("factors", [128, 256]),
             ("regularization", [0.1, 1.0]), ("iterations", [30])]

@@ -120,7 +120,7 @@ class Item2Vec:
 
 
 # the settings `item2vec` tunes (tuning.py), the defaults first: more passes over small sets, and the
-# whole set as the window, won on the shared set datasets (benchmarks/results/quality_user_baselines.md)
+# whole set as the window, won on the shared set datasets (docs/results.md)
 ITEM2VEC_AXES = [("epochs", [15, 30]), (("window", "shrink_windows"), [(0, False), (5, True)])]
 
 

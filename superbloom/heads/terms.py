@@ -13,7 +13,7 @@ heads it serves, whether it is for ordered data only, and an estimate of its pea
   bigram        text, the hashed hybrid only: p(b | left a), p(b | right c) (bigram.py)
 
 auto: EASE up to AUTO_EASE_MAX_IDS ids, local EASE above, the strongest closed form measured there
-(above SANSA and the cosine term at 1M real ids, in less memory: benchmarks/results/scale/terms.md,
+(above SANSA and the cosine term at 1M real ids, in less memory: docs/results.md,
 docs/guides/millions.md). With ordered training data the hybrid builds the transition term beside
 it and the validation chooses.
 """
@@ -27,7 +27,7 @@ import numpy as np
 from .itemitem import EASE_FLOAT64_MAX_IDS, EASE_MAX_IDS, ease_weights, largest_pattern, transition_pattern
 
 # local EASE's settings, chosen on validation sets carved from the training sets (benchmarks/scale/terms.py):
-# neighbourhoods by count (validation rec@10 0.293 at 1M ids: benchmarks/results/scale/terms.md)
+# neighbourhoods by count (the validation's choice at 1M ids: docs/results.md)
 LOCAL_K = 32  # the neighbourhood of each target: its 32 most co-occurring ids (G read from the same lists)
 LOCAL_LAM = 50.0  # the ridge
 LOCAL_BY = "count"  # neighbourhoods by count

@@ -89,7 +89,7 @@ class RowAdamW(torch.optim.AdamW):
     read): a row the step does not read keeps its value and its moments, where dense AdamW would
     decay both moments and still move it by its momentum. So it is not the same update as dense
     AdamW (except on the first step, and on every row read every step); its quality is measured
-    against it (benchmarks/results/scale/step.md). The state is AdamW's (step, exp_avg,
+    against it (benchmarks/scale/step_quality.py). The state is AdamW's (step, exp_avg,
     exp_avg_sq per parameter): checkpoints of either load into the other."""
 
     @torch.no_grad()
