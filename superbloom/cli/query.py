@@ -80,18 +80,21 @@ def _add_predict(sub):
     p.set_defaults(func=cmd_predict)
 
 
-def add_filter_args(p, seen: str) -> None:
+def add_filter_args(p, seen: str | None) -> None:
     """--allow / --deny (a file of ids, one per line), --allow-ids / --deny-ids (the ids inline, comma
-    separated; with the file, their union) and --include-seen: the filters of predict and similar-ids."""
+    separated; with the file, their union) and --include-seen (`seen` None: none, as for expand, which
+    never adds an id twice): the filters of predict, similar-ids and expand."""
     g = p.add_argument_group("filters (the same in Python: allow=, deny=, exclude_seen=; over HTTP: allow, deny, "
-                             "include_seen)")
+                             "include_seen)" if seen else "filters (the same in Python: allow=, deny=; over HTTP: "
+                             "allow, deny)")
     g.add_argument("--allow", metavar="FILE", help="only return ids of this file (one id per line); exact decoding "
                    "is exact among them")
     g.add_argument("--allow-ids", metavar="ID,ID", help="only return these ids (comma separated), with --allow's")
     g.add_argument("--deny", metavar="FILE", help="never return ids of this file (one id per line)")
     g.add_argument("--deny-ids", metavar="ID,ID", help="never return these ids (comma separated), with --deny's")
-    g.add_argument("--include-seen", action="store_true",
-                   help=f"{seen} may be returned too (re-purchase; default: never)")
+    if seen:
+        g.add_argument("--include-seen", action="store_true",
+                       help=f"{seen} may be returned too (re-purchase; default: never)")
 
 
 def filter_lists(args, model) -> dict[str, list[str]]:
@@ -174,6 +177,7 @@ def _add_expand(sub):
     add_config(p, ExpandConfig, skip=("decode",))
     deprecated_alias(p, "--steps", "--add")  # --steps is train's step limit
     p.add_argument("--json", action="store_true", help="print one JSON object (the shape of POST /v1/expand's answer)")
+    add_filter_args(p, None)
     add_part_arg(p)
     add_device_arg(p)
     add_decode_args(p)
@@ -302,11 +306,12 @@ def cmd_expand(args):
     from ..inference.expand import expand
     from ..inference.loader import load
 
+    check_filter_files(args)
     model = load(args.model, device=args.device, part=args.part)
     note_over("--k", args.k, len(model.vocab), "ids", "at most those (less the set) are ranked per step")
     cfg = replaced(ExpandConfig(decode=decode_config(args)),
                    {p: v for p, v in values(args.parser, args, given_only=False).items() if not p.startswith("decode.")})
-    out = expand(model, args.ids, cfg)
+    out = expand(model, args.ids, cfg, **filter_lists(args, model))
     if args.json:  # the shape of POST /v1/expand's answer
         added = [dict(id=a.id, display=model.vocab.display(model.vocab.get(a.id)), score=finite(a.score),
                       exact=a.exact) for a in out.added]

@@ -9,12 +9,15 @@ the current context (context ids excluded, so an id is never added twice) and ta
     from superbloom.inference.expand import ExpandConfig, expand
     expand(load("runs/wiki/model"), ["Copenhagen"], ExpandConfig(steps=5)).added
     # -> [Expanded(id=..., score=..., exact=...), ...]  one per added id
+    expand(model, ["Copenhagen"], allow=catalog, deny=Path("gone.txt"))   # the filters of recommend
 
     superbloom expand runs/wiki/model Copenhagen --add 5 [--strategy sample --temperature 0.7]
 
 `model` is anything with a `vocab` and `rank(contexts, k, decode) -> Ranking` (a Predictor, or the
 HTTP service's batching wrapper; their `read_context` reads the seed as the model reads a context). A seed's repeated ids count once (a set model's);
 more steps than the ids left to add is an ArgumentError naming `steps` (it could never finish).
+`allow` / `deny` are recommend's filters (a list of ids or a file of one per line): only allowed ids
+are added, never a denied one (the seed's and the added ids are never added again).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import numpy as np
 from .. import _bounds as check
 from .._settings import setting
 from ..heads.decode_config import DecodeConfig
+from .recommend import id_list
 
 STRATEGIES = ("argmax", "sample")
 
@@ -73,8 +77,21 @@ def choose(scores: np.ndarray, strategy: str, temperature: float, rng: np.random
     return int(rng.choice(len(p), p=p / p.sum()))
 
 
-def expand(model, seed: Sequence[str], cfg: ExpandConfig = ExpandConfig()) -> Expansion:
-    """Add cfg.steps ids to the set `seed` (string ids, stored or display form), one at a time."""
+def _filter(model, ids, name: str) -> np.ndarray | None:
+    """An allow- or deny-list (id_list) -> its known ids, sorted unique int64; an allow-list with none
+    known is a ValueError (nothing could be added)."""
+    got = id_list(ids, name)
+    if got is None:
+        return None
+    known = np.unique(np.asarray(model.vocab.lookup(got)[0], np.int64))
+    if name == "allow" and not len(known):
+        raise ValueError(f"allow: none of the {len(got):,} ids is in the model's vocabulary")
+    return known
+
+
+def expand(model, seed: Sequence[str], cfg: ExpandConfig = ExpandConfig(), allow=None, deny=None) -> Expansion:
+    """Add cfg.steps ids to the set `seed` (string ids, stored or display form), one at a time; only ids of
+    `allow` (when given), never ids of `deny`."""
     if not (hasattr(model, "vocab") and hasattr(model, "rank")):
         raise check.ArgumentError("model", f"expected a loaded id model (superbloom.load), got {check.shown(model)}")
     check.instance("cfg", cfg, ExpandConfig, "a superbloom.ExpandConfig")
@@ -85,16 +102,26 @@ def expand(model, seed: Sequence[str], cfg: ExpandConfig = ExpandConfig()) -> Ex
     if len(known) == 0:
         raise check.ArgumentError("seed", "none of the seed ids is in the model's vocabulary"
                                   + (f" (unknown: {', '.join(unknown[:5])})" if unknown else ""))
-    left = len(model.vocab) - len(known)
+    allowed, denied = _filter(model, allow, "allow"), _filter(model, deny, "deny")
+    if allowed is None and denied is None:
+        left = len(model.vocab) - len(known)
+        why = f"the model's {len(model.vocab):,} ids less the seed's {len(known):,}"
+    else:
+        pool = np.arange(len(model.vocab)) if allowed is None else allowed
+        gone = np.concatenate([np.asarray(known, np.int64), np.zeros(0, np.int64) if denied is None else denied])
+        left = int(np.setdiff1d(pool, gone).size)
+        why = "the allowed ids less the seed's and the denied ones"
     if cfg.steps > left:
-        raise check.ArgumentError("steps", f"at most {left:,} ids can be added to this seed (the model's "
-                                           f"{len(model.vocab):,} ids less the seed's {len(known):,}), got "
+        raise check.ArgumentError("steps", f"at most {left:,} ids can be added to this seed ({why}), got "
                                            f"{cfg.steps:,}")
     rng = np.random.default_rng(cfg.seed)
     context = [int(i) for i in known]
     added = []
     for _ in range(cfg.steps):
-        r = model.rank(np.asarray([context], np.int64), cfg.k, cfg.decode)
+        lists = {} if allowed is None else {"allow": allowed}
+        if denied is not None and len(denied):  # the set and the deny-list excluded
+            lists["exclude"] = np.asarray([context + denied.tolist()], np.int64)
+        r = model.rank(np.asarray([context], np.int64), cfg.k, cfg.decode, **lists)
         ids, scores = r.ids[0].numpy(), r.scores[0].numpy().astype(np.float64)
         ok = (ids >= 0) & np.isfinite(scores)
         if not ok.any():

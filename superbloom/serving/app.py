@@ -10,7 +10,7 @@
     POST /v1/similar-items {"ids": ["Jazz"], "k": 10, "allow", "deny", "include_seen"}: the ids whose
                        item vectors are most similar (cosine, exact; similar_route.py)
     POST /v1/expand    {"seed": ["Copenhagen"], "steps": 10, "strategy": "argmax", "temperature": 1.0,
-                        "random_seed": 0}
+                        "random_seed": 0, "allow": [...], "deny": [...]}
     POST /v1/fill      {"text": "Miles Davis is a jazz musician, he is similar to [MASK] .", "k": 10}   (text models)
     GET  /v1/entities?prefix=Cop&limit=10                  autocomplete on display names
     GET  /v1/model     configuration, number of ids and of tokens, parameters, training data summary
@@ -118,6 +118,9 @@ def request_models(cfg: ServeConfig):
         random_seed: int = Field(0, ge=0, le=2 ** 63 - 1)
         k: Annotated[int, Field(ge=1, le=cfg.max_k, description="candidates ranked per step")] = 10
         exact: bool = False
+        allow: IdList | None = Field(None, description="only these ids are added; ids not in the vocabulary are "
+                                                       "ignored")
+        deny: IdList | None = Field(None, description="these ids are never added")
 
     return PredictRequest, ExpandRequest
 
@@ -286,12 +289,14 @@ def create_app(predictor: Predictor, config: ServeConfig = ServeConfig(), access
     @app.post("/v1/expand", response_model=ExpandResponse, summary="grow a set one predicted id at a time")
     async def expand_set(req: ExpandRequest):  # in the heavy lane's threads; its steps join the batches
         known_or_422(req.seed, "seed")
+        if req.allow is not None:
+            known_or_422(req.allow, "allow")
         return await heavy.run(_expand, req)
 
     def _expand(req):
         cfg = ExpandConfig(req.steps, req.strategy, req.temperature, req.k, req.random_seed,
                            DecodeConfig(exact=req.exact))
-        out = expand(batcher, req.seed, cfg)
+        out = expand(batcher, req.seed, cfg, req.allow, req.deny)
         added = [dict(item(vocab.get(a.id), a.score), exact=a.exact) for a in out.added]
         return {"seed": out.seed, "unknown": out.unknown, "repeated": out.repeated, "added": added}
 

@@ -76,9 +76,17 @@ class Batcher:
         """The predictor's (expand.expand reads its seed as the model reads a context)."""
         return self.predictor.read_context(ids, name)
 
-    def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig()) -> Ranking:
-        """Blocking, like Predictor.rank: (Q, c) ids, -1 padded -> Ranking."""
-        futs = [self.submit(row[row >= 0], k, decode) for row in np.asarray(contexts)]
+    def rank(self, contexts: np.ndarray, k: int, decode: DecodeConfig = DecodeConfig(),
+             exclude: np.ndarray | None = None, allow: np.ndarray | None = None) -> Ranking:
+        """Blocking, like Predictor.rank: (Q, c) ids, -1 padded -> Ranking; exclude (Q, X) replaces the
+        contexts as the ids never returned (None: the contexts), allow (A,) sorted: the only ids returned."""
+        futs = []
+        for q, row in enumerate(np.asarray(contexts)):
+            if exclude is None:
+                futs.append(self.submit(row[row >= 0], k, decode, allow))
+            else:  # the exclusions as a deny-list, the context itself not excluded on top of them
+                ex = np.asarray(exclude[q], np.int64)
+                futs.append(self.submit(row[row >= 0], k, decode, allow, ex[ex >= 0], include_seen=True))
         return Ranking.concat([f.result() for f in futs])
 
     def close(self) -> None:
