@@ -26,14 +26,12 @@ def rank_by(model, part: str = "whole"):
         return model
     variants = {v.part: v for v in model.variants().values()}  # heads/base.py Variant
     if part == "network" and "term" in variants and "network" not in variants:
-        model.part = part  # a hybrid (or ensemble) at weight 0: the whole model is its network alone
+        model._rank_as(part)  # a hybrid (or ensemble) at weight 0: the whole model is its network alone
         return model
     if part not in variants:
         has = [p for p in PARTS[1:] if p in variants]
         raise ArgumentError("part", f"this model has no {part} alone (it ranks by "
                             f"{', '.join(['whole', *has])}); a hybrid head with an item-item weight, or an ensemble "
                             "with a term, has a network alone and a term alone", f"--part {part}")
-    context = variants[part]
-    context.__enter__()  # for the model's life: the reference below keeps it from being closed (and undone)
-    model.part, model._part_context = part, context
+    model._rank_as(part, variants[part])
     return model

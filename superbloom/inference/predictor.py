@@ -186,6 +186,14 @@ class Predictor:
         """The model's row in an evaluation report (its head's)."""
         return self.model.head.label()
 
+    def _rank_as(self, part: str, variant=None) -> None:
+        """Rank from now on as `part` (inference/parts.py rank_by): inside `variant` (a heads/base.py
+        Variant, entered for the model's life: the reference kept keeps it from being closed and
+        undone), or as the model is (None: at weight 0 the whole model is its network alone)."""
+        if variant is not None:
+            variant.__enter__()
+        self.part, self._part_context = part, variant
+
     def ranked_alongside(self):
         """A block whose rank passes also rank some variants from the same scores (heads/base.py);
         its dict then holds name -> Ranking for those."""
