@@ -91,10 +91,13 @@ def test_commit_swaps_and_discard_leaves_the_old_output(tmp_path):
     t = claim(out, "model")
     (t.stage() / "w").write_text("two")
     t.discard()
+    t.release()  # the lock file beside it goes with the last claim
     assert (out / "w").read_text() == "one" and sorted(p.name for p in tmp_path.iterdir()) == ["m"]
     t = claim(out, "model")
     (t.stage() / "w").write_text("two")
     t.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".m.superbloom.lock", "m"]  # held while t is
+    t.release()
     assert (out / "w").read_text() == "two" and sorted(p.name for p in tmp_path.iterdir()) == ["m"]
 
 

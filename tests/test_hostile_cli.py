@@ -787,3 +787,64 @@ def test_non_finite_scores_are_never_certified(head, tiny_model, wiki_data, tmp_
     assert not model.recommend([["Jazz"], ["Paris"]], k=5).exact.any()
     if head == "full":
         assert not sb.Ensemble([model]).predict(["Jazz"], k=5).exact
+
+
+# another process writing the same output (a real process holding its lock, as a writer part-way does)
+HOLD = """
+import sys
+from superbloom.storage.guarded import claim
+target = claim(sys.argv[1], sys.argv[2])
+print("ready", flush=True)
+sys.stdin.read()
+"""
+SECOND_WRITER = {  # name -> (argv with {out}, the kind the first writer holds, the output: a path of the tree or new)
+    "prepare": (["prepare", "{links}", "--out", "{out}", "--overwrite"], "dataset", "data"),
+    "prepare-text": (["prepare-text", "{corpus}", "--out", "{out}", "--overwrite", "--quiet"], "dataset", "data"),
+    "train --overwrite": (TRAIN_OVER, "model", "model"),
+    "train --resume": (["train", "{data}", "--out", "{out}", "--resume", *STORE], "model", "model"),
+    "train --members": (["train", "{data}", "--out", "{out}", "--members", "2", "--head", "full", "--alpha", "1",
+                         "--m", "1", *STORE_TRAIN], "ensemble", None),
+    "embed-train": (["embed-train", "{data}", "--out", "{out}", *STORE], "set-embedding", None),
+    "textclass-train": (["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{out}", "--epochs", "1"],
+                        "text-classifier", None),
+    "extend": (["extend", "{model}", "{newids}", "--out", "{out}"], "model", None),
+    "demo": (["demo", "--out", "{out}", "--time-budget", "1", "--quiet"], "demo", None),
+    "predict --output": (["predict", "{model}", "--input", "{contexts}", "--output", "{out}"], "recommendations", None),
+    "vectors": (["vectors", "{model}", "--out", "{out}"], "item-vectors", None),
+    "synth": (["synth", "--out", "{out}", "--ids", "100", "--topics", "10", "--mean-set-size", "5", "--links", "300",
+               "--quiet"], "links", None),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_WRITER))
+def test_a_second_writer_of_one_output_is_refused_at_once(name, store_world, capsys):
+    import subprocess
+    import sys
+    import time
+
+    tree, paths = store_world
+    argv, kind, where = SECOND_WRITER[name]
+    suffix = {"recommendations": ".parquet", "item-vectors": ".npy", "links": ".parquet"}.get(kind, "")
+    out = paths[where] if where else str(Path(paths["tmp"]) / (name.replace(" ", "_").strip("-") + suffix))
+    first = subprocess.Popen([sys.executable, "-c", HOLD, out, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert first.stdout.readline().strip() == "ready"
+        capsys.readouterr()
+        t0 = time.monotonic()
+        try:
+            code = main([a.format(**paths, out=out) for a in argv])
+        except SystemExit as e:
+            code = e.code
+        seconds = time.monotonic() - t0
+    finally:
+        first.stdin.close()
+        first.wait(timeout=60)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.replace("\r", "\n").splitlines() if ln.strip() and not PROGRESS.match(ln)]
+    changed = tree.changed()
+    assert "Traceback" not in err, err
+    assert code == 2 and len(lines) == 1, (code, err)
+    assert f"is being written by another superbloom process (pid {first.pid}," in lines[0], lines[0]
+    assert seconds < 30, "refused at once, before any work"
+    assert not changed, f"changed or removed: {changed}"

@@ -5,6 +5,7 @@ import time
 
 from . import checks
 from .flags import add_device_arg
+from ..storage.guarded import one_writer
 
 
 def register(sub):
@@ -46,6 +47,7 @@ DEMO_CONTEXTS = [["Copenhagen"], ["Miles_Davis", "Jazz"], ["Tunisia", "Tunis", "
                  ["Jupiter", "Saturn"]]
 
 
+@one_writer  # its folder locked for the whole demo (its dataset and model each locked as written)
 def cmd_demo(args):
     """The main job on the embedded default dataset (Wikispeedia links): prepare it, train a Superbloom
     model with the library's default recipe (for 4,093 ids: unhashed, co-occurrence start, element

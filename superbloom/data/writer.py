@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..storage.files import atomic_path, save_json
-from ..storage.guarded import KINDS, OutputError, claim
+from ..storage.guarded import KINDS, OutputError, claim, one_writer
 from .readers import InputError
 
 _LINES = 1 << 18  # strings joined into one write
@@ -127,6 +127,7 @@ def write_targets(out: Path, name: str, targets: np.ndarray) -> None:
 # ------------------------------------------------------------------------------ staging
 
 
+@one_writer  # OUT locked from its check to the swap: a second writer of it is refused at once
 def write_staged(out: str, build: Callable[[Path], dict], overwrite: bool = False) -> dict:
     """Run build(work_dir) -> summary in `OUT.partial`, write the summary as meta.json (last: it marks
     completion), and swap the result in as OUT only then (storage/guarded.py: OUT is checked before any

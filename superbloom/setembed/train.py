@@ -55,6 +55,7 @@ from ..training.callbacks import Callback
 from ..training.card import write_card
 from ..training.loop import fit
 from ..training.objectives import Objective
+from ..storage.guarded import one_writer
 from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
                                portable, portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..training.train import split_validation
@@ -208,6 +209,7 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
 # ------------------------------------------------------------------------------ embed_train
 
 
+@one_writer  # --out locked for the whole run (storage/guarded.py)
 def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False,
                 callbacks: Sequence[Callback] = ()) -> Path:
     """Train a set embedding on a prepared dataset -> the model directory (with its index).

@@ -5,7 +5,7 @@ demo's folder, an embed, synth, vectors or predict --out file) is checked before
 ownership marker, is built beside its final name and swapped in at once, and any state a kill leaves is
 recovered on the next run and read correctly on load.
 
-    target = claim(out, "model")       # before any work: OutputError (one line) if OUT may not be written
+    target = claim(out, "model")       # before any work, locked: OutputError (one line) if OUT may not be written
     target.check_replace()             # before replacing: OutputError naming what in OUT is not ours
     work = target.stage()              # OUT.new (a dataset: OUT.partial), marked {"kind", "run", "complete": false}
     ... write into work ...
@@ -27,6 +27,12 @@ name is one the folder's kind writes in place (Kind.writes: a model's checkpoint
 README.md, ...). Anything else is the user's (their notes.txt, a model trained into a dataset's folder, an
 eval.json written there by hand): replacing the folder is refused before any work, naming it
 (check_replace), and a removal leaves it where it is (remove_ours).
+
+One writer per output: claim takes an advisory lock (flock on `.NAME.superbloom.lock` beside the
+output, recording the holder's pid, start and command) held for the writer's whole run (one_writer,
+exclusive_outputs) and released by the kernel however the process ends (kill -9 included). A second
+writer of the same output is refused at once, naming the holder; recovery runs only under the lock, so
+a live run's staging folder is never taken for a killed run's leftovers.
 
 Links are never followed: an output that is a symbolic link, a link beside it (OUT.new, OUT.old) or
 anywhere inside an output of ours is refused with one line naming it (we never create links; resolving
@@ -51,14 +57,21 @@ finishes the removal). The states a kill can leave, and what the next run (recov
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
+import fcntl
 import fnmatch
+import functools
 import glob
+import json
 import logging
 import os
 import shutil
+import sys
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -136,8 +149,10 @@ KINDS: dict[str, Kind] = {
     "item-vectors": Kind("an item vectors file (superbloom vectors)", lambda p: False, file=True),
     "exported-network": Kind("an exported network (model.export)", lambda p: False, file=True),
 }
-# the hidden temporary files of our atomic writes (files.atomic_path, a marker's write): ours in any folder of ours
-_TEMPORARY = (".*.tmp*",)
+LOCK = ".superbloom.lock"  # an output's lock file beside it: .NAME.superbloom.lock (lock_path)
+# the hidden temporary files of our atomic writes (files.atomic_path, a marker's write) and the lock files of
+# the outputs inside it (a demo's data and model): ours in any folder of ours
+_TEMPORARY = (".*.tmp*", f".*{LOCK}")
 
 
 def _marker_path(path: Path, kind: str) -> Path:
@@ -276,6 +291,142 @@ def remove_ours(path: Path, kind: str) -> list[str]:
     return []
 
 
+# ------------------------------------------------------------------------------ one writer per output
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of output `path`: hidden beside it, `.NAME.superbloom.lock` (it covers OUT.new,
+    OUT.partial and OUT.old too)."""
+    return path.with_name(f".{path.name}{LOCK}")
+
+
+class _Held:
+    """An output's lock file, locked (flock) by this process, and how many OutputLocks share it."""
+
+    def __init__(self, key: str, path: Path, fd: int):
+        self.key, self.path, self.fd, self.count = key, path, fd, 0
+
+
+_HELD: dict[str, _Held] = {}  # lock file (its real path) -> this process' hold on it
+_GUARD = threading.Lock()
+_SCOPE: contextvars.ContextVar[list | None] = contextvars.ContextVar("superbloom_output_locks", default=None)
+
+
+class OutputLock:
+    """This process' hold on one output's lock. Released by release(), when nothing refers to it any more,
+    at the end of the `exclusive_outputs` scope it was taken in, and by the kernel when the process ends
+    (kill -9 included: an flock dies with its last open descriptor). Claims of one output within one
+    process share the lock (the same process may claim it again)."""
+
+    def __init__(self, held: _Held | None):
+        self._held = held
+        if held is not None:
+            held.count += 1
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is None:
+            return
+        with _GUARD:
+            held.count -= 1
+            if held.count:
+                return
+            _HELD.pop(held.key, None)
+            with contextlib.suppress(OSError):
+                os.unlink(held.path)  # while still locked: a process that opened it sees another file, retries
+            os.close(held.fd)
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock of `fd`, from what the holder wrote in the file: 'pid N, since T: COMMAND'."""
+    for _ in range(20):  # the holder writes its record just after locking
+        try:
+            record = json.loads(os.pread(fd, 4096, 0) or b"null")
+        except (OSError, ValueError):
+            record = None
+        if isinstance(record, dict) and "pid" in record:
+            return (f"pid {record['pid']}, since {record.get('started', '?')}"
+                    + (f": {record['command']}" if record.get("command") else ""))
+        time.sleep(0.05)
+    return "pid unknown"
+
+
+def lock_output(path: Path, flag: str = "--out", out=None) -> OutputLock:
+    """Take the lock of output `path` for this process (an advisory flock on lock_path(path), which must be
+    creatable: its parent folder exists) -> an OutputLock. Another process holding it: OutputError at once,
+    naming the holder's pid, start and command. A filesystem without locks: a warning, and no lock."""
+    out = path if out is None else out
+    lock = lock_path(path)
+    key = os.path.join(os.path.realpath(lock.parent), lock.name)
+    with _GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            return OutputLock(held)
+        for _ in range(100):
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise _link_line(flag, out, lock, " (its lock file)") from None
+                raise OutputError(f"{flag} {out}: cannot create its lock file {lock} ({e.strerror})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise OutputError(f"{flag} {out} is being written by another superbloom process ({holder}); one "
+                                  "writer per output: wait for it to end, or give another path (nothing was "
+                                  "changed)") from None
+            except OSError as e:  # no flock here (some network filesystems)
+                os.close(fd)
+                log.warning(f"{lock}: the filesystem cannot lock files ({e.strerror}); {out} is written without "
+                            "a lock: run one writer of it at a time")
+                return OutputLock(None)
+            st = os.fstat(fd)
+            try:
+                now = os.lstat(lock)
+            except FileNotFoundError:
+                now = None
+            if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                os.close(fd)  # the previous holder removed it as we opened it: lock the file there now
+                continue
+            record = {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                      "command": " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:])[:160]}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+            held = _HELD[key] = _Held(key, lock, fd)
+            return OutputLock(held)
+    raise OutputError(f"{flag} {out}: its lock file {lock} keeps being replaced; is another program removing it?")
+
+
+@contextlib.contextmanager
+def exclusive_outputs() -> Iterator[None]:
+    """A writer's whole run: every output claimed inside the block stays locked until it ends (however it
+    ends), and is released then."""
+    taken: list[OutputLock] = []
+    token = _SCOPE.set(taken)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+        for lock in reversed(taken):
+            lock.release()
+
+
+def one_writer(fn):
+    """Decorator: `fn` runs inside exclusive_outputs (a trainer, from its first check of --out to its last
+    file written)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with exclusive_outputs():
+            return fn(*args, **kwargs)
+    return run
+
+
 # ------------------------------------------------------------------------------ checks before any work
 
 
@@ -343,6 +494,7 @@ class Target:
     kind: str
     run: str
     flag: str = "--out"
+    lock: OutputLock | None = field(default=None, repr=False, compare=False)
 
     @property
     def staging(self) -> Path:
@@ -439,6 +591,11 @@ class Target:
         if self.staging.exists():
             remove_ours(self.staging, self.kind)
 
+    def release(self) -> None:
+        """This claim's hold on the output's lock ends (the lock goes when no claim of it is left)."""
+        if self.lock is not None:
+            self.lock.release()
+
     @contextlib.contextmanager
     def writing(self) -> Iterator[Path]:
         """A single file: yield a hidden temporary path beside it; when the block succeeds, the sidecar
@@ -473,14 +630,54 @@ def unstarted(path: Path) -> bool:
             and all(e.name.startswith(MARKER_TMP) and e.is_file() and not e.is_symlink() for e in path.iterdir()))
 
 
-def claim(out: str | Path, kind: str, flag: str = "--out") -> Target:
-    """Check an output path before any work -> its Target (with a fresh run id), after recovering what a
-    killed run left (recover). Refuses (OutputError, one line, nothing changed) a path check_path refuses,
-    a folder that holds files but is not ours of this kind (nor one of this kind written before markers),
-    a link at, beside or anywhere inside the output, a user's OUT.new / OUT.partial / OUT.old beside it,
-    and a place we cannot write."""
+def claim(out: str | Path, kind: str, flag: str = "--out", main: bool = True) -> Target:
+    """Check an output path before any work and take its lock -> its Target (with a fresh run id and the
+    lock), after recovering what a killed run left (recover). Refuses (OutputError, one line, nothing
+    changed) a path check_path refuses, an output another process is writing (naming its pid), a folder
+    that holds files but is not ours of this kind (nor one of this kind written before markers), a link at,
+    beside or anywhere inside the output, a user's OUT.new / OUT.partial / OUT.old beside it, and a place
+    we cannot write. The lock is held while the Target (or the exclusive_outputs scope it was claimed in)
+    lives. `main`: False on the other processes of a distributed run (checks only: rank 0 locks and
+    recovers)."""
     path = check_path(out, kind, flag)
     target = Target(path, kind, uuid.uuid4().hex[:12], flag)
+    if not main:
+        _check_claim(target, out)
+        return target
+    made = _make_parent(path, flag, out)
+    try:
+        target.lock = lock_output(path, flag, out)
+        _check_claim(target, out)  # under the lock: no other writer is half-way through a swap
+        recover(target)
+    except BaseException:
+        target.release()
+        for folder in made:  # the parent folders this claim made, if still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.append(target.lock)
+    return target
+
+
+def _make_parent(path: Path, flag: str, out) -> list[Path]:
+    """The output's parent folders, made where missing (the lock file lives there) -> those made, deepest first."""
+    made, parent = [], path.parent
+    while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
+        made.append(parent)
+        parent = parent.parent
+    _check_writable(path, flag, out)
+    for folder in reversed(made):
+        try:
+            folder.mkdir()
+        except OSError as e:
+            raise OutputError(f"{flag} {out}: cannot create the folder {folder} ({e.strerror})") from None
+    return made
+
+
+def _check_claim(target: Target, out) -> None:
+    path, kind, flag = target.path, target.kind, target.flag
     entry = KINDS[kind]
     for side in () if entry.file else [_sibling(path, s) for s in SIDE_SUFFIXES]:
         if side.is_symlink():
@@ -505,8 +702,6 @@ def claim(out: str | Path, kind: str, flag: str = "--out") -> Target:
         raise OutputError(f"{flag} {out} exists and was not written by superbloom; give a new file name (nothing "
                           "was changed)")
     _check_writable(path, flag, out)
-    recover(target)
-    return target
 
 
 def _check_writable(path: Path, flag: str, out) -> None:
@@ -563,6 +758,6 @@ def resolve(path: str | Path, kind: str | None = None) -> Path:
     return path
 
 
-__all__ = ["KINDS", "MARKER", "Kind", "OutputError", "Target", "check_path", "claim", "first_link",
-           "foreign_entries", "is_ours", "kind_of", "read_marker", "record", "recover", "remove_ours", "resolve",
-           "unstarted", "write_marker"]
+__all__ = ["KINDS", "LOCK", "MARKER", "Kind", "OutputError", "OutputLock", "Target", "check_path", "claim",
+           "exclusive_outputs", "first_link", "foreign_entries", "is_ours", "kind_of", "lock_output", "lock_path",
+           "one_writer", "read_marker", "record", "recover", "remove_ours", "resolve", "unstarted", "write_marker"]

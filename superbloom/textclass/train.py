@@ -18,6 +18,7 @@ import torch
 
 from ..model.device import init_distributed
 from ..storage.files import load_json
+from ..storage.guarded import one_writer
 from ..training.callbacks import Callback
 from ..training.card import write_card
 from ..training.loop import LoopConfig, fit
@@ -153,6 +154,7 @@ def memory_parts(cfg: TextClassConfig, n_classes: int, n_vocab: int, n_words: in
     return {"--d": params, "--batch-size": acts, "word inputs (--max-words)": words}
 
 
+@one_writer  # --out locked for the whole run (storage/guarded.py)
 def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: bool = False,
                     overwrite: bool = False, callbacks: Sequence[Callback] = (),
                     memory_check: Callable[[dict[str, int]], None] | None = None) -> Path:

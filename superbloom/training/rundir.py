@@ -75,10 +75,19 @@ class RunDir:
 
 
 def check_out(out: str | Path, kind: str = "model") -> Path:
-    """The model directory to write, checked before any work (storage/guarded.claim: not "", "/" or the
-    current folder; a folder, empty or holding a model of ours of this kind; no user's OUT.new / OUT.old
-    beside it; writable), after recovering what a killed run left there. OutputError (a ValueError) if not."""
-    return claim(out, kind).path
+    """The model directory to write, checked and locked before any work (storage/guarded.claim: not "", "/"
+    or the current folder, nor a link; a folder, empty or holding a model of ours of this kind; no other
+    process writing it; no user's OUT.new / OUT.old beside it; writable), after recovering what a killed run
+    left there. OutputError (a ValueError) if not. The lock lasts as long as the trainer's
+    storage.guarded.one_writer scope; the other processes of a distributed run only check."""
+    return claim(out, kind, main=_main_process()).path
+
+
+def _main_process() -> bool:
+    """Rank 0 of a distributed run, or the only process: the one that locks, recovers and writes."""
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
 
 
 def resume_point(out: Path, resume: bool, overwrite: bool, main: bool = True) -> Path | None:

@@ -44,6 +44,7 @@ from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, Obj
     masked_set_objective, objective_entry, training_rows)
 from .optim import OptimConfig
 from ..data.remap import align_dataset, format_alignment
+from ..storage.guarded import one_writer
 from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
                      portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
@@ -116,6 +117,7 @@ class Phases:
 # ------------------------------------------------------------------------------ the masked id model
 
 
+@one_writer  # --out locked for the whole run (storage/guarded.py)
 def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwrite: bool = False,
           record: dict | None = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Masked training of a Superbloom model on a prepared dataset -> the model directory.
