@@ -62,8 +62,12 @@ def load(model_dir, device: str = "auto", mmap: bool = True, part: str = "whole"
     device = check.device("device", device)
     check.flag("mmap", mmap)
     check.one_of("part", part, PARTS)
-    kind = read_kind(model_dir).name
-    model = _LOADERS[kind](model_dir, device, mmap)
+    from .storage.loading import read_whole
+
+    def read():  # one version of the folder, read again if another run swaps a new one in meanwhile
+        name = read_kind(model_dir).name
+        return name, _LOADERS[name](model_dir, device, mmap)
+    kind, model = read_whole(model_dir, read)
     if part == "whole":
         return model
     from .inference.parts import rank_by

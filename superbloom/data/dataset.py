@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from ..storage.files import read_lines
 from ..storage.guarded import resolve
-from ..storage.loading import LoadError, load_array, read_json_object
+from ..storage.loading import LoadError, load_array, read_json_object, read_whole, version_of
 from .vocab import Vocab
 
 
@@ -63,10 +63,19 @@ class SetArray:
 
 
 class Dataset:
+    """A prepared dataset, read from one version of its folder: opened again when another run (prepare
+    --overwrite) swaps a new one in meanwhile (storage/loading.read_whole); what is read later (the
+    vocabulary, the set names) must come from that version, else a LoadError says it was replaced."""
+
     def __init__(self, path: str | Path):
         from .._bounds import path as a_path
 
-        self.path = resolve(a_path("path", path), "dataset")  # PATH, or the complete one a kill during its swap left beside it
+        self._named = Path(a_path("path", path))
+        read_whole(self._named, self._open)
+
+    def _open(self) -> None:
+        self._version = version_of(self._named)
+        self.path = resolve(self._named, "dataset")  # PATH, or the complete one a kill during its swap left beside it
         if not (self.path / "meta.json").exists():
             raise FileNotFoundError(f"{self.path} is not a prepared dataset (no meta.json); "
                                     "run `superbloom prepare` first, or it was interrupted")
@@ -76,6 +85,16 @@ class Dataset:
         self.test = self._split("test")
         self.valid = self._split("valid") if (self.path / "valid.offsets.npy").exists() else None
         self.counts = load_array(self.path / "counts.npy", "the dataset's id counts")
+
+    def _later(self, read):
+        """read() -> its value: a file read after opening (memory-mapped arrays stay valid), which must be of
+        the version opened, else a LoadError saying it was replaced (prepare --overwrite) since."""
+        def same_version():
+            if version_of(self._named) != self._version:
+                raise LoadError(f"{self._named}: replaced by another run (prepare --overwrite?) since it was "
+                                "opened; open it again (its arrays and its vocabulary would not match)")
+            return read()
+        return read_whole(self._named, same_version)
 
     def _split(self, name: str) -> SetArray:
         """NAME.offsets.npy (S + 1,) and NAME.ids.npy (links,), memory-mapped; LoadError naming the file
@@ -115,10 +134,10 @@ class Dataset:
 
     @cached_property
     def vocab(self) -> Vocab:
-        return Vocab.load(self.path)
+        return self._later(lambda: Vocab.load(self.path))
 
     def set_names(self, split: str) -> list[str]:
-        return read_lines(self.path / f"{split}.sets.txt")
+        return self._later(lambda: read_lines(self.path / f"{split}.sets.txt"))
 
 
 def last_known(history: SetArray, n: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from .parts import rank_by
 from .predictor import Predictor
 from ..storage.checkpoint import inference_checkpoint
 from ..storage.guarded import kind_of, resolve
-from ..storage.loading import LoadError
+from ..storage.loading import LoadError, read_whole
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,13 @@ ATTEMPTS = 5  # reads of a folder whose checkpoint moved while it was read
 def load(model_dir: str | Path, device: str = "auto", mmap: bool = True,
          part: str = "whole") -> Predictor:
     """The id model in `model_dir` (Predictor.load), or the ensemble folder's members as one (Ensemble.load_dir),
-    ranking by `part` (rank_by); read again when a running training moved its checkpoint mid-read."""
-    if kind_of(Path(model_dir), "ensemble") == "ensemble":
-        return rank_by(Ensemble.load_dir(model_dir, device, mmap), part)
-    return rank_by(load_model(model_dir, device, mmap), part)
+    ranking by `part` (rank_by); read again when a running training moved its checkpoint mid-read, or
+    another run swapped a new version of the folder in (storage/loading.read_whole)."""
+    def read():
+        if kind_of(Path(model_dir), "ensemble") == "ensemble":
+            return Ensemble.load_dir(model_dir, device, mmap)
+        return load_model(model_dir, device, mmap)
+    return rank_by(read_whole(model_dir, read), part)
 
 
 def load_model(model_dir: str | Path, device: str = "auto", mmap: bool = True) -> Predictor:

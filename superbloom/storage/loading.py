@@ -1,10 +1,14 @@
 """Checks of the files we load before they are trusted: one LoadError line naming file and expectation.
 
-Issue 32, class 3: a missing file, one we may not read, a truncated or foreign safetensors file, a
-hand-edited config.json with missing or wrong-typed fields, a pointer outside its model folder, a folder
-of another kind, a dataset's broken meta.json or truncated .npy file, a labels or text file that is not
-UTF-8 (a binary file). Each is a LoadError (a ValueError: the CLI exits 2 with its one line) that names
-the file and what was expected. Every loader reads through these helpers, so every command benefits.
+A missing file, one we may not read, a truncated or foreign safetensors file, a hand-edited config.json
+with missing or wrong-typed fields, a pointer outside its model folder, a folder of another kind, a
+dataset's broken meta.json or truncated .npy file, a labels or text file that is not UTF-8 (a binary file).
+Each is a LoadError (a ValueError: the CLI exits 2 with its one line) that names the file and what was
+expected. Every loader reads through these helpers, so every command benefits.
+
+A loader reads one version of an output, never half of one and half of the next: `read_whole` runs it
+again when another run swapped the folder in while it read (guarded.py: the swap is two renames and the
+old folder's removal, which a reader between them would straddle).
 
     path = expect_kind(model_dir, "model")                    # MODEL_DIR, or the complete one a kill left
     config = read_config(path, {"model": dict, "head": dict}) # config.json, its sections present and typed
@@ -12,17 +16,21 @@ the file and what was expected. Every loader reads through these helpers, so eve
     cfg = typed_section(path / "config.json", config, "model", ModelConfig)  # fields as the dataclass has them
     meta = read_json(data / "meta.json", "the dataset's summary")            # JSON, its line named if broken
     ids = load_array(data / "train.ids.npy", "the training ids", mmap=True) # a complete .npy file
+    model = read_whole(model_dir, lambda: load(model_dir))                   # one version, if another run swaps it
     for line in text_lines(labels, "a labels file"): ...                     # UTF-8, else the line named
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import struct
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
-from .guarded import KINDS, kind_of, resolve
+from .guarded import KINDS, kind_of, read_marker, resolve
+
+T = TypeVar("T")
 
 _MAX_HEADER = 100 << 20  # a safetensors header larger than this is not one we wrote
 
@@ -221,5 +229,35 @@ def expect_kind(model_dir: str | Path, kind: str, flag: str = "MODEL_DIR") -> Pa
     return path
 
 
+def version_of(path: str | Path) -> tuple:
+    """Which version of the output `path` a loader would read now: the folder resolve() finds, its inode and
+    its marker's run id (a swap makes a new folder; an in-place run keeps its folder and run id)."""
+    where = resolve(path)
+    try:
+        st = os.stat(where)
+    except OSError:
+        return (str(where),)
+    marker = read_marker(where, "model") if where.is_dir() else None  # a folder's marker, whatever its kind
+    return str(where), st.st_dev, st.st_ino, (marker or {}).get("run"), None if where.is_dir() else st.st_mtime_ns
+
+
+def read_whole(path: str | Path, load: Callable[[], T], tries: int = 10) -> T:
+    """load() -> its value, read from one version of the output `path`: when another run swapped a new
+    version in while load() ran (version_of differs after), whatever it read or raised is dropped and it
+    runs again. An error of a version that stayed in place is raised as it is."""
+    for _ in range(tries):
+        before = version_of(path)
+        try:
+            value = load()
+        except Exception:
+            if version_of(path) == before:
+                raise
+            continue
+        if version_of(path) == before:
+            return value
+    raise LoadError(f"{path}: replaced by another run {tries} times while it was being read; try again when "
+                    "that run is done")
+
+
 __all__ = ["LoadError", "check_safetensors", "expect_kind", "load_array", "read_config", "read_json",
-           "read_json_object", "read_text", "readable", "text_lines", "typed_section"]
+           "read_json_object", "read_text", "read_whole", "readable", "text_lines", "typed_section", "version_of"]
