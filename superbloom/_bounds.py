@@ -189,3 +189,19 @@ def fits_memory(name: str, needed: int, what: str, hint: str) -> None:
     if avail is not None and needed > avail:
         raise ArgumentError(name, f"{what} needs about {format_bytes(needed)}, more than the "
                                   f"{format_bytes(avail)} available; {hint}")
+
+
+def within_ranges(config, names) -> None:
+    """Each named setting of the dataclass `config` within the range its `setting(range=...)` declares (the
+    range its flag allows, cli/settings.py), else an ArgumentError naming it: what a config.json edited by
+    hand is held to on load (layers = 10**7 would hang, d = 10**9 fail allocating)."""
+    import dataclasses
+
+    for f in dataclasses.fields(config):
+        if f.name not in names:
+            continue
+        lo, hi = (f.metadata.get("setting") or {}).get("range") or (None, None)
+        value = getattr(config, f.name)
+        if lo is not None and value < lo or hi is not None and value > hi:
+            span = f"between {lo:,} and {hi:,}" if hi is not None else f">= {lo:,}"
+            raise ArgumentError(f.name, f"{f.name} must be {span}, got {value}", verbatim=True)

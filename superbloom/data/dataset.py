@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from ..storage.files import read_lines
 from ..storage.guarded import resolve
-from ..storage.loading import LoadError, load_array, read_json_object, read_whole, version_of
+from ..storage.loading import LoadError, check_array, load_array, read_json_object, read_whole, version_of
 from .vocab import Vocab
 
 
@@ -81,10 +81,11 @@ class Dataset:
                                     "run `superbloom prepare` first, or it was interrupted")
         # every file checked as it is read (storage/loading.py): a broken one is one line naming it
         self.meta = read_json_object(self.path / "meta.json", "the dataset's summary (superbloom prepare writes it)")
+        self.counts = check_array(load_array(self.path / "counts.npy", "the dataset's id counts"),
+                                  self.path / "counts.npy", "the count of each id", low=0)
         self.train = self._split("train")
         self.test = self._split("test")
         self.valid = self._split("valid") if (self.path / "valid.offsets.npy").exists() else None
-        self.counts = load_array(self.path / "counts.npy", "the dataset's id counts")
 
     def _later(self, read):
         """read() -> its value: a file read after opening (memory-mapped arrays stay valid), which must be of
@@ -98,14 +99,22 @@ class Dataset:
 
     def _split(self, name: str) -> SetArray:
         """NAME.offsets.npy (S + 1,) and NAME.ids.npy (links,), memory-mapped; LoadError naming the file
-        when one is truncated or the offsets do not end at the number of ids."""
-        offsets = load_array(self.path / f"{name}.offsets.npy", f"the {name} split's set offsets")
-        ids_path = self.path / f"{name}.ids.npy"
+        when one is truncated, the offsets do not start at 0, decrease or do not end at the number of ids,
+        or an id is not one of the vocabulary's (held out: or -1) (check_array: one pass, in pieces)."""
+        offsets_path, ids_path = self.path / f"{name}.offsets.npy", self.path / f"{name}.ids.npy"
+        offsets = load_array(offsets_path, f"the {name} split's set offsets")
         ids = load_array(ids_path, f"the {name} split's ids", mmap=True)
-        if offsets.ndim != 1 or len(offsets) == 0 or ids.ndim != 1 or int(offsets[-1]) != len(ids):
+        check_array(offsets, offsets_path, "set offsets", low=0, increasing=True)
+        unseen = name != "train"  # held-out ids never seen in training are -1 (prepare.py)
+        check_array(ids, ids_path, "ids of the vocabulary" + (" (or -1: unseen in training)" if unseen else ""),
+                    low=-1 if unseen else 0, high=len(self.counts))
+        if len(offsets) and int(offsets[0]) != 0:
+            raise LoadError(f"{offsets_path}: starts at {int(offsets[0]):,}; expected set offsets from 0 (edited by "
+                            "hand?)")
+        if len(offsets) == 0 or int(offsets[-1]) != len(ids):
             raise LoadError(f"{ids_path}: holds {len(ids):,} ids, but {name}.offsets.npy ends at "
-                            f"{int(offsets[-1]) if offsets.ndim == 1 and len(offsets) else 'nothing'}; expected "
-                            "the files superbloom prepare wrote together (edited or truncated?)")
+                            f"{int(offsets[-1]) if len(offsets) else 'nothing'}; expected the files superbloom "
+                            "prepare wrote together (edited or truncated?)")
         return SetArray(offsets, ids)
 
     @property

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from ..storage.files import json_loads
 from .columns import BLOCK_BYTES, HEADER_DELIMITER, chosen_columns, read_csv, read_parquet, table_links
 from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig, ReadStats, format_from_name
 from .textcheck import read_failed, scan_text
@@ -416,7 +417,7 @@ def _read_jsonl(path: Path, cfg: ReadConfig, stats: ReadStats):
         for ln, text in zip(lineno.tolist(), col.to_pylist()):
             why = None
             try:
-                obj = json.loads(text)
+                obj = json_loads(text)
             except json.JSONDecodeError as e:
                 obj, why = None, f"invalid JSON ({e.msg} at column {e.colno})"
             if why is None and not isinstance(obj, dict):
@@ -448,7 +449,7 @@ def _read_json(path: Path, cfg: ReadConfig, stats: ReadStats):
     and the line and column of a syntax error."""
     text = scan_text(path, "json", limit=1 << 62)  # the whole (decompressed, UTF-8 checked) text
     try:
-        doc = json.loads(text)
+        doc = json_loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno}); the json format is one "
                          "document (an object {set: [ids]} or an array of sets); jsonl is one object per line") from None

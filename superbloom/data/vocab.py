@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..storage.files import read_lines
-from ..storage.loading import LoadError, load_array, readable
+from ..storage.loading import LoadError, check_array, load_array, readable
 from .mapped_vocab import MappedStrings, mapped_strings
 from .writer import write_vocabulary
 
@@ -102,7 +102,8 @@ class Vocab:
         shared by every process that maps them (mapped_vocab.py; serve's workers); a directory
         that cannot be written gets the in-memory list and dict."""
         directory = Path(directory)
-        counts = load_array(directory / "counts.npy", "the vocabulary's counts", mmap=mapped)
+        counts = check_array(load_array(directory / "counts.npy", "the vocabulary's counts", mmap=mapped),
+                             directory / "counts.npy", "the count of each id", low=0)
         source = directory / "vocab.txt"
         readable(source, "the vocabulary (one id per line)")
         try:

@@ -28,7 +28,7 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from ..storage.files import atomic_path
-from .config import AUTO_ALPHA, UNHASHED_MAX_IDS, HashConfig  # noqa: F401 (re-exported: callers import them here)
+from .config import AUTO_ALPHA, MAX_M, UNHASHED_MAX_IDS, HashConfig  # noqa: F401 (re-exported: callers import them here)
 
 SPECIALS = ("[PAD]", "[MASK]", "[UNK]", "[CLS]", "[SEP]")
 PAD, MASK, UNK, CLS, SEP = range(len(SPECIALS))
@@ -135,7 +135,7 @@ class BloomHash:
         that every server process that loads them shares one copy of the pages."""
         from safetensors import safe_open
 
-        from ..storage.loading import LoadError, check_safetensors
+        from ..storage.loading import LoadError, check_array, check_safetensors
 
         check_safetensors(path, "the hash maps (hashing.safetensors)")
         with safe_open(str(path), "np") as f:
@@ -150,10 +150,17 @@ class BloomHash:
             t = {name: x.numpy() for name, x in map_safetensors(path).items()}
         else:
             t = load_file(str(path))
-        if t["buckets"].ndim != 2 or t["inverse"].ndim != 3:
-            raise LoadError(f"{path}: tensors of shapes {list(t['buckets'].shape)} and {list(t['inverse'].shape)}; "
-                            "expected (m, ids) buckets and an (m, buckets, width) inverse index")
-        return cls(t["buckets"], alpha, inverse=t["inverse"])
+        buckets, inverse = t["buckets"], t["inverse"]
+        if (buckets.ndim != 2 or inverse.ndim != 3 or inverse.shape[0] != buckets.shape[0]
+                or not 1 <= buckets.shape[0] <= MAX_M or alpha < 1):
+            raise LoadError(f"{path}: tensors of shapes {list(buckets.shape)} and {list(inverse.shape)}, alpha "
+                            f"{alpha}; expected (m, ids) buckets and an (m, buckets, width) inverse index, m between "
+                            f"1 and {MAX_M:,}, alpha >= 1")
+        m, n_ids = buckets.shape
+        check_array(buckets, path, "(m, ids) buckets, each one of the map's buckets", ndim=2, low=0,
+                    high=inverse.shape[1])
+        check_array(inverse, path, "an inverse index of ids (or -1: padding)", ndim=3, low=-1, high=n_ids)
+        return cls(buckets, alpha, inverse=inverse)
 
     def describe(self) -> dict:
         return {"alpha": self.alpha, "m": self.m, "n_ids": self.n_ids, "n_buckets": self.n_buckets,

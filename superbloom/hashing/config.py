@@ -13,6 +13,7 @@ from .._settings import setting
 
 UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids
 AUTO_ALPHA = 4  # alpha = 0 (auto): ids per bucket above UNHASHED_MAX_IDS
+MAX_M = 1024  # hash maps per id at most: the range of HashConfig.m (its flag's); a config.json beyond is refused
 TREE_MIN_IDS = 500_000  # coherent maps: from this many ids on, the bisection tree instead of the exact greedy
 
 
@@ -20,7 +21,7 @@ TREE_MIN_IDS = 500_000  # coherent maps: from this many ids on, the bisection tr
 class HashConfig:
     alpha: int = setting(0, range=(0, None), help="ids per hash bucket; 0: chosen from the vocabulary size "
                          f"(unhashed up to {UNHASHED_MAX_IDS:,} ids, else {AUTO_ALPHA}: resolve)")
-    m: int = setting(2, range=(1, 1024), help="hash functions (maps, tokens) per id")
+    m: int = setting(2, range=(1, MAX_M), help="hash functions (maps, tokens) per id")
     seed: int = setting(0, range=(0, None), flag="hash-seed", help="the hash maps' seed")
     coherent: int = setting(0, range=(0, None), help=(
         "how many of the m maps are coherent: similar ids (training co-occurrence) share a bucket (appendix C, "
@@ -28,8 +29,9 @@ class HashConfig:
         "random; they come first. Helps on set data with structure; on text random maps did better"))
 
     def __post_init__(self):
-        if self.alpha < 0 or self.m < 1:
-            raise bad("alpha", f"alpha must be >= 1 (or 0: auto) and m >= 1, got alpha={self.alpha}, m={self.m}")
+        if self.alpha < 0 or not 1 <= self.m <= MAX_M:
+            raise bad("alpha" if self.alpha < 0 else "m", f"alpha must be >= 1 (or 0: auto) and m between 1 and "
+                      f"{MAX_M:,}, got alpha={self.alpha}, m={self.m}")
         if not 0 <= self.coherent <= self.m:
             raise bad("coherent", f"coherent must be between 0 and m={self.m}, got {self.coherent}")
 

@@ -30,6 +30,7 @@ from .._log import progress_bar
 
 from ..heads.decode_config import DecodeConfig
 from ..storage.guarded import claim
+from ..storage.files import json_loads
 from ..storage.loading import text_lines
 
 INPUTS = (".jsonl", ".jsonl.gz", ".parquet")
@@ -87,7 +88,7 @@ def read_contexts(path: str | Path, context_column: str = "context", key_column:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json_loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{line_no}: not valid JSON ({e.msg}); expected one object per line "
                                  f'like {{"{context_column}": ["a", "b"], "{key_column}": "key"}}') from None

@@ -93,6 +93,9 @@ class Predictor:
         hashing = BloomHash.load(model_dir / "hashing.safetensors", mmap=mmap and dev.type == "cpu")
         # a large vocabulary is memory-mapped (mapped_vocab.py): serve's worker processes share it
         vocab = Vocab.load(model_dir, mapped=mmap and vocab_size(model_dir) >= MAPPED_MIN_IDS)
+        if hashing.n_ids != len(vocab):  # the maps of another vocabulary: every id would get another's tokens
+            raise LoadError(f"{model_dir / 'hashing.safetensors'}: maps {hashing.n_ids:,} ids, but vocab.txt holds "
+                            f"{len(vocab):,}; expected the files superbloom wrote together (edited or copied?)")
         model = build_model(mcfg, hcfg, hashing, vocab.counts, vocab.strings).to(dev)
         if mmap and dev.type == "cpu":
             from ..storage.mapped import map_weights

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._bounds import bad
+from .._bounds import bad, within_ranges
 from .._settings import setting
 
 ATTENTION_NAMES = ("softmax", "kernel", "kernel-auto")  # attention.ATTENTIONS
@@ -42,15 +42,11 @@ class ModelConfig:
         "of its own"))
 
     def __post_init__(self):
-        for name in ("d", "heads", "d_ff", "layers"):
-            if getattr(self, name) < 1:
-                raise bad(name, f"{name} must be >= 1, got {getattr(self, name)}")
+        within_ranges(self, ("d", "heads", "d_ff", "layers", "positions"))  # as the flags allow
         if self.d % self.heads:
             raise bad("d", f"d={self.d} must be divisible by heads={self.heads}")
         if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
             raise ValueError(f"dropout and attn_dropout must be in [0, 1), got {self.dropout}, {self.attn_dropout}")
-        if self.positions < 0:
-            raise bad("positions", f"positions must be >= 0, got {self.positions}")
         if self.attention not in ATTENTION_NAMES:
             raise bad("attention", f"attention must be one of {sorted(ATTENTION_NAMES)}, got {self.attention!r}")
         if self.embedding not in INPUT_NAMES:

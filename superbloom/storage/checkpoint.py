@@ -173,10 +173,11 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, op
 
 
 def check_checkpoint(ckpt: Path) -> None:
-    """The files a resume reads from checkpoint `ckpt`, checked before anything is written: its weights and
-    optimizer state complete (check_safetensors), state.json an object with an integer step. LoadError
-    naming the file otherwise."""
+    """The files a resume (or extend) reads from checkpoint `ckpt`, checked before anything is written: its
+    weights and optimizer state complete (check_safetensors), the weights float32 and finite
+    (check_weights_file), state.json an object with an integer step. LoadError naming the file otherwise."""
     check_safetensors(ckpt / "model.safetensors", "a checkpoint's weights")
+    check_weights_file(ckpt / "model.safetensors")
     if (ckpt / "optimizer.safetensors").exists():
         check_safetensors(ckpt / "optimizer.safetensors", "the checkpoint's optimizer state")
     state = ckpt / "state.json"
@@ -186,6 +187,29 @@ def check_checkpoint(ckpt: Path) -> None:
         step = None
     if not isinstance(step, int) or isinstance(step, bool):
         raise LoadError(f"{state}: no integer 'step'; expected the training state superbloom wrote")
+
+
+def check_weights_file(path: Path) -> None:
+    """Every floating tensor of the weights file `path` float32 (what superbloom writes) and finite, read a
+    piece at a time (FINITE_CHUNK elements: rows of a table), without the model: what can be checked before
+    one is built. LoadError naming the file and the tensor otherwise."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        for name in f.keys():
+            piece = f.get_slice(name)
+            dtype, shape = piece.get_dtype(), piece.get_shape()
+            if dtype in ("F64", "F16", "BF16", "F8_E4M3", "F8_E5M2"):
+                raise LoadError(f"{path}: tensor {name!r} is {dtype}; expected float32 weights (superbloom writes "
+                                "no other)")
+            if dtype != "F32":
+                continue
+            if len(shape) < 2:
+                _refuse_non_finite(path, name, _non_finite(f.get_tensor(name)), int(np.prod(shape)))
+                continue
+            step = max(1, FINITE_CHUNK // max(1, int(np.prod(shape[1:]))))  # rows of about FINITE_CHUNK values
+            bad = sum(_non_finite(piece[start:start + step]) for start in range(0, shape[0], step))
+            _refuse_non_finite(path, name, bad, int(np.prod(shape)))
 
 
 def load_extra(ckpt: Path, name: str) -> dict[str, torch.Tensor] | None:
@@ -207,25 +231,113 @@ def load_weights(model: torch.nn.Module, ckpt: Path) -> None:
 
 
 def fit_state(model: torch.nn.Module, state: dict[str, torch.Tensor], ckpt: Path, assign: bool = False) -> None:
-    """state into model (strict, but a tied weight's second name may be missing), else LoadError."""
+    """state into model (strict, but a tied weight's second name may be missing), else LoadError; each
+    tensor's dtype (a parameter's shape too) and finite values checked before load_state_dict copies or
+    assigns it (check_state)."""
+    check_state(model, state, ckpt)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=assign)
     if unexpected or [k for k in missing if not _is_tied(model, k)]:
         raise LoadError(f"{ckpt}: weights do not fit the model (missing {missing}, unexpected {unexpected})")
 
 
+def _dtype(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _mismatch(got, want, parameter: bool) -> bool:
+    """A saved dtype that does not fit: a parameter's must be the model's (float32; with assign=True a
+    float64 table would stay float64); a buffer's of the same sort (floating, integer or bool: older
+    folders stored some index buffers narrower, which load_state_dict widens)."""
+    if got is None:
+        return True
+    if parameter:
+        return got != want
+    sort = lambda d: "bool" if d == torch.bool else "float" if d.is_floating_point else "int"  # noqa: E731
+    return sort(got) != sort(want)
+
+
+def check_state(model: torch.nn.Module, state: dict[str, torch.Tensor], where) -> None:
+    """The tensors of `state` that the model has (missing or unexpected names are load_state_dict's report):
+    each of the model's dtype (with assign=True a float64 table would stay float64), a parameter of its
+    shape, every floating one finite (check_finite). LoadError naming `where` and the tensor otherwise."""
+    params = dict(model.named_parameters())
+    expected = {**dict(model.named_buffers()), **params}
+    for name, t in state.items():
+        want = expected.get(name)
+        if want is None:
+            continue
+        if _mismatch(t.dtype, want.dtype, name in params):
+            raise LoadError(f"{where}: tensor {name!r} is {_dtype(t.dtype)}; the model of this folder's config.json "
+                            f"expects {_dtype(want.dtype)}")
+        if name in params and tuple(t.shape) != tuple(want.shape):
+            raise LoadError(f"{where}: tensor {name!r} has shape {list(t.shape)}; the model of this folder's "
+                            f"config.json expects {list(want.shape)} (a checkpoint of another model?)")
+    check_finite(state, where)
+
+
+FINITE_CHUNK = 1 << 22  # elements checked at once: a bounded temporary, whatever the tensor's size
+
+
+def check_finite(state: dict[str, torch.Tensor], where) -> None:
+    """Every floating tensor of `state` finite, else LoadError naming `where`, the tensor and how many of
+    its values are NaN or infinite (such weights make every score NaN: no ranking could be trusted). One
+    pass over the weights, FINITE_CHUNK elements at a time."""
+    for name, t in state.items():
+        if t.is_floating_point():
+            _refuse_non_finite(where, name, _non_finite(t), t.numel())
+
+
+def _non_finite(t: torch.Tensor) -> int:
+    """How many values of `t` are NaN or infinite, FINITE_CHUNK at a time (a bounded temporary)."""
+    flat = t.detach().reshape(-1)
+    bad = 0
+    for start in range(0, flat.numel(), FINITE_CHUNK):
+        piece = torch.isfinite(flat[start:start + FINITE_CHUNK])
+        if not bool(piece.all()):
+            bad += int((~piece).sum())
+    return bad
+
+
+def _refuse_non_finite(where, name: str, bad: int, n: int) -> None:
+    if bad:
+        raise LoadError(f"{where}: tensor {name!r} holds {bad:,} non-finite values (NaN or inf) of {n:,}; expected "
+                        "finite weights (a diverged run's checkpoint? resume from an earlier one, or train again)")
+
+
 def check_shapes(model: torch.nn.Module, path: Path) -> None:
-    """Every tensor of the weights file `path` that the model has must have its shape (a checkpoint of
-    another model, e.g. a BEST pointer edited to another run's): LoadError naming the first that does not."""
+    """Every tensor of the weights file `path` that the model has must have its dtype (a parameter: its
+    shape too), read from the file's header before any tensor is (a checkpoint of another model, e.g. a
+    BEST pointer edited to another run's, or a file written by hand): LoadError naming the first that does
+    not. A header safetensors cannot read is a LoadError too."""
     from safetensors import safe_open
 
     params = dict(model.named_parameters())  # buffers may be sized by what they load (a hybrid head's term)
-    with safe_open(str(path), "pt") as f:
-        for name in f.keys():
-            if name in params:
-                shape = tuple(f.get_slice(name).get_shape())
-                if shape != tuple(params[name].shape):
+    expected = {**dict(model.named_buffers()), **params}
+    try:
+        with safe_open(str(path), "pt") as f:
+            for name in f.keys():
+                if name not in expected:
+                    continue
+                piece = f.get_slice(name)
+                dtype, want = piece.get_dtype(), expected[name].dtype
+                if _mismatch(_TORCH_DTYPE.get(dtype), want, name in params):
+                    raise LoadError(f"{path}: tensor {name!r} is {dtype}; the model of this folder's config.json "
+                                    f"expects {_dtype(want)}")
+                shape = tuple(piece.get_shape())
+                if name in params and shape != tuple(params[name].shape):
                     raise LoadError(f"{path}: tensor {name!r} has shape {list(shape)}; the model of this folder's "
-                                    f"config.json expects {list(params[name].shape)} (a checkpoint of another model?)")
+                                    f"config.json expects {list(params[name].shape)} (a checkpoint of another "
+                                    "model?)")
+    except LoadError:
+        raise
+    except Exception as e:  # safetensors' own SafetensorError (a header it cannot parse), OSError
+        raise LoadError(f"{path}: not a safetensors file superbloom can read ({str(e).splitlines()[0][:160]}); "
+                        "expected a checkpoint's weights") from None
+
+
+_TORCH_DTYPE = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
+                "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+                "BOOL": torch.bool}  # safetensors' dtype names
 
 
 def _is_tied(model, name: str) -> bool:

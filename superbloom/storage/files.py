@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -27,8 +28,21 @@ def save_json(path: str | Path, obj) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def json_loads(text: str | bytes):
+    """json.loads with the nesting bounded: a document nested deeper than the parser can follow (about
+    Python's recursion limit, 1,000 levels of arrays and objects; no file of ours nests more than a few)
+    is a json.JSONDecodeError like any other invalid JSON, which every reader already reports as one
+    line naming the file, never a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        doc = text if isinstance(text, str) else ""
+        raise json.JSONDecodeError(f"nested deeper than {sys.getrecursionlimit():,} levels of arrays and objects",
+                                   doc, 0) from None
+
+
 def load_json(path: str | Path):
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    return json_loads(Path(path).read_text(encoding="utf-8"))
 
 
 def write_lines(path: str | Path, strings: Iterable[str]) -> None:

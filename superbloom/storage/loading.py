@@ -28,6 +28,7 @@ import struct
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
+from .files import json_loads
 from .guarded import KINDS, kind_of, read_marker, resolve
 
 T = TypeVar("T")
@@ -152,7 +153,7 @@ def read_json(path: str | Path, what: str):
     not UTF-8 or not valid JSON (a truncated or hand-edited file)."""
     path = Path(path)
     try:
-        return json.loads(read_text(path, what))
+        return json_loads(read_text(path, what))
     except json.JSONDecodeError as e:
         raise LoadError(f"{path}, line {e.lineno}: not valid JSON ({e.msg}); expected {what}") from None
 
@@ -177,6 +178,45 @@ def load_array(path: str | Path, what: str, mmap: bool = False):
         raise LoadError(f"{path}: truncated or not a NumPy .npy file ({e}); expected {what}") from None
     except OSError as e:
         raise _open_error(path, e, what) from None
+
+
+ARRAY_CHUNK = 1 << 24  # elements of a (memory-mapped) array read at once by check_array
+
+
+def check_array(a, path: str | Path, what: str, ndim: int = 1, length: int | None = None, low: int | None = None,
+                high: int | None = None, increasing: bool = False):
+    """`a` (a .npy array load_array read) as a loader will use it, else LoadError naming the file: `ndim`
+    dimensions, integer values (counts, ids, offsets), `length` of them, none below `low` or at or above
+    `high`, and with increasing=True never decreasing (offsets). One pass, ARRAY_CHUNK elements at a time
+    (a memory-mapped array is never read whole). -> a."""
+    import numpy as np
+
+    if a.ndim != ndim:
+        raise LoadError(f"{path}: a {a.ndim}-D array of shape {list(a.shape)}; expected {what}, {ndim}-D")
+    if a.dtype.kind not in "iu":
+        raise LoadError(f"{path}: holds {a.dtype} values; expected {what}, integers")
+    if length is not None and len(a) != length:
+        raise LoadError(f"{path}: {len(a):,} values; expected {what}, {length:,} of them")
+    flat = a.reshape(-1)
+    previous = None
+    for start in range(0, flat.size, ARRAY_CHUNK):
+        piece = np.asarray(flat[start:start + ARRAY_CHUNK])
+        if low is not None and int(piece.min()) < low:
+            where = start + int(np.argmax(piece < low))
+            raise LoadError(f"{path}: value {int(flat[where]):,} at position {where:,}; expected {what}, none below "
+                            f"{low:,} (edited by hand?)")
+        if high is not None and int(piece.max()) >= high:
+            where = start + int(np.argmax(piece >= high))
+            raise LoadError(f"{path}: value {int(flat[where]):,} at position {where:,}; expected {what}, each below "
+                            f"{high:,} (edited by hand, or of another dataset?)")
+        if increasing:
+            steps = np.diff(piece) if previous is None else np.diff(np.concatenate([[previous], piece]))
+            if (steps < 0).any():
+                where = start + int(np.argmax(steps < 0)) - (previous is not None) + 1
+                raise LoadError(f"{path}: decreases at position {where:,} ({int(flat[where - 1]):,} then "
+                                f"{int(flat[where]):,}); expected {what}, never decreasing (edited by hand?)")
+            previous = piece[-1] if len(piece) else previous
+    return a
 
 
 def read_config(model_dir: str | Path, sections: dict[str, type]) -> dict:
@@ -259,5 +299,5 @@ def read_whole(path: str | Path, load: Callable[[], T], tries: int = 10) -> T:
                     "that run is done")
 
 
-__all__ = ["LoadError", "check_safetensors", "expect_kind", "load_array", "read_config", "read_json",
+__all__ = ["LoadError", "check_array", "check_safetensors", "expect_kind", "load_array", "read_config", "read_json",
            "read_json_object", "read_text", "read_whole", "readable", "text_lines", "typed_section", "version_of"]

@@ -20,10 +20,11 @@ from ..hashing.bloom import BloomHash, inverse_index
 from ..hashing.config import ExtendConfig
 from ..hashing.grow import assign, fill_stats, read_new_ids
 from ..heads.config import head_config_from_dict
+from ..model.config import ModelConfig
 from ..storage.checkpoint import check_checkpoint, latest_checkpoint
 from ..storage.files import load_json, save_json
 from ..storage.guarded import claim
-from ..storage.loading import expect_kind, read_config
+from ..storage.loading import expect_kind, read_config, typed_section
 
 __all__ = ["check_extendable", "extend", "format_summary"]
 
@@ -53,6 +54,7 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     if target.holds_output():  # extend writes a new folder only
         raise ValueError(f"--out {out} already exists and is not empty; give a new directory")
     config = read_config(model_dir, {"model": dict, "head": dict})
+    typed_section(model_dir / "config.json", config, "model", ModelConfig)  # its sizes as a load would take them
     hashing = BloomHash.load(model_dir / "hashing.safetensors")
     check_extendable(config, hashing, model_dir)
     vocab = Vocab.load(model_dir)
