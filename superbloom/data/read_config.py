@@ -22,6 +22,8 @@ COLUMNAR = ("parquet", "csv", "tsv")  # columns have names; a directory or glob 
 NAMED_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
                  ".json": "json"}
 MAX_EXAMPLES = 5  # malformed lines quoted in the summary
+MAX_MALFORMED = 0.01  # ReadConfig.max_malformed: skip_malformed skips at most 1% of the lines read ...
+MALFORMED_FLOOR = 10  # ... or this many, whichever is more (a small file's one or two bad lines are skipped)
 _SKIP_HINT = " (pass --skip-malformed to skip and count such lines)"
 
 
@@ -61,6 +63,9 @@ class ReadConfig:
     order_column: int | str | None = None  # columnar formats, tables: links are read sorted by it (stable)
     id_separator: str | None = None  # an id field holding several ids (`a;b;c`): one link per id, in order
     back_id: str | None = None  # with id_separator: an id meaning "back" (`a;b;<;c`): the id it returns to
+    # skip_malformed skips at most this fraction of the lines read (beyond MALFORMED_FLOOR lines): more is
+    # the wrong format or a broken file, refused (ReadStats.check_malformed)
+    max_malformed: float = MAX_MALFORMED
 
     def __post_init__(self):
         if self.format not in FORMATS:
@@ -80,6 +85,9 @@ class ReadConfig:
                                               or self.id_separator == self.delimiter):
             raise bad("id_separator", f"id_separator must be one character, not a newline, 0x1f or the delimiter, "
                              f"got {self.id_separator!r}")
+        if isinstance(self.max_malformed, bool) or not isinstance(self.max_malformed, (int, float)) \
+                or not 0.0 <= self.max_malformed <= 1.0:
+            raise bad("max_malformed", f"max_malformed must be a fraction between 0 and 1, got {self.max_malformed!r}")
         if self.back_id is not None:
             if self.id_separator is None:
                 raise ValueError("back_id (--back-id) is resolved within a path held in one field: it needs "
@@ -89,11 +97,14 @@ class ReadConfig:
 
     def summary(self) -> dict:
         """The settings as recorded in meta.json; `order_column`, `id_separator` and `back_id` only when
-        set, so that datasets prepared without them keep their meta.json byte for byte."""
+        set (`max_malformed` when not the default), so that datasets prepared without them keep their
+        meta.json byte for byte."""
         d = asdict(self)
         for name in ("order_column", "id_separator", "back_id"):
             if d[name] is None:
                 del d[name]
+        if d["max_malformed"] == MAX_MALFORMED:
+            del d["max_malformed"]
         return d
 
     @property
@@ -140,6 +151,18 @@ class ReadStats:
             return "error"
         self.count_malformed(msg)
         return "skip"
+
+    def check_malformed(self, where, cfg: "ReadConfig", lines_before: int = 0, malformed_before: int = 0) -> None:
+        """After reading `where`: with skip_malformed, more malformed lines than cfg.max_malformed of the lines
+        read (and more than MALFORMED_FLOOR) is an InputError (the wrong --format or --delimiter, or a
+        broken file: skipping would quietly drop most of it). Counts since lines_before / malformed_before."""
+        bad, lines = self.malformed - malformed_before, self.lines - lines_before
+        if bad > MALFORMED_FLOOR and bad > cfg.max_malformed * lines:
+            first = f"; the first: {self.examples[0]}" if self.examples else ""
+            raise InputError(f"{where}: {bad:,} of {lines:,} lines malformed ({bad / max(lines, 1):.1%}), more than "
+                             f"--skip-malformed skips ({cfg.max_malformed:.0%} of the lines, or {MALFORMED_FLOOR}); "
+                             "is --format (or --delimiter) right? (to skip more: ReadConfig(max_malformed=...))"
+                             + first)
 
     def count_malformed(self, msg: str):
         self.malformed += 1

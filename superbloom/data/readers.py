@@ -48,6 +48,7 @@ import pyarrow.csv as pcsv
 
 from ..storage.files import json_loads
 from .columns import BLOCK_BYTES, HEADER_DELIMITER, chosen_columns, read_csv, read_parquet, table_links
+from .lines import raw_lines
 from .read_config import COLUMNAR, FORMATS, Chunk, InputError, Links, ReadConfig, ReadStats, format_from_name
 from .textcheck import read_failed, scan_text
 
@@ -74,6 +75,7 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
             raise InputError(f"{path}: the {cfg.format} format has no column names and no order column; "
                              f"pick columns by position, or use --format csv, tsv or parquet")
     partitions = hive_partitions(path, cfg)
+    lines_before, malformed_before = stats.lines, stats.malformed
     for one in files:
         head = check_input(one, cfg)
         if cfg.format == "edges":
@@ -84,6 +86,8 @@ def read_chunks(path: str | Path, cfg: ReadConfig, stats: ReadStats | None = Non
             reader = {"lines": _read_lines, "jsonl": _read_jsonl, "json": _read_json, "parquet": read_parquet}[cfg.format]
             chunks = reader(one, cfg, stats, partitions[one]) if one in partitions else reader(one, cfg, stats)
         yield from as_links(chunks, cfg, stats, where=str(one))
+    if cfg.skip_malformed:
+        stats.check_malformed(path, cfg, lines_before, malformed_before)
 
 
 def as_links(chunks, cfg: ReadConfig, stats: ReadStats, where: str = "input") -> Iterator[Links]:
@@ -207,28 +211,9 @@ def check_input(path: str | Path, cfg: ReadConfig) -> str:
 # ---------------------------------------------------------------- text lines as Arrow arrays
 
 
-def _raw_lines(path: Path, fmt: str) -> Iterator[tuple[int, pa.StringArray]]:
-    """Yield (number of the first line, lines) for every block of the (optionally gzipped) file."""
-    read = pcsv.ReadOptions(column_names=["line"], block_size=BLOCK_BYTES, use_threads=False)
-    parse = pcsv.ParseOptions(delimiter="\x1f", quote_char=False, escape_char=False,
-                              ignore_empty_lines=False, newlines_in_values=False)
-    convert = pcsv.ConvertOptions(column_types={"line": pa.string()}, strings_can_be_null=False,
-                                  quoted_strings_can_be_null=False)
-    first = 1
-    try:
-        stream = pa.input_stream(str(path), compression="detect")
-        with pcsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert) as rd:
-            for batch in rd:
-                col = batch.column(0)
-                yield first, col
-                first += len(col)
-    except (pa.ArrowInvalid, OSError, EOFError) as e:  # invalid UTF-8, a 0x1f byte, truncated gzip, ...
-        raise read_failed(path, fmt, e) from None
-
-
 def _content_lines(path: Path, stats: ReadStats, fmt: str):
-    """Like `_raw_lines` but drop blank and `#` comment lines (counted); keep their line numbers."""
-    for first, col in _raw_lines(path, fmt):
+    """Like `raw_lines` but drop blank and `#` comment lines (counted); keep their line numbers."""
+    for first, col in raw_lines(path, fmt):
         stats.lines += len(col)
         blank = pc.equal(pc.binary_length(col), 0)  # whitespace-only lines are left to the format
         comment = pc.starts_with(col, "#")
