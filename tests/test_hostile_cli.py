@@ -60,7 +60,11 @@ GUARD = "not fixed yet (issue 32): a known failing row"
 # dataset or vocabulary, a binary labels or --file input, extend on a corrupted or foreign model, predict
 # --output and prepare / prepare-text --out over a dataset were the last, fixed in storage/loading.py,
 # storage/guarded.py and the writer's --overwrite)
-KNOWN_FAILING: frozenset[str] = frozenset()
+# extend copies the checkpoints as they are (checked float32 and finite, its config's sizes bounded): a tensor
+# of another shape or a missing one shows only when a model of its config is built, which the hashing stage
+# cannot (tests/test_structure.py); the extended folder is then refused when it is loaded
+KNOWN_FAILING: frozenset[str] = frozenset({"path extend 1 corrupt-short_weights",
+                                           "path extend 1 corrupt-missing_weights"})
 
 
 
@@ -117,11 +121,19 @@ INPUTS = [
 WRONG_KIND = {"any-model": ["{data}"], "model": ["{data}", "{embed}", "{tc}"], "data": ["{model}", "{embed}"],
               "embed": ["{model}", "{data}"], "tc": ["{model}", "{embed}"]}
 
+# loaded values that a file of the right form may still hold wrong (made by the fixture: _LOADED_SPOILS):
+# a tensor of another dtype or shape, one missing, NaN weights, a config beyond what the flags allow, hash
+# maps of m = 0, negative or 2-D counts, offsets that decrease, an id beyond the vocabulary
+LOADED_VALUES = {"model": ["nan_weights", "inf_weights", "f64_weights", "short_weights", "missing_weights",
+                           "huge_layers", "huge_d", "zero_m_hashing", "negative_counts", "flat_counts"],
+                 "data": ["negative_data_counts", "decreasing_offsets", "id_beyond_vocab"]}
+
 # corrupted copies of what we read (made by the fixture), by what is expected
 CORRUPT = {"model": ["{bad_model_json}", "{bad_model_weights}", "{bad_model_hashing}", "{bad_model_vocab}",
-                     "{bad_model_counts}"],
+                     "{bad_model_counts}", *(f"{{{v}}}" for v in LOADED_VALUES["model"])],
            "any-model": ["{bad_model_json}", "{bad_model_metrics}", "{bad_embed_json}", "{bad_tc_json}"],
-           "data": ["{bad_data_meta}", "{bad_data_ids}", "{bad_data_offsets}", "{bad_data_vocab}"],
+           "data": ["{bad_data_meta}", "{bad_data_ids}", "{bad_data_offsets}", "{bad_data_vocab}",
+                    *(f"{{{v}}}" for v in LOADED_VALUES["data"])],
            "embed": ["{bad_embed_json}", "{bad_embed_index}", "{bad_embed_vocab}"],
            "tc": ["{bad_tc_json}", "{bad_tc_weights}"],
            "file": ["{blob}"]}
@@ -208,11 +220,24 @@ OTHER = [
 # --resume of a corrupted model: refused before anything is written to it
 OTHER += [("train", ["train", "{data}", "--out", f"{{{bad}}}", "--resume", "--steps", "1", "--quiet"], [f"{{{bad}}}"])
           for bad in ("bad_model_json", "bad_model_weights", "bad_model_hashing", "bad_model_vocab", "bad_model_counts",
-                      "bad_model_metrics", "bad_model_fields")]
+                      "bad_model_metrics", "bad_model_fields", "nan_weights", "inf_weights", "f64_weights",
+                      "huge_layers", "huge_d")]
 OTHER += [("embed-train", ["embed-train", "{data}", "--out", f"{{{bad}}}", "--resume", "--steps", "1", "--quiet"],
            [f"{{{bad}}}"]) for bad in ("bad_embed_json", "bad_embed_fields")]
 OTHER += [("textclass-train", ["textclass-train", "{corpus}", "--labels", "{labels}", "--out", "{bad_tc_json}",
                                "--resume", "--epochs", "1"], ["{bad_tc_json}"])]
+# text inputs: a gzip stream that ends early (every text format), JSON nested 100,000 deep, a CSV quote that
+# never closes (named with its line, the rest of the file not printed), too many malformed lines to skip
+OTHER += [("prepare", ["prepare", f"{{cut_{fmt}_gz}}", "--format", fmt.replace("tsv", "edges"), "--out", "{new}"],
+           [f"{{cut_{fmt}_gz}}", "truncated"]) for fmt in ("tsv", "csv", "jsonl", "json")]
+OTHER += [("prepare", ["prepare", "{deep_json}", "--format", "json", "--out", "{new}"], ["{deep_json}:1", "nested"]),
+          ("prepare", ["prepare", "{deep_jsonl}", "--format", "jsonl", "--out", "{new}"], ["{deep_jsonl}:3", "nested"]),
+          ("predict", ["predict", "{model}", "--input", "{deep_contexts}", "--output", "{new}.parquet", "--quiet"],
+           ["{deep_contexts}:2", "nested"]),
+          ("prepare", ["prepare", "{quote_csv}", "--format", "csv", "--out", "{new}"], ["{quote_csv}:1002: a quote"]),
+          ("prepare", ["prepare", "{quote_tsv}", "--format", "tsv", "--out", "{new}"], ["{quote_tsv}:3: a quote"]),
+          ("prepare", ["prepare", "{many_bad_csv}", "--format", "csv", "--out", "{new}", "--skip-malformed"],
+           ["{many_bad_csv}: 100 of 2,000 lines malformed"])]
 OTHER_ROWS = [pytest.param(c, argv, words, id=f"other {c} {i}") for i, (c, argv, words) in enumerate(OTHER)]
 ROWS = _numeric_rows() + _path_rows() + OTHER_ROWS
 
@@ -293,10 +318,38 @@ def world(wiki_data, tiny_model, tmp_path_factory):
                              ("bad_embed_index", p["embed"], lambda d: _cut(d / "index.safetensors")),
                              ("bad_embed_vocab", p["embed"], lambda d: (d / "vocab.txt").write_text("")),
                              ("bad_tc_json", p["tc"], lambda d: (d / "config.json").write_text('{"textclass": 3}')),
-                             ("bad_tc_weights", p["tc"], lambda d: _cut(d / "model.safetensors"))]:
+                             ("bad_tc_weights", p["tc"], lambda d: _cut(d / "model.safetensors")),
+                             *((name, p[kind], spoil) for name, (kind, spoil) in _LOADED_SPOILS.items())]:
         p[name] = root / name
         shutil.copytree(src, p[name])
         spoil(p[name])
+    # text inputs cut short, nested too deep, badly quoted
+    import gzip
+
+    rows = "".join(f"s{i // 5}\tid{i % 300}\n" for i in range(60_000))
+    for name, text in (("cut_tsv_gz", rows), ("cut_csv_gz", "set,id\n" + rows.replace("\t", ",")),
+                       ("cut_jsonl_gz", "".join(f'{{"set": "s{i}", "ids": ["a{i}", "b{i}"]}}\n'
+                                                for i in range(30_000))),
+                       ("cut_json_gz", "{" + ", ".join(f'"s{i}": ["a{i}", "b{i}"]' for i in range(30_000)) + "}")):
+        packed = gzip.compress(text.encode())
+        p[name] = root / f"{name}.{name.split('_')[1]}.gz"
+        p[name].write_bytes(packed[: len(packed) // 2])
+    p["deep_json"] = root / "deep.json"
+    p["deep_json"].write_text("[" * 100_000 + "]" * 100_000)
+    p["deep_jsonl"] = root / "deep.jsonl"
+    p["deep_jsonl"].write_text('# two sets, one nested 100,000 deep\n{"set": "a", "ids": ["x"]}\n'
+                               '{"set": "b", "ids": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    p["deep_contexts"] = root / "deep_contexts.jsonl"
+    p["deep_contexts"].write_text('{"context": ["Jazz"]}\n{"context": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    lines = [f"s{i // 5},id{i % 300}" for i in range(2006)]
+    lines[1000] = 's200,"an id that never closes'  # line 1002 (the header is line 1)
+    p["quote_csv"] = root / "quote.csv"
+    p["quote_csv"].write_text("set,id\n" + "\n".join(lines) + "\n")
+    p["quote_tsv"] = root / "quote.tsv"
+    p["quote_tsv"].write_text('set\tid\ns1\ta\ns1\t"b" c\ns2\ta\n')  # text after a closing quote: line 3
+    p["many_bad_csv"] = root / "many_bad.csv"
+    p["many_bad_csv"].write_text("set,id\n" + "".join(f's{i // 5},"id{i}\n' if i % 20 == 0 else f"s{i // 5},id{i}\n"
+                                                       for i in range(2000)))
     # odd data: every set of one id; a Parquet struct column
     singles = root / "singles.tsv"
     singles.write_text("".join(f"s{i}\tid{i}\n" for i in range(50)))
@@ -305,6 +358,87 @@ def world(wiki_data, tiny_model, tmp_path_factory):
     p["struct"] = root / "struct.parquet"
     pq.write_table(pa.table({"set": np.arange(4), "id": [{"a": 1}, {"a": 2}, {"a": 3}, {"a": 1}]}), p["struct"])
     return Tree(root, tmp_path_factory.mktemp("pristine") / "tree"), {k: str(v) for k, v in p.items()}
+
+
+def _weights(change):
+    """-> spoil(d): every model.safetensors under d rewritten (its metadata kept) after change(tensors, name),
+    `name` the first 2-D floating tensor's (a parameter of every model: an embedding or a layer's weight)."""
+    def spoil(d: Path):
+        from safetensors import safe_open
+        from safetensors.torch import save_file
+
+        for f in list(d.rglob("model.safetensors")):
+            with safe_open(str(f), "pt") as h:
+                meta, tensors = h.metadata(), {k: h.get_tensor(k) for k in h.keys()}
+            name = next(k for k in sorted(tensors) if tensors[k].is_floating_point() and tensors[k].ndim == 2)
+            change(tensors, name)
+            save_file(tensors, str(f), metadata=meta)
+    return spoil
+
+
+def _set(t, name, value):
+    t[name] = t[name].clone()
+    t[name].view(-1)[len(t[name].view(-1)) // 2] = value
+
+
+def _config(section: str, key: str, value):
+    """-> spoil(d): config.json's section[key] = value (the file still valid JSON, the type right)."""
+    import json
+
+    def spoil(d: Path):
+        config = json.loads((d / "config.json").read_text())
+        config[section][key] = value
+        (d / "config.json").write_text(json.dumps(config))
+    return spoil
+
+
+def _array(name: str, change):
+    def spoil(d: Path):
+        import numpy as np
+
+        np.save(d / name, change(np.load(d / name)))
+    return spoil
+
+
+def _zero_m(d: Path):
+    """hashing.safetensors with no map (m = 0), its metadata kept."""
+    import numpy as np
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    with safe_open(str(d / "hashing.safetensors"), "np") as h:
+        meta, t = h.metadata(), {k: h.get_tensor(k) for k in h.keys()}
+    save_file({"buckets": t["buckets"][:0], "inverse": t["inverse"][:0]}, str(d / "hashing.safetensors"),
+              metadata={**meta, "m": "0"})
+
+
+def _decreasing(offsets):
+    offsets = offsets.copy()
+    offsets[1], offsets[2] = offsets[2], offsets[1]
+    return offsets
+
+
+def _beyond(ids):
+    ids = ids.copy()
+    ids[len(ids) // 2] = 10**6
+    return ids
+
+
+_LOADED_SPOILS = {  # LOADED_VALUES' copies: name -> (what is copied, how it is spoiled)
+    "nan_weights": ("model", _weights(lambda t, n: _set(t, n, float("nan")))),
+    "inf_weights": ("model", _weights(lambda t, n: _set(t, n, float("-inf")))),
+    "f64_weights": ("model", _weights(lambda t, n: t.__setitem__(n, t[n].double()))),
+    "short_weights": ("model", _weights(lambda t, n: t.__setitem__(n, t[n][:-1].clone()))),
+    "missing_weights": ("model", _weights(lambda t, n: t.pop(n))),
+    "huge_layers": ("model", _config("model", "layers", 10**7)),
+    "huge_d": ("model", _config("model", "d", 10**9)),
+    "zero_m_hashing": ("model", _zero_m),
+    "negative_counts": ("model", _array("counts.npy", lambda c: -1 - c)),
+    "flat_counts": ("model", _array("counts.npy", lambda c: c.reshape(1, -1))),
+    "negative_data_counts": ("data", _array("counts.npy", lambda c: -1 - c)),
+    "decreasing_offsets": ("data", _array("train.offsets.npy", _decreasing)),
+    "id_beyond_vocab": ("data", _array("train.ids.npy", _beyond)),
+}
 
 
 def _rename_alpha(*sections: str):
