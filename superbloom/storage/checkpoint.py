@@ -190,9 +190,9 @@ def check_checkpoint(ckpt: Path) -> None:
 
 
 def check_weights_file(path: Path) -> None:
-    """Every floating tensor of the weights file `path` float32 (what superbloom writes) and finite, read a
-    piece at a time (FINITE_CHUNK elements: rows of a table), without the model: what can be checked before
-    one is built. LoadError naming the file and the tensor otherwise."""
+    """Every floating tensor of the weights file `path` float32 (what superbloom writes) and finite (a scalar:
+    not NaN), read a piece at a time (FINITE_CHUNK elements: rows of a table), without the model: what can
+    be checked before one is built. LoadError naming the file and the tensor otherwise."""
     from safetensors import safe_open
 
     with safe_open(str(path), "pt") as f:
@@ -204,8 +204,8 @@ def check_weights_file(path: Path) -> None:
                                 "no other)")
             if dtype != "F32":
                 continue
-            if len(shape) < 2:
-                _refuse_non_finite(path, name, _non_finite(f.get_tensor(name)), int(np.prod(shape)))
+            if len(shape) < 2:  # a scalar is a setting (a hybrid's mix: infinite for the term alone), never NaN
+                _refuse_non_finite(path, name, _non_finite(f.get_tensor(name), not shape), int(np.prod(shape)))
                 continue
             step = max(1, FINITE_CHUNK // max(1, int(np.prod(shape[1:]))))  # rows of about FINITE_CHUNK values
             bad = sum(_non_finite(piece[start:start + step]) for start in range(0, shape[0], step))
@@ -259,7 +259,8 @@ def _mismatch(got, want, parameter: bool) -> bool:
 def check_state(model: torch.nn.Module, state: dict[str, torch.Tensor], where) -> None:
     """The tensors of `state` that the model has (missing or unexpected names are load_state_dict's report):
     each of the model's dtype (with assign=True a float64 table would stay float64), a parameter of its
-    shape, every floating one finite (check_finite). LoadError naming `where` and the tensor otherwise."""
+    shape, every floating parameter finite and no buffer NaN (check_finite). LoadError naming `where` and
+    the tensor otherwise."""
     params = dict(model.named_parameters())
     expected = {**dict(model.named_buffers()), **params}
     for name, t in state.items():
@@ -272,29 +273,32 @@ def check_state(model: torch.nn.Module, state: dict[str, torch.Tensor], where) -
         if name in params and tuple(t.shape) != tuple(want.shape):
             raise LoadError(f"{where}: tensor {name!r} has shape {list(t.shape)}; the model of this folder's "
                             f"config.json expects {list(want.shape)} (a checkpoint of another model?)")
-    check_finite(state, where)
+    check_finite(state, where, frozenset(n for n in state if n in expected and n not in params))
 
 
 FINITE_CHUNK = 1 << 22  # elements checked at once: a bounded temporary, whatever the tensor's size
 
 
-def check_finite(state: dict[str, torch.Tensor], where) -> None:
+def check_finite(state: dict[str, torch.Tensor], where, settings: frozenset[str] = frozenset()) -> None:
     """Every floating tensor of `state` finite, else LoadError naming `where`, the tensor and how many of
-    its values are NaN or infinite (such weights make every score NaN: no ranking could be trusted). One
-    pass over the weights, FINITE_CHUNK elements at a time."""
+    its values are NaN or infinite (such weights make every score NaN: no ranking could be trusted). The
+    tensors named in `settings` (buffers, not weights: a hybrid head's mix is infinite for "the term
+    alone") may be infinite, never NaN. One pass over the weights, FINITE_CHUNK elements at a time."""
     for name, t in state.items():
         if t.is_floating_point():
-            _refuse_non_finite(where, name, _non_finite(t), t.numel())
+            _refuse_non_finite(where, name, _non_finite(t, name in settings), t.numel())
 
 
-def _non_finite(t: torch.Tensor) -> int:
-    """How many values of `t` are NaN or infinite, FINITE_CHUNK at a time (a bounded temporary)."""
+def _non_finite(t: torch.Tensor, allow_inf: bool = False) -> int:
+    """How many values of `t` are NaN or infinite (allow_inf: NaN), FINITE_CHUNK at a time (a bounded
+    temporary)."""
     flat = t.detach().reshape(-1)
     bad = 0
     for start in range(0, flat.numel(), FINITE_CHUNK):
-        piece = torch.isfinite(flat[start:start + FINITE_CHUNK])
-        if not bool(piece.all()):
-            bad += int((~piece).sum())
+        piece = flat[start:start + FINITE_CHUNK]
+        ok = ~torch.isnan(piece) if allow_inf else torch.isfinite(piece)
+        if not bool(ok.all()):
+            bad += int((~ok).sum())
     return bad
 
 
