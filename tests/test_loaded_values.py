@@ -1,6 +1,6 @@
 """Every loaded value checked before it is used, and CSV / TSV read by the format's quoting rules.
 
-- the sizes a config.json may hold are those the flags allow (model/config.LIMITS, hashing MAX_M);
+- the sizes a config.json may hold are those the flags allow (each setting's declared range);
 - check_array: dimensions, integers, sign, bounds, never-decreasing offsets, read in pieces;
 - weights: a tensor of another dtype or shape, a missing one, NaN or inf values: a LoadError naming the
   tensor, before the model holds them (mapped or read);
@@ -18,30 +18,31 @@ import pytest
 import torch
 
 import superbloom as sb
-from superbloom.cli import checks
 from superbloom.data.read_config import MALFORMED_FLOOR, InputError, ReadConfig, ReadStats
 from superbloom.data.readers import read_chunks
 from superbloom.hashing.config import MAX_M
-from superbloom.model.config import LIMITS
 from superbloom.storage.checkpoint import check_finite, check_state
 from superbloom.storage.files import json_loads
 from superbloom.storage.loading import LoadError, check_array, read_json
 
 
-def test_config_limits_are_the_flags_ranges():
-    for name, flag in (("d", checks.WIDTH), ("d_ff", checks.FF_WIDTH), ("layers", checks.LAYERS),
-                       ("heads", checks.HEADS), ("positions", checks.POSITIONS)):
-        flag(str(LIMITS[name]))
-        with pytest.raises(Exception):
-            flag(str(LIMITS[name] + 1))
-    checks.HASHES(str(MAX_M))
-    with pytest.raises(Exception):
-        checks.HASHES(str(MAX_M + 1))
-    for name in ("d", "layers", "heads", "d_ff"):
-        with pytest.raises(sb.ArgumentError, match=name):
-            sb.ModelConfig(**{name: LIMITS[name] + 1})
-    with pytest.raises(sb.ArgumentError, match="m"):
-        sb.HashConfig(m=MAX_M + 1)
+def test_config_sizes_are_held_to_the_ranges_their_flags_allow():
+    """A config.json is read through the config dataclasses, which hold each size to the range its
+    setting declares (the range its flag allows): one beyond is an ArgumentError naming it."""
+    import dataclasses
+
+    from superbloom._settings import about
+
+    for cls, names in ((sb.ModelConfig, ("d", "heads", "d_ff", "layers", "positions")), (sb.HashConfig, ("m",))):
+        for f in dataclasses.fields(cls):
+            if f.name in names:
+                lo, hi = about(f)["range"]
+                assert hi is not None, f.name
+                extra = {"heads": 1} if cls is sb.ModelConfig and f.name == "d" else {}
+                cls(**{f.name: hi, **extra})
+                with pytest.raises(sb.ArgumentError, match=f"{f.name} must be between"):
+                    cls(**{f.name: hi + 1, **extra})
+    assert MAX_M == 1024
 
 
 def test_check_array(tmp_path, monkeypatch):
