@@ -38,7 +38,7 @@ def test_config_sizes_are_held_to_the_ranges_their_flags_allow():
             if f.name in names:
                 lo, hi = about(f)["range"]
                 assert hi is not None, f.name
-                extra = {"heads": 1} if cls is sb.ModelConfig and f.name == "d" else {}
+                extra = {"heads": 1} if f.name == "d" else {"d": hi} if f.name == "heads" else {}
                 cls(**{f.name: hi, **extra})
                 with pytest.raises(sb.ArgumentError, match=f"{f.name} must be between"):
                     cls(**{f.name: hi + 1, **extra})

@@ -8,7 +8,7 @@ import dataclasses
 import numbers
 from dataclasses import dataclass
 
-from .._bounds import bad
+from .._bounds import bad, within_ranges
 from .._settings import setting
 
 UNHASHED_MAX_IDS = 50_000  # alpha = 0 (auto): no hashing up to this many ids
@@ -29,9 +29,9 @@ class HashConfig:
         "random; they come first. Helps on set data with structure; on text random maps did better"))
 
     def __post_init__(self):
-        if self.alpha < 0 or not 1 <= self.m <= MAX_M:
-            raise bad("alpha" if self.alpha < 0 else "m", f"alpha must be >= 1 (or 0: auto) and m between 1 and "
-                      f"{MAX_M:,}, got alpha={self.alpha}, m={self.m}")
+        if self.alpha < 0:
+            raise bad("alpha", f"alpha must be >= 1 (or 0: auto), got alpha={self.alpha}")
+        within_ranges(self, ("m",))  # 1 .. MAX_M, as --m allows
         if not 0 <= self.coherent <= self.m:
             raise bad("coherent", f"coherent must be between 0 and m={self.m}, got {self.coherent}")
 
