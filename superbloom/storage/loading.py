@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
@@ -281,17 +282,25 @@ def version_of(path: str | Path) -> tuple:
     return str(where), st.st_dev, st.st_ino, (marker or {}).get("run"), None if where.is_dir() else st.st_mtime_ns
 
 
+def _mid_swap(path: Path) -> bool:
+    """`path` is gone and a complete version of it lies beside it (OUT.old or OUT.new): between a swap's
+    two renames."""
+    return not os.path.lexists(path) and resolve(path) != path
+
+
 def read_whole(path: str | Path, load: Callable[[], T], tries: int = 10) -> T:
     """load() -> its value, read from one version of the output `path`: when another run swapped a new
     version in while load() ran (version_of differs after), whatever it read or raised is dropped and it
-    runs again. An error of a version that stayed in place is raised as it is."""
+    runs again; so it does when `path` itself is gone while a complete version lies beside it (a read
+    between the swap's two renames). An error of a version that stayed in place is raised as it is."""
     for _ in range(tries):
         before = version_of(path)
         try:
             value = load()
         except Exception:
-            if version_of(path) == before:
+            if version_of(path) == before and not _mid_swap(Path(path)):
                 raise
+            time.sleep(0.01)  # the swap's second rename is a moment away
             continue
         if version_of(path) == before:
             return value
