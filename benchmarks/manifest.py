@@ -97,6 +97,10 @@ RESULT_FILES: list[Result] = [
            f"{LOCK} bash benchmarks/scale/terms_runs.sh text-sets",
            "the closed-form item-item terms alone (local EASE, the cosine, SANSA) at 1,005,296 real ids, settings "
            "chosen on validation, paired intervals, fit time and memory"),
+    Result(("scale/text_sets_anytime.json", "scale/text_sets_anytime.md", "scale/text_sets_anytime.png"),
+           f"{LOCK} bash benchmarks/scale/text_sets_bar.sh",
+           "the bar at 1,005,296 real ids: the default recipe (local-EASE term first, then the network) against "
+           "local EASE, SANSA and popularity on the same examples, one thread, with its network and term alone"),
     Result(("scale/text_sets_time_to_quality.json", "scale/text_sets_time_to_quality.md",
             "scale/text_sets_time_to_quality.png"),
            f"{PY} benchmarks.scale.text_sets_prepare && {LOCK} {PY} benchmarks.scale.baselines /tmp/sb/textsets_data "
