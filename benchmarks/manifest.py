@@ -134,6 +134,20 @@ RESULT_FILES: list[Result] = [
            f"{LOCK} {PY} benchmarks.load --model /tmp/sb/tq/text/model --data /tmp/sb/textsets_data --duration 10 "
            "--results /tmp/sb/load && mv /tmp/sb/load/load.json benchmarks/results/scale/serve_hashed_hybrid_text_sets.json",
            "serving the hashed hybrid at 1M ids"),
+    Result(("scale/step.json", "scale/step.md"),
+           f"{LOCK} {PY} benchmarks.scale.step_bench --code before=/tmp/step/before-python --code after=.venv/bin/python "
+           f"--steps 4 && {LOCK} {PY} benchmarks.scale.step_bench --code after=.venv/bin/python --steps 4 --set samples=4096 "
+           "--ids 1005296,5139571",
+           "one training step at 283K, 1M and 5.1M ids by part, before and after the row-sparse step (and the "
+           "sampled softmax over hashed tokens): sets/s, useful FLOPs against the matmul peak, memory (the before "
+           "code: the step_bench docstring)"),
+    Result(("scale/step_quality_wikispeedia_sampled.json", "scale/step_quality_wikispeedia_sampled.md"),
+           f"{PY} superbloom prepare superbloom/data/wikispeedia_links.tsv.gz --out /tmp/step/q/wiki && {LOCK} {PY} "
+           "benchmarks.scale.step_quality --data /tmp/step/q/wiki --name wikispeedia_sampled --steps 200 --eval-every 100 "
+           "--parallel 2 --max-sets 1000 --variant before=/tmp/step/before-python:--samples,512 "
+           "--variant after=.venv/bin/python:--samples,512",
+           "the row-sparse step (lazy AdamW on the rows read) against the dense one at equal sets seen, paired "
+           "runs on the embedded data with sampled negatives: validation curves and paired test differences"),
     # ---------------------------------------------------------------- speed and memory
     Result(("prepare.json",), f"{LOCK} {PY} benchmarks.prepare_bench",
            "`prepare` on 100M synthetic links over 5.3M ids: wall time and peak memory"),

@@ -267,7 +267,7 @@ def report(result: dict) -> None:
           "timed steps, by part; % of peak: the step's useful GFLOP per second (without the batch) over a 1024^3 "
           "matmul's timed right after each step (the cores' rate at that moment, shared with other work); loads: the "
           "1-minute load average of the 2-core machine before and after the row's run.", "",
-          "| code | ids | preset (head) | batch | " + " | ".join(PARTS) + " | step s | sets/s | useful GFLOP | GFLOP/s "
+          "| code | ids | preset (head) | batch | " + " | ".join(f"{p} s" for p in PARTS) + " | step s | sets/s | useful GFLOP | GFLOP/s "
           "| matmul peak | % of peak | peak RSS GB | load before / after |",
           "|---|---|---|---|" + "---|" * len(PARTS) + "---|---|---|---|---|---|---|---|"]
     rows = sorted(result["rows"], key=lambda r: (r["ids"], r["batch_size"], r.get("samples", 0), r["label"] != "before"))
