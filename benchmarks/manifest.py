@@ -141,6 +141,10 @@ RESULT_FILES: list[Result] = [
            "one training step at 283K, 1M and 5.1M ids by part, before and after the row-sparse step (and the "
            "sampled softmax over hashed tokens): sets/s, useful FLOPs against the matmul peak, memory (the before "
            "code: the step_bench docstring)"),
+    Result(("scale/step_profile.json", "scale/step_profile.md"),
+           f"{LOCK} {PY} benchmarks.scale.step_bench --profile --steps 3 --code before=/tmp/step/before-python "
+           "--code after=.venv/bin/python --ids 5139571",
+           "what one training step at 5.1M ids spends its time on, by operator, before and after"),
     Result(("scale/step_quality_wikispeedia_sampled.json", "scale/step_quality_wikispeedia_sampled.md"),
            f"{PY} superbloom prepare superbloom/data/wikispeedia_links.tsv.gz --out /tmp/step/q/wiki && {LOCK} {PY} "
            "benchmarks.scale.step_quality --data /tmp/step/q/wiki --name wikispeedia_sampled --steps 200 --eval-every 100 "
