@@ -318,8 +318,11 @@ def main(argv=None) -> int:
     cmd = "flock /tmp/superbloom-cpu.lock .venv/bin/python -m benchmarks.load"
     if args.model != ap.get_default("model"):  # a model trained elsewhere (e.g. the demo's)
         cmd += f" --model {args.model} --data {args.data}"
+    if args.train_seconds != ap.get_default("train_seconds"):
+        cmd += f" --train-seconds {args.train_seconds:g}"
     cmd += "".join(f" --before {b}" for b in args.before)
     cmd += (f" --labels {args.labels}" if args.labels else "") + (f" --rounds {rounds}" if args.rounds else "")
+    cmd += f" --duration {args.duration:g}" if args.duration != ap.get_default("duration") else ""
     md += ["", f"Regenerate: `{cmd}`", ""]
     write_results(Path(args.results), "load", result, md)
     print(f"results in {args.results}/load.json and load.md")

@@ -163,8 +163,11 @@ RESULT_FILES: list[Result] = [
     Result(("heads_train.json",), f"{LOCK} {PY} benchmarks.heads_train",
            "training step time and memory per output head, 10K to 5.3M ids"),
     Result(("load.json", "load.md"),
-           f"{LOCK} {PY} benchmarks.load --model runs/demo/model --data runs/demo/data",
-           "the HTTP service under load (requests/s, latency, errors)"),
+           "git worktree add --detach /tmp/serve_before 3d197f3 && git worktree add --detach /tmp/serve_main c7af4f0 && "
+           f"{LOCK} {PY} benchmarks.load --train-seconds 240 --before /tmp/serve_before --before /tmp/serve_main "
+           "--labels before,main,after --duration 15",
+           "the HTTP service under load (requests/s, latency, errors): the server before the guards' rewrite, "
+           "after it, and with the garbage collector's freeze and plain answers, in alternating rounds"),
     Result(("extend.json",), f"{LOCK} {PY} benchmarks.extend_bench --steps 400 --finetune-steps 200 --threads 1",
            "`extend`: ids added to a trained model, before and after a fine-tune"),
     Result(("architecture/demo_before_after.md",), ".venv/bin/superbloom demo",
