@@ -145,6 +145,14 @@ RESULT_FILES: list[Result] = [
            f"{LOCK} {PY} benchmarks.scale.step_bench --profile --steps 3 --code before=/tmp/step/before-python "
            "--code after=.venv/bin/python --ids 5139571",
            "what one training step at 5.1M ids spends its time on, by operator, before and after"),
+    Result(("scale/step_quality_synth283k.json", "scale/step_quality_synth283k.md"),
+           f"{PY} superbloom synth --ids 283000 --links 3000000 --topics 1000 --format edges --out /tmp/step/q/l.tsv && "
+           f"{PY} superbloom prepare /tmp/step/q/l.tsv --out /tmp/step/q/data283k && {LOCK} {PY} "
+           "benchmarks.scale.step_quality --data /tmp/step/q/data283k --name synth283k --steps 300 --eval-every 100 "
+           "--parallel 2 --max-sets 500 --variant before=/tmp/step/before-python:--item-term,cooccurrence,--val-fraction,"
+           "0.005 --variant after=.venv/bin/python:--item-term,cooccurrence,--val-fraction,0.005",
+           "the row-sparse step against the dense one at equal sets seen (283K SYNTHETIC ids, the large preset): "
+           "validation curves and paired test differences"),
     Result(("scale/step_quality_wikispeedia_sampled.json", "scale/step_quality_wikispeedia_sampled.md"),
            f"{PY} superbloom prepare superbloom/data/wikispeedia_links.tsv.gz --out /tmp/step/q/wiki && {LOCK} {PY} "
            "benchmarks.scale.step_quality --data /tmp/step/q/wiki --name wikispeedia_sampled --steps 200 --eval-every 100 "
