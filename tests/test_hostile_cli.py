@@ -60,11 +60,7 @@ GUARD = "not fixed yet (issue 32): a known failing row"
 # dataset or vocabulary, a binary labels or --file input, extend on a corrupted or foreign model, predict
 # --output and prepare / prepare-text --out over a dataset were the last, fixed in storage/loading.py,
 # storage/guarded.py and the writer's --overwrite)
-# extend copies the checkpoints as they are (checked float32 and finite, its config's sizes bounded) without
-# building the model: a tensor of another shape or a missing one shows only when a model of its config is
-# built; the extended folder is then refused when it is loaded
-KNOWN_FAILING: frozenset[str] = frozenset({"path extend 1 corrupt-short_weights",
-                                           "path extend 1 corrupt-missing_weights"})
+KNOWN_FAILING: frozenset[str] = frozenset()
 
 
 

@@ -21,7 +21,8 @@ from ..hashing.config import ExtendConfig
 from ..hashing.grow import assign, fill_stats, read_new_ids
 from ..heads.config import head_config_from_dict
 from ..model.config import ModelConfig
-from ..storage.checkpoint import check_checkpoint, latest_checkpoint
+from ..model.encoder import build_model
+from ..storage.checkpoint import check_checkpoint, latest_checkpoint, load_weights
 from ..storage.files import load_json, save_json
 from ..storage.guarded import claim
 from ..storage.loading import expect_kind, read_config, typed_section
@@ -54,7 +55,6 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     if target.holds_output():  # extend writes a new folder only
         raise ValueError(f"--out {out} already exists and is not empty; give a new directory")
     config = read_config(model_dir, {"model": dict, "head": dict})
-    typed_section(model_dir / "config.json", config, "model", ModelConfig)  # its sizes as a load would take them
     hashing = BloomHash.load(model_dir / "hashing.safetensors")
     check_extendable(config, hashing, model_dir)
     vocab = Vocab.load(model_dir)
@@ -62,8 +62,14 @@ def extend(model_dir: str | Path, new_ids: str | Path, out: str | Path, cfg: Ext
     best = latest_checkpoint(model_dir, "BEST")
     if latest is None and best is None:
         raise FileNotFoundError(f"{model_dir}: no complete checkpoint to extend")
-    for ckpt in {p for p in (latest, best) if p is not None}:  # copied as they are: complete, or refused
+    # copied as they are: complete, and weights that fit the model of this config (names, dtypes, shapes,
+    # finite values, as a load checks them), or refused before anything is written
+    model = build_model(typed_section(model_dir / "config.json", config, "model", ModelConfig),
+                        head_config_from_dict(config["head"]), hashing, vocab.counts, vocab.strings)
+    for ckpt in {p for p in (latest, best) if p is not None}:
         check_checkpoint(ckpt)
+        load_weights(model, ckpt)
+    del model
     new, read = read_new_ids(new_ids, vocab)
 
     rng = np.random.default_rng([cfg.seed, 15])
