@@ -171,7 +171,8 @@ RESULT_FILES: list[Result] = [
     Result(("heads_train.json",), f"{LOCK} {PY} benchmarks.heads_train",
            "training step time and memory per output head, 10K to 5.3M ids"),
     Result(("load.json", "load.md"),
-           "git worktree add --detach /tmp/serve_before 3d197f3 && git worktree add --detach /tmp/serve_main c7af4f0 && "
+           "git worktree add --detach /tmp/serve_before \"$(git log -1 --format=%h --grep='^serve: uvicorn run through')~1\" && "
+           "git worktree add --detach /tmp/serve_main \"$(git log -1 --format=%h --grep='^serve: what loading left alive')~1\" && "
            f"{LOCK} {PY} benchmarks.load --train-seconds 240 --before /tmp/serve_before --before /tmp/serve_main "
            "--labels before,main,after --duration 15",
            "the HTTP service under load (requests/s, latency, errors): the server before the guards' rewrite, "

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from superbloom.cli import main
+from superbloom.storage.checkpoint import latest_checkpoint
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +27,8 @@ def test_demo_runs_the_hybrid_head_and_reports_its_network_beside_it(tmp_path, c
     assert cfg["head"]["name"] == "hybrid" and cfg["hash"]["alpha"] == 1
     vals = [json.loads(line) for line in (tmp_path / "demo" / "model" / "metrics.jsonl").read_text().splitlines()
             if "val_item_mix" in line]
-    mix = vals[-1]["val_item_mix"]  # chosen at the final validation (the BEST checkpoint's, with one validation)
+    best = json.loads((latest_checkpoint(tmp_path / "demo" / "model", "BEST") / "state.json").read_text())["step"]
+    mix = [v for v in vals if v["step"] == best][-1]["val_item_mix"]  # chosen at the BEST checkpoint's validation
     if mix > 0:  # both rows in the report: the hybrid and its network alone
         assert res["head"] == {"name": "hybrid", "item_mix": mix, "item_decay": 1.0, "item_term": "ease"}
         assert "network only" in out
