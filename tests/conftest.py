@@ -135,3 +135,19 @@ def server(tiny_model, tmp_path_factory):
     with serving(["-m", "superbloom", "serve", str(tiny_model), "--port", str(port), "--max-context", "16",
                   "--no-access-log"], tmp_path_factory.mktemp("serve") / "server.log", port) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def tiny_hybrid(wiki_data, tmp_path_factory):
+    """A tiny hybrid model (unhashed network + co-occurrence term), its mix set as a validation would; one per
+    test module (a module may change it)."""
+    from superbloom.heads.config import head_config
+
+    out = tmp_path_factory.mktemp("hybrid") / "model"
+    sb.train(sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
+                            model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
+                            head=head_config("hybrid", neighbours=20, term="cooccurrence"),
+                            loop=sb.LoopConfig(steps=3, batch_size=32, eval_every=0)), progress=False)
+    pred = sb.load(out)
+    pred.model.head.mix.fill_(10.0)
+    return pred

@@ -12,7 +12,6 @@ import superbloom as sb
 from superbloom.cli import main
 from superbloom.evaluation.evaluate import EvalConfig, EvalResult, evaluate
 from superbloom.heads.base import Variant
-from superbloom.heads import head_config
 from superbloom.evaluation.protocols import REGISTRY, resolve
 
 # today's keys, in order, of `eval --json` (read from the code before EvalResult)
@@ -73,15 +72,8 @@ def test_ease_too_big_is_skipped_saying_why(tiny_predictor, wiki_data, monkeypat
 
 
 @pytest.fixture(scope="module")
-def hybrid(wiki_data, tmp_path_factory):
-    out = tmp_path_factory.mktemp("hybrid") / "model"
-    sb.train(sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
-                            model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
-                            head=head_config("hybrid", neighbours=20, term="cooccurrence"),
-                            loop=sb.LoopConfig(steps=3, batch_size=32, eval_every=0)), progress=False)
-    pred = sb.load(out)
-    pred.model.head.mix.fill_(10.0)  # as if a validation had chosen it
-    return pred
+def hybrid(tiny_hybrid):
+    return tiny_hybrid  # conftest.py
 
 
 def test_hybrid_result_has_each_variant_with_its_ranks(hybrid, wiki_data, tmp_path, monkeypatch):

@@ -13,21 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import superbloom as sb
-from superbloom.heads.config import head_config
 from superbloom.heads.decode_config import DecodeConfig
 
 
 @pytest.fixture(scope="module")
-def hybrid_predictor(wiki_data, tmp_path_factory):
-    """A tiny hybrid model (unhashed network + co-occurrence term), its mix set as a validation would."""
-    out = tmp_path_factory.mktemp("hybrid") / "model"
-    sb.train(sb.TrainConfig(data=str(wiki_data.path), out=str(out), hash=sb.HashConfig(alpha=1, m=1),
-                            model=sb.ModelConfig(d=16, heads=2, d_ff=32, layers=1),
-                            head=head_config("hybrid", neighbours=20, term="cooccurrence"),
-                            loop=sb.LoopConfig(steps=3, batch_size=32, eval_every=0)), progress=False)
-    pred = sb.load(out)
-    pred.model.head.mix.fill_(10.0)
-    return pred
+def hybrid_predictor(tiny_hybrid):
+    return tiny_hybrid  # conftest.py
 
 
 @pytest.fixture(scope="module", params=["superbloom", "hybrid"])
