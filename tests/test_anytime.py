@@ -236,3 +236,55 @@ def test_a_staged_run_serves_the_old_model_until_its_term_is_validated(wiki_data
              callbacks=[Recorder(on_record)])
     assert loads[0][:2] == (0, old)  # the step-0 validation's record: the new BEST is staged, the old model serves
     assert loads[-1][1] == 6  # the run's last record: the new run serves
+
+
+def hashed_config(data, out, steps=6, **loop) -> sb.TrainConfig:
+    """The millions recipe in small: hashed hybrid, coherent maps, the co-occurrence start."""
+    return sb.TrainConfig(data=str(data.path), out=str(out), hash=sb.HashConfig(alpha=8, m=2, coherent=1), model=TINY,
+                          head=head_config("hashed-hybrid", neighbours=20), val_fraction=0.05, init="cooccurrence",
+                          loop=sb.LoopConfig(steps=steps, batch_size=32, eval_every=3, seed=0, checkpoint_every=1e9,
+                                             **loop))
+
+
+def test_the_term_is_served_before_the_networks_hash_maps_and_start(wiki_small, tmp_path):
+    """A hashed hybrid with coherent maps and a start: the step-0 model (the term) is written before
+    either is built (config.json says the setup is pending, the maps are random ones); before the first
+    step the coherent maps replace them and the start is applied, so the finished folder holds the maps
+    a direct build gives and config.json records both."""
+    from superbloom.hashing.bloom import BloomHash
+    from superbloom.training.train import PENDING
+
+    out, seen = tmp_path / "m", {}
+    coherent = BloomHash.build(wiki_small.n_ids, sb.HashConfig(alpha=8, m=2, coherent=1), wiki_small.train)
+
+    def on_record(record):
+        if record.get("step") == 0 and "val_rec@10" in record and not seen:
+            seen["config"] = json.loads((out / "config.json").read_text())
+            seen["buckets"] = BloomHash.load(out / "hashing.safetensors").buckets.copy()
+            seen["preds"] = sb.load(out).predict_many(CONTEXTS[:1], k=5)
+
+    sb.train(hashed_config(wiki_small, out), progress=False, callbacks=[Recorder(on_record)])
+    assert PENDING in seen["config"] and "init" not in seen["config"]
+    assert not np.array_equal(seen["buckets"], coherent.buckets)  # served under the quick random maps
+    config = json.loads((out / "config.json").read_text())
+    assert PENDING not in config and config["init"]["init"] == "cooccurrence" and "coherent_build" in config
+    assert np.array_equal(BloomHash.load(out / "hashing.safetensors").buckets, coherent.buckets)
+    assert json.loads((latest_checkpoint(out) / "state.json").read_text())["step"] == 6
+
+
+def test_a_run_stopped_at_its_term_resumes_to_the_uninterrupted_run(wiki_small, tmp_path):
+    """Stopped right after the step-0 checkpoint (the network's setup still pending), then resumed: the
+    resume builds the maps and the start and trains to the same weights as one uninterrupted run."""
+    from superbloom.storage.checkpoint import load_weights
+    from superbloom.training.train import PENDING
+
+    sb.train(hashed_config(wiki_small, tmp_path / "a"), progress=False)
+    sb.train(hashed_config(wiki_small, tmp_path / "b", steps=0, time_budget=0.001), progress=False)
+    assert PENDING in json.loads((tmp_path / "b" / "config.json").read_text())
+    sb.train(hashed_config(wiki_small, tmp_path / "b"), progress=False, resume=True)
+    assert PENDING not in json.loads((tmp_path / "b" / "config.json").read_text())
+    a, b = sb.load(tmp_path / "a").model, sb.load(tmp_path / "b").model
+    for m, path in ((a, tmp_path / "a"), (b, tmp_path / "b")):
+        load_weights(m, latest_checkpoint(path))
+    sa, sb_ = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb_.keys() and all(torch.equal(sa[k], sb_[k]) for k in sa)

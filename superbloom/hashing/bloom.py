@@ -96,6 +96,16 @@ class BloomHash:
             separate_collisions(buckets, alpha, rng or np.random.default_rng(0))
         return cls(buckets, alpha)
 
+    def adopt(self, other: "BloomHash") -> None:
+        """Take `other`'s maps (the same ids, alpha, m and buckets): everything holding this object
+        (an objective's batches, decoding) reads them from now on; modules that copied the tables
+        rebuild them (model.encoder.rehash). train serves its term under quick random maps and adopts
+        the coherent ones, built from the training sets, before the first step."""
+        shape = lambda h: (h.m, h.n_ids, h.alpha, h.n_buckets)  # noqa: E731
+        if shape(other) != shape(self):
+            raise ValueError(f"hash maps of (m, ids, alpha, buckets) {shape(other)} cannot replace {shape(self)}")
+        self.buckets, self.inverse = other.buckets, other.inverse
+
     # ------------------------------------------------------------------ lookups
 
     def encode(self, elems: np.ndarray) -> np.ndarray:

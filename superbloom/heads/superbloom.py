@@ -43,18 +43,24 @@ class SuperbloomHead(HeadBase):
         self.cfg = cfg
         self.m, self.n_buckets = hashing.m, hashing.n_buckets
         self.bias = nn.Parameter(torch.zeros(hashing.n_tokens))
-        # int32 views of the hashing's arrays (shared across processes when loaded mapped; decode.py
-        # widens what it gathers from them): 2 x (m x N) x 4 bytes, not two int64 copies
-        buckets, inverse = hashing.tables(dtype=torch.int32)
-        self.register_buffer("buckets", buckets, persistent=False)  # (m, N)
-        self.register_buffer("inverse", inverse, persistent=False)  # (m, nb, alpha)
         self.offsets = [int(o) for o in hashing.offsets]
         self.n_special = hashing.n_special_tokens
         declare_rows(self, ("bias",))  # the embedding is the encoder's (declared there)
+        self._counts = counts
+        self.hashing_changed(hashing)
+
+    def hashing_changed(self, hashing: BloomHash) -> None:
+        """The tables and the token proposal from `hashing` (at build, and when train adopts new maps)."""
+        device = self.bias.device
+        # int32 views of the hashing's arrays (shared across processes when loaded mapped; decode.py
+        # widens what it gathers from them): 2 x (m x N) x 4 bytes, not two int64 copies
+        buckets, inverse = hashing.tables(dtype=torch.int32)
+        self.register_buffer("buckets", buckets.to(device), persistent=False)  # (m, N)
+        self.register_buffer("inverse", inverse.to(device), persistent=False)  # (m, nb, alpha)
         self.proposal = None
-        if cfg.samples:  # over the m x n_buckets hashed tokens, token t + n_special globally
-            self.proposal = Proposal(cfg.proposal, hashing.m * hashing.n_buckets,
-                                     token_counts(hashing, counts) if cfg.proposal == "unigram" else None)
+        if self.cfg.samples:  # over the m x n_buckets hashed tokens, token t + n_special globally
+            self.proposal = Proposal(self.cfg.proposal, hashing.m * hashing.n_buckets,
+                                     token_counts(hashing, self._counts) if self.cfg.proposal == "unigram" else None).to(device)
 
     def _map_logits(self, hidden: torch.Tensor, j: int) -> torch.Tensor:
         """(M, d) -> (M, nb): logits of map j's tokens only."""

@@ -70,10 +70,14 @@ class DynamicIdInput(nn.Module):
         self.embed = DynamicEmbedding(d, TritVocab(strings))  # table: (N, 64) int8 buffer
         # the same per-coordinate scale as the token rows (std 0.02, model._init): trits have E[t^2] = 3/4
         nn.init.normal_(self.embed.proj.weight, std=0.02 * (N_TRITS * 0.75) ** -0.5)
-        buckets, inverse = hashing.tables()
+        self.register_buffer("offsets", torch.as_tensor(hashing.offsets, dtype=torch.long), persistent=False)
+        self.hashing_changed(hashing)
+
+    def hashing_changed(self, hashing: BloomHash) -> None:
+        """The tables from `hashing` (at build, and when train adopts new maps)."""
+        buckets, inverse = hashing.tables(self.offsets.device)
         self.register_buffer("buckets", buckets, persistent=False)  # (m, N)
         self.register_buffer("first", inverse[0], persistent=False)  # (nb, width) ids of map 0's buckets
-        self.register_buffer("offsets", torch.as_tensor(hashing.offsets, dtype=torch.long), persistent=False)
 
     def ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) element-major -> (B, T / m) id of each element, -1 for special elements."""

@@ -154,6 +154,15 @@ class SetModel(nn.Module):
         return self.head.loss(hidden, batch.target_ids, rows)
 
 
+def rehash(model: nn.Module, hashing: BloomHash, new: BloomHash) -> None:
+    """`model`, built on `hashing`, reads `new`'s maps from now on (BloomHash.adopt; every module that
+    copied the tables rebuilds them: its hashing_changed). The weights are kept."""
+    hashing.adopt(new)
+    for module in model.modules():
+        if hasattr(module, "hashing_changed"):
+            module.hashing_changed(hashing)
+
+
 def count_parameters(module: nn.Module) -> int:
     """Trained parameters plus the fixed weights a module keeps as buffers (the hybrid head's
     item-item values: fitted in closed form, not by the optimizer, but weights of the model all the same)."""

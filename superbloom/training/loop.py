@@ -20,7 +20,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -159,9 +159,18 @@ def train_step(model: nn.Module, ddp: nn.Module, opt: torch.optim.Optimizer, bat
     return lv, gnorm, lr
 
 
+@dataclass
+class Prepare:
+    """Work the first training step needs and the first answer does not (train: the network's hash
+    maps and start, after the term is served): `run` before the first step (skipped when no step
+    follows: a resume does it), then a checkpoint of what it changed, then `done`."""
+    run: Callable[[], None]
+    done: Callable[[], None] = lambda: None
+
+
 def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Path", d: Dist,
         resume_from: Path | None = None, progress: bool = True, callbacks: Sequence[Callback] = (),
-        validate_first: bool = False) -> RunState:
+        validate_first: bool = False, prepare: Prepare | None = None) -> RunState:
     """Train `obj` in a model directory whose config files the caller wrote (a RunDir, or a Path to
     write in place): the loop, validation, BEST and LATEST checkpoints, metrics.jsonl, whose records
     also go to `callbacks` (closed when the loop ends; rank 0 only). Resumes from `resume_from` if given.
@@ -170,7 +179,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     term): validate at step 0 and checkpoint at once, so the folder serves a validated model (BEST)
     before the first step, and a staged run replaces the previous model with it. LoopConfig.patience:
     stop once that many validations in a row improved neither the validation score nor, where the
-    validation reports it (a hybrid's pure_<select>), its network alone's."""
+    validation reports it (a hybrid's pure_<select>), its network alone's. `prepare` (one process
+    only): run before the first step, after the step-0 checkpoint (Prepare)."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False, main=False)  # a plain folder: unmarked
     if d.main:
         run.path.mkdir(parents=True, exist_ok=True)
@@ -272,6 +282,13 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
                 state.epoch += 1
                 state.cursor = 0
                 batches = obj.epoch(state.epoch)
+            if prepare is not None:  # before the first step, the term already served
+                prepare.run()
+                if average is not None:  # the average starts from the prepared weights
+                    average = WeightAverage(model, loop.ema, tables)
+                checkpoint()
+                prepare.done()
+                prepare, last_ckpt = None, time.time()
             rows = batches[state.cursor][d.rank * per_rank:(d.rank + 1) * per_rank]
             loss, gnorm, lr = train_step(model, ddp, opt, obj.batch(rows, rng), optim, state.step + 1,
                                           max_steps, grads, average)

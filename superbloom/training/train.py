@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -38,8 +38,8 @@ from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import head_config_dict, head_config_from_dict
 from .callbacks import Callback
 from .card import write_card
-from .loop import LoopConfig, fit  # noqa: F401 (LoopConfig re-exported: callers import it here)
-from ..model.encoder import ModelConfig, build_model, count_parameters
+from .loop import LoopConfig, Prepare, fit  # noqa: F401 (LoopConfig re-exported: callers import it here)
+from ..model.encoder import ModelConfig, build_model, count_parameters, rehash
 from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, ObjectiveEntry, ObjectiveInputs, masked,
     masked_set_objective, objective_entry, training_rows)
 from .optim import OptimConfig
@@ -48,7 +48,7 @@ from ..storage.guarded import one_writer
 from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
                      portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
-from ..storage.files import load_json
+from ..storage.files import load_json, save_json
 from ..model.warmstart import initialise, resolve_init
 from .config import TrainConfig  # re-exported: callers import it here
 
@@ -76,6 +76,8 @@ def run_changes(saved: dict, cfg: TrainConfig) -> tuple[list[str], list[str]]:
     before["model"] = asdict(ModelConfig.from_dict(before["model"]))
     return config_changes(before, cfg.to_dict(), ARCHITECTURE)
 
+
+PENDING = "network_setup_pending"  # config.json: the run served its term, the network's setup is still to do
 
 FEW_VALIDATION_SETS = 20  # below this many validation sets, train says the choices on them are noisy
 
@@ -142,6 +144,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
                          "none): a set is learned by predicting one of its ids from the others")
     ckpt = resume_point(out, resume, overwrite, d.main)
     coherent_stats = None  # how a new run's coherent maps were built (for config.json)
+    # one process serves its term before the network's setup (network_setup below): a new run, or a resumed
+    # one whose first run stopped before it
+    pending = ckpt is None and d.world == 1
     if ckpt is not None:
         saved = read_saved(out, ("hash", "model", "head"))  # one line naming config.json if it is broken
         arch, changed = run_changes(saved, cfg)
@@ -149,14 +154,17 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
         hcfg, mcfg = HashConfig(**saved["hash"]), ModelConfig.from_dict(saved["model"])
         head_cfg = head_config_from_dict(saved["head"])
         hashing = BloomHash.load(out / "hashing.safetensors")
+        pending = saved.get(PENDING) is not None
+        coherent_stats = CoherentStats() if pending and hcfg.coherent else None
         aligned = align_dataset(data, Vocab.load(out))  # data prepared with another vocabulary (remap.py)
         if aligned is not None and d.main:
             log.info("resume: " + format_alignment(aligned))
     else:
         hcfg, mcfg, head_cfg = cfg.hash.resolve(data.n_ids), cfg.model, cfg.head  # alpha 0: from the vocabulary
         coherent_stats = CoherentStats() if hcfg.coherent else None
-        with phases("the hash maps"):
-            hashing = BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats)
+        with phases("the hash maps"):  # coherent maps (from the training sets) wait for the network's setup
+            hashing = (BloomHash.build(data.n_ids, replace(hcfg, coherent=0)) if pending and hcfg.coherent else
+                       BloomHash.build(data.n_ids, hcfg, data.train if hcfg.coherent else None, coherent_stats))
     torch.manual_seed(cfg.loop.seed)
     model = build_model(mcfg, head_cfg, hashing, data.counts, data.vocab.strings if mcfg.dynamic else None)
     train_rows, val_rows = split_validation(data.train, cfg.val_fraction, cfg.validation_seed)
@@ -172,13 +180,37 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             head_built = model.head.fit(data.train.subset(training_rows(data, train_rows, entry.ordered)),
                                         ordered=entry.ordered)
     n_params = count_parameters(model)
-    init = None
     init_name = resolve_init(cfg.init, data.n_ids, entry.auto_init)
-    if ckpt is None and init_name != "normal":  # a new run's start, from the training rows only (validation unseen)
-        with phases("the start"):
-            init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
-        if init is not None:
-            init["seconds"] = round(phases.seconds["the start"], 2)
+    # served before any step: a head that ranks then (a hybrid's term) waits for neither the network's
+    # coherent hash maps nor its start (the first answer at a million ids: minutes sooner)
+    provisional = pending and bool(hcfg.coherent)  # the maps in hand are (a resume: may be) random ones
+    if ckpt is None:  # (a resumed model's term is loaded with its weights, in fit)
+        pending = pending and model.head.ranks_before_training()
+
+    def network_setup() -> dict:
+        """The network's coherent hash maps and its start (from the training rows only: validation
+        unseen) -> what config.json records of them."""
+        if provisional:
+            with phases("the hash maps"):
+                rehash(model, hashing, BloomHash.build(data.n_ids, hcfg, data.train, coherent_stats))
+        done = {}
+        if ckpt is None or provisional:
+            done["hash_build_seconds"] = round(phases.seconds.get("the hash maps", 0.0), 2)
+            if coherent_stats is not None:
+                done["coherent_build"] = asdict(coherent_stats)
+        if init_name != "normal" and (pending or ckpt is None):
+            with phases("the start"):
+                init = initialise(init_name, model, hashing, data.train.subset(train_rows), data.n_ids, cfg.loop.seed)
+            if init is not None:
+                done["init"] = dict(init, seconds=round(phases.seconds["the start"], 2))
+        return done
+
+    def log_init(init: dict | None) -> None:
+        if init and d.main:
+            log.info(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
+                     f"{init['tokens']:,} tokens in {init['seconds']} s")
+
+    setup = {} if pending else network_setup()
     model.to(d.device)
     if len(train_rows) < cfg.loop.batch_size:
         raise ValueError(f"{cfg.data}: {len(train_rows)} training sets with two or more ids; "
@@ -193,8 +225,7 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             "kind": id_model_kind(data.meta), "dataset": dataset_record(cfg.data),
             "hash": asdict(hcfg), "model": asdict(mcfg), "head": head_config_dict(head_cfg),
             "train": portable(cfg.to_dict()), "data": portable_summary(data.meta), "parameters": n_params,
-            "hash_build_seconds": round(phases.seconds["the hash maps"], 2), **({"init": init} if init else {}),
-            **({"coherent_build": asdict(coherent_stats)} if coherent_stats is not None else {}),
+            **setup, **({PENDING: "the network's hash maps and start"} if pending else {}),
             **({"head_built": head_built} if head_built else {}), **(record or {})})
     if ckpt is not None:
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
@@ -206,16 +237,29 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
                  f"device {d.device}" + (f" x {d.world} processes" if d.world > 1 else ""))
         if not obj.data_line and cfg.val_fraction and len(val_rows) < FEW_VALIDATION_SETS:
             log.warning(few_validation_sets(len(val_rows), len(train_rows) + len(val_rows), cfg.val_fraction))
-        if init:
-            log.info(f"init: {init['init']} factors (rank {init['rank']}) for {init['tokens_set']:,} of "
-                     f"{init['tokens']:,} tokens in {init['seconds']} s")
+        log_init(setup.get("init"))
         if run.staged:
             log.info(f"{out} holds a model: this run writes to {run.path} and replaces it at its first checkpoint")
     before = float(load_json(ckpt / "state.json").get("seconds", 0.0)) if ckpt is not None else 0.0
+    prepare = None
+    if pending:  # before the first step; its record lands in config.json once a checkpoint holds it
+        made: dict = {}
+
+        def prepared():
+            if d.main:
+                config = {k: v for k, v in load_json(run.path / "config.json").items() if k != PENDING}
+                save_json(run.path / "config.json", dict(config, **made))
+
+        def prepare_network():
+            made.update(network_setup())
+            log_init(made.get("init"))
+            if d.main and provisional:
+                hashing.save(run.path / "hashing.safetensors")
+        prepare = Prepare(prepare_network, prepared)
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
         # a head that ranks before any step (a hybrid's term) is validated and saved at step 0: servable at once
         state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks,
-                    validate_first=ckpt is None and model.head.ranks_before_training())
+                    validate_first=ckpt is None and model.head.ranks_before_training(), prepare=prepare)
     if d.main:
         write_card(out)  # README.md: the model card (card.py)
         log.info(phases.line(state.seconds - before))
