@@ -220,9 +220,19 @@ def test_a_reader_of_a_running_training_gets_a_whole_model(wiki_data, tmp_path, 
     assert raced == [first] and model.config["checkpoint"].startswith("best-000000004")
 
 
-def test_a_staged_run_serves_the_old_model_until_its_term_is_validated(wiki_data, tmp_path):
+def test_a_staged_run_serves_the_old_model_until_its_term_is_written(wiki_data, tmp_path, monkeypatch):
     """--overwrite over a model: the old model serves while the new run fits its term (staged beside it);
-    from the new run's step-0 checkpoint on, the folder serves the new run's BEST."""
+    from the new run's step-0 checkpoint on (its term alone, written before the step-0 validation), the
+    folder serves the new run."""
+    from superbloom.training import loop as loop_module
+
+    real, before = loop_module.save_checkpoint, []
+
+    def saving(path, step, *a, **k):  # what the folder serves just before the new run's first checkpoint
+        if not before:
+            before.append(json.loads((out / "config.json").read_text())["train"]["loop"]["seed"])
+        return real(path, step, *a, **k)
+
     out = tmp_path / "m"
     sb.train(hybrid_config(wiki_data, out, steps=2, eval_every=0, seed=5), progress=False)
     old = json.loads((out / "config.json").read_text())["train"]["loop"]["seed"]
@@ -232,10 +242,12 @@ def test_a_staged_run_serves_the_old_model_until_its_term_is_validated(wiki_data
         loads.append((record["step"], json.loads((out / "config.json").read_text())["train"]["loop"]["seed"],
                       sb.load(out).config["checkpoint"]))
 
+    monkeypatch.setattr(loop_module, "save_checkpoint", saving)
     sb.train(hybrid_config(wiki_data, out, steps=2, eval_every=0, seed=6), progress=False, overwrite=True,
              callbacks=[Recorder(on_record)])
-    assert loads[0][:2] == (0, old)  # the step-0 validation's record: the new BEST is staged, the old model serves
-    assert loads[-1][1] == 6  # the run's last record: the new run serves
+    assert before == [old]  # the term fitted, the new run staged: the old model serves
+    assert loads[0][:2] == (0, 6)  # the step-0 validation's record: the new run's term already serves
+    assert loads[-1][1] == 6
 
 
 def hashed_config(data, out, steps=6, **loop) -> sb.TrainConfig:

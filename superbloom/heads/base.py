@@ -141,6 +141,10 @@ class HeadBase(nn.Module):
     def ranks_before_training(self) -> bool:
         return False
 
+    def before_training(self) -> None:
+        """Rank as the head can before any training step and before a validation chose its settings
+        (a hybrid: its term alone, which needs no trained network): fit writes that model first."""
+
     def choose(self, rank: Callable, summarize: Callable[..., dict], select: str,
                decays: tuple[float, ...] = (1.0,)) -> dict:
         return summarize(rank())

@@ -219,6 +219,11 @@ class HashedHybridHead(SuperbloomHead):
         """A built term: the term alone is a candidate of choose, ranking with no training."""
         return bool(self.values.numel())
 
+    def before_training(self) -> None:
+        """The term alone (mix TERM_ALONE), until the validation chooses."""
+        if self.ranks_before_training():
+            self.mix.fill_(TERM_ALONE)
+
     def fit_weightings(self, sets) -> None:
         """The co-occurrence term's df, number of sets and the count / idf scales from the training sets
         (the other terms: none); weighting = the config's, or the cosine until the validation chooses.

@@ -129,6 +129,11 @@ class HybridHead(FullHead):
         """A built term, and the weight chosen on validation (the term alone is a candidate of choose)."""
         return self.cfg.mix is None and bool(self.values.numel())
 
+    def before_training(self) -> None:
+        """The term alone (mix TERM_ALONE), until the validation chooses."""
+        if self.ranks_before_training():
+            self.mix.fill_(TERM_ALONE)
+
     def term_names(self) -> tuple[str, ...]:
         """The built terms' names, in slot order (slot 1 only with term auto on ordered data)."""
         return resolve_term(self.cfg.term, self.n_ids, ordered=bool(self.alt_indptr.numel()))

@@ -176,8 +176,9 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     also go to `callbacks` (closed when the loop ends; rank 0 only). Resumes from `resume_from` if given.
 
     `validate_first` (a new run whose model ranks before any training step: a hybrid head's fitted
-    term): validate at step 0 and checkpoint at once, so the folder serves a validated model (BEST)
-    before the first step, and a staged run replaces the previous model with it. LoopConfig.patience:
+    term): checkpoint the model as given at once (train sets HeadBase.before_training: the term
+    alone), so the folder serves it and a staged run replaces the previous model with it, then
+    validate at step 0 and checkpoint again (BEST: the validation's choice). LoopConfig.patience:
     stop once that many validations in a row improved neither the validation score nor, where the
     validation reports it (a hybrid's pure_<select>), its network alone's. `prepare` (one process
     only): run before the first step, after the step-0 checkpoint (Prepare)."""
@@ -268,6 +269,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     batches = obj.epoch(state.epoch)
     stop = None  # why the patience rule stopped the run (rank 0), or None
     if validate_first and resume_from is None and obj.validate is not None:  # the model before any step
+        checkpoint()  # the model as the caller set it (train: a hybrid's term alone), servable before validation
         if d.main:
             v = validation()
             stalled(v)

@@ -256,10 +256,12 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             if d.main and provisional:
                 hashing.save(run.path / "hashing.safetensors")
         prepare = Prepare(prepare_network, prepared)
+    # a head that ranks before any step (a hybrid's term alone) is saved at step 0, servable at once, then validated
+    first = ckpt is None and model.head.ranks_before_training() and obj.validate is not None
+    if first:
+        model.head.before_training()
     with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
-        # a head that ranks before any step (a hybrid's term) is validated and saved at step 0: servable at once
-        state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks,
-                    validate_first=ckpt is None and model.head.ranks_before_training(), prepare=prepare)
+        state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks, validate_first=first, prepare=prepare)
     if d.main:
         write_card(out)  # README.md: the model card (card.py)
         log.info(phases.line(state.seconds - before))
