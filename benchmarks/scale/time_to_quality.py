@@ -14,9 +14,11 @@ its term alone) and for the baselines a user would run, on the same examples, wi
 Training: `superbloom train DATA --out WORK/model --time-budget B` with the dataset's preset (auto) and any
 --train-args, then `--resume --time-budget B2` for the next budget (the loop's budget counts the seconds
 already trained, so the segments add up to one run of the last budget; the schedule is step-based, so it is
-the same run). Budget 0 is the anytime model's first answer: the run stops right after its step-0
-checkpoint (the term fitted and validated before any training step; its BEST is the term alone or the
-weight the validation chose). Each segment is a child process measured by os.wait4: wall seconds, CPU
+the same run). The first answer: while the first segment runs, the moment its first checkpoint lands
+(train writes the term alone before its step-0 validation) is noted (wall and CPU seconds) and the
+folder is snapshotted then (hard links, WORK/first_answer) and evaluated as served at that moment.
+Budget 0: the run stops right after its step-0 validation (BEST: the term alone or the weight the
+validation chose). Each segment is a child process measured by os.wait4: wall seconds, CPU
 seconds (user + system, all threads), peak RSS. The x axis is the cumulative wall seconds of the training
 processes: everything the recipe needs before it answers (start-up, reading the data, the co-occurrence
 start, the hash maps, the item-item term, the step-0 validation, training, saving), but not the
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -51,18 +54,59 @@ FIRST_ANSWER = 0.001  # budget 0's --time-budget: the loop stops right after the
 TUNED = ROOT / "benchmarks" / "results" / "quality_user_baselines.json"  # ALS / item2vec settings chosen on val
 
 
-def run_measured(cmd: list[str], log: Path) -> dict:
-    """Run a child process; -> wall s, CPU s (user + sys) and peak RSS GB of that child, its exit code."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_measured(cmd: list[str], log: Path, watch=None) -> dict:
+    """Run a child process; -> wall s, CPU s (user + sys) and peak RSS GB of that child, its exit code.
+    `watch(pid, wall_s)`, if given, is called every 0.05 s while the child runs."""
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
     with log.open("a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
-        _, status, ru = os.wait4(proc.pid, 0)
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG if watch else 0)
+            if pid:
+                break
+            watch(proc.pid, time.perf_counter() - t)
+            time.sleep(0.05)
     wall = time.perf_counter() - t
     return {"wall_s": round(wall, 1), "cpu_s": round(ru.ru_utime + ru.ru_stime, 1), "peak_rss_gb": round(ru.ru_maxrss / 1e6, 2),
             "exit": os.waitstatus_to_exitcode(status), "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
+
+
+class FirstAnswer:
+    """Watches a new run's model folder for its first complete checkpoint (train writes the term alone
+    before its step-0 validation): when LATEST appears, notes the wall and CPU seconds and snapshots the
+    folder as it stands (hard links: train never rewrites a file in place) into `snapshot`, its BEST and
+    any checkpoint but LATEST's left out, so that the first answer is evaluated as served then."""
+
+    def __init__(self, model: Path, snapshot: Path):
+        self.model, self.snapshot, self.seen = model, snapshot, None
+
+    def __call__(self, pid: int, wall: float) -> None:
+        if self.seen is not None or not (self.model / "LATEST").is_file():
+            return
+        self.seen = {"wall_s": round(wall, 1), "cpu_s": round(cpu_seconds(pid), 1), "load_before": round(os.getloadavg()[0], 2)}
+        pointed = (self.model / "LATEST").read_text().strip()
+        shutil.rmtree(self.snapshot, ignore_errors=True)
+        self.snapshot.mkdir(parents=True)
+        for p in self.model.iterdir():
+            try:
+                if p.is_file() and p.name not in ("BEST", "LATEST") and not p.name.endswith(".tmp"):
+                    os.link(p, self.snapshot / p.name)
+                elif p.is_dir() and p.name != "checkpoints":
+                    shutil.copytree(p, self.snapshot / p.name, copy_function=os.link)
+            except FileNotFoundError:  # a temporary file renamed meanwhile
+                pass
+        (self.snapshot / "LATEST").write_text(pointed + "\n")
+        shutil.copytree(self.model / pointed, self.snapshot / pointed, copy_function=os.link)
+        self.seen["dir"] = self.snapshot.name
 
 
 def load_state(work: Path) -> dict:
@@ -163,31 +207,41 @@ def train_and_eval(args, work: Path, data: str) -> None:
             cmd = [sys.executable, "-m", "superbloom", "train", data, "--out", str(model),
                    "--time-budget", str(budget or FIRST_ANSWER), "--threads", str(args.threads), "--quiet"]
             cmd += (args.train_args.split() if first else ["--resume"])
-            m = run_measured(cmd, work / "train.log")
+            watch = FirstAnswer(model, work / "first_answer") if first else None
+            m = run_measured(cmd, work / "train.log", watch)
             if m["exit"] != 0:
                 raise SystemExit(f"train exited {m['exit']}: see {work / 'train.log'}")
             steps = [json.loads(x) for x in (model / "metrics.jsonl").read_text().splitlines() if x.strip()]
             seg = {"budget": budget, "train": m, "steps": max((r.get("step", 0) for r in steps), default=0),
                    "trained_s": max((r.get("seconds", 0) for r in steps), default=0)}
+            if watch is not None and watch.seen is not None:  # the first answer: evaluated as its own point
+                state["segments"].append({"budget": -1.0, "first_answer": True, "train": watch.seen, "steps": 0})
             state["segments"].append(seg)
             save_state(work, state)
             print(f"trained to {budget:.0f} s: {seg['steps']} steps, {m}", flush=True)
-        if "eval" not in seg:
-            out = work / f"eval_{int(budget)}"
-            cmd = [sys.executable, "-m", "benchmarks.scale.time_to_quality", data, "--work", str(work),
-                   "--eval-worker", str(model), "--out", str(out), "--eval-sets", str(args.eval_sets),
-                   "--seed", str(args.seed), "--threads", str(args.threads),
-                   "--targets-per-set", str(args.targets_per_set)]
-            m = run_measured(cmd, work / "eval.log")
-            if m["exit"] != 0:
-                raise SystemExit(f"eval exited {m['exit']}: see {work / 'eval.log'}")
-            seg["eval"] = m | json.loads((out / "timing.json").read_text()) | {"dir": out.name}
-            save_state(work, state)
-            res = json.loads((out / "result.json").read_text())
-            seg["eval"]["head"] = res.get("head")
-            save_state(work, state)
-            print(f"evaluated at {budget:.0f} s: rec@10 hybrid {res['model']['rec@10']:.4f}, "
-                  + ", ".join(f"{k} {v['rec@10']:.4f}" for k, v in res["variants"].items()), flush=True)
+        for seg in [s for s in state["segments"] if s.get("first_answer") and "eval" not in s] + [seg]:
+            evaluate_segment(args, work, data, state, seg)
+
+
+def evaluate_segment(args, work: Path, data: str, state: dict, seg: dict) -> None:
+    """Evaluate the model a segment left (the first answer: its snapshot) in a child process, once."""
+    budget, model = seg["budget"], work / seg["train"].get("dir", "model")
+    if "eval" not in seg:
+        out = work / ("eval_first" if seg.get("first_answer") else f"eval_{int(budget)}")
+        cmd = [sys.executable, "-m", "benchmarks.scale.time_to_quality", data, "--work", str(work),
+               "--eval-worker", str(model), "--out", str(out), "--eval-sets", str(args.eval_sets),
+               "--seed", str(args.seed), "--threads", str(args.threads),
+               "--targets-per-set", str(args.targets_per_set)]
+        m = run_measured(cmd, work / "eval.log")
+        if m["exit"] != 0:
+            raise SystemExit(f"eval exited {m['exit']}: see {work / 'eval.log'}")
+        seg["eval"] = m | json.loads((out / "timing.json").read_text()) | {"dir": out.name}
+        save_state(work, state)
+        res = json.loads((out / "result.json").read_text())
+        seg["eval"]["head"] = res.get("head")
+        save_state(work, state)
+        print(f"evaluated at {budget:.0f} s: rec@10 hybrid {res['model']['rec@10']:.4f}, "
+              + ", ".join(f"{k} {v['rec@10']:.4f}" for k, v in res["variants"].items()), flush=True)
 
 
 def report(args, work: Path) -> None:
@@ -207,8 +261,9 @@ def report(args, work: Path) -> None:
     cum_wall = cum_cpu = 0.0
     last, points = {}, []  # points: (wall s, the model's ranks, its row) for every evaluation, in order
     for seg in state["segments"]:
-        cum_wall += seg["train"]["wall_s"]
-        cum_cpu += seg["train"]["cpu_s"]
+        at_wall, at_cpu = cum_wall + seg["train"]["wall_s"], cum_cpu + seg["train"]["cpu_s"]
+        if not seg.get("first_answer"):  # the first answer: a moment inside the next (budget 0) segment
+            cum_wall, cum_cpu = at_wall, at_cpu
         if "eval" not in seg:
             continue
         z = np.load(work / seg["eval"]["dir"] / "ranks.npz")
@@ -225,14 +280,14 @@ def report(args, work: Path) -> None:
             # extra: what was spent after training before this evaluation's model answered (reweigh.py's
             # weightings and their validation choice), counted for this point only
             extra_wall, extra_cpu = seg["eval"].get("extra_wall_s", 0.0), seg["eval"].get("extra_cpu_s", 0.0)
-            curves[key].append((cum_wall + extra_wall, s["rec@10"]))
+            curves[key].append((at_wall + extra_wall, s["rec@10"]))
             last[key] = r
-            rows.append({"method": label, "key": key, "budget_s": seg["budget"], "wall_s": round(cum_wall + extra_wall, 1),
-                         "cpu_s": round(cum_cpu + extra_cpu, 1), "steps": seg["steps"], "peak_rss_gb": seg["train"]["peak_rss_gb"],
+            rows.append({"method": label, "key": key, "budget_s": seg["budget"], "wall_s": round(at_wall + extra_wall, 1),
+                         "cpu_s": round(at_cpu + extra_cpu, 1), "steps": seg["steps"], "peak_rss_gb": seg["train"].get("peak_rss_gb"),
                          "query_ms": round(1e3 * seg["eval"]["eval_s"] / max(1, seg["eval"]["examples"]), 1),
                          "best": seg["eval"].get("checkpoint"), "item_mix": head.get("item_mix"), **s})
             if key == "model":
-                points.append((cum_wall + extra_wall, r, rows[-1]))
+                points.append((at_wall + extra_wall, r, rows[-1]))
     baselines, fit_s = {}, {}
     for name, b in base_json.get("baselines", {}).items():
         f = bdir / f"{name}.npz"
@@ -271,9 +326,10 @@ def report(args, work: Path) -> None:
           f"Data: `{Path(args.data).name if '/' in args.data else args.data}`; {len(targets) if targets is not None else 0:,} "
           "held-out examples (the same for every method: targets checked equal). Model: `superbloom train` with the "
           "dataset's preset" + (f" and `{args.train_args}`" if args.train_args else "") + f", {args.threads} torch "
-          "thread(s), trained in cumulative budgets (resumed; budget 0: stopped right after the step-0 checkpoint, "
-          "the term validated before any training step), evaluated after each with exact, certified top-k (BEST "
-          "checkpoint). Wall s: cumulative wall seconds of the training processes (start-up, reading the data, hash "
+          "thread(s), trained in cumulative budgets (resumed; the first answer: the folder as it stood when its first "
+          "checkpoint landed, the term alone written before any validation, snapshotted then; budget 0: stopped right "
+          "after the step-0 validation), evaluated after each with exact, certified top-k (BEST checkpoint, or the "
+          "first answer's only one). Wall s: cumulative wall seconds of the training processes (start-up, reading the data, hash "
           "maps, item-item term, step-0 validation, training, saving); a baseline's: its fit. 95% intervals: bootstrap "
           "over held-out sets.", ""]
     if args.note:
@@ -308,7 +364,7 @@ def report(args, work: Path) -> None:
         md += ["", f"The bar against the best closed form ({best_closed}, rec@10 {bar['rec@10']:.4f}, fit {bar['fit_s']:,.1f} s): "
                f">= it within 1.5x its fit time: **{'holds' if bar['reached_within_1.5x'] else 'fails'}**; above it with "
                f"its interval within 2x: **{'holds' if bar['above_within_2x'] else 'fails'}**."]
-    loads = [s["train"]["load_before"] for s in state["segments"]] + [s["train"]["load_after"] for s in state["segments"]]
+    loads = [s["train"][k] for s in state["segments"] for k in ("load_before", "load_after") if k in s["train"]]
     md += ["", f"Load average during training (1-min, at segment starts/ends): {min(loads, default=0):.1f}-{max(loads, default=0):.1f} "
            "on 2 cores (where other jobs ran beside it the wall seconds are pessimistic for the model; CPU s is its own). "
            + machine_line(result["machine"])]
