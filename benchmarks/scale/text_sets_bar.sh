@@ -1,9 +1,9 @@
 #!/bin/bash
 # The bar at 1,005,296 real ids (benchmarks/results/scale/text_sets_anytime.{json,md,png}): the default
 # recipe (`superbloom train DATA --out M`, no recipe flag: the millions preset, the local-EASE term fitted
-# and served at step 0, then the network) against the closed forms on the same 1,000 held-out examples,
-# one thread. Stage 1: the baselines (each fit in its own process) and the recipe's first answer (budget
-# 0). Stage 2: the training budgets chosen so that the cumulative wall seconds land near 1.4x and 1.9x
+# and written before its validation, then the network) against the closed forms on the same 1,000 held-out
+# examples, one thread. Stage 1: the baselines (each fit in its own process) and the recipe's first answer
+# (the moment its first checkpoint lands, snapshotted) and budget 0 (stopped after the step-0 validation). Stage 2: the training budgets chosen so that the cumulative wall seconds land near 1.4x and 1.9x
 # the best closed form's fit seconds T (the bar's 1.5x and 2x, less a margin for the resumed segment's
 # start-up, RESUME_S), then the report. Stage 3 (unless SANSA=0): SANSA beside them, the report again.
 # Run in one hold of the CPU lock:
