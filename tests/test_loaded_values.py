@@ -184,3 +184,17 @@ def test_skip_malformed_refuses_more_than_a_small_fraction(tmp_path):
     assert _read(p, format="csv", skip_malformed=True)[1].malformed == MALFORMED_FLOOR
     with pytest.raises(sb.ArgumentError, match="max_malformed"):
         ReadConfig(max_malformed=2)
+
+
+def test_prepare_skips_more_malformed_lines_only_when_told(tmp_path, capsys):
+    """prepare --skip-malformed refuses a file with more than 1% bad lines, naming --max-malformed;
+    with --max-malformed 0.05 it reads it, the skipped lines counted."""
+    from superbloom.cli import main
+
+    p = tmp_path / "m.csv"
+    p.write_text("set,id\n" + "".join(f's{i},"x{i}\n' if i < 40 else f"s{i // 3},id{i}\n" for i in range(2000)))
+    common = ["prepare", str(p), "--format", "csv", "--skip-malformed", "--quiet"]
+    assert main(common + ["--out", str(tmp_path / "a")]) == 2
+    assert "--max-malformed" in capsys.readouterr().err and not (tmp_path / "a" / "meta.json").exists()
+    assert main(common + ["--out", str(tmp_path / "b"), "--max-malformed", "0.05", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["malformed_skipped"] == 40

@@ -69,6 +69,11 @@ def _add_prepare(sub):
     p.add_argument("--undirected", action="store_true", help="edges: also add every link reversed "
                                                              "(neighbour sets of a graph)")
     p.add_argument("--skip-malformed", action="store_true", help="skip and count malformed lines instead of failing")
+    p.add_argument("--max-malformed", type=number(float, 0.0, 1.0, what="a fraction in [0, 1]"),
+                   default=default_of(ReadConfig, "max_malformed"), metavar="FRACTION",
+                   help="with --skip-malformed: refuse the input when more than this fraction of its lines are "
+                        f"malformed (beyond the first 10; default {default_of(ReadConfig, 'max_malformed'):g}): "
+                        "more is the wrong format or a broken file")
     p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="SIZE",
                    help="prepare out of core (DuckDB, spilling to OUT.partial) within about SIZE (4GB, 500MB, "
                         "2GiB, or auto: 40%% of RAM) plus ~60 bytes per distinct set and id; the same files as "
@@ -201,7 +206,7 @@ def cmd_prepare(args):
     read = ReadConfig(format=fmt, set_column=args.set_column, id_column=args.id_column,
                       undirected=args.undirected, skip_malformed=args.skip_malformed, delimiter=delimiter,
                       order_column=args.order_column, id_separator=args.id_separator,
-                      back_id=args.back_id)
+                      back_id=args.back_id, max_malformed=args.max_malformed)
     summary = prepare(PrepareConfig(input=args.input, out=args.out, read=read, test_fraction=args.test_fraction,
                                     seed=args.seed, split=args.split, memory_limit=args.memory_limit),
                       progress=not args.quiet, overwrite=args.overwrite)

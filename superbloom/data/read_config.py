@@ -161,7 +161,7 @@ class ReadStats:
             first = f"; the first: {self.examples[0]}" if self.examples else ""
             raise InputError(f"{where}: {bad:,} of {lines:,} lines malformed ({bad / max(lines, 1):.1%}), more than "
                              f"--skip-malformed skips ({cfg.max_malformed:.0%} of the lines, or {MALFORMED_FLOOR}); "
-                             "is --format (or --delimiter) right? (to skip more: ReadConfig(max_malformed=...))"
+                             "is --format (or --delimiter) right? (to skip more: --max-malformed, ReadConfig(max_malformed=...))"
                              + first)
 
     def count_malformed(self, msg: str):
