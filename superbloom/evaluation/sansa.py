@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._extras import require_extra
 
@@ -49,7 +50,10 @@ def fit_sansa(train, n_ids: int, l2: float = 20.0, density: float = 5e-5, finetu
         raise ValueError(f"sansa ordering must be auto, colamd or count, got {ordering!r}")
     x = train.incidence(n_ids)  # (S, N) binary
     by_count = ordering == "count" or (ordering == "auto" and n_ids >= ORDER_BY_COUNT_IDS)
-    perm = np.argsort(np.asarray(x.sum(0)).ravel(), kind="stable") if by_count else np.arange(n_ids)
+    counts = np.asarray(x.sum(0)).ravel()
+    used = np.flatnonzero(counts)  # ids no training set holds are left out (sansa's norms fail on an empty
+    # last column) and score 0
+    perm = used[np.argsort(counts[used], kind="stable")] if by_count else used
     config = sansa.SANSAConfig(l2=l2, weight_matrix_density=density,
                                gramian_factorizer_config=sansa.ICFGramianFactorizerConfig(),
                                lower_triangle_inverter_config=sansa.UMRUnitLowerTriangleInverterConfig(
@@ -58,6 +62,10 @@ def fit_sansa(train, n_ids: int, l2: float = 20.0, density: float = 5e-5, finetu
     if by_count:
         model.factorizer.reordering_method = _Natural()
     model.fit(x[:, perm].tocsr())
-    inv = np.argsort(perm)
-    a, b = model.weights  # in the permuted order
-    return a[inv][:, inv].tocsr(), b[inv][:, inv].tocsr()
+    a, b = model.weights  # over the fitted columns, in perm's order
+
+    def full(w):  # back to every id, in the ids' order
+        w = w.tocoo()
+        return sp.csr_matrix((w.data, (perm[w.row], perm[w.col])), shape=(n_ids, n_ids))
+
+    return full(a), full(b)
