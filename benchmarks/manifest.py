@@ -97,6 +97,11 @@ RESULT_FILES: list[Result] = [
            f"{LOCK} bash benchmarks/scale/terms_runs.sh text-sets",
            "the closed-form item-item terms alone (local EASE, the cosine, SANSA) at 1,005,296 real ids, settings "
            "chosen on validation, paired intervals, fit time and memory"),
+    Result(("scale/text_sets_anytime_long.json", "scale/text_sets_anytime_long.md", "scale/text_sets_anytime_long.png"),
+           f"{LOCK} {PY} benchmarks.scale.time_to_quality runs/term/data/text-sets --work W --budgets 0,60,120,900 "
+           "--threads 1, then --report --name text_sets_anytime_long (W: a hard-link copy of the bar's work folder)",
+           "the bar's default recipe resumed to 1,500 steps (900 s budget): BEST stays the step-0 term, the network "
+           "alone learns on validation but the hybrid never passes local EASE"),
     Result(("scale/text_sets_anytime.json", "scale/text_sets_anytime.md", "scale/text_sets_anytime.png"),
            f"{LOCK} bash benchmarks/scale/text_sets_bar.sh",
            "the bar at 1,005,296 real ids: the default recipe (local-EASE term first, then the network) against "
