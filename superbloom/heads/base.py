@@ -141,6 +141,10 @@ class HeadBase(nn.Module):
     def ranks_before_training(self) -> bool:
         return False
 
+    def hashing_changed(self, hashing) -> None:
+        """Rebuild what the head copied from its hash maps (train adopts new maps in place: BloomHash.adopt);
+        the default holds none."""
+
     def before_training(self) -> None:
         """Rank as the head can before any training step and before a validation chose its settings
         (a hybrid: its term alone, which needs no trained network): fit writes that model first."""

@@ -156,11 +156,11 @@ class SetModel(nn.Module):
 
 def rehash(model: nn.Module, hashing: BloomHash, new: BloomHash) -> None:
     """`model`, built on `hashing`, reads `new`'s maps from now on (BloomHash.adopt; every module that
-    copied the tables rebuilds them: its hashing_changed). The weights are kept."""
+    copied the tables rebuilds them: the dynamic input's and the head's hashing_changed). The weights are kept."""
     hashing.adopt(new)
-    for module in model.modules():
-        if hasattr(module, "hashing_changed"):
-            module.hashing_changed(hashing)
+    if model.encoder.dynamic is not None:
+        model.encoder.dynamic.hashing_changed(hashing)
+    model.head.hashing_changed(hashing)
 
 
 def count_parameters(module: nn.Module) -> int:

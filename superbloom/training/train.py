@@ -129,8 +129,9 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     run that replaces it once it has a complete checkpoint of its own). Every setting is checked
     before anything is written. A head that ranks before training (a hybrid's term) is fitted and
     written first, servable before its step-0 validation; in one process the network's coherent hash
-    maps and start are built after that, before the first step (the term serves meanwhile). `record`: more top-level entries of a new run's config.json (the
-    CLI's preset choice, training/presets.py). `callbacks`: where the metrics.jsonl records go too
+    maps and start are built after that, before the first step (the term serves meanwhile).
+    `record`: more top-level entries of a new run's config.json (the CLI's preset choice,
+    training/presets.py). `callbacks`: where the metrics.jsonl records go too
     (callbacks.py: TensorBoard, MLflow, your own)."""
     from .._bounds import instance
 
