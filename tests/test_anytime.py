@@ -11,6 +11,7 @@ import torch
 import superbloom as sb
 from superbloom.cli import main
 from superbloom.heads import head_config
+from superbloom.heads.base import Validation
 from superbloom.heads.config import MIXES
 from superbloom.heads.parts import TERM_ALONE, mixed
 from superbloom.model.device import Dist
@@ -161,7 +162,7 @@ class Scores(torch.nn.Module):
 def played(scores: list[dict]) -> Objective:
     model, it = Scores(), iter(scores)
     return Objective(model=model, n_examples=64, epoch=lambda e: [np.arange(8)] * 8, batch=lambda r, rng: None,
-                     validate=lambda: dict(next(it)), select="rec@10")
+                     validate=lambda: Validation.read(next(it)), select="rec@10")
 
 
 def test_patience_stops_a_run_whose_network_stopped_improving(tmp_path):

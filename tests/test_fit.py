@@ -6,6 +6,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from superbloom.heads.base import Validation
 from superbloom.storage.checkpoint import latest_checkpoint
 from superbloom.model.device import Dist
 from superbloom.training.optim import OptimConfig
@@ -34,7 +35,7 @@ def objective(model: Regression) -> Objective:
 
     def validate():
         with torch.no_grad():
-            return {"neg_mse": -float(model((torch.from_numpy(x), torch.from_numpy(y))))}
+            return Validation({"neg_mse": -float(model((torch.from_numpy(x), torch.from_numpy(y))))})
 
     return Objective(model=model, n_examples=256,
                      epoch=lambda e: list(np.random.default_rng([0, e]).permutation(rows).reshape(-1, 32)),

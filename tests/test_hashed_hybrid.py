@@ -195,7 +195,7 @@ def test_choose_ranks_every_candidate_in_one_pass_as_topk_would():
         seen.append(r)
         return {"rec": float(r.scores[:, 0].sum())}
 
-    out = head.choose(rank, summarize, "rec", decays=(1.0, 0.5))
+    out = head.choose(rank, summarize, "rec", decays=(1.0, 0.5)).record()
     # one pass: every candidate, and the term alone at each (decay, weighting) (here one weighting, 2 decays)
     assert len(calls) == 1 and len(seen) == 1 + 2 * (len(MIXES) - 1) + 2
     grid = [(0.0, 1.0)] + [(m, d) for d in (1.0, 0.5) for m in MIXES[1:]]
@@ -222,7 +222,7 @@ def test_choose_ranks_every_candidate_in_one_pass_as_topk_would():
         target = head.topk(hidden, 4, context, DecodeConfig(exact=True), context)
     head.decay.fill_(1.0)
     same = lambda r: {"rec": float(torch.equal(r.ids, target.ids) and torch.equal(r.scores, target.scores))}  # noqa: E731
-    out = head.choose(rank, same, "rec", decays=(1.0, 0.5))
+    out = head.choose(rank, same, "rec", decays=(1.0, 0.5)).record()
     assert (out["item_mix"], out["item_decay"], out["rec"], out["term_rec"]) == (TERM_ALONE, 0.5, 1.0, 1.0)
     served = head.topk(hidden, 4, context, DecodeConfig(exact=True), context)
     assert torch.equal(served.ids, target.ids) and served.exact.all()

@@ -105,7 +105,7 @@ def test_choose_tries_every_weighting_and_the_choice_is_saved(tmp_path):
         seen.append(r)
         return {"rec": float(len(seen) == 1 + 2 * (len(MIXES) - 1) + 3)}  # one candidate of idf wins
 
-    out = head.choose(rank, summarize, "rec")
+    out = head.choose(rank, summarize, "rec").record()
     assert len(seen) == 1 + len(WEIGHTINGS) * (len(MIXES) - 1) + len(WEIGHTINGS)  # + each weighting's term alone
     assert out["item_weighting"] == "idf" == WEIGHTINGS[int(head.weighting)] and out["item_mix"] == MIXES[3]
     assert head.describe()["item_weighting"] == "idf"

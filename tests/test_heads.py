@@ -268,7 +268,7 @@ def test_the_hooks_generic_code_calls(case):
     def metrics(ranking) -> dict:
         return summarize(target_ranks(ranking.ids.numpy(), targets))
     chosen = head.choose(rank, metrics, "mrr", (1.0, 0.5))
-    assert chosen["mrr"] == metrics(rank())["mrr"]
+    assert chosen.scores["mrr"] == metrics(rank())["mrr"]
 
 
 def test_full_head_ties_its_output_to_the_input_embedding_only_without_hashing():

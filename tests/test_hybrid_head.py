@@ -277,7 +277,7 @@ def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
     cands = grid + [(TERM_ALONE, d, t) for d, t in settings]
     head.mix.fill_(0.0), head.decay.fill_(1.0), head.alt.fill_(0)
     calls.clear()
-    v = head.choose(rank, metrics, "rec@10", decays)
+    v = head.choose(rank, metrics, "rec@10", decays).record()
     assert len(calls) == 1  # one ranking pass for all 22 (ordered: 43) mixes and each setting's term alone
     best = max(range(len(cands)), key=lambda c: (brute[c]["rec@10"], -c))  # ties: the earlier
     mix, decay, slot = cands[best] if best else (0.0, 1.0, 0)
@@ -290,14 +290,14 @@ def test_choose_mix_ranks_every_candidate_in_one_pass_as_one_at_a_time(ordered):
     with term_alone(head):  # the chosen term and decay, no network
         assert v["term_rec@10"] == metrics(rank())["rec@10"]
     calls.clear()  # the next validation of the same queries: the terms alone, which no training moves, are not ranked again
-    assert head.choose(rank, metrics, "rec@10", decays)["term_rec@10"] == v["term_rec@10"] and len(calls) == 1
+    assert head.choose(rank, metrics, "rec@10", decays).parts["term"]["rec@10"] == v["term_rec@10"] and len(calls) == 1
 
 
 def test_choose_mix_prefers_the_pure_model_and_smaller_mixes_on_ties():
     _, model = make()
     head = model.head
     rank, _, _ = _validation(head)
-    v = head.choose(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5))
+    v = head.choose(rank, lambda ranking: {"rec@10": 0.5}, "rec@10", (1.0, 0.5)).record()
     assert v == {"rec@10": 0.5, "item_mix": 0.0, "item_decay": 1.0, "item_term": "ease", "pure_rec@10": 0.5,
                  "term_rec@10": 0.5}
     assert float(head.mix) == 0.0
@@ -318,7 +318,7 @@ def test_a_fixed_mix_is_kept_and_only_the_decay_is_chosen(fixed):
         head.mix.fill_(mix), head.decay.fill_(decay)
         brute.append(metrics(rank())["rec@10"])
     head.mix.fill_(0.0), head.decay.fill_(1.0)
-    v = head.choose(rank, metrics, "rec@10", decays)
+    v = head.choose(rank, metrics, "rec@10", decays).record()
     allowed = [c for c, (m, _) in enumerate(grid) if m == fixed]
     best = max(allowed, key=lambda c: (brute[c], -c))
     assert v["item_mix"] == fixed and float(head.mix) == fixed and v["item_decay"] == grid[best][1]

@@ -7,7 +7,14 @@ import pytest
 
 import superbloom as sb
 from superbloom.heads import head_config
-from superbloom.heads.parts import TERM_ALONE, TERM_BASELINES, parts_note
+from superbloom.heads.base import Validation
+from superbloom.heads.parts import TERM_ALONE, TERM_BASELINES
+from superbloom.heads.parts import parts_note as _note
+
+
+def parts_note(record: dict, select: str, unmixed: bool = False):
+    """The note of a validation record (as state.json keeps it: Validation.record() and its step)."""
+    return _note(Validation.read(record), select, record.get("step"), unmixed)
 
 
 def test_the_parts_note_gives_each_part_and_names_the_baseline_where_the_network_adds_nothing():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from superbloom.heads.base import Validation
 from superbloom.training import optim as optim_mod
 from superbloom.evaluation.baselines import Baseline, Popularity
 from superbloom.storage.checkpoint import latest_checkpoint, load_extra, load_optimizer, load_weights, save_checkpoint
@@ -89,7 +90,7 @@ def test_no_weight_average_without_validation(tmp_path):
         assert load_extra(latest_checkpoint(tmp_path / name), "ema") is None
     assert torch.equal(runs["ema"].w.weight, runs["none"].w.weight)
     torch.manual_seed(0)
-    fit(_objective(Regression(), lambda: {"score": 0.0}),
+    fit(_objective(Regression(), lambda: Validation({"score": 0.0})),
         LoopConfig(batch_size=32, steps=20, eval_every=10, checkpoint_every=1e9, ema=0.9),
         OptimConfig(lr=0.1, warmup=2), tmp_path / "validated", CPU, progress=False)
     assert load_extra(latest_checkpoint(tmp_path / "validated"), "ema") is not None  # with validation: kept

@@ -71,7 +71,7 @@ def main(argv=None) -> None:
         return s
 
     t = time.perf_counter()
-    chosen = head.choose(lambda: rank_contexts(p.model, p.hashing, val.contexts, 20, DecodeConfig()), metrics, SELECT)
+    chosen = head.choose(lambda: rank_contexts(p.model, p.hashing, val.contexts, 20, DecodeConfig()), metrics, SELECT).record()
     choose_s = time.perf_counter() - t
     n_mix = len(MIXES) - 1
     per_weighting = {w: max(seen[1 + i * n_mix:1 + (i + 1) * n_mix]) for i, w in enumerate(WEIGHTINGS)}

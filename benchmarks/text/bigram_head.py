@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     val = masked_rows(data.train, picked, mask["n"], mask["mask_rate"], seed)
     t = time.time()
     chosen = head.choose(lambda: rank_masked(p.model, p.hashing, val, 20),
-                         lambda r: summarize(target_ranks(r.ids.numpy(), val.flat()[2])), SELECT)
+                         lambda r: summarize(target_ranks(r.ids.numpy(), val.flat()[2])), SELECT).record()
     val_s = time.time() - t
     print(json.dumps({"fit_s": round(fit_s, 1), "val_s": round(val_s, 1), "chosen": chosen}), flush=True)
 

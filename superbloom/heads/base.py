@@ -24,9 +24,10 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
   ranks_before_training() -> bool         True for a head whose fit gave it a part that ranks on its
                                           own (a hybrid's term): train validates and checkpoints the
                                           model before its first step, so it serves at once (default False)
-  choose(rank, summarize, select, decays) -> dict
+  choose(rank, summarize, select, decays) -> Validation
                                           validation: the head may choose settings on the validation
-                                          queries (default: summarize(rank()), nothing chosen)
+                                          queries and score its parts alone there (default:
+                                          Validation(summarize(rank())), nothing chosen)
   variants() -> {name: Variant}           named variants reported beside the head on the same
                                           examples (default: none; the hybrid: "network alone",
                                           "term alone"); each says its result key, report row and
@@ -36,7 +37,7 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
                                           can score from the same pass; the dict then holds their
                                           Rankings (default: none; evaluate ranks the rest one pass each)
   parts_note(best, select) -> str|None   the end of training's line on the head's parts at the
-                                          kept checkpoint (`best`: choose's result there; default
+                                          kept checkpoint (`best`: choose's Validation there; default
                                           None; the hybrids: the hybrid, its network alone, its term
                                           alone)
   describe() -> dict                      what a report says about the head (default: its name)
@@ -54,6 +55,7 @@ asks a head what it is (no hasattr / isinstance / name tests outside heads/):
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -61,6 +63,50 @@ import torch.nn as nn
 
 from .decode_config import DecodeConfig
 from .ranking import NEG_INF, Ranking, is_allowed
+
+
+@dataclass
+class Validation:
+    """What one validation measured: the model's `scores` (metric -> value), the `settings` its head
+    chose there (a hybrid: its term, the term's weight and decay) and what its `parts` scored alone
+    (part -> {metric: value}; a hybrid's "network" and "term", as `--part` names them).
+
+    `record()` is the flat JSON object that metrics.jsonl, state.json and BEST keep (a setting as
+    item_<name>, a part's metric as <prefix><metric>: the keys of earlier runs' files); `read` reads
+    one back, so no other code parses those keys."""
+    scores: dict
+    settings: dict = field(default_factory=dict)
+    parts: dict = field(default_factory=dict)
+
+    SETTING = "item_"
+    PARTS = {"network": "pure_", "term": "term_"}  # part -> its key prefix in the record
+    LABELS = {"network": "network alone", "term": "term alone"}  # part -> its name in reports
+
+    def record(self) -> dict:
+        out = dict(self.scores)
+        out.update({self.SETTING + k: x for k, x in self.settings.items()})
+        for part, metrics in self.parts.items():
+            out.update({self.PARTS[part] + k: x for k, x in metrics.items()})
+        return out
+
+    @classmethod
+    def read(cls, record: dict) -> "Validation":
+        """A record() back (its "step", which the loop adds, left out)."""
+        v = cls({})
+        for k, x in record.items():
+            part = next((p for p, prefix in cls.PARTS.items() if k.startswith(prefix)), None)
+            if part is not None:
+                v.parts.setdefault(part, {})[k[len(cls.PARTS[part]):]] = x
+            elif k.startswith(cls.SETTING):
+                v.settings[k[len(cls.SETTING):]] = x
+            elif k != "step":
+                v.scores[k] = x
+        return v
+
+    def watched(self, select: str) -> dict:
+        """The record's scores of metric `select`: the model's and each part's alone (training's
+        patience waits for one of them to improve: a network can improve under a term that carries it)."""
+        return {k: x for k, x in self.record().items() if k == select or k in {p + select for p in self.PARTS.values()}}
 
 
 class Variant:
@@ -150,8 +196,8 @@ class HeadBase(nn.Module):
         (a hybrid: its term alone, which needs no trained network): fit writes that model first."""
 
     def choose(self, rank: Callable, summarize: Callable[..., dict], select: str,
-               decays: tuple[float, ...] = (1.0,)) -> dict:
-        return summarize(rank())
+               decays: tuple[float, ...] = (1.0,)) -> Validation:
+        return Validation(summarize(rank()))
 
     def variants(self) -> dict[str, Variant]:
         return {}
@@ -163,9 +209,10 @@ class HeadBase(nn.Module):
         ranked by a pass of its own)."""
         return contextlib.nullcontext({})
 
-    def parts_note(self, best: dict, select: str) -> str | None:
+    def parts_note(self, best: Validation, select: str, step: int | None = None) -> str | None:
         """A line on what each part of the head scored on the validation sets at the kept (BEST)
-        checkpoint (`best`: choose's result there), for the end of training; None: a head of one part."""
+        checkpoint (`best`: choose's result there, at `step`), for the end of training; None: a head of
+        one part."""
         return None
 
     def describe(self) -> dict:

@@ -82,7 +82,7 @@ from .hybrid import MIXES, age_weights  # recency weights
 from .parts import (TERM_ALONE, first_best, hybrid_label, mixed, network_only, parts_note,  # the variants, the choice,
                     ranked_alongside, term_alone, term_only)  # the note
 from .superbloom import SuperbloomHead
-from .base import HeadBase
+from .base import HeadBase, Validation
 from .config import WEIGHTINGS, HashedHybridConfig
 from .bigram import EPS as BIGRAM_EPS, neighbour_context
 
@@ -399,7 +399,7 @@ class HashedHybridHead(SuperbloomHead):
         return bound
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
-               decays: tuple[float, ...] = (1.0,)) -> dict:
+               decays: tuple[float, ...] = (1.0,)) -> Validation:
         """Set `mix` (and `decay`, and the co-occurrence term's `weighting`) to the candidate whose
         validation scores best by `select`: mix 0 (the superbloom head's own ranking), the MIXES x
         `decays` x weightings, and each setting's term alone (mix TERM_ALONE: the term first, the
@@ -427,10 +427,11 @@ class HashedHybridHead(SuperbloomHead):
         self.mix.fill_(mix)
         self.decay.fill_(decay)
         self.weighting.fill_(w)
-        extra = {"item_weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence" else {}
-        extra.update({"item_eps": decay} if self.bigram else {"item_decay": decay})
-        return dict(ranked[best], item_mix=mix, item_term=self.term_name, **extra,
-                    **{f"pure_{select}": ranked[0][select], f"term_{select}": by_setting[decay, w][select]})
+        settings = dict(mix=mix, term=self.term_name, **({"weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence"
+                                                         else {}))
+        settings.update({"eps": decay} if self.bigram else {"decay": decay})
+        return Validation(dict(ranked[best]), settings,
+                          {"network": {select: ranked[0][select]}, "term": {select: by_setting[decay, w][select]}})
 
-    def parts_note(self, best: dict, select: str) -> str | None:
-        return parts_note(best, select)
+    def parts_note(self, best: Validation, select: str, step: int | None = None) -> str | None:
+        return parts_note(best, select, step)

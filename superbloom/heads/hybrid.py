@@ -51,7 +51,7 @@ from .term_sums import SparseSums, age_weights, term_sum, term_topk  # noqa: F40
 from .full import FullHead
 from .parts import (TERM_ALONE, first_best, hybrid_label, mixed, network_only, parts_note, ranked_alongside,
                     term_alone, term_only)
-from .base import HeadBase
+from .base import HeadBase, Validation
 from .sampled import Proposal, head_sampled_loss
 from .config import MIXES, TERMS, HybridConfig, check_term_settings  # noqa: F401 (re-exported: callers import them here)
 
@@ -272,7 +272,7 @@ class HybridHead(FullHead):
                          chunk_elems)
 
     def choose(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], select: str,
-               decays: tuple[float, ...] = (1.0,)) -> dict:
+               decays: tuple[float, ...] = (1.0,)) -> Validation:
         """Set `mix` (and `decay`, and the term where two were built) to the candidate whose validation
         scores best by `select`: mix 0 (the pure model), the MIXES values x `decays` values x terms, and
         each (decay, term)'s term alone (mix TERM_ALONE, ranked as the "term alone" variant), so that
@@ -308,9 +308,9 @@ class HybridHead(FullHead):
         self.mix.fill_(mix)
         self.decay.fill_(decay)
         self.alt.fill_(slot)
-        return dict(chosen, item_mix=mix, item_decay=decay, item_term=self.term_names()[slot],
-                    **{f"pure_{select}": results[0][select],
-                       f"term_{select}": self._term_summary(rank, summarize, decay, slot)[select]})
+        return Validation(dict(chosen), dict(mix=mix, decay=decay, term=self.term_names()[slot]),
+                          {"network": {select: results[0][select]},
+                           "term": {select: self._term_summary(rank, summarize, decay, slot)[select]}})
 
     def _term_summary(self, rank: Callable[[], Ranking], summarize: Callable[[Ranking], dict], decay: float,
                       slot: int) -> dict:
@@ -330,8 +330,8 @@ class HybridHead(FullHead):
                 self.alt.fill_(saved[1])
         return seen[decay, slot]
 
-    def parts_note(self, best: dict, select: str) -> str | None:
-        return parts_note(best, select, self.cfg.mix == 0)
+    def parts_note(self, best: Validation, select: str, step: int | None = None) -> str | None:
+        return parts_note(best, select, step, self.cfg.mix == 0)
 
 
 _SHARED: dict | None = None  # inside shared_terms(): the terms built so far, by what they were built from

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .base import Variant
+from .base import Validation, Variant
 from .ranking import Ranking
 
 # a candidate weight of the hybrids' validation (choose): the limit mix -> infinity, the term alone (the
@@ -44,17 +44,19 @@ def hybrid_label(describe: dict) -> str:
     return f"hybrid ({describe.get('item_term', 'term')} x {describe.get('item_mix', 0.0):g}, {setting})"
 
 
-def parts_note(best: dict, select: str, unmixed: bool = False) -> str | None:
-    """The line the end of training prints for a hybrid (HeadBase.parts_note): at the kept checkpoint,
-    the validation `select` of the hybrid, of its network alone and of its term alone; where the
-    hybrid is not above its term alone there, it says so, names `--part term` (inference/parts.py) and
-    the baseline that ranks by the term with no training. `unmixed`: the weight is fixed at 0 (HybridConfig.mix).
-    None for a checkpoint validated before the term alone was scored there."""
-    hybrid, pure, term = best.get(select), best.get(f"pure_{select}"), best.get(f"term_{select}")
+def parts_note(best: Validation, select: str, step: int | None = None, unmixed: bool = False) -> str | None:
+    """The line the end of training prints for a hybrid (HeadBase.parts_note): at the kept checkpoint
+    (at `step`), the validation `select` of the hybrid, of its network alone and of its term alone;
+    where the hybrid is not above its term alone there, it says so, names `--part term`
+    (inference/parts.py) and the baseline that ranks by the term with no training. `unmixed`: the
+    weight is fixed at 0 (HybridConfig.mix). None for a checkpoint validated before the term alone
+    was scored there."""
+    hybrid = best.scores.get(select)
+    pure, term = (best.parts.get(part, {}).get(select) for part in ("network", "term"))
     if hybrid is None or pure is None or term is None:
         return None
-    name, mix = best.get("item_term", "item-item"), float(best.get("item_mix", 0.0))
-    where = f"at BEST (step {best['step']})" if "step" in best else "at the kept checkpoint"
+    name, mix = best.settings.get("term", "item-item"), float(best.settings.get("mix", 0.0))
+    where = f"at BEST (step {step})" if step is not None else "at the kept checkpoint"
     if unmixed:
         line = (f"{where}, validation {select}: the network alone {pure:.3f} (the {name} term is not mixed in: "
                 f"weight fixed at 0); the {name} term alone {term:.3f}")

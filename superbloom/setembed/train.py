@@ -44,6 +44,7 @@ import torch.distributed as dist
 from safetensors.torch import save_file
 
 from ..model.batches import epoch_batches, sample_segments
+from ..heads.base import Validation
 from ..storage.checkpoint import inference_checkpoint, load_weights
 from ..data.dataset import Dataset, SetArray
 from ..model.device import init_distributed
@@ -190,7 +191,7 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
     fixed = (views_batch(sets, val_rows, hashing, cfg.segment, np.random.default_rng([seed, 4]))
              if labels is None and len(val_rows) >= 2 else None)
 
-    def validate() -> dict:
+    def validate() -> Validation:
         net.eval()
         try:
             out = validation_scores(net, hashing, sets, val_rows, ref_rows, labels)
@@ -199,7 +200,7 @@ def embed_objective(net: SetEmbedder, hashing: BloomHash, sets: SetArray, train_
                     out["neg_loss"] = -float(embed_loss(net, fixed.to(device)))
         finally:
             net.train()
-        return out
+        return Validation(out)
 
     select = objective(cfg.objective).select or (f"precision@{K}" if labels is not None else "neg_loss")
     can_validate = len(val_rows) >= 2 and (labels is None or labels[val_rows].any())

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..model.device import init_distributed
+from ..heads.base import Validation
 from ..storage.files import load_json
 from ..storage.guarded import one_writer
 from ..training.callbacks import Callback
@@ -99,7 +100,7 @@ def textclass_objective(model: TextClassifier, docs: LabelledDocs, train_rows: n
     def batch(rows: np.ndarray, rng: np.random.Generator) -> TextBatch:
         return text_batch(docs, rows, inputs).to(device)
 
-    def validate() -> dict:
+    def validate() -> Validation:
         t = loss_mod.tally
         held = eval_rows is not None and len(eval_rows)
         if t["steps"]:  # the end of an epoch: its record
@@ -120,7 +121,7 @@ def textclass_objective(model: TextClassifier, docs: LabelledDocs, train_rows: n
             # without held-out documents nothing was measured: 0 never replaces the BEST kept
             current["last"] = ({"accuracy": ev["accuracy"], "loss": ev["loss"]} if held else
                                {"train_accuracy": 0.0, "train_loss": 0.0})
-        return current["last"]  # fit's final validation after an epoch's: the same figures
+        return Validation(current["last"])  # fit's final validation after an epoch's: the same figures
 
     select = "accuracy" if eval_rows is not None and len(eval_rows) else "train_accuracy"
     return Objective(loss_mod, len(train_rows), epoch, batch, validate, select)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..heads.base import Validation
 from ..storage.checkpoint import inference_checkpoint
 from ..storage.files import atomic_path, load_json
 from ..storage.guarded import record as written_by_us
@@ -267,22 +268,17 @@ def _training(d: Path) -> list[str]:
     ckpt = inference_checkpoint(d)
     best = load_json(ckpt / "state.json").get("best") if ckpt and (ckpt / "state.json").is_file() else None
     if best:
-        shown = ", ".join(f"{k} {x:.4f}" for k, x in best.items()
-                          if k != "step" and not k.startswith((SETTING, *PARTS))
-                          and isinstance(x, (int, float)))
+        v = Validation.read(best)
+        shown = ", ".join(f"{k} {x:.4f}" for k, x in v.scores.items() if isinstance(x, (int, float)))
         out.append(f"- best validation (checkpoint `{ckpt.name}`, which `sb.load` reads): {shown} "
                    f"at step {best.get('step')}")
-        parts = [f"{name} {k[len(prefix):]} {best[k]:.4f}" for prefix, name in PARTS.items() for k in best
-                 if k.startswith(prefix) and isinstance(best[k], (int, float))]
-        settings = [f"{k[len(SETTING):]} {best[k]:g}" if isinstance(best[k], (int, float))
-                    else f"{k[len(SETTING):]} {best[k]}" for k in sorted(best, reverse=True) if k.startswith(SETTING)]
+        parts = [f"{Validation.LABELS.get(part, part)} {k} {x:.4f}" for part, metrics in v.parts.items()
+                 for k, x in metrics.items() if isinstance(x, (int, float))]
+        settings = [f"{k} {x:g}" if isinstance(x, (int, float)) else f"{k} {x}"
+                    for k, x in sorted(v.settings.items(), reverse=True)]
         if parts:
             out.append(f"- its parts there: {', '.join(parts)}" + (f" ({', '.join(settings)})" if settings else ""))
     return out
-
-
-SETTING = "item_"  # a hybrid head's validation records the term settings it chose (heads/hybrid.py choose) ...
-PARTS = {"pure_": "network alone", "term_": "term alone"}  # ... and what its network and its term scored alone
 
 
 def _records(path: Path) -> list[dict]:

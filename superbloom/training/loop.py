@@ -31,6 +31,7 @@ from ..storage.checkpoint import load_extra, load_optimizer, load_weights, resto
 from ..model.device import Dist, all_gather, any_rank
 from ..storage.files import load_json
 from ..heads.rows import sparse_rows
+from ..heads.base import Validation
 from .average import WeightAverage  # noqa: F401 (re-exported: callers import it here)
 from .callbacks import Callback, close_all
 from .gradients import StepGradients
@@ -180,7 +181,7 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     alone), so the folder serves it and a staged run replaces the previous model with it, then
     validate at step 0 and checkpoint again (BEST: the validation's choice). LoopConfig.patience:
     stop once that many validations in a row improved neither the validation score nor, where the
-    validation reports it (a hybrid's pure_<select>), its network alone's. `prepare` (one process
+    validation reports them (Validation.parts: a hybrid's network alone), its parts' alone. `prepare` (one process
     only): run before the first step, after the step-0 checkpoint (Prepare)."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False, main=False)  # a plain folder: unmarked
     if d.main:
@@ -234,18 +235,18 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
 
     validated: dict[int, dict] = {}  # the last validation by step: a run stopping right after it reuses it
 
-    def stalled(v: dict) -> bool:
-        """After validation `v`: has the patience rule run out (the watched scores not improved for
-        loop.patience validations in a row)?"""
+    def stalled(v: Validation) -> bool:
+        """After validation `v`: has the patience rule run out (the watched scores, the model's and its
+        parts' alone, not improved for loop.patience validations in a row)?"""
         peaks = dict(state.peaks or {})
         gained = False
-        for key in (obj.select, f"pure_{obj.select}"):  # a hybrid's network can improve under a term that carries it
-            if key in v and (key not in peaks or v[key] > peaks[key]):
-                peaks[key], gained = v[key], True
+        for key, x in v.watched(obj.select).items():
+            if key not in peaks or x > peaks[key]:
+                peaks[key], gained = x, True
         state.peaks, state.stale = peaks, 0 if gained else state.stale + 1
         return bool(loop.patience) and state.stale >= loop.patience
 
-    def validation(final: bool = False) -> dict:
+    def validation(final: bool = False) -> Validation:
         """Validate (rank 0), log, and keep the weights if they are the best so far (with an
         average of the weights: the averaged weights are validated and kept). The final validation
         of the step validated last (the steps or the time budget ran out there) logs that one again."""
@@ -253,13 +254,13 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
             with average.swapped() if average is not None else contextlib.nullcontext():
                 validated.clear()
                 v = validated[state.step] = obj.validate()
-                if loop.keep_best and (state.best is None or v[obj.select] > state.best[obj.select]):
-                    state.best = dict(v, step=state.step)
+                if loop.keep_best and (state.best is None or v.scores[obj.select] > state.best[obj.select]):
+                    state.best = dict(v.record(), step=state.step)
                     save_checkpoint(run.path, state.step, model, None, asdict(state), keep=1, kind="best",
                                     pointer="BEST")
         v = validated[state.step]
         metrics.write(step=state.step, seconds=round(state.seconds, 1), final=final,
-                      **{f"val_{k}": x for k, x in v.items()})
+                      **{f"val_{k}": x for k, x in v.record().items()})
         return v
 
     model.train()
@@ -333,7 +334,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
         if loop.keep_best:
             log.info(f"best validation {obj.select} {state.best[obj.select]:.3f} at step {state.best['step']}: "
                      "kept as BEST, which predict / eval / serve load")
-            note = obj.parts_note(state.best) if obj.parts_note is not None else None
+            note = (obj.parts_note(Validation.read(state.best), state.best.get("step"))
+                    if obj.parts_note is not None else None)
             if note:
                 log.info(note)  # a head of several parts: what each scored there (HeadBase.parts_note)
     metrics.close()
@@ -343,5 +345,5 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     return state
 
 
-def _brief(v: dict) -> str:
-    return "  ".join(f"{k} {x:.3f}" for k, x in list(v.items())[:3])
+def _brief(v: Validation) -> str:
+    return "  ".join(f"{k} {x:.3f}" for k, x in list(v.scores.items())[:3])

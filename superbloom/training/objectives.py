@@ -43,6 +43,7 @@ import torch.nn as nn
 from ..model.batches import MaskConfig, epoch_batches, training_batch
 from ..data.dataset import Dataset, SetArray
 from ..heads.beam import DecodeConfig
+from ..heads.base import Validation
 from ..hashing.bloom import BloomHash
 from ..evaluation.metrics import sequence_summary, summarize, target_ranks
 from ..inference.rank import rank_contexts
@@ -70,10 +71,10 @@ class Objective:
     n_examples: int  # training examples per epoch (for LoopConfig.epochs)
     epoch: Callable[[int], list[np.ndarray]]  # epoch e -> rows of every step (the same on every rank)
     batch: Callable[[np.ndarray, np.random.Generator], Any]  # this rank's rows -> a batch on the device
-    validate: Callable[[], dict] | None = None  # -> metrics (called on rank 0); `select` picks BEST
+    validate: Callable[[], Validation] | None = None  # (called on rank 0); `select` of its scores picks BEST
     select: str = SELECT  # higher is better
     # the kept (BEST) validation -> a line on its parts for the end of training (HeadBase.parts_note), or None
-    parts_note: Callable[[dict], str | None] | None = None
+    parts_note: Callable[[Validation, int | None], str | None] | None = None
     # what it trains on and validates with, for train's model line (None: the training and validation sets)
     data_line: str | None = None
 
@@ -160,11 +161,11 @@ def masked_set_objective(model: nn.Module, hashing: BloomHash, sets: SetArray, t
     def metrics(ranking) -> dict:
         return summarize(target_ranks(ranking.ids.numpy(), val.targets))
 
-    def validate() -> dict:
+    def validate() -> Validation:
         return model.head.choose(rank, metrics, SELECT)  # a head may choose settings here (heads/base.py)
 
     return Objective(model, len(train_rows), epoch, batch, validate if val is not None else None, SELECT,
-                     lambda best: model.head.parts_note(best, SELECT))
+                     lambda best, step: model.head.parts_note(best, SELECT, step))
 
 
 def masked(x: ObjectiveInputs) -> Objective:
@@ -189,7 +190,7 @@ def sequence_validate(model, hashing: BloomHash, ex: Examples):
     def metrics(ranking) -> dict:
         return sequence_summary(target_ranks(ranking.ids.numpy(), ex.targets))
 
-    def validate() -> dict:
+    def validate() -> Validation:
         return model.head.choose(rank, metrics, SEQUENCE_SELECT, DECAYS)  # heads/base.py
     return validate
 
@@ -223,7 +224,7 @@ def _sequence_objective(x: ObjectiveInputs, min_length: int, make_batch) -> Obje
     held = (f"the validation targets of {len(ex.targets):,} users" if x.data.split == "leave-one-out" else
             f"the last ids of {len(ex.targets):,} held-out sets") if validate else "none"
     return Objective(x.model, len(rows), epoch, batch, validate, SEQUENCE_SELECT,
-                     lambda best: x.model.head.parts_note(best, SEQUENCE_SELECT),
+                     lambda best, step: x.model.head.parts_note(best, SEQUENCE_SELECT, step),
                      data_line=f"{len(rows):,} training sequences, validation: {held}")
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.batches import epoch_batches
+from ..heads.base import Validation
 from ..evaluation.metrics import summarize, target_ranks
 from ..inference.rank import rank_masked
 from ..model.text_batches import check_text_setup, masked_rows, text_batch
@@ -60,8 +61,8 @@ def text_mlm(x, objective):
     def metrics(ranking) -> dict:
         return summarize(target_ranks(ranking.ids.numpy(), val.flat()[2]))
 
-    def validate() -> dict:
+    def validate() -> Validation:
         return x.model.head.choose(rank, metrics, SELECT)  # a head may choose settings here (heads/base.py)
 
     return objective(x.model, len(x.train_rows), epoch, batch, validate if val is not None else None, SELECT,
-                     lambda best: x.model.head.parts_note(best, SELECT))
+                     lambda best, step: x.model.head.parts_note(best, SELECT, step))
