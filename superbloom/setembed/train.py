@@ -40,7 +40,6 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from safetensors.torch import save_file
 
 from ..model.batches import epoch_batches, sample_segments
@@ -53,11 +52,10 @@ from ..hashing.bloom import BloomHash, HashConfig
 from .losses import split_views, uniformity
 from ..model.encoder import count_parameters
 from ..training.callbacks import Callback
-from ..training.card import write_card
-from ..training.loop import fit
 from ..training.objectives import Objective
 from ..storage.guarded import one_writer
-from ..training.rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run,
+from ..training.run import fit_run
+from ..training.rundir import (check_out, config_changes, continue_run, dataset_record, open_run,
                                portable, portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..training.train import split_validation
 from .knn import classify, knn_votes, label_agreement, multilabel_scores, topk_cosine
@@ -272,15 +270,8 @@ def embed_train(cfg: EmbedTrainConfig, progress: bool = True, resume: bool = Fal
                  + (f"; {len(table.names)} labels" if table else ""))
     obj = embed_objective(net, hashing, data.train, train_rows, val_rows, labels, cfg.loop.batch_size, cfg.loop.seed,
                           d.device)
-    with attempt(run, d.main):
-        fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks)
-        if d.main:
-            build_index(run.path, net, hashing, data, labels)
-            run.finish()
-    if d.main:
-        write_card(out)  # README.md: the model card (training/card.py)
-    if d.world > 1:
-        dist.barrier()
+    fit_run(out, run, obj, cfg.loop, cfg.optim, d, ckpt, progress, callbacks,
+            files=lambda run: build_index(run.path, net, hashing, data, labels))
     return out
 
 

@@ -21,10 +21,10 @@ from ..heads.base import Validation
 from ..storage.files import load_json
 from ..storage.guarded import one_writer
 from ..training.callbacks import Callback
-from ..training.card import write_card
 from ..training.loop import LoopConfig, fit
 from ..training.objectives import Objective
-from ..training.rundir import (attempt, check_out, config_changes, continue_run, open_run, portable, refuse_changes,
+from ..training.run import fit_run
+from ..training.rundir import (check_out, config_changes, continue_run, open_run, portable, refuse_changes,
                                read_saved, resume_point, versions)
 from .batches import TextBatch, text_batch
 from .config import TextClassConfig, TextClassRunConfig, TrainTextConfig
@@ -214,13 +214,12 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     history: list[dict] = []
     obj = textclass_objective(model, docs, train, test if len(test) else None, cfg.train, history, show_epoch)
-    with attempt(run, d.main):
-        fit(obj, loop, cfg.train.optim, run, d, ckpt, progress, callbacks)
+    def files(run) -> None:  # the final weights and the epochs' history beside the checkpoints
         config = load_json(run.path / "config.json")
         done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]
         save_classifier(model, run.path, docs.label_names, dict(config, **extra, history=done + history))
-        run.finish()
-    write_card(out)  # README.md: the model card (training/card.py)
+
+    fit_run(out, run, obj, loop, cfg.train.optim, d, ckpt, progress, callbacks, files=files)
     if d.main and cfg.keep_best:
         log.info(f"{out / 'model.safetensors'} holds the last weights, which load_classifier and "
                  "`superbloom textclass` read; BEST names the checkpoint with the best held-out accuracy")

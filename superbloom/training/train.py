@@ -32,20 +32,20 @@ import torch
 
 from ..hashing.coherent import CoherentStats
 from ..data.dataset import Dataset, SetArray
-from ..model.device import finish, init_distributed
+from ..model.device import init_distributed
 from ..storage.kinds import id_model_kind
 from ..hashing.bloom import BloomHash, HashConfig
 from ..heads import head_config_dict, head_config_from_dict
 from .callbacks import Callback
-from .card import write_card
-from .loop import LoopConfig, Prepare, fit  # noqa: F401 (LoopConfig re-exported: callers import it here)
+from .loop import LoopConfig, Prepare  # noqa: F401 (LoopConfig re-exported: callers import it here)
 from ..model.encoder import ModelConfig, build_model, count_parameters, rehash
 from .objectives import (OBJECTIVES, SELECT, VAL_TARGETS_PER_SET, Objective, ObjectiveEntry, ObjectiveInputs, masked,
     masked_set_objective, objective_entry, training_rows)
 from .optim import OptimConfig
 from ..data.remap import align_dataset, format_alignment
 from ..storage.guarded import one_writer
-from .rundir import (attempt, check_out, config_changes, continue_run, dataset_record, open_run, portable,
+from .run import fit_run
+from .rundir import (check_out, config_changes, continue_run, dataset_record, open_run, portable,
                      portable_summary, read_saved, refuse_changes, resume_point, start_run)
 from ..data.vocab import Vocab
 from ..storage.files import load_json, save_json
@@ -263,10 +263,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
     first = ckpt is None and model.head.ranks_before_training() and obj.validate is not None
     if first:
         model.head.before_training()
-    with attempt(run, d.main):  # never reached a checkpoint: the previous model stays, the attempt goes
-        state = fit(obj, cfg.loop, cfg.optim, run, d, ckpt, progress, callbacks, validate_first=first, prepare=prepare)
+    state = fit_run(out, run, obj, cfg.loop, cfg.optim, d, ckpt, progress, callbacks, validate_first=first,
+                    prepare=prepare)
     if d.main:
-        write_card(out)  # README.md: the model card (card.py)
         log.info(phases.line(state.seconds - before))
-    finish(d)  # the ranks leave together
     return out
