@@ -158,13 +158,23 @@ RESULT_FILES: list[Result] = [
            "0.005 --variant after=.venv/bin/python:--item-term,cooccurrence,--val-fraction,0.005",
            "the row-sparse step against the dense one at equal sets seen (283K SYNTHETIC ids, the large preset): "
            "validation curves and paired test differences"),
-    Result(("scale/step_quality_wikispeedia_sampled.json", "scale/step_quality_wikispeedia_sampled.md"),
+    Result(("scale/step_quality_wikispeedia_sampled.json",),
            f"{PY} superbloom prepare superbloom/data/wikispeedia_links.tsv.gz --out /tmp/step/q/wiki && {LOCK} {PY} "
            "benchmarks.scale.step_quality --data /tmp/step/q/wiki --name wikispeedia_sampled --steps 200 --eval-every 100 "
            "--parallel 2 --max-sets 1000 --variant before=/tmp/step/before-python:--samples,512 "
            "--variant after=.venv/bin/python:--samples,512",
            "the row-sparse step (lazy AdamW on the rows read) against the dense one at equal sets seen, paired "
-           "runs on the embedded data with sampled negatives: validation curves and paired test differences"),
+           "runs on the embedded data with sampled negatives: validation curves and paired test differences "
+           "(`--report` writes their tables as markdown)"),
+    Result(("scale/step_quality_wikispeedia_dense_small.json",),
+           f"{PY} superbloom prepare superbloom/data/wikispeedia_links.tsv.gz --out /tmp/sq/wiki && {LOCK} {PY} "
+           "benchmarks.scale.step_quality --data /tmp/sq/wiki --name wikispeedia_dense_small --steps 8000 "
+           "--eval-every 1000 --parallel 2 --variant lazy_s0=TRIAL:--sparse-from,0 --variant "
+           "dense_s0=TRIAL:--sparse-from,16384 --variant lazy_s1=TRIAL:--sparse-from,0,--seed,1 --variant "
+           "dense_s1=TRIAL:--sparse-from,16384,--seed,1 (TRIAL: the Python of a checkout with the trial setting "
+           "--sparse-from, which lost and was removed)",
+           "the dense AdamW update of a small table (the small preset's 4,604-row embedding) against the lazy "
+           "row-sparse one, paired runs of 8,000 steps, two seeds: the same speed, lower test rec@10, so removed"),
     # ---------------------------------------------------------------- speed and memory
     Result(("prepare.json",), f"{LOCK} {PY} benchmarks.prepare_bench",
            "`prepare` on 100M synthetic links over 5.3M ids: wall time and peak memory"),
