@@ -481,7 +481,8 @@ def run_cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def kill_rounds(writer: str, inputs: dict, tmp: Path, rounds: int, seed: int) -> None:
     """Write a first output, then re-run the writer `rounds` times, each SIGKILLed at a seeded random
-    moment of its run: after each kill the output loads (the previous or the new one; for extend, which
+    moment of its run, one in each of `rounds` equal stretches of it (stratified: the rounds cover the
+    run from start-up to its last writes instead of bunching): after each kill the output loads (the previous or the new one; for extend, which
     only writes new folders: none or the new one), the user's files beside it are untouched, and the
     next run completes."""
     argv, kind, replace = WRITERS[writer]
@@ -498,12 +499,12 @@ def kill_rounds(writer: str, inputs: dict, tmp: Path, rounds: int, seed: int) ->
     assert first.returncode == 0, first.stderr
     seconds = time.time() - t0
     rnd = random.Random(seed)
-    for _ in range(rounds):
+    for i in range(rounds):
         if replace == "fresh" and out.exists():  # a kill before its first write left none
             shutil.rmtree(out)
         proc = subprocess.Popen([sys.executable, "-m", "superbloom", *cmd], cwd=tmp, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, env=dict(os.environ, OMP_NUM_THREADS="1"))
-        time.sleep(rnd.uniform(0.3, 1.0) * seconds)  # past start-up, often inside the writes
+        time.sleep((0.3 + 0.7 * (i + rnd.random()) / rounds) * seconds)  # past start-up, often inside the writes
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         found = resolve(out, None if kind in FILE_KINDS else kind)
@@ -530,4 +531,4 @@ def test_killed_writer_leaves_a_loadable_output(writer, inputs, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_killed_writer_leaves_a_loadable_output_many_rounds(writer, inputs, tmp_path):
-    kill_rounds(writer, inputs, tmp_path, rounds=5, seed=7)
+    kill_rounds(writer, inputs, tmp_path, rounds=3, seed=7)
