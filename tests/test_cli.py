@@ -91,6 +91,22 @@ def test_resume_continues(trained, tmp_path):
     assert (tmp_path / "m" / "LATEST").read_text().strip().endswith("step-000000005")
 
 
+def test_a_resumed_hybrid_reports_the_parameters_of_its_first_run(trained, tmp_path):
+    """The fitted term's weights count among the parameters; a resume loads them with its weights (in
+    fit), after its "model: N parameters" line, which gives the first run's count."""
+    import re
+
+    args = ["train", "--preset", "none", "--head", "hybrid", "--alpha", "1", "--m", "1", trained / "data", "--out",
+            tmp_path / "m", "--batch-size", "32", "--d", "16", "--heads", "2", "--d-ff", "32", "--layers", "1",
+            "--quiet", "--eval-every", "0"]
+    counts = []
+    for extra in (("--steps", "2"), ("--steps", "3", "--resume")):
+        r = run(*args, *extra)
+        assert r.returncode == 0, r.stderr
+        counts += re.findall(r"model: ([\d,]+) parameters", r.stderr)
+    assert len(counts) == 2 and counts[0] == counts[1], counts
+
+
 def test_best_checkpoint_is_served(trained):
     """Validation every 3 of 6 steps: BEST points at the better one, and inference loads it."""
     import json as _json

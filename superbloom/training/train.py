@@ -183,6 +183,8 @@ def train(cfg: TrainConfig, progress: bool = True, resume: bool = False, overwri
             head_built = model.head.fit(data.train.subset(training_rows(data, train_rows, entry.ordered)),
                                         ordered=entry.ordered)
     n_params = count_parameters(model)
+    if ckpt is not None and isinstance(saved.get("parameters"), int):
+        n_params = saved["parameters"]  # as the first run counted them: a fitted term is loaded later, in fit
     init_name = resolve_init(cfg.init, data.n_ids, entry.auto_init)
     # served before any step: a head that ranks then (a hybrid's term) waits for neither the network's
     # coherent hash maps nor its start (the first answer at a million ids: minutes sooner)
