@@ -150,7 +150,7 @@ RESULT_FILES: list[Result] = [
            f"{LOCK} {PY} benchmarks.scale.step_bench --profile --steps 3 --code before=/tmp/step/before-python "
            "--code after=.venv/bin/python --ids 5139571",
            "what one training step at 5.1M ids spends its time on, by operator, before and after"),
-    Result(("scale/step_quality_synth283k.json", "scale/step_quality_synth283k.md"),
+    Result(("scale/step_quality_synth283k.json",),
            f"{PY} superbloom synth --ids 283000 --links 3000000 --topics 1000 --format edges --out /tmp/step/q/l.tsv && "
            f"{PY} superbloom prepare /tmp/step/q/l.tsv --out /tmp/step/q/data283k && {LOCK} {PY} "
            "benchmarks.scale.step_quality --data /tmp/step/q/data283k --name synth283k --steps 300 --eval-every 100 "
@@ -166,6 +166,11 @@ RESULT_FILES: list[Result] = [
            "the row-sparse step (lazy AdamW on the rows read) against the dense one at equal sets seen, paired "
            "runs on the embedded data with sampled negatives: validation curves and paired test differences "
            "(`--report` writes their tables as markdown)"),
+    Result(("scale/synth5m_anytime.json",),
+           f"{LOCK} bash benchmarks/scale/synth5m_bar.sh",
+           "the bar at 5,139,571 SYNTHETIC ids: the default recipe's first answer (its local-EASE term) and budget 0 "
+           "against popularity and counting on the same examples, one thread: fails (858 s, 0.005 against 4.6 s, "
+           "0.080); the script's --report also writes its table and figure (.md, .png)"),
     Result(("scale/step_quality_wikispeedia_dense_small.json",),
            f"{PY} superbloom prepare superbloom/data/wikispeedia_links.tsv.gz --out /tmp/sq/wiki && {LOCK} {PY} "
            "benchmarks.scale.step_quality --data /tmp/sq/wiki --name wikispeedia_dense_small --steps 8000 "
