@@ -106,7 +106,9 @@ class Validation:
     def watched(self, select: str) -> dict:
         """The record's scores of metric `select`: the model's and each part's alone (training's
         patience waits for one of them to improve: a network can improve under a term that carries it)."""
-        return {k: x for k, x in self.record().items() if k == select or k in {p + select for p in self.PARTS.values()}}
+        out = {select: self.scores[select]} if select in self.scores else {}
+        out.update({self.PARTS[p] + select: m[select] for p, m in self.parts.items() if select in m})
+        return out
 
 
 class Variant:

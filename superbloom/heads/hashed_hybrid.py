@@ -427,9 +427,10 @@ class HashedHybridHead(SuperbloomHead):
         self.mix.fill_(mix)
         self.decay.fill_(decay)
         self.weighting.fill_(w)
-        settings = dict(mix=mix, term=self.term_name, **({"weighting": WEIGHTINGS[w]} if self.term_name == "cooccurrence"
-                                                         else {}))
-        settings.update({"eps": decay} if self.bigram else {"decay": decay})
+        settings = {"mix": mix, "term": self.term_name}
+        if self.term_name == "cooccurrence":
+            settings["weighting"] = WEIGHTINGS[w]
+        settings["eps" if self.bigram else "decay"] = decay
         return Validation(dict(ranked[best]), settings,
                           {"network": {select: ranked[0][select]}, "term": {select: by_setting[decay, w][select]}})
 

@@ -214,6 +214,7 @@ def train_textclass(cfg: TextClassRunConfig, progress: bool = False, resume: boo
         continue_run(out, ckpt, saved, "train", cfg.to_dict(), changed, d.main)
     history: list[dict] = []
     obj = textclass_objective(model, docs, train, test if len(test) else None, cfg.train, history, show_epoch)
+
     def files(run) -> None:  # the final weights and the epochs' history beside the checkpoints
         config = load_json(run.path / "config.json")
         done = [h for h in config.get("history", []) if not history or h["epoch"] < history[0]["epoch"]]

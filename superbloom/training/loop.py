@@ -181,8 +181,8 @@ def fit(obj: Objective, loop: LoopConfig, optim: OptimConfig, run: "RunDir | Pat
     alone), so the folder serves it and a staged run replaces the previous model with it, then
     validate at step 0 and checkpoint again (BEST: the validation's choice). LoopConfig.patience:
     stop once that many validations in a row improved neither the validation score nor, where the
-    validation reports them (Validation.parts: a hybrid's network alone), its parts' alone. `prepare` (one process
-    only): run before the first step, after the step-0 checkpoint (Prepare)."""
+    validation scores them (Validation.watched), its parts' alone (a hybrid's network alone).
+    `prepare` (one process only): run before the first step, after the step-0 checkpoint (Prepare)."""
     run = run if isinstance(run, RunDir) else RunDir(Path(run), staged=False, main=False)  # a plain folder: unmarked
     if d.main:
         run.path.mkdir(parents=True, exist_ok=True)
