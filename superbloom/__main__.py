@@ -1,6 +1,4 @@
 """`python -m superbloom ...` is the `superbloom` command."""
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

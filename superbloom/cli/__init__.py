@@ -42,6 +42,8 @@ repeated here.
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import sys
 
 from .._log import LEVELS, configure as configure_logging
@@ -165,6 +167,20 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def run() -> None:
+    """The `superbloom` program: main(), then exit with its status. A torchrun rank (WORLD_SIZE > 1)
+    exits with os._exit once its output is flushed: DDP keeps the gloo process group, and its threads,
+    alive past destroy_process_group, and the interpreter's teardown with those threads running can
+    end in std::terminate (exit -6) after the run is written, which fails the whole torchrun job."""
+    code = main()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _as_flag(command: Parser, args, e) -> str:
